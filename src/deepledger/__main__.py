@@ -1,0 +1,3 @@
+from deepledger.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,142 @@
+"""The ``deepledger`` command: ``bench | run | report | replay``.
+
+Hydra has no subcommands, so the first argument picks the command and the rest goes
+to Hydra untouched (overrides, ``--cfg job``, ``-m`` sweeps, ``hydra.run.dir=...``).
+Errors deepledger raises on purpose are printed as one paragraph with exit code 2;
+a traceback means a bug.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from deepledger import __version__
+from deepledger.errors import ConfigError, DeepLedgerError
+
+USAGE = f"""\
+deepledger {__version__} — a deep-research agent runtime
+
+usage:
+  deepledger bench [OVERRIDES...]           run a benchmark suite
+  deepledger run question="..." [OVERRIDES] answer one question
+  deepledger report RUN_DIR [RUN_DIR...]    rebuild a run's summary and report
+  deepledger replay RUN_DIR [OVERRIDES]     replay a run's journals under another policy
+  deepledger COMMAND --help                 Hydra's help: config groups and keys
+  deepledger bench --cfg job [OVERRIDES]    print the composed config and stop
+
+OVERRIDES are Hydra overrides, e.g.
+  llm=openai_compatible llm.base_url=http://127.0.0.1:8000/v1 llm.model_name=my-model
+  agent=keep5_compress5 agent.keep_tool_result=3 benchmark.execution.max_tasks=10
+
+Config groups: llm=local|openai_compatible|openai|anthropic,
+  agent=default|keep5_compress5|keep5_compress5_300turns, benchmark=example|gaia-validation.
+API keys are read from the environment (or ./.env), never from config files.
+"""
+
+EXIT_USAGE = 2
+
+
+def config_dir() -> Path:
+    """``$DEEPLEDGER_CONFIG_DIR``, else the ``conf/`` of the source checkout."""
+    configured = os.environ.get("DEEPLEDGER_CONFIG_DIR")
+    path = Path(configured) if configured else Path(__file__).resolve().parents[2] / "conf"
+    if not (path / "config.yaml").is_file():
+        raise ConfigError(
+            f"No deepledger configuration at {path} (config.yaml missing). Install from a "
+            "source checkout (pip install -e .) or set DEEPLEDGER_CONFIG_DIR to a conf/ folder."
+        )
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0 if args else EXIT_USAGE
+    if args[0] in ("-V", "--version"):
+        print(f"deepledger {__version__}")
+        return 0
+    command, rest = args[0], args[1:]
+    handlers: dict[str, Callable[[list[str]], int]] = {
+        "bench": lambda a: _hydra_command("bench", a, _bench),
+        "run": lambda a: _hydra_command("run", a, _run),
+        "report": _not_yet("report"),
+        "replay": _not_yet("replay"),
+    }
+    if command not in handlers:
+        print(f"deepledger: unknown command {command!r}.\n\n{USAGE}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return handlers[command](rest)
+    except DeepLedgerError as exc:
+        return _fail(exc)
+
+
+def _fail(exc: DeepLedgerError) -> int:
+    print(f"deepledger: {exc}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _hydra_command(name: str, overrides: list[str], task: Callable[[Any], int]) -> int:
+    """Run ``task(cfg)`` under Hydra with ``overrides`` as its command line."""
+    import hydra
+    from dotenv import load_dotenv
+
+    from deepledger.config import register_schemas
+
+    load_dotenv(override=False)  # never replaces a variable that is already set
+    register_schemas()
+    outcome: dict[str, int] = {}
+
+    @hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")
+    def _entry(cfg: Any) -> None:
+        try:
+            outcome["code"] = task(cfg)
+        except DeepLedgerError as exc:
+            outcome["code"] = _fail(exc)
+
+    saved_argv = sys.argv
+    sys.argv = [f"deepledger {name}", *overrides]
+    try:
+        _entry()
+    finally:
+        sys.argv = saved_argv
+    return outcome.get("code", 0)
+
+
+def _checked(cfg: Any) -> None:
+    from deepledger.config import validate
+    from deepledger.llm.factory import PROVIDERS, create_client
+
+    validate(cfg, PROVIDERS)
+    create_client(cfg.llm)  # fails early on a missing key or an unavailable provider
+
+
+def _bench(cfg: Any) -> int:
+    _checked(cfg)
+    raise DeepLedgerError(
+        "The configuration is valid, but `deepledger bench` cannot run suites in this "
+        "version yet: the agent loop and the benchmark runner are still being built."
+    )
+
+
+def _run(cfg: Any) -> int:
+    if not cfg.question:
+        raise ConfigError('deepledger run needs a question: deepledger run question="..."')
+    _checked(cfg)
+    raise DeepLedgerError(
+        "The configuration is valid, but `deepledger run` cannot answer questions in this "
+        "version yet: the agent loop is still being built."
+    )
+
+
+def _not_yet(name: str) -> Callable[[list[str]], int]:
+    def handler(_args: list[str]) -> int:
+        print(f"deepledger {name}: not available in this version yet.", file=sys.stderr)
+        return EXIT_USAGE
+
+    return handler

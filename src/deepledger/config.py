@@ -1,0 +1,192 @@
+"""Configuration schemas, registered in Hydra's ConfigStore.
+
+The YAML presets under ``conf/`` are merged into these dataclasses, so a mistyped key
+(``agent.keep_tool_reslt=5``) or a wrong type (``agent.keep_tool_result=all``) fails at
+composition with Hydra's message naming the key. What types cannot express (a provider
+that exists, ``max_tokens`` below the window, ...) is checked by :func:`validate`.
+
+Key names follow MiroThinker's, so existing command lines carry over. Secrets are never
+configuration: a preset names the *environment variable* holding its key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from deepledger.errors import ConfigError
+
+
+@dataclass
+class RetryConfig:
+    """One retry policy for every provider (see ``llm/retry.py``)."""
+
+    max_attempts: int = 5  # attempts in all, the first one included
+    initial_wait_seconds: float = 1.0  # exponential backoff starts here ...
+    max_wait_seconds: float = 60.0  # ... and never waits longer than this
+    jitter_seconds: float = 1.0  # random extra wait, so parallel tasks do not retry in step
+    max_retry_after_seconds: float = 120.0  # a longer Retry-After is capped to this
+
+
+@dataclass
+class LLMConfig:
+    provider: str = MISSING  # openai (any OpenAI-compatible server) | anthropic | local | scripted
+    model_name: str = MISSING
+    base_url: str | None = None  # None: the provider's public API
+    api_key_env: str | None = None  # variable holding the key; None: the provider's usual one
+    api_key_required: bool = True  # False for self-hosted servers that accept any key
+    max_context_length: int = MISSING  # the model's window in tokens; the guard works against it
+    max_tokens: int = 4096  # reply budget per call
+    temperature: float = 1.0
+    top_p: float = 1.0
+    timeout_seconds: float = 600.0  # per HTTP attempt
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    extra_body: dict[str, Any] = field(default_factory=dict)  # passed through to the server
+
+
+@dataclass
+class PriceConfig:
+    """USD per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float | None = None  # None: same as input
+    cache_write: float | None = None  # None: same as input
+
+
+@dataclass
+class AgentRoleConfig:
+    """The main agent or one sub-agent."""
+
+    max_turns: int = 200
+    tools: list[str] = field(default_factory=list)
+    tool_blacklist: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AgentConfig:
+    keep_tool_result: int = -1  # -1 keep all tool results, 0 none, N the last N
+    context_compress_limit: int = 0  # 0 off; >0 on, and the number of extra format-retries
+    retry_with_summary: bool = True  # write a post-mortem for the next retry
+    tool_protocol: str = "xml"  # xml (<use_mcp_tool> in text) | native (function calling)
+    main_agent: AgentRoleConfig = field(default_factory=AgentRoleConfig)
+    sub_agents: dict[str, AgentRoleConfig] = field(default_factory=dict)
+
+
+@dataclass
+class FieldMapping:
+    """Names of the task fields in the benchmark's JSONL (MiroThinker's standardized format)."""
+
+    task_id_field: str = "task_id"
+    task_question_field: str = "task_question"
+    ground_truth_field: str = "ground_truth"
+    file_name_field: str = "file_name"
+
+
+@dataclass
+class BenchmarkDataConfig:
+    data_dir: str = MISSING
+    metadata_file: str = "standardized_data.jsonl"
+    field_mapping: FieldMapping = field(default_factory=FieldMapping)
+
+
+@dataclass
+class ExecutionConfig:
+    max_tasks: int | None = None  # None: all tasks
+    max_concurrent: int = 5
+    pass_at_k: int = 1
+
+
+@dataclass
+class BenchmarkConfig:
+    name: str = MISSING
+    data: BenchmarkDataConfig = field(default_factory=BenchmarkDataConfig)
+    execution: ExecutionConfig = field(default_factory=ExecutionConfig)
+
+
+@dataclass
+class Config:
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    pricing: dict[str, PriceConfig] = field(default_factory=dict)  # keyed by model name
+    question: str | None = None  # for `deepledger run`
+
+
+SCHEMA_NAME = "deepledger_schema"
+TOOL_PROTOCOLS = ("xml", "native")
+
+
+def register_schemas() -> None:
+    """Make the schema available to ``conf/config.yaml``'s defaults list."""
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=Config)
+
+
+def validate(cfg: Any, known_providers: tuple[str, ...]) -> None:
+    """Check what the types cannot; raise :class:`ConfigError` naming key and fix."""
+    problems = [*_llm_problems(cfg.llm, known_providers), *_agent_problems(cfg.agent)]
+    problems += _execution_problems(cfg.benchmark.execution)
+    if problems:
+        raise ConfigError("Invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def _llm_problems(llm: Any, known_providers: tuple[str, ...]) -> list[str]:
+    problems = []
+    if llm.provider not in known_providers:
+        problems.append(
+            f"llm.provider={llm.provider!r} is not a provider; use one of "
+            f"{', '.join(known_providers)} (or pick a preset: llm=openai, llm=anthropic, ...)."
+        )
+    if llm.max_context_length <= 0:
+        problems.append(f"llm.max_context_length={llm.max_context_length} must be positive.")
+    elif llm.max_tokens >= llm.max_context_length:
+        problems.append(
+            f"llm.max_tokens={llm.max_tokens} leaves no room for the prompt in "
+            f"llm.max_context_length={llm.max_context_length}; lower llm.max_tokens or raise "
+            "llm.max_context_length to the model's real window."
+        )
+    if llm.max_tokens <= 0:
+        problems.append(f"llm.max_tokens={llm.max_tokens} must be positive.")
+    if llm.timeout_seconds <= 0:
+        problems.append(f"llm.timeout_seconds={llm.timeout_seconds} must be positive.")
+    if llm.retry.max_attempts < 1:
+        problems.append(f"llm.retry.max_attempts={llm.retry.max_attempts} must be at least 1.")
+    return problems
+
+
+def _agent_problems(agent: Any) -> list[str]:
+    problems = []
+    if agent.keep_tool_result < -1:
+        problems.append(
+            f"agent.keep_tool_result={agent.keep_tool_result}: use -1 (keep all), 0 (none) "
+            "or N > 0 (the last N)."
+        )
+    if agent.context_compress_limit < 0:
+        problems.append(
+            f"agent.context_compress_limit={agent.context_compress_limit} must be 0 (off) or more."
+        )
+    if agent.tool_protocol not in TOOL_PROTOCOLS:
+        problems.append(
+            f"agent.tool_protocol={agent.tool_protocol!r}: use one of {', '.join(TOOL_PROTOCOLS)}."
+        )
+    if agent.main_agent.max_turns < 1:
+        problems.append(f"agent.main_agent.max_turns={agent.main_agent.max_turns} must be >= 1.")
+    return problems
+
+
+def _execution_problems(execution: Any) -> list[str]:
+    problems = []
+    if execution.max_concurrent < 1:
+        problems.append(
+            f"benchmark.execution.max_concurrent={execution.max_concurrent} must be >= 1."
+        )
+    if execution.pass_at_k < 1:
+        problems.append(f"benchmark.execution.pass_at_k={execution.pass_at_k} must be >= 1.")
+    if execution.max_tasks is not None and execution.max_tasks < 0:
+        problems.append(
+            f"benchmark.execution.max_tasks={execution.max_tasks} must be >= 0 or null."
+        )
+    return problems

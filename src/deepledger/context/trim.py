@@ -1,0 +1,54 @@
+"""``keep_tool_result``: blank old tool results in the copy sent to the model.
+
+The stored history is never changed; :func:`trim_tool_results` returns a new list. Only
+messages of kind ``TOOL_RESULTS`` are candidates — the task, the system prompt, the
+model's replies and the prompts the runtime injects (summarize, post-mortem) are never
+blanked, whatever N is. A blanked message keeps its place, role and tool-call ids (so
+every call still has its result on the wire) and only its content is replaced.
+
+- ``keep = -1``: everything is sent as it is
+- ``keep =  0``: every tool result is blanked
+- ``keep =  N``: the newest N tool-result messages keep their content
+
+One tool-result message is one turn's results, in both protocols, so N counts turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from deepledger.messages import Message, MessageKind, Role
+
+OMITTED_PLACEHOLDER = "[Tool result omitted to save context.]"
+
+
+def trim_tool_results(
+    messages: Sequence[Message], keep: int, placeholder: str = OMITTED_PLACEHOLDER
+) -> list[Message]:
+    if keep < -1:
+        raise ValueError(f"keep_tool_result must be -1, 0 or positive, not {keep}")
+    trimmed = list(messages)
+    if keep == -1:
+        return trimmed
+    candidates = _tool_result_positions(trimmed)
+    to_blank = candidates[: len(candidates) - keep] if keep else candidates
+    for i in to_blank:
+        trimmed[i] = _blank(trimmed[i], placeholder)
+    return trimmed
+
+
+def _tool_result_positions(messages: list[Message]) -> list[int]:
+    first_user = next((i for i, m in enumerate(messages) if m.role is Role.USER), None)
+    return [
+        i
+        for i, m in enumerate(messages)
+        # The first user message is the task even if a caller mislabelled it.
+        if m.kind is MessageKind.TOOL_RESULTS and i != first_user
+    ]
+
+
+def _blank(message: Message, placeholder: str) -> Message:
+    results = tuple(replace(r, content=placeholder) for r in message.tool_results)
+    content = placeholder if message.content else ""
+    return replace(message, content=content, tool_results=results)

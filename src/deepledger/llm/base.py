@@ -1,0 +1,92 @@
+"""The one interface every model provider implements.
+
+A provider subclasses :class:`LLMClient` and implements two things:
+
+- ``_call(messages, tools, settings) -> LLMResponse``: convert the neutral messages to
+  its wire format, make one request with its async SDK, convert the reply back. No
+  retries here, and the SDK's own retries must be off.
+- ``classify_error(exc) -> LLMError | None``: map an SDK exception to the error tree in
+  ``errors.py`` (transient / rate-limited / fatal). ``None`` lets it propagate as is.
+
+Optionally it overrides ``token_counter`` when it can count tokens exactly (a llama.cpp
+or vLLM server), and ``aclose`` to release its HTTP client.
+
+Callers use ``generate``. Retries live in one place, :class:`llm.retry.RetryingClient`,
+which wraps any client; :func:`llm.factory.create_client` builds the stack from config.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from deepledger.context.tokens import TokenCounter, default_counter
+from deepledger.errors import LLMError
+from deepledger.messages import LLMResponse, Message, ToolSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Sampling settings for one call. ``None`` leaves the server's default."""
+
+    max_tokens: int = 4096
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+
+
+class LLMClient(ABC):
+    """A model behind some API. Subclasses set ``provider`` and implement ``_call``."""
+
+    provider: str = "abstract"
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None = None,
+        settings: GenerationSettings | None = None,
+    ) -> LLMResponse:
+        """Ask the model for its next message. Raises only errors from ``errors.py``
+        (or a programming error)."""
+        try:
+            return await self._call(
+                list(messages), list(tools or ()), settings or GenerationSettings()
+            )
+        except LLMError:
+            raise
+        except Exception as exc:
+            classified = self.classify_error(exc)
+            if classified is None:
+                raise
+            raise classified from exc
+
+    @abstractmethod
+    async def _call(
+        self, messages: list[Message], tools: list[ToolSpec], settings: GenerationSettings
+    ) -> LLMResponse: ...
+
+    def classify_error(self, exc: Exception) -> LLMError | None:
+        return None
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """Counts tokens as this model does; the default is tiktoken's o200k_base."""
+        return default_counter()
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook; most clients hold nothing
+        """Release connections. Safe to call twice."""
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

@@ -1,0 +1,92 @@
+"""Turning HTTP failures into the error tree, shared by the SDK-based providers.
+
+Both the openai and the anthropic SDK raise a connection error, a timeout error, and a
+status error carrying the HTTP response; they differ only in class names. Each provider
+extracts (kind, status, headers, message) and calls these functions, so the rules for
+what is transient live in one place.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+
+from deepledger.errors import (
+    ContextOverflowError,
+    FatalLLMError,
+    LLMConnectionError,
+    LLMError,
+    LLMTimeoutError,
+    RateLimitedError,
+    TransientLLMError,
+)
+
+# Statuses worth retrying besides 429 and 5xx: request timeout, conflict (lock contention).
+_RETRYABLE_4XX = {408, 409}
+_OVERFLOW_HINTS = (
+    "context length",
+    "context_length",
+    "maximum context",
+    "too long",
+    "prompt is too long",
+    "context window",
+)
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    if (ms := lowered.get("retry-after-ms")) is not None:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def status_error(provider: str, status: int, headers: Mapping[str, str], detail: str) -> LLMError:
+    """The error for an HTTP error response."""
+    message = f"{provider} returned HTTP {status}: {detail}"
+    if status == 429:
+        return RateLimitedError(
+            message, retry_after=parse_retry_after(headers), provider=provider, status=status
+        )
+    if status >= 500 or status in _RETRYABLE_4XX:
+        return TransientLLMError(message, provider=provider, status=status)
+    if status in (400, 413) and any(h in detail.lower() for h in _OVERFLOW_HINTS):
+        return ContextOverflowError(message, provider=provider, status=status)
+    if status in (401, 403):
+        message += " Check that the API key variable named by llm.api_key_env is right."
+    elif status == 404:
+        message += " Check llm.model_name and llm.base_url."
+    return FatalLLMError(message, provider=provider, status=status)
+
+
+def connection_error(provider: str, base_url: str, detail: str) -> LLMConnectionError:
+    return LLMConnectionError(
+        f"Could not reach the {provider} server at {base_url} ({detail}). Is it running? "
+        "Set llm.base_url to the server's address.",
+        provider=provider,
+    )
+
+
+def timeout_error(provider: str, base_url: str, timeout: float) -> LLMTimeoutError:
+    return LLMTimeoutError(
+        f"The {provider} server at {base_url} did not answer within {timeout:g}s "
+        "(llm.timeout_seconds).",
+        provider=provider,
+    )
+
+
+def malformed_response(provider: str, detail: str) -> TransientLLMError:
+    return TransientLLMError(
+        f"{provider} sent a response that could not be read: {detail}", provider=provider
+    )

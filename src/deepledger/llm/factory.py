@@ -1,0 +1,95 @@
+"""Building a model client from the ``llm`` config: provider, key, retries.
+
+To add a provider: write a :class:`~deepledger.llm.base.LLMClient` subclass in its own
+module and add a builder to ``_BUILDERS`` below (and a preset under ``conf/llm/``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from deepledger.errors import ConfigError, MissingAPIKeyError, UnknownProviderError
+from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.retry import RetryingClient, RetryPolicy
+
+# The key variable each provider reads when the preset does not name one.
+DEFAULT_KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+# What self-hosted OpenAI-compatible servers accept when they check no key.
+NO_KEY = "EMPTY"
+
+
+def resolve_api_key(cfg: Any) -> str:
+    """The key from the environment variable the preset names.
+
+    An empty value counts as unset: an empty line in .env or an exported empty variable
+    never replaces a key with nothing.
+    """
+    variable = cfg.api_key_env or DEFAULT_KEY_VARIABLES.get(cfg.provider)
+    value = os.environ.get(variable, "").strip() if variable else ""
+    if value:
+        return value
+    if cfg.api_key_required:
+        raise MissingAPIKeyError(
+            variable or "(none named)",
+            "For a self-hosted server that needs no key, use llm=openai_compatible.",
+        )
+    return NO_KEY
+
+
+def _build_openai(cfg: Any) -> LLMClient:
+    from deepledger.llm.openai import OpenAIChatClient
+
+    return OpenAIChatClient(
+        cfg.model_name,
+        api_key=resolve_api_key(cfg),
+        base_url=cfg.base_url,
+        timeout_seconds=cfg.timeout_seconds,
+    )
+
+
+def _build_anthropic(cfg: Any) -> LLMClient:
+    from deepledger.llm.anthropic import AnthropicClient
+
+    return AnthropicClient(
+        cfg.model_name,
+        api_key=resolve_api_key(cfg),
+        base_url=cfg.base_url,
+        timeout_seconds=cfg.timeout_seconds,
+    )
+
+
+def _build_local(cfg: Any) -> LLMClient:
+    raise ConfigError(
+        "llm=local (the bundled offline model) is not available in this version yet. "
+        "To run now, serve a model yourself and use llm=openai_compatible "
+        "llm.base_url=http://127.0.0.1:PORT/v1 llm.model_name=NAME."
+    )
+
+
+_BUILDERS: dict[str, Callable[[Any], LLMClient]] = {
+    "openai": _build_openai,
+    "anthropic": _build_anthropic,
+    "local": _build_local,
+}
+PROVIDERS = tuple(_BUILDERS)
+
+
+def create_client(cfg: Any) -> LLMClient:
+    """The provider named by ``cfg.provider``, wrapped in the retry policy."""
+    builder = _BUILDERS.get(cfg.provider)
+    if builder is None:
+        raise UnknownProviderError(
+            f"llm.provider={cfg.provider!r} is not a provider; use one of {', '.join(PROVIDERS)}."
+        )
+    return RetryingClient(builder(cfg), RetryPolicy.from_config(cfg.retry))
+
+
+def settings_from_config(cfg: Any) -> GenerationSettings:
+    return GenerationSettings(
+        max_tokens=cfg.max_tokens,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        extra_body=dict(cfg.extra_body or {}),
+    )

@@ -1,0 +1,126 @@
+"""The one retry policy, wrapped around any provider.
+
+- Retried: :class:`TransientLLMError` — HTTP 429, 408, 409 and 5xx, timeouts, dropped
+  connections, response bodies that did not parse.
+- Waits: exponential backoff from ``initial_wait_seconds``, doubling, capped at
+  ``max_wait_seconds``, plus up to ``jitter_seconds`` of random jitter. A 429 that says
+  ``Retry-After`` is waited exactly that long (capped at ``max_retry_after_seconds``).
+- Not retried: :class:`FatalLLMError` (bad request, auth, unknown model, prompt too long)
+  — the same request would fail the same way.
+- Gives up after ``max_attempts`` attempts in all and raises the last error.
+
+Providers turn their SDK's retries off; nothing else in deepledger retries model calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from deepledger.context.tokens import TokenCounter
+from deepledger.errors import RateLimitedError, TransientLLMError
+from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.messages import LLMResponse, Message, ToolSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    initial_wait_seconds: float = 1.0
+    max_wait_seconds: float = 60.0
+    jitter_seconds: float = 1.0
+    max_retry_after_seconds: float = 120.0
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> RetryPolicy:
+        return cls(
+            max_attempts=cfg.max_attempts,
+            initial_wait_seconds=cfg.initial_wait_seconds,
+            max_wait_seconds=cfg.max_wait_seconds,
+            jitter_seconds=cfg.jitter_seconds,
+            max_retry_after_seconds=cfg.max_retry_after_seconds,
+        )
+
+    def wait_seconds(self, state: RetryCallState) -> float:
+        """How long to wait before the next attempt (tenacity's ``wait`` callback)."""
+        error = state.outcome.exception() if state.outcome else None
+        if isinstance(error, RateLimitedError) and error.retry_after is not None:
+            return min(max(error.retry_after, 0.0), self.max_retry_after_seconds)
+        backoff = wait_exponential_jitter(
+            multiplier=self.initial_wait_seconds,
+            max=self.max_wait_seconds,
+            jitter=self.jitter_seconds,
+        )
+        return backoff(state)
+
+
+class RetryingClient(LLMClient):
+    """Wraps a provider; ``generate`` retries transient failures per :class:`RetryPolicy`."""
+
+    def __init__(
+        self,
+        inner: LLMClient,
+        policy: RetryPolicy,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        super().__init__(inner.model)
+        self.inner = inner
+        self.policy = policy
+        self._sleep = sleep  # swappable so tests can check waits without waiting
+        self.provider = inner.provider
+        self.retries = 0  # retries made over this client's life, for the journal
+
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None = None,
+        settings: GenerationSettings | None = None,
+    ) -> LLMResponse:
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(TransientLLMError),
+            stop=stop_after_attempt(self.policy.max_attempts),
+            wait=self.policy.wait_seconds,
+            before_sleep=self._note_retry,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                return await self.inner.generate(messages, tools, settings)
+        raise AssertionError("unreachable: tenacity either returns or reraises")
+
+    async def _call(self, messages, tools, settings) -> LLMResponse:  # pragma: no cover
+        raise NotImplementedError("RetryingClient delegates through generate()")
+
+    def _note_retry(self, state: RetryCallState) -> None:
+        self.retries += 1
+        error = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0.0
+        log.warning(
+            "%s call failed (attempt %d of %d): %s; retrying in %.1fs",
+            self.provider,
+            state.attempt_number,
+            self.policy.max_attempts,
+            error,
+            wait,
+        )
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        return self.inner.token_counter
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

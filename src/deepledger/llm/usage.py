@@ -1,0 +1,85 @@
+"""Token and cost accounting, per call and per task.
+
+Prices come from the ``pricing`` table in config (USD per million tokens, by model
+name). A model that is not in the table has an *unknown* cost (``None``), never zero,
+so a report cannot quietly claim a run was free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from deepledger.messages import LLMResponse, StopReason, Usage
+
+PER_MILLION = 1_000_000
+
+
+@dataclass(frozen=True)
+class Price:
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> Price:
+        cache_read = cfg.input if cfg.cache_read is None else cfg.cache_read
+        cache_write = cfg.input if cfg.cache_write is None else cfg.cache_write
+        return cls(float(cfg.input), float(cfg.output), float(cache_read), float(cache_write))
+
+    def cost(self, usage: Usage) -> float:
+        return (
+            usage.uncached_input_tokens * self.input
+            + usage.cache_read_tokens * self.cache_read
+            + usage.cache_write_tokens * self.cache_write
+            + usage.output_tokens * self.output
+        ) / PER_MILLION
+
+
+def find_price(model: str, table: Mapping[str, Any]) -> Price | None:
+    """The entry for ``model``, or for the longest listed prefix of it (dated variants)."""
+    if model in table:
+        return Price.from_config(table[model])
+    prefixes = [name for name in table if model.startswith(name)]
+    if not prefixes:
+        return None
+    return Price.from_config(table[max(prefixes, key=len)])
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    model: str
+    usage: Usage
+    cost: float | None
+    stop_reason: StopReason
+
+
+@dataclass
+class UsageLedger:
+    """Every model call of one task (or attempt), and their totals."""
+
+    price: Price | None = None
+    calls: list[CallRecord] = field(default_factory=list)
+
+    def record(self, response: LLMResponse) -> CallRecord:
+        cost = self.price.cost(response.usage) if self.price else None
+        call = CallRecord(response.model, response.usage, cost, response.stop_reason)
+        self.calls.append(call)
+        return call
+
+    @property
+    def total(self) -> Usage:
+        return sum((c.usage for c in self.calls), Usage())
+
+    @property
+    def cost(self) -> float | None:
+        """Total USD, or ``None`` if any call's price is unknown."""
+        if any(c.cost is None for c in self.calls):
+            return None
+        return sum(c.cost for c in self.calls)  # type: ignore[misc]
+
+    @property
+    def last_usage(self) -> Usage | None:
+        return self.calls[-1].usage if self.calls else None

@@ -1,0 +1,224 @@
+"""Provider-neutral conversation types, used everywhere above the LLM layer.
+
+A conversation is a list of :class:`Message`. Each message has a wire ``role`` and a
+``kind`` saying *why* it is there; the kind is what context management reads:
+
+- ``SYSTEM``        the system prompt
+- ``TASK``          the task the agent answers; never trimmed
+- ``MODEL``         an assistant reply, possibly with tool calls
+- ``TOOL_RESULTS``  the results of the previous reply's tool calls. With the native
+                    protocol the role is ``TOOL`` and each :class:`ToolResult` becomes one
+                    wire tool message; with the XML protocol the role is ``USER`` and
+                    ``content`` holds the formatted results (the results are kept too,
+                    so pairing can be checked in both protocols)
+- ``INJECTED``      a prompt the runtime adds (summarize, post-mortem, "the box was
+                    missing"); it is not a tool result and is never blanked
+
+Only the modules under ``llm/`` convert these to and from a provider's wire format.
+Messages are immutable; trimming and guards build new lists.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import json_repair
+
+
+class Role(StrEnum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class MessageKind(StrEnum):
+    SYSTEM = "system"
+    TASK = "task"
+    MODEL = "model"
+    TOOL_RESULTS = "tool_results"
+    INJECTED = "injected"
+
+
+class StopReason(StrEnum):
+    """Why the model stopped writing, in one vocabulary for every provider."""
+
+    END_TURN = "end_turn"  # it finished its reply
+    TOOL_USE = "tool_use"  # it stopped to have tools run (native protocol)
+    MAX_TOKENS = "max_tokens"  # cut off by llm.max_tokens; the text is incomplete
+    STOP_SEQUENCE = "stop_sequence"  # a configured stop string was hit
+    CONTENT_FILTER = "content_filter"  # the provider withheld or cut the output (or refused)
+    CONTEXT_OVERFLOW = "context_overflow"  # the provider ran out of context window mid-reply
+    OTHER = "other"  # anything a provider reports that we do not know
+
+
+class EndReason(StrEnum):
+    """Why an agent's turn loop ended. Kept apart because they are finalized differently."""
+
+    MODEL_FINISHED = "model_finished"  # the model answered without asking for tools
+    TURNS_EXHAUSTED = "turns_exhausted"  # max_turns was reached
+    WINDOW_EXHAUSTED = "window_exhausted"  # the window guard stopped the loop
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A request by the model to run one tool.
+
+    ``name`` is the tool's name as the model wrote it (for the native protocol, the
+    function name on the wire). ``server_name`` is filled when the protocol names the
+    MCP server explicitly (XML). When the model's arguments were not valid JSON even
+    after repair, ``arguments`` is empty and ``parse_error`` says why; ``raw_arguments``
+    always keeps what the model wrote.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    server_name: str = ""
+    raw_arguments: str | None = None
+    parse_error: str | None = None
+
+    @classmethod
+    def from_raw(cls, id: str, name: str, raw: str | None, server_name: str = "") -> ToolCall:
+        """Parse arguments the model wrote as JSON text, repairing what can be repaired
+        (missing brace, trailing comma); keep an error, not a guess, when nothing can."""
+        arguments, error = parse_arguments(raw)
+        return cls(id, name, arguments, server_name, raw, error)
+
+
+def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
+    """(arguments, None) or ({}, why not) for a tool call's JSON argument text."""
+    if raw is None or not raw.strip():
+        return {}, None
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError:
+        parsed = json_repair.loads(raw)
+    if isinstance(parsed, dict):
+        return parsed, None
+    return {}, f"arguments are not a JSON object: {raw[:200]!r}"
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What running one :class:`ToolCall` produced. Errors are data the model sees."""
+
+    call_id: str
+    content: str
+    is_error: bool = False
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool offered to the model through native function calling."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    kind: MessageKind
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
+    reasoning: str | None = None  # separate reasoning text some servers return (not re-sent)
+
+    # -- constructors: the only sanctioned way to build each kind -------------------
+    @classmethod
+    def system(cls, text: str) -> Message:
+        return cls(Role.SYSTEM, MessageKind.SYSTEM, text)
+
+    @classmethod
+    def task(cls, text: str) -> Message:
+        return cls(Role.USER, MessageKind.TASK, text)
+
+    @classmethod
+    def injected(cls, text: str) -> Message:
+        return cls(Role.USER, MessageKind.INJECTED, text)
+
+    @classmethod
+    def assistant(
+        cls,
+        text: str = "",
+        tool_calls: tuple[ToolCall, ...] | list[ToolCall] = (),
+        reasoning: str | None = None,
+    ) -> Message:
+        return cls(Role.ASSISTANT, MessageKind.MODEL, text, tuple(tool_calls), reasoning=reasoning)
+
+    @classmethod
+    def native_tool_results(cls, results: tuple[ToolResult, ...] | list[ToolResult]) -> Message:
+        """Results for the native protocol: one wire ``tool`` message per result."""
+        return cls(Role.TOOL, MessageKind.TOOL_RESULTS, "", tool_results=tuple(results))
+
+    @classmethod
+    def text_tool_results(
+        cls, text: str, results: tuple[ToolResult, ...] | list[ToolResult] = ()
+    ) -> Message:
+        """Results for the XML protocol: a user message whose text shows the results."""
+        return cls(Role.USER, MessageKind.TOOL_RESULTS, text, tool_results=tuple(results))
+
+    @property
+    def is_tool_results(self) -> bool:
+        return self.kind is MessageKind.TOOL_RESULTS
+
+    def text_for_counting(self) -> str:
+        """Everything in this message that occupies the context window, as text."""
+        parts = [self.content]
+        parts += [f"{c.name} {c.raw_arguments or json.dumps(c.arguments)}" for c in self.tool_calls]
+        if self.role is Role.TOOL:
+            parts += [r.content for r in self.tool_results]
+        return "\n".join(p for p in parts if p)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens of one call (or a sum of calls).
+
+    ``input_tokens`` is the whole prompt, cached parts included; ``cache_read_tokens``
+    and ``cache_write_tokens`` say how much of it was read from / written to the
+    provider's prompt cache. Providers report these differently; ``llm/`` normalizes.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        return max(0, self.input_tokens - self.cache_read_tokens - self.cache_write_tokens)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class LLMResponse:
+    """One model reply: the assistant message, why it stopped, and what it used."""
+
+    message: Message
+    stop_reason: StopReason
+    usage: Usage
+    model: str = ""
+    response_id: str = ""
+    raw_stop_reason: str | None = None  # the provider's own word, for the journal
+
+    @property
+    def text(self) -> str:
+        return self.message.content

@@ -1,0 +1,97 @@
+"""The installed `deepledger` command, run as a user would."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def deepledger(
+    *args: str, env_drop: tuple[str, ...] = (), cwd: Path = ROOT
+) -> subprocess.CompletedProcess:
+    exe = shutil.which("deepledger", path=str(Path(sys.executable).parent))
+    command = [exe] if exe else [sys.executable, "-m", "deepledger"]
+    env = {k: v for k, v in os.environ.items() if k not in env_drop}
+    return subprocess.run(
+        [*command, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+    )
+
+
+def test_help_lists_the_commands():
+    run = deepledger("--help")
+    assert run.returncode == 0
+    for command in ("bench", "run", "report", "replay"):
+        assert f"deepledger {command}" in run.stdout
+
+
+def test_cfg_job_prints_the_composed_config_with_overrides():
+    run = deepledger(
+        "bench", "--cfg", "job", "agent.keep_tool_result=5", "agent.context_compress_limit=3"
+    )
+    assert run.returncode == 0, run.stderr
+    assert "keep_tool_result: 5" in run.stdout
+    assert "context_compress_limit: 3" in run.stdout
+    assert "max_context_length:" in run.stdout
+
+
+def test_python_dash_m_is_the_same_command():
+    run = subprocess.run(
+        [sys.executable, "-m", "deepledger", "bench", "--cfg", "job"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "keep_tool_result: -1" in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("agent.keep_tool_reslt=5", "keep_tool_reslt"),
+        ("agent.keep_tool_result=all", "agent.keep_tool_result"),
+    ],
+)
+def test_bad_overrides_fail_naming_the_key_without_a_traceback(override, named):
+    run = deepledger("bench", "--cfg", "job", override)
+    assert run.returncode != 0
+    assert named in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_missing_api_key_is_one_paragraph_naming_the_variable(tmp_path):
+    run = deepledger(
+        "bench",
+        "llm=anthropic",
+        f"hydra.run.dir={tmp_path}/run",
+        env_drop=("ANTHROPIC_API_KEY",),
+        cwd=tmp_path,
+    )
+    assert run.returncode == 2
+    assert "ANTHROPIC_API_KEY" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_max_tokens_above_the_window_is_refused(tmp_path):
+    run = deepledger(
+        "bench",
+        "llm=openai_compatible",
+        "llm.max_tokens=9000",
+        "llm.max_context_length=4096",
+        f"hydra.run.dir={tmp_path}/run",
+    )
+    assert run.returncode == 2
+    assert "llm.max_tokens=9000" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_unknown_command_is_a_usage_error():
+    run = deepledger("benchmark")
+    assert run.returncode == 2 and "unknown command" in run.stderr

@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+from deepledger.config import register_schemas, validate
+from deepledger.errors import ConfigError, MissingAPIKeyError
+from deepledger.llm.factory import PROVIDERS, create_client, resolve_api_key
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def composed(*overrides: str):
+    register_schemas()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def presets(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("llm", presets("llm"))
+def test_every_llm_preset_composes_validates_and_has_a_window(llm):
+    cfg = composed(f"llm={llm}")
+    validate(cfg, PROVIDERS)
+    assert cfg.llm.max_context_length > cfg.llm.max_tokens > 0
+
+
+@pytest.mark.parametrize("agent", presets("agent"))
+def test_every_agent_preset_composes_and_validates(agent):
+    validate(composed(f"agent={agent}"), PROVIDERS)
+
+
+def test_mirothinker_setups_are_presets():
+    keep5 = composed("agent=keep5_compress5").agent
+    assert (keep5.keep_tool_result, keep5.context_compress_limit, keep5.main_agent.max_turns) == (
+        5,
+        5,
+        200,
+    )
+    long = composed("agent=keep5_compress5_300turns").agent
+    assert long.main_agent.max_turns == 300
+    assert composed("agent=default").agent.keep_tool_result == -1
+
+
+def test_overrides_reach_the_config():
+    cfg = composed("agent.keep_tool_result=5", "agent.context_compress_limit=3")
+    assert cfg.agent.keep_tool_result == 5 and cfg.agent.context_compress_limit == 3
+
+
+def test_a_mistyped_key_fails_naming_it():
+    with pytest.raises(ConfigCompositionException) as info:
+        composed("agent.keep_tool_reslt=5")
+    assert "keep_tool_reslt" in str(info.value) + str(info.value.__cause__)
+
+
+def test_a_wrong_type_fails_naming_the_key():
+    with pytest.raises(ConfigCompositionException) as info:
+        composed("agent.keep_tool_result=all")
+    cause = info.value.__cause__
+    assert isinstance(cause, ValidationError | ConfigKeyError)
+    assert "agent.keep_tool_result" in str(cause)
+
+
+def test_max_tokens_not_below_the_window_is_rejected():
+    cfg = composed("llm=openai_compatible", "llm.max_tokens=9000", "llm.max_context_length=8192")
+    with pytest.raises(ConfigError, match=r"llm.max_tokens=9000.*llm.max_context_length=8192"):
+        validate(cfg, PROVIDERS)
+
+
+def test_unknown_provider_is_rejected_with_the_choices():
+    cfg = composed("llm.provider=gemini")
+    with pytest.raises(ConfigError, match=r"llm.provider='gemini'.*openai, anthropic"):
+        validate(cfg, PROVIDERS)
+
+
+def test_several_problems_are_reported_together():
+    cfg = composed(
+        "agent.keep_tool_result=-3", "agent.tool_protocol=json", "benchmark.execution.pass_at_k=0"
+    )
+    with pytest.raises(ConfigError) as info:
+        validate(cfg, PROVIDERS)
+    for key in ("agent.keep_tool_result", "agent.tool_protocol", "benchmark.execution.pass_at_k"):
+        assert key in str(info.value)
+
+
+def test_missing_api_key_names_the_variable(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(MissingAPIKeyError, match="ANTHROPIC_API_KEY"):
+        create_client(composed("llm=anthropic").llm)
+
+
+def test_an_empty_key_never_counts_as_a_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "   ")
+    with pytest.raises(MissingAPIKeyError, match="OPENAI_API_KEY"):
+        resolve_api_key(composed("llm=openai").llm)
+
+
+def test_a_preset_can_name_its_own_key_variable(monkeypatch):
+    monkeypatch.setenv("MY_GATEWAY_KEY", "sk-test-gateway")
+    cfg = composed("llm=openai", "llm.api_key_env=MY_GATEWAY_KEY").llm
+    assert resolve_api_key(cfg) == "sk-test-gateway"
+
+
+def test_self_hosted_servers_need_no_key(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert resolve_api_key(composed("llm=openai_compatible").llm) == "EMPTY"
