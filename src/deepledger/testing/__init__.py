@@ -1,0 +1,1 @@
+"""Test helpers for deepledger (fake LLM servers and similar utilities)."""

@@ -1,0 +1,589 @@
+"""A scripted loopback HTTP server speaking the OpenAI and Anthropic wire protocols.
+
+Tests point the real SDK clients at it to exercise wire conversion, error
+mapping and retry behaviour without any network access beyond 127.0.0.1::
+
+    with FakeLLMServer([Reply(text="hi"), rate_limited(2)]) as server:
+        client = openai.AsyncOpenAI(base_url=server.openai_base_url, api_key="x", max_retries=0)
+        ...
+        server.assert_all_consumed()
+
+Supported endpoints: ``POST /v1/chat/completions`` (OpenAI) and
+``POST /v1/messages`` (Anthropic). Each request consumes exactly one scripted
+step, in order; when the script is empty an optional ``responder`` is asked.
+Streaming is not supported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import socket
+import socketserver
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = [
+    "FakeLLMServer",
+    "FakeToolCall",
+    "FakeUsage",
+    "Fault",
+    "RecordedRequest",
+    "Reply",
+    "Step",
+    "malformed_body",
+    "rate_limited",
+    "server_error",
+    "slow",
+]
+
+OPENAI_PATH = "/v1/chat/completions"
+ANTHROPIC_PATH = "/v1/messages"
+NO_STEP_LEFT = "fake server: no scripted step left"
+
+_CONNECTION_ERRORS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+
+# --------------------------------------------------------------------------- script
+
+
+@dataclass(frozen=True)
+class FakeToolCall:
+    """A tool call in a scripted reply.
+
+    ``arguments`` given as a ``str`` is sent verbatim (e.g. deliberately broken
+    JSON); ``id`` is generated (``call_N`` / ``toolu_N``) when ``None``.
+    """
+
+    name: str
+    arguments: dict | str = field(default_factory=dict)
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class FakeUsage:
+    """Token usage of a reply; ``input_tokens`` is the total prompt size, cached part included."""
+
+    input_tokens: int = 10
+    output_tokens: int = 5
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A successful completion.
+
+    ``finish_reason`` uses the OpenAI vocabulary (``stop``, ``length``,
+    ``tool_calls``, ``content_filter``) and is translated for Anthropic; unknown
+    values are passed through unchanged. ``delay`` seconds elapse before the
+    response is written.
+    """
+
+    text: str = ""
+    tool_calls: tuple[FakeToolCall, ...] = ()
+    finish_reason: str = "stop"
+    usage: FakeUsage = FakeUsage()
+    delay: float = 0.0
+    model: str = "fake-model"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An HTTP-level failure.
+
+    ``body=None`` renders a protocol-appropriate JSON error body; a string body is
+    sent verbatim with ``content-type: application/json``. ``headers`` override
+    the defaults (case-insensitively).
+    """
+
+    status: int = 500
+    headers: dict[str, str] = field(default_factory=dict)
+    body: str | None = None
+    delay: float = 0.0
+
+
+Step = Reply | Fault
+
+
+def rate_limited(retry_after: float | None = 1) -> Fault:
+    """A 429, with a ``retry-after`` header (seconds) unless ``retry_after`` is None."""
+    headers = {} if retry_after is None else {"retry-after": _format_seconds(retry_after)}
+    return Fault(status=429, headers=headers)
+
+
+def server_error(status: int = 500, retry_after: float | None = None) -> Fault:
+    """A 5xx fault with a protocol-appropriate error body (and optional ``retry-after``)."""
+    headers = {} if retry_after is None else {"retry-after": _format_seconds(retry_after)}
+    return Fault(status=status, headers=headers)
+
+
+def malformed_body() -> Fault:
+    """A 200 response whose JSON body is truncated."""
+    return Fault(status=200, body='{"id": "x", "choices": [')
+
+
+def slow(seconds: float, then: Reply | None = None) -> Reply:
+    """``then`` (default ``Reply(text="late")``) delivered after ``seconds``."""
+    return dataclasses.replace(then if then is not None else Reply(text="late"), delay=seconds)
+
+
+def _format_seconds(value: float) -> str:
+    number = float(value)
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+# --------------------------------------------------------------------------- recording
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """A request as received: ``protocol`` is ``"openai"``, ``"anthropic"`` or ``"unknown"``.
+
+    ``headers`` have lower-cased keys; ``body`` is the parsed JSON object (for an
+    unparsable body: ``{"_invalid_json": <raw text>}``).
+    """
+
+    protocol: str
+    path: str
+    headers: dict[str, str]
+    body: dict
+
+    @property
+    def messages(self) -> list:
+        """``body["messages"]`` (empty list when absent)."""
+        messages = self.body.get("messages", [])
+        return messages if isinstance(messages, list) else []
+
+
+# --------------------------------------------------------------------------- rendering
+
+_ANTHROPIC_STOP_REASONS = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "content_filter": "refusal",
+}
+
+_OPENAI_ERROR_TYPES = {
+    400: ("invalid_request_error", "invalid_request"),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("invalid_request_error", "permission_denied"),
+    404: ("invalid_request_error", "not_found"),
+    429: ("requests", "rate_limit_exceeded"),
+}
+
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def _finish_reason(reply: Reply) -> str:
+    if reply.tool_calls and reply.finish_reason == "stop":
+        return "tool_calls"
+    return reply.finish_reason
+
+
+def _render_openai(reply: Reply, request_no: int, new_id: Callable[[str], str]) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": None if (not reply.text and reply.tool_calls) else reply.text,
+        "refusal": None,
+    }
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id or new_id("call"),
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    "arguments": call.arguments
+                    if isinstance(call.arguments, str)
+                    else json.dumps(call.arguments),
+                },
+            }
+            for call in reply.tool_calls
+        ]
+    usage = reply.usage
+    return {
+        "id": f"chatcmpl-fake-{request_no}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": reply.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": _finish_reason(reply),
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": usage.input_tokens,
+            "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        },
+    }
+
+
+def _anthropic_input(arguments: dict | str) -> dict:
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        parsed = None
+    return parsed if isinstance(parsed, dict) else {"_raw": arguments}
+
+
+def _render_anthropic(
+    reply: Reply, request_no: int, new_id: Callable[[str], str]
+) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if reply.text:
+        content.append({"type": "text", "text": reply.text})
+    for call in reply.tool_calls:
+        content.append(
+            {
+                "type": "tool_use",
+                "id": call.id or new_id("toolu"),
+                "name": call.name,
+                "input": _anthropic_input(call.arguments),
+            }
+        )
+    finish = _finish_reason(reply)
+    usage = reply.usage
+    return {
+        "id": f"msg_fake_{request_no}",
+        "type": "message",
+        "role": "assistant",
+        "model": reply.model,
+        "content": content,
+        "stop_reason": _ANTHROPIC_STOP_REASONS.get(finish, finish),
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_input_tokens": usage.cache_read_tokens,
+            "cache_creation_input_tokens": usage.cache_write_tokens,
+        },
+    }
+
+
+def _error_body(protocol: str, status: int, message: str) -> dict[str, Any]:
+    if protocol == "openai":
+        error_type, code = _OPENAI_ERROR_TYPES.get(status, ("server_error", None))
+        return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+    error_type = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
+    body: dict[str, Any] = {"type": "error", "error": {"type": error_type, "message": message}}
+    if protocol != "anthropic":  # unknown path: make the body readable by both SDKs
+        body["error"]["code"] = None
+    return body
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, fake: FakeLLMServer) -> None:
+        self.fake = fake
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def server_bind(self) -> None:
+        # Skip HTTPServer's socket.getfqdn() reverse lookup, which can stall in sandboxes.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Client disconnects (timeouts, close()) are routine here; stay quiet about them.
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.fake._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass
+        finally:
+            self.server.fake._track(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence per-request logging."""
+
+    def do_POST(self) -> None:
+        self.server.fake._handle(self, self._read_body())
+
+    do_GET = do_PUT = do_PATCH = do_DELETE = do_POST  # answered with 404, recorded as unexpected
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("transfer-encoding", "").lower():
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+
+class FakeLLMServer:
+    """Scripted fake of the OpenAI chat-completions and Anthropic messages APIs.
+
+    ``steps`` are consumed one per request, in order; once they run out,
+    ``responder`` (if given) computes the step from the request. Requests with
+    nothing to answer get a 500 (``"fake server: no scripted step left"``) and
+    land in ``unexpected``, as do requests to unknown paths (404) and with
+    unparsable JSON bodies (400).
+    """
+
+    def __init__(
+        self,
+        steps: Iterable[Step] = (),
+        responder: Callable[[RecordedRequest], Step] | None = None,
+    ) -> None:
+        self.responder = responder
+        self.requests: list[RecordedRequest] = []
+        self.unexpected: list[RecordedRequest] = []
+        self.responder_errors: list[BaseException] = []
+        self._steps: deque[Step] = deque()
+        self._lock = threading.Lock()
+        self._id_counters: dict[str, int] = {}
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.enqueue(*steps)
+
+    # -- lifecycle
+
+    def start(self) -> FakeLLMServer:
+        """Bind to an ephemeral 127.0.0.1 port and serve in a daemon thread."""
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        self._httpd = _HTTPServer(self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"FakeLLMServer:{self._httpd.server_address[1]}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving; sleeping handlers are woken and open connections dropped."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        self._stopping.set()
+        httpd.shutdown()
+        httpd.server_close()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(timeout=1)
+            self._thread = None
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> FakeLLMServer:
+        return self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT`` — the Anthropic SDK ``base_url``."""
+        if self._httpd is None:
+            raise RuntimeError("FakeLLMServer is not running; call start() first")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """``base_url + "/v1"`` — the OpenAI SDK ``base_url``."""
+        return self.base_url + "/v1"
+
+    # -- scripting
+
+    def enqueue(self, *steps: Step) -> None:
+        """Append steps to the script."""
+        for step in steps:
+            if not isinstance(step, (Reply, Fault)):
+                raise TypeError(f"expected Reply or Fault, got {step!r}")
+        with self._lock:
+            self._steps.extend(steps)
+
+    @property
+    def pending(self) -> list[Step]:
+        """Scripted steps not consumed yet."""
+        with self._lock:
+            return list(self._steps)
+
+    def assert_all_consumed(self) -> None:
+        """Raise AssertionError if steps remain or anything unexpected happened."""
+        problems = []
+        with self._lock:
+            if self._steps:
+                listed = "\n".join(f"  - {step!r}" for step in self._steps)
+                problems.append(f"{len(self._steps)} scripted step(s) not consumed:\n{listed}")
+            if self.unexpected:
+                listed = "\n".join(
+                    f"  - {req.protocol} {req.path}: {json.dumps(req.body)[:200]}"
+                    for req in self.unexpected
+                )
+                problems.append(f"{len(self.unexpected)} unexpected request(s):\n{listed}")
+            if self.responder_errors:
+                listed = "\n".join(f"  - {err!r}" for err in self.responder_errors)
+                problems.append(f"responder raised:\n{listed}")
+        if problems:
+            raise AssertionError("FakeLLMServer: " + "\n".join(problems))
+
+    # -- request handling (runs in handler threads)
+
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(conn)
+            else:
+                self._connections.discard(conn)
+
+    def _new_id(self, prefix: str) -> str:
+        with self._lock:
+            number = self._id_counters[prefix] = self._id_counters.get(prefix, 0) + 1
+        return f"{prefix}_{number}"
+
+    def _handle(self, handler: _Handler, raw: bytes) -> None:
+        path = handler.path.split("?", 1)[0]
+        protocol = {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic"}.get(path, "unknown")
+        if handler.command != "POST":
+            protocol = "unknown"
+        headers = {key.lower(): value for key, value in handler.headers.items()}
+        try:
+            body = json.loads(raw) if raw else {}
+            valid = isinstance(body, dict)
+        except ValueError:
+            body, valid = None, False
+        if not valid:
+            body = {"_invalid_json": raw.decode("utf-8", "replace")}
+        request = RecordedRequest(protocol=protocol, path=path, headers=headers, body=body)
+
+        step: Step | None = None
+        with self._lock:
+            self.requests.append(request)
+            request_no = len(self.requests)
+            if protocol == "unknown" or not valid:
+                self.unexpected.append(request)
+            elif self._steps:
+                step = self._steps.popleft()
+        if protocol == "unknown":
+            message = f"fake server: unknown endpoint {handler.command} {path}"
+            return self._send_json(
+                handler, 404, _error_body(protocol, 404, message), protocol, request_no
+            )
+        if not valid:
+            body = _error_body(protocol, 400, "fake server: invalid JSON body")
+            return self._send_json(handler, 400, body, protocol, request_no)
+        if step is None and self.responder is not None:
+            try:
+                step = self.responder(request)
+                if not isinstance(step, (Reply, Fault)):
+                    raise TypeError(f"responder returned {step!r}, expected Reply or Fault")
+            except Exception as exc:  # reported via assert_all_consumed
+                with self._lock:
+                    self.responder_errors.append(exc)
+                message = f"fake server: responder raised {exc!r}"
+                return self._send_json(
+                    handler, 500, _error_body(protocol, 500, message), protocol, request_no
+                )
+        if step is None:
+            with self._lock:
+                self.unexpected.append(request)
+            return self._send_json(
+                handler, 500, _error_body(protocol, 500, NO_STEP_LEFT), protocol, request_no
+            )
+
+        if step.delay > 0 and self._stopping.wait(step.delay):
+            handler.close_connection = True  # server is closing: drop the request silently
+            return
+        if isinstance(step, Fault):
+            payload = (
+                step.body.encode()
+                if step.body is not None
+                else json.dumps(
+                    _error_body(protocol, step.status, f"fake fault {step.status}")
+                ).encode()
+            )
+            return self._send(handler, step.status, payload, step.headers, protocol, request_no)
+        render = _render_openai if protocol == "openai" else _render_anthropic
+        return self._send_json(
+            handler, 200, render(step, request_no, self._new_id), protocol, request_no
+        )
+
+    def _send_json(
+        self, handler: _Handler, status: int, data: dict, protocol: str, request_no: int
+    ) -> None:
+        self._send(handler, status, json.dumps(data).encode(), {}, protocol, request_no)
+
+    @staticmethod
+    def _send(
+        handler: _Handler,
+        status: int,
+        payload: bytes,
+        extra_headers: dict[str, str],
+        protocol: str,
+        request_no: int,
+    ) -> None:
+        headers = {"content-type": "application/json"}
+        if request_no:
+            request_id = f"req_fake_{request_no}"
+            headers["x-request-id" if protocol == "openai" else "request-id"] = request_id
+        headers.update({key.lower(): value for key, value in extra_headers.items()})
+        headers["content-length"] = str(len(payload))
+        try:
+            handler.send_response(status)
+            for key, value in headers.items():
+                handler.send_header(key, value)
+            handler.end_headers()
+            handler.wfile.write(payload)
+            handler.wfile.flush()
+        except _CONNECTION_ERRORS:
+            handler.close_connection = True

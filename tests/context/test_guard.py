@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from deepledger.context.guard import SLACK_TOKENS, check_window, drop_last_exchange
+from deepledger.context.tokens import PER_MESSAGE_OVERHEAD, CharCounter
+from deepledger.messages import EndReason, Message, ToolCall, ToolResult, Usage
+
+COUNTER = CharCounter()  # 4 chars = 1 token: makes the arithmetic checkable by hand
+
+
+def history_with_result(result_chars: int) -> list[Message]:
+    return [
+        Message.system("s" * 40),
+        Message.task("t" * 40),
+        Message.assistant("", [ToolCall("c1", "read", {"url": "u"})]),
+        Message.native_tool_results([ToolResult("c1", "r" * result_chars)]),
+    ]
+
+
+def test_estimate_follows_the_formula():
+    history = history_with_result(400)  # 100 tokens + framing
+    verdict = check_window(
+        history,
+        last_usage=Usage(input_tokens=1000, output_tokens=50),
+        summary_prompt="p" * 80,
+        max_context_length=100_000,
+        max_tokens=2000,
+        counter=COUNTER,
+    )
+    newest = 100 + PER_MESSAGE_OVERHEAD
+    expected = 1000 + 50 + math.ceil(1.5 * newest) + math.ceil(1.5 * 20) + 2000 + SLACK_TOKENS
+    assert verdict.estimate.total == expected
+    assert verdict.fits and verdict.end_reason is None
+    assert verdict.history == tuple(history) and verdict.dropped == ()
+
+
+def test_at_the_limit_drops_the_last_pair_and_reports_window_exhausted():
+    history = history_with_result(400)
+    probe = check_window(
+        history,
+        last_usage=Usage(1000, 50),
+        summary_prompt="p" * 80,
+        max_context_length=10**9,
+        max_tokens=2000,
+        counter=COUNTER,
+    )
+    limit = probe.estimate.total  # exactly at the limit counts as over
+    verdict = check_window(
+        history,
+        last_usage=Usage(1000, 50),
+        summary_prompt="p" * 80,
+        max_context_length=limit,
+        max_tokens=2000,
+        counter=COUNTER,
+    )
+    assert not verdict.fits
+    assert verdict.end_reason is EndReason.WINDOW_EXHAUSTED
+    assert verdict.end_reason is not EndReason.TURNS_EXHAUSTED
+    assert verdict.history == tuple(history[:2])
+    assert verdict.dropped == tuple(history[2:])
+    one_below = check_window(
+        history,
+        last_usage=Usage(1000, 50),
+        summary_prompt="p" * 80,
+        max_context_length=limit + 1,
+        max_tokens=2000,
+        counter=COUNTER,
+    )
+    assert one_below.fits
+
+
+def test_a_huge_newest_result_trips_the_guard_even_when_last_call_was_small():
+    verdict = check_window(
+        history_with_result(40_000),
+        last_usage=Usage(500, 20),
+        summary_prompt="sum",
+        max_context_length=16_000,
+        max_tokens=1000,
+        counter=COUNTER,
+    )
+    assert not verdict.fits  # 10k tokens x 1.5 alone is 15k
+
+
+def test_first_turn_estimates_the_whole_history():
+    history = [Message.system("s" * 4000), Message.task("t" * 400)]
+    verdict = check_window(
+        history,
+        last_usage=None,
+        summary_prompt="",
+        max_context_length=100_000,
+        max_tokens=100,
+        counter=COUNTER,
+    )
+    assert verdict.estimate.prior_tokens == 1000 + PER_MESSAGE_OVERHEAD
+    assert verdict.estimate.newest_message_tokens == 100 + PER_MESSAGE_OVERHEAD
+
+
+def test_the_task_and_system_prompt_are_never_dropped():
+    history = [Message.system("s"), Message.task("t" * 100_000)]
+    verdict = check_window(
+        history,
+        last_usage=None,
+        summary_prompt="",
+        max_context_length=1000,
+        max_tokens=100,
+        counter=COUNTER,
+    )
+    assert not verdict.fits
+    assert verdict.history == tuple(history) and verdict.dropped == ()
+
+
+def test_drop_last_exchange_with_xml_results():
+    history = [
+        Message.task("t"),
+        Message.assistant("<use_mcp_tool>..</use_mcp_tool>"),
+        Message.text_tool_results("results"),
+    ]
+    kept, dropped = drop_last_exchange(history)
+    assert kept == (history[0],) and dropped == tuple(history[1:])
+
+
+def test_an_injected_prompt_at_the_end_is_not_dropped():
+    history = [Message.task("t"), Message.assistant("a"), Message.injected("summarize")]
+    kept, dropped = drop_last_exchange(history)
+    assert kept == tuple(history) and dropped == ()
+
+
+def test_empty_history_is_a_programming_error():
+    with pytest.raises(ValueError):
+        check_window(
+            [],
+            last_usage=None,
+            summary_prompt="",
+            max_context_length=10,
+            max_tokens=1,
+            counter=COUNTER,
+        )

