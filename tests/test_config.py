@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from deepledger.config import register_schemas, validate
+from deepledger.config import register_schemas, unknown_override_keys, validate
 from deepledger.errors import ConfigError, MissingAPIKeyError
 from deepledger.llm.factory import PROVIDERS, create_client, resolve_api_key
 
@@ -110,3 +110,34 @@ def test_a_preset_can_name_its_own_key_variable(monkeypatch):
 def test_self_hosted_servers_need_no_key(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert resolve_api_key(composed("llm=openai_compatible").llm) == "EMPTY"
+
+
+def test_unknown_keys_get_the_closest_real_key():
+    problems = unknown_override_keys(
+        ["agent.keep_tool_reslt=5", "llm.modle=x", "benchmark.execution.max_task=3", "zzz.qqq=1"]
+    )
+    assert problems == [
+        "agent.keep_tool_reslt (did you mean agent.keep_tool_result?)",
+        "llm.modle (did you mean llm.model_name?)",
+        "benchmark.execution.max_task (did you mean benchmark.execution.max_tasks?)",
+        "zzz.qqq",
+    ]
+
+
+def test_known_keys_groups_and_hydra_syntax_pass_the_key_check():
+    assert (
+        unknown_override_keys(
+            [
+                "llm=anthropic",
+                "agent.main_agent.max_turns=3",
+                "llm.extra_body.top_k=20",
+                "+llm.extra_body.min_p=0.1",
+                "pricing.my-model.input=1",
+                "hydra.run.dir=/tmp/x",
+                "agent.sub_agents.browser.max_turns=5",
+                "--cfg",
+                "job",
+            ]
+        )
+        == []
+    )

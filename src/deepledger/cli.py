@@ -86,8 +86,14 @@ def _hydra_command(name: str, overrides: list[str], task: Callable[[Any], int]) 
     import hydra
     from dotenv import load_dotenv
 
-    from deepledger.config import register_schemas
+    from deepledger.config import register_schemas, unknown_override_keys
 
+    if problems := unknown_override_keys(overrides):
+        raise ConfigError(
+            "not a configuration key: "
+            + ", ".join(problems)
+            + f". Every key is listed by: deepledger {name} --cfg job"
+        )
     load_dotenv(override=False)  # never replaces a variable that is already set
     register_schemas()
     outcome: dict[str, int] = {}

@@ -11,6 +11,9 @@ configuration: a preset names the *environment variable* holding its key.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,4 +192,49 @@ def _execution_problems(execution: Any) -> list[str]:
         problems.append(
             f"benchmark.execution.max_tasks={execution.max_tasks} must be >= 0 or null."
         )
+    return problems
+
+
+# -- unknown keys on the command line -------------------------------------------------
+# Hydra rejects them too, but its message suggests `+key=value`, which would fail again
+# against the schema. We name the key and the closest real one instead.
+
+CONFIG_GROUPS = ("llm", "agent", "benchmark", "pricing")
+
+
+def schema_keys(node: type = Config, prefix: str = "") -> tuple[set[str], set[str]]:
+    """(every leaf or node key, the keys whose children are free-form dict entries)."""
+    keys: set[str] = set()
+    open_prefixes: set[str] = set()
+    hints = typing.get_type_hints(node)
+    for f in dataclasses.fields(node):
+        key = f"{prefix}{f.name}"
+        keys.add(key)
+        kind = hints[f.name]
+        if dataclasses.is_dataclass(kind):
+            sub_keys, sub_open = schema_keys(kind, key + ".")
+            keys |= sub_keys
+            open_prefixes |= sub_open
+        elif typing.get_origin(kind) is dict:
+            open_prefixes.add(key)
+    return keys, open_prefixes
+
+
+def unknown_override_keys(overrides: list[str]) -> list[str]:
+    """Each ``key=value`` override whose key the schema does not have, with a suggestion.
+
+    Entries under a free-form dict (``llm.extra_body``, ``pricing``) are Hydra's to
+    judge: adding one needs ``+key=value`` there, and Hydra says so.
+    """
+    keys, open_prefixes = schema_keys()
+    problems = []
+    for override in overrides:
+        key = override.split("=", 1)[0].strip()
+        if "=" not in override or key.startswith(("+", "~", "hydra")) or key in CONFIG_GROUPS:
+            continue
+        if key in keys or any(key.startswith(p + ".") for p in open_prefixes):
+            continue
+        close = difflib.get_close_matches(key, sorted(keys), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        problems.append(f"{key}{hint}")
     return problems

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install deepledger with its test tools into it.
+# Safe to run again: it only installs what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || { echo "deepledger needs Python 3.11 or newer ($PYTHON is $("$PYTHON" --version 2>&1))." >&2; exit 1; }
+if [ ! -x .venv/bin/python ]; then
+  echo "Creating .venv with $("$PYTHON" --version)"
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[test]'
+echo "deepledger installed in .venv ($(.venv/bin/deepledger --version))"
