@@ -8,6 +8,7 @@ a traceback means a bug.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import Callable
@@ -119,7 +120,8 @@ def _checked(cfg: Any) -> None:
     from deepledger.llm.factory import PROVIDERS, create_client
 
     validate(cfg, PROVIDERS)
-    create_client(cfg.llm)  # fails early on a missing key or an unavailable provider
+    # Building the client fails early on a missing key or an unavailable provider.
+    asyncio.run(create_client(cfg.llm).aclose())
 
 
 def _bench(cfg: Any) -> int:

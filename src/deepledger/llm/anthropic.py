@@ -19,7 +19,6 @@ Usage: Anthropic's ``input_tokens`` excludes cached tokens; we report the whole 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anthropic
@@ -111,32 +110,16 @@ class AnthropicClient(LLMClient):
         )
 
     def classify_error(self, exc: Exception) -> LLMError | None:
-        if isinstance(exc, anthropic.APITimeoutError):
-            return classify.timeout_error(self.provider, self.base_url, self.timeout_seconds)
-        if isinstance(exc, anthropic.APIConnectionError):
-            return classify.connection_error(
-                self.provider, self.base_url, str(exc.__cause__ or exc)
-            )
-        if isinstance(exc, anthropic.APIStatusError):
-            return classify.status_error(
-                self.provider, exc.status_code, exc.response.headers, _detail(exc)
-            )
-        # A garbled JSON body escapes the SDK as a plain JSONDecodeError.
-        if isinstance(exc, anthropic.APIResponseValidationError | json.JSONDecodeError):
-            return classify.malformed_response(self.provider, str(exc))
-        return None
+        return classify.from_sdk(
+            anthropic,
+            exc,
+            provider=self.provider,
+            base_url=self.base_url,
+            timeout=self.timeout_seconds,
+        )
 
     async def aclose(self) -> None:
         await self._sdk.close()
-
-
-def _detail(exc: Any) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-    return str(exc.message)
 
 
 def to_wire(messages: list[Message]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

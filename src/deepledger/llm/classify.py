@@ -9,8 +9,11 @@ what is transient live in one place.
 from __future__ import annotations
 
 import email.utils
+import json
 import time
 from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
 
 from deepledger.errors import (
     ContextOverflowError,
@@ -50,6 +53,33 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     except ValueError:
         parsed = email.utils.parsedate_to_datetime(value) if value else None
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def from_sdk(
+    sdk: ModuleType, exc: Exception, *, provider: str, base_url: str, timeout: float
+) -> LLMError | None:
+    """Classify an exception of the ``openai`` or ``anthropic`` SDK (same class names)."""
+    if isinstance(exc, sdk.APITimeoutError):
+        return timeout_error(provider, base_url, timeout)
+    if isinstance(exc, sdk.APIConnectionError):
+        return connection_error(provider, base_url, str(exc.__cause__ or exc))
+    if isinstance(exc, sdk.APIStatusError):
+        return status_error(provider, exc.status_code, exc.response.headers, error_detail(exc))
+    # A garbled JSON body escapes both SDKs as a plain JSONDecodeError.
+    if isinstance(exc, sdk.APIResponseValidationError | json.JSONDecodeError):
+        return malformed_response(provider, str(exc))
+    return None
+
+
+def error_detail(exc: Any) -> str:
+    """The server's own error message from an SDK status error (both SDKs keep the
+    parsed body in ``.body`` and a fallback in ``.message``)."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+    return str(getattr(exc, "message", exc))
 
 
 def status_error(provider: str, status: int, headers: Mapping[str, str], detail: str) -> LLMError:

@@ -103,32 +103,16 @@ class OpenAIChatClient(LLMClient):
         return Usage(wire.prompt_tokens or 0, wire.completion_tokens or 0, cache_read_tokens=cached)
 
     def classify_error(self, exc: Exception) -> LLMError | None:
-        if isinstance(exc, openai.APITimeoutError):
-            return classify.timeout_error(self.provider, self.base_url, self.timeout_seconds)
-        if isinstance(exc, openai.APIConnectionError):
-            return classify.connection_error(
-                self.provider, self.base_url, str(exc.__cause__ or exc)
-            )
-        if isinstance(exc, openai.APIStatusError):
-            return classify.status_error(
-                self.provider, exc.status_code, exc.response.headers, _detail(exc)
-            )
-        # A garbled JSON body escapes the SDK as a plain JSONDecodeError.
-        if isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError):
-            return classify.malformed_response(self.provider, str(exc))
-        return None
+        return classify.from_sdk(
+            openai,
+            exc,
+            provider=self.provider,
+            base_url=self.base_url,
+            timeout=self.timeout_seconds,
+        )
 
     async def aclose(self) -> None:
         await self._sdk.close()
-
-
-def _detail(exc: Any) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-    return str(exc.message)
 
 
 def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
