@@ -95,3 +95,30 @@ def test_max_tokens_above_the_window_is_refused(tmp_path):
 def test_unknown_command_is_a_usage_error():
     run = deepledger("benchmark")
     assert run.returncode == 2 and "unknown command" in run.stderr
+
+
+def test_dotenv_supplies_a_key_but_never_blanks_an_exported_one(tmp_path):
+    (tmp_path / ".env").write_text("ANTHROPIC_API_KEY=from-dotenv\nOPENAI_API_KEY=\n")
+    with_dotenv = deepledger(
+        "bench",
+        "llm=anthropic",
+        f"hydra.run.dir={tmp_path}/a",
+        env_drop=("ANTHROPIC_API_KEY",),
+        cwd=tmp_path,
+    )
+    assert "ANTHROPIC_API_KEY" not in with_dotenv.stderr  # the key check passed
+    assert "configuration is valid" in with_dotenv.stderr
+    os.environ["OPENAI_API_KEY"] = "exported-key"
+    try:
+        exported = deepledger("bench", "llm=openai", f"hydra.run.dir={tmp_path}/b", cwd=tmp_path)
+    finally:
+        del os.environ["OPENAI_API_KEY"]
+    assert "configuration is valid" in exported.stderr, exported.stderr
+
+
+def test_unknown_provider_lists_the_choices(tmp_path):
+    run = deepledger(
+        "bench", "llm=openai_compatible", "llm.provider=gemini", f"hydra.run.dir={tmp_path}/run"
+    )
+    assert run.returncode == 2
+    assert "llm.provider='gemini'" in run.stderr and "anthropic" in run.stderr

@@ -95,7 +95,9 @@ def _hydra_command(name: str, overrides: list[str], task: Callable[[Any], int]) 
             + ", ".join(problems)
             + f". Every key is listed by: deepledger {name} --cfg job"
         )
-    load_dotenv(override=False)  # never replaces a variable that is already set
+    # The working directory's .env (not one next to the installed code); it never
+    # replaces a variable that is already set.
+    load_dotenv(Path.cwd() / ".env", override=False)
     register_schemas()
     outcome: dict[str, int] = {}
 
