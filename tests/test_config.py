@@ -107,9 +107,16 @@ def test_a_preset_can_name_its_own_key_variable(monkeypatch):
     assert resolve_api_key(cfg) == "sk-test-gateway"
 
 
-def test_self_hosted_servers_need_no_key(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+def test_self_hosted_servers_need_no_key_and_never_get_the_openai_one(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-real-openai-key")
     assert resolve_api_key(composed("llm=openai_compatible").llm) == "EMPTY"
+    monkeypatch.setenv("VLLM_API_KEY", "vllm-secret")
+    cfg = composed("llm=openai_compatible", "llm.api_key_env=VLLM_API_KEY").llm
+    assert resolve_api_key(cfg) == "vllm-secret"
+
+
+def test_sampling_can_be_left_to_the_server():
+    assert composed("llm=openai_compatible", "llm.temperature=null").llm.temperature is None
 
 
 def test_unknown_keys_get_the_closest_real_key():

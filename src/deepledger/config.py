@@ -43,8 +43,8 @@ class LLMConfig:
     api_key_required: bool = True  # False for self-hosted servers that accept any key
     max_context_length: int = MISSING  # the model's window in tokens; the guard works against it
     max_tokens: int = 4096  # reply budget per call
-    temperature: float = 1.0
-    top_p: float = 1.0
+    temperature: float | None = 1.0  # null: leave it to the server's default
+    top_p: float | None = 1.0
     timeout_seconds: float = 600.0  # per HTTP attempt
     retry: RetryConfig = field(default_factory=RetryConfig)
     extra_body: dict[str, Any] = field(default_factory=dict)  # passed through to the server

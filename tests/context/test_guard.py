@@ -122,6 +122,12 @@ def test_drop_last_exchange_with_xml_results():
     assert kept == (history[0],) and dropped == tuple(history[1:])
 
 
+def test_a_final_answer_at_the_end_is_not_dropped():
+    history = [Message.task("t"), Message.assistant("The answer is \\boxed{4}.")]
+    kept, dropped = drop_last_exchange(history)
+    assert kept == tuple(history) and dropped == ()
+
+
 def test_an_injected_prompt_at_the_end_is_not_dropped():
     history = [Message.task("t"), Message.assistant("a"), Message.injected("summarize")]
     kept, dropped = drop_last_exchange(history)

@@ -77,6 +77,8 @@ def test_zero_keeps_ids_and_roles_native():
         (1, [OMITTED_PLACEHOLDER, OMITTED_PLACEHOLDER, "result text 3"]),
         (2, [OMITTED_PLACEHOLDER, "result text 2", "result text 3"]),
         (3, ["result text 1", "result text 2", "result text 3"]),
+        (4, ["result text 1", "result text 2", "result text 3"]),
+        (5, ["result text 1", "result text 2", "result text 3"]),
         (10, ["result text 1", "result text 2", "result text 3"]),
     ],
 )

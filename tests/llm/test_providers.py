@@ -178,3 +178,57 @@ async def test_anthropic_prefill_loses_trailing_whitespace(server):
         "role": "assistant",
         "content": [{"type": "text", "text": "Failure type:"}],
     }
+
+
+def xml_history() -> list[Message]:
+    """XML protocol: the calls are in the reply's text, the results in a user message."""
+    call = ToolCall("x1", "search", {"q": "a"}, server_name="web")
+    return [
+        *TASK,
+        Message.assistant("<use_mcp_tool>...</use_mcp_tool>", [call]),
+        Message.text_tool_results("search returned: a", [ToolResult("x1", "a")]),
+    ]
+
+
+async def test_xml_protocol_calls_stay_text_on_both_wires(server):
+    server.enqueue(Reply(text="ok"), Reply(text="ok"))
+    for protocol in PROTOCOLS:
+        async with make_client(protocol, server) as client:
+            await client.generate(xml_history())
+    openai_wire, anthropic_wire = (r.messages for r in server.requests)
+    assert openai_wire[2] == {"role": "assistant", "content": "<use_mcp_tool>...</use_mcp_tool>"}
+    assert openai_wire[3] == {"role": "user", "content": "search returned: a"}
+    assert [b["type"] for t in anthropic_wire for b in t["content"]] == ["text", "text", "text"]
+
+
+async def test_empty_replies_never_reach_the_wire_as_invalid_turns(server):
+    history = [
+        *TASK,
+        Message.assistant(""),
+        Message.injected("Please answer."),
+        Message.assistant("  \n"),
+    ]
+    server.enqueue(Reply(text="ok"), Reply(text="ok"))
+    for protocol in PROTOCOLS:
+        async with make_client(protocol, server) as client:
+            await client.generate(history)
+    openai_wire, anthropic_wire = (r.messages for r in server.requests)
+    assert openai_wire[2] == {"role": "assistant", "content": ""}
+    # Anthropic: the blank turns are left out and the user turns around them merge.
+    assert [t["role"] for t in anthropic_wire] == ["user"]
+    assert [b["text"] for b in anthropic_wire[0]["content"]] == ["What is 2+2?", "Please answer."]
+
+
+async def test_repaired_arguments_go_back_as_valid_json(server):
+    broken = ToolCall.from_raw("c1", "search", '{"q": "paris"')
+    garbage = ToolCall.from_raw("c2", "search", "not json")
+    history = [
+        *TASK,
+        Message.assistant("", [broken, garbage]),
+        Message.native_tool_results([ToolResult("c1", "r"), ToolResult("c2", "bad args")]),
+    ]
+    server.enqueue(Reply(text="ok"))
+    async with make_client("openai", server) as client:
+        await client.generate(history)
+    sent = [c["function"]["arguments"] for c in server.requests[0].messages[2]["tool_calls"]]
+    assert sent == ['{"q": "paris"}', "{}"]

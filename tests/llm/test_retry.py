@@ -169,3 +169,33 @@ async def test_timeout_error_names_the_setting(server):
     async with client:
         with pytest.raises(LLMTimeoutError, match=r"llm\.timeout_seconds"):
             await client.generate(TASK)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault(
+            status=429,
+            body='{"error": {"message": "You exceeded your current quota, please check your plan",'
+            ' "type": "insufficient_quota", "code": "insufficient_quota"}}',
+        ),
+        Fault(status=429, headers={"x-should-retry": "false"}),
+    ],
+    ids=["quota", "x-should-retry"],
+)
+async def test_a_429_that_waiting_cannot_fix_is_not_retried(fault, server):
+    server.enqueue(fault)
+    client, sleeper = retrying("openai", server)
+    async with client:
+        with pytest.raises(FatalLLMError):
+            await client.generate(TASK)
+    assert sleeper.waits == [] and len(server.requests) == 1
+
+
+@pytest.mark.parametrize("body", ["[]", '{"type": "message"}', '{"error": "upstream hiccup"}'])
+async def test_anthropic_200_that_is_not_a_message_is_retried(body, server):
+    server.enqueue(Fault(status=200, body=body), Reply(text="ok"))
+    client, sleeper = retrying("anthropic", server)
+    async with client:
+        assert (await client.generate(TASK)).text == "ok"
+    assert len(sleeper.waits) == 1

@@ -110,13 +110,14 @@ def drop_last_exchange(
 ) -> tuple[tuple[Message, ...], tuple[Message, ...]]:
     """Remove the newest tool results and the reply that asked for them.
 
-    Returns (kept, dropped). The system prompt, the task and injected prompts are never
-    removed: a history that ends in one of them is returned whole.
+    Returns (kept, dropped). Only a trailing tool-results message (and the reply before
+    it) is removed: a history ending in anything else — the task, an injected prompt, a
+    final answer — is returned whole.
     """
     kept = list(history)
-    dropped: list[Message] = []
-    if kept and kept[-1].kind is MessageKind.TOOL_RESULTS:
-        dropped.insert(0, kept.pop())
-    if kept and kept[-1].kind is MessageKind.MODEL:
-        dropped.insert(0, kept.pop())
-    return tuple(kept), tuple(dropped)
+    if len(kept) < 2 or kept[-1].kind is not MessageKind.TOOL_RESULTS:
+        return tuple(kept), ()
+    results = kept.pop()
+    if kept[-1].kind is MessageKind.MODEL:
+        return tuple(kept[:-1]), (kept[-1], results)
+    return tuple(kept), (results,)

@@ -8,8 +8,10 @@ tiktoken itself expects. tiktoken then never touches the network.
 
 If tiktoken cannot load at all, :class:`CharCounter` estimates 1 token per 4
 characters (rounded up) — good enough for English prose, pessimistic for code, and
-clearly worse for CJK text; it is logged when used. Providers that can count exactly
-(a llama.cpp or vLLM server) supply their own :class:`TokenCounter`.
+clearly worse for CJK text; it is logged when used. A provider that can count exactly
+(a llama.cpp or vLLM server) can supply its own :class:`TokenCounter` by overriding
+``LLMClient.token_counter``; none of today's providers does yet. The window guard mostly
+relies on the exact usage each response reports, and counts only what was added since.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def trim_tool_results(
     if keep == -1:
         return trimmed
     candidates = _tool_result_positions(trimmed)
-    to_blank = candidates[: len(candidates) - keep] if keep else candidates
+    to_blank = candidates[: max(0, len(candidates) - keep)]
     for i in to_blank:
         trimmed[i] = _blank(trimmed[i], placeholder)
     return trimmed

@@ -25,7 +25,7 @@ import anthropic
 
 from deepledger.errors import LLMError
 from deepledger.llm import classify
-from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.base import GenerationSettings, LLMClient, answered_natively
 from deepledger.messages import (
     LLMResponse,
     Message,
@@ -84,8 +84,10 @@ class AnthropicClient(LLMClient):
         return self._from_wire(reply)
 
     def _from_wire(self, reply: Any) -> LLMResponse:
+        if not isinstance(getattr(reply, "content", None), list) or reply.usage is None:
+            raise classify.malformed_response(self.provider, f"not a message: {reply!r:.200}")
         texts, calls, thoughts = [], [], []
-        for block in reply.content or ():
+        for block in reply.content:
             if block.type == "text":
                 texts.append(block.text)
             elif block.type == "tool_use":
@@ -126,11 +128,13 @@ def to_wire(messages: list[Message]) -> tuple[list[dict[str, Any]], list[dict[st
     """(system blocks, alternating turns) with cache breakpoints set."""
     system = [{"type": "text", "text": m.content} for m in messages if m.role is Role.SYSTEM]
     turns: list[dict[str, Any]] = []
-    for m in messages:
+    for i, m in enumerate(messages):
         if m.role is Role.SYSTEM:
             continue
         role = "assistant" if m.role is Role.ASSISTANT else "user"
-        blocks = _blocks(m)
+        blocks = _blocks(m, native_calls=answered_natively(messages, i))
+        if not blocks:
+            continue  # the API rejects empty turns; the neighbours merge instead
         if turns and turns[-1]["role"] == role:
             turns[-1]["content"].extend(blocks)
         else:
@@ -144,7 +148,7 @@ def to_wire(messages: list[Message]) -> tuple[list[dict[str, Any]], list[dict[st
     return system, turns
 
 
-def _blocks(m: Message) -> list[dict[str, Any]]:
+def _blocks(m: Message, native_calls: bool) -> list[dict[str, Any]]:
     if m.role is Role.TOOL:
         return [
             {
@@ -155,11 +159,12 @@ def _blocks(m: Message) -> list[dict[str, Any]]:
             }
             for r in m.tool_results
         ]
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
-    blocks += [
+    # Whitespace-only text blocks are rejected by the API.
+    text = [{"type": "text", "text": m.content}] if m.content.strip() else []
+    calls = [
         {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in m.tool_calls
     ]
-    return blocks
+    return text + calls if native_calls else text
 
 
 def _strip_prefill_whitespace(turns: list[dict[str, Any]]) -> None:

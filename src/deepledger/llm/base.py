@@ -25,7 +25,7 @@ from typing import Any
 
 from deepledger.context.tokens import TokenCounter, default_counter
 from deepledger.errors import LLMError
-from deepledger.messages import LLMResponse, Message, ToolSpec
+from deepledger.messages import LLMResponse, Message, Role, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,14 @@ class GenerationSettings:
     top_p: float | None = None
     stop: tuple[str, ...] = ()
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+
+
+def answered_natively(messages: Sequence[Message], index: int) -> bool:
+    """Whether the assistant message at ``index`` has its calls answered by native tool
+    messages. With the XML protocol the calls live in the reply's text and the results in
+    a user message, so the calls must not also go on the wire as function calls."""
+    following = messages[index + 1] if index + 1 < len(messages) else None
+    return following is not None and following.role is Role.TOOL
 
 
 class LLMClient(ABC):

@@ -27,6 +27,7 @@ from deepledger.errors import (
 
 # Statuses worth retrying besides 429 and 5xx: request timeout, conflict (lock contention).
 _RETRYABLE_4XX = {408, 409}
+_EXHAUSTED_HINTS = ("insufficient_quota", "exceeded your current quota", "spend limit")
 _OVERFLOW_HINTS = (
     "context length",
     "context_length",
@@ -85,6 +86,8 @@ def error_detail(exc: Any) -> str:
 def status_error(provider: str, status: int, headers: Mapping[str, str], detail: str) -> LLMError:
     """The error for an HTTP error response."""
     message = f"{provider} returned HTTP {status}: {detail}"
+    if _told_not_to_retry(headers, detail):
+        return FatalLLMError(message, provider=provider, status=status)
     if status == 429:
         return RateLimitedError(
             message, retry_after=parse_retry_after(headers), provider=provider, status=status
@@ -98,6 +101,15 @@ def status_error(provider: str, status: int, headers: Mapping[str, str], detail:
     elif status == 404:
         message += " Check llm.model_name and llm.base_url."
     return FatalLLMError(message, provider=provider, status=status)
+
+
+def _told_not_to_retry(headers: Mapping[str, str], detail: str) -> bool:
+    """A spent quota or budget is also a 429, but waiting does not refill it; providers
+    say so in the message or with ``x-should-retry: false``."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    if lowered.get("x-should-retry", "").lower() == "false":
+        return True
+    return any(hint in detail.lower() for hint in _EXHAUSTED_HINTS)
 
 
 def connection_error(provider: str, base_url: str, detail: str) -> LLMConnectionError:

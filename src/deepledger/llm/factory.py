@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from deepledger.context.tokens import default_counter
 from deepledger.errors import ConfigError, MissingAPIKeyError, UnknownProviderError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.retry import RetryingClient, RetryPolicy
@@ -24,9 +25,12 @@ def resolve_api_key(cfg: Any) -> str:
     """The key from the environment variable the preset names.
 
     An empty value counts as unset: an empty line in .env or an exported empty variable
-    never replaces a key with nothing.
+    never replaces a key with nothing. A preset that needs no key and names no variable
+    sends a dummy, so a real OPENAI_API_KEY never leaks to a self-hosted server.
     """
-    variable = cfg.api_key_env or DEFAULT_KEY_VARIABLES.get(cfg.provider)
+    variable = cfg.api_key_env
+    if variable is None and cfg.api_key_required:
+        variable = DEFAULT_KEY_VARIABLES.get(cfg.provider)
     value = os.environ.get(variable, "").strip() if variable else ""
     if value:
         return value
@@ -78,6 +82,7 @@ PROVIDERS = tuple(_BUILDERS)
 
 def create_client(cfg: Any) -> LLMClient:
     """The provider named by ``cfg.provider``, wrapped in the retry policy."""
+    default_counter()  # load the tokenizer now, not on the event loop at the first call
     builder = _BUILDERS.get(cfg.provider)
     if builder is None:
         raise UnknownProviderError(

@@ -18,7 +18,7 @@ import openai
 from deepledger.context.tokens import count_messages
 from deepledger.errors import LLMError
 from deepledger.llm import classify
-from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.base import GenerationSettings, LLMClient, answered_natively
 from deepledger.messages import (
     LLMResponse,
     Message,
@@ -117,20 +117,22 @@ class OpenAIChatClient(LLMClient):
 
 def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
     wire: list[dict[str, Any]] = []
-    for m in messages:
+    for i, m in enumerate(messages):
         if m.role is Role.TOOL:
             wire += [
                 {"role": "tool", "tool_call_id": r.call_id, "content": r.content}
                 for r in m.tool_results
             ]
         elif m.role is Role.ASSISTANT:
-            wire.append(_assistant_to_wire(m))
+            wire.append(_assistant_to_wire(m, native_calls=answered_natively(messages, i)))
         else:
             wire.append({"role": m.role.value, "content": m.content})
     return wire
 
 
-def _assistant_to_wire(m: Message) -> dict[str, Any]:
+def _assistant_to_wire(m: Message, native_calls: bool) -> dict[str, Any]:
+    if not (native_calls and m.tool_calls):
+        return {"role": "assistant", "content": m.content}
     out: dict[str, Any] = {"role": "assistant", "content": m.content or None}
     if m.tool_calls:
         out["tool_calls"] = [
@@ -139,15 +141,24 @@ def _assistant_to_wire(m: Message) -> dict[str, Any]:
                 "type": "function",
                 "function": {
                     "name": c.name,
-                    # Send back exactly what the model wrote when we have it.
-                    "arguments": c.raw_arguments
-                    if c.raw_arguments is not None
-                    else json.dumps(c.arguments),
+                    "arguments": wire_arguments(c),
                 },
             }
             for c in m.tool_calls
         ]
     return out
+
+
+def wire_arguments(call: ToolCall) -> str:
+    """What the model wrote if it was valid JSON, else our parse of it: servers such as
+    vLLM json-decode past arguments, and one broken call would fail every later request."""
+    if call.raw_arguments is not None and call.parse_error is None:
+        try:
+            json.loads(call.raw_arguments)
+            return call.raw_arguments
+        except json.JSONDecodeError:
+            pass
+    return json.dumps(call.arguments)
 
 
 def to_wire_tool(spec: ToolSpec) -> dict[str, Any]:
