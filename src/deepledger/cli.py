@@ -137,11 +137,37 @@ def _bench(cfg: Any) -> int:
 def _run(cfg: Any) -> int:
     if not cfg.question:
         raise ConfigError('deepledger run needs a question: deepledger run question="..."')
+    if cfg.task_file and not Path(cfg.task_file).is_file():
+        raise ConfigError(f"task_file={cfg.task_file!r} is not a file.")
     _checked(cfg)
-    raise DeepLedgerError(
-        "The configuration is valid, but `deepledger run` cannot answer questions in this "
-        "version yet: the agent loop is still being built."
+    return asyncio.run(_answer_one(cfg))
+
+
+async def _answer_one(cfg: Any) -> int:
+    from hydra.core.hydra_config import HydraConfig
+
+    from deepledger.agent.task import AgentFactory
+    from deepledger.journal import Journal
+    from deepledger.llm.factory import create_client
+    from deepledger.tools.manager import ToolManager
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    journal = Journal(run_dir / "journal.jsonl")
+    manager = ToolManager(dict(cfg.tools), log_dir=run_dir / "tool_servers")
+    llm = create_client(cfg.llm)
+    try:
+        state = await AgentFactory(cfg, llm, manager).solve(cfg.question, journal, cfg.task_file)
+    finally:
+        journal.close()
+        await manager.aclose()
+        await llm.aclose()
+    print(f"Answer: {state.final_answer if state.final_answer is not None else '(none)'}")
+    print(
+        f"({state.provenance.value}; {state.end_reason.value} after {state.turn} turns, "
+        f"{state.tool_calls} tool calls, {state.ledger.total.total_tokens} tokens)"
     )
+    print(f"Log: {journal.path}")
+    return 0
 
 
 def _not_yet(name: str) -> Callable[[list[str]], int]:

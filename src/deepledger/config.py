@@ -61,12 +61,34 @@ class PriceConfig:
 
 
 @dataclass
+class ToolServerConfig:
+    """One MCP tool server. Which agents use it is said in ``agent.*.tools``."""
+
+    transport: str = "stdio"  # stdio | streamable_http | sse
+    command: str | None = None  # stdio: the program ("python" means this interpreter)
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # fixed variables for the server
+    env_from: list[str] = field(default_factory=list)  # copied from our environment if set
+    url: str | None = None  # streamable_http / sse endpoint
+    # shared: one session serves every task of the run (stateless servers: search, reader);
+    # task: one session per task, so state never leaks between tasks (python).
+    scope: str = "shared"
+    call_timeout_seconds: float = 60.0
+    startup_timeout_seconds: float = 30.0
+    max_result_chars: int = 20_000  # longer results are cut, with a visible marker
+    required: bool = False  # True: a server that cannot start fails the task
+    description: str = ""  # shown to the model above the server's tools
+
+
+@dataclass
 class AgentRoleConfig:
     """The main agent or one sub-agent."""
 
     max_turns: int = 200
-    tools: list[str] = field(default_factory=list)
-    tool_blacklist: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)  # names of entries in `tools`
+    tool_blacklist: list[str] = field(default_factory=list)  # "server.tool" or "tool"
+    description: str = ""  # sub-agents: what the main agent is told it does
+    max_consecutive_rollbacks: int = 5  # after this many in a row, the turn is kept
 
 
 @dataclass
@@ -116,7 +138,9 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     pricing: dict[str, PriceConfig] = field(default_factory=dict)  # keyed by model name
+    tools: dict[str, ToolServerConfig] = field(default_factory=dict)  # keyed by server name
     question: str | None = None  # for `deepledger run`
+    task_file: str | None = None  # for `deepledger run`: a file attached to the question
 
 
 SCHEMA_NAME = "deepledger_schema"
@@ -131,6 +155,7 @@ def register_schemas() -> None:
 def validate(cfg: Any, known_providers: tuple[str, ...]) -> None:
     """Check what the types cannot; raise :class:`ConfigError` naming key and fix."""
     problems = [*_llm_problems(cfg.llm, known_providers), *_agent_problems(cfg.agent)]
+    problems += _tool_problems(cfg.tools, cfg.agent)
     problems += _execution_problems(cfg.benchmark.execution)
     if problems:
         raise ConfigError("Invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
@@ -180,6 +205,39 @@ def _agent_problems(agent: Any) -> list[str]:
     return problems
 
 
+TRANSPORTS = ("stdio", "streamable_http", "sse")
+SCOPES = ("shared", "task")
+
+
+def _tool_problems(tools: Any, agent: Any) -> list[str]:
+    problems = []
+    for name, server in tools.items():
+        if server.transport not in TRANSPORTS:
+            problems.append(
+                f"tools.{name}.transport={server.transport!r}: use one of {TRANSPORTS}."
+            )
+        elif server.transport == "stdio" and not server.command:
+            problems.append(f"tools.{name}.command is empty: a stdio server needs a program.")
+        elif server.transport != "stdio" and not server.url:
+            problems.append(f"tools.{name}.url is empty: a {server.transport} server needs one.")
+        if server.scope not in SCOPES:
+            problems.append(f"tools.{name}.scope={server.scope!r}: use shared or task.")
+    roles = {"agent.main_agent": agent.main_agent}
+    roles |= {f"agent.sub_agents.{n}": role for n, role in agent.sub_agents.items()}
+    for where, role in roles.items():
+        for tool in role.tools:
+            if tool not in tools and not _names_sub_agent(tool, agent):
+                known = ", ".join([*tools, *(f"agent-{n}" for n in agent.sub_agents)]) or "none"
+                problems.append(
+                    f"{where}.tools names {tool!r}, which is not defined (known: {known})."
+                )
+    return problems
+
+
+def _names_sub_agent(tool: str, agent: Any) -> bool:
+    return tool.startswith("agent-") and tool.removeprefix("agent-") in agent.sub_agents
+
+
 def _execution_problems(execution: Any) -> list[str]:
     problems = []
     if execution.max_concurrent < 1:
@@ -199,7 +257,7 @@ def _execution_problems(execution: Any) -> list[str]:
 # Hydra rejects them too, but its message suggests `+key=value`, which would fail again
 # against the schema. We name the key and the closest real one instead.
 
-CONFIG_GROUPS = ("llm", "agent", "benchmark", "pricing")
+CONFIG_GROUPS = ("llm", "agent", "benchmark", "pricing", "tools")
 
 
 def schema_keys(node: type = Config, prefix: str = "") -> tuple[set[str], set[str]]:

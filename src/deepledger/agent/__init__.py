@@ -1,0 +1,1 @@
+"""The agent: the turn loop (orchestrator.py), its state, rollbacks and finalization."""

@@ -1,0 +1,199 @@
+"""The turn loop: ask the model, run the tools it asks for, know when to stop.
+
+Per turn: check the window guard, ask the model (with the ``keep_tool_result``-trimmed
+copy of the history), roll the reply back if it is unusable, keep it (recording any
+``\\boxed{}`` as an intermediate answer), run its tool calls, append the results. The
+loop ends when the model answers without tools (``MODEL_FINISHED``), ``max_turns``
+replies have been kept (``TURNS_EXHAUSTED``), or the window guard stops it
+(``WINDOW_EXHAUSTED``); then the state goes to finalization.
+
+The same class runs the main agent and every sub-agent; only its inputs differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deepledger.agent.boxed import last_boxed
+from deepledger.agent.finalize import Finalizer
+from deepledger.agent.rollback import call_key, review_reply
+from deepledger.agent.state import RunState
+from deepledger.context.guard import check_window, drop_last_exchange
+from deepledger.context.trim import trim_tool_results
+from deepledger.errors import ContextOverflowError
+from deepledger.journal import Journal
+from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.usage import Price, UsageLedger
+from deepledger.messages import EndReason, LLMResponse, Message, ToolResult
+from deepledger.tools.manager import TaskTools
+from deepledger.tools.protocol import ParsedCalls, ToolProtocol
+
+
+@dataclass(frozen=True)
+class LoopLimits:
+    max_turns: int
+    max_context_length: int
+    keep_tool_result: int = -1
+    max_consecutive_rollbacks: int = 5
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        *,
+        llm: LLMClient,
+        tools: TaskTools,
+        protocol: ToolProtocol,
+        settings: GenerationSettings,
+        limits: LoopLimits,
+        system_prompt: str,
+        finalizer: Finalizer,
+        journal: Journal,
+        price: Price | None = None,
+    ) -> None:
+        self.llm = llm
+        self.tools = tools
+        self.protocol = protocol
+        self.settings = settings
+        self.limits = limits
+        self.system_prompt = system_prompt
+        self.finalizer = finalizer
+        self.journal = journal
+        self.price = price
+
+    async def run(self, task_text: str) -> RunState:
+        """Work on the task until the loop ends, then finalize the answer."""
+        state = RunState(
+            history=[Message.system(self.system_prompt), Message.task(task_text)],
+            ledger=UsageLedger(self.price),
+        )
+        self.journal.write(
+            "task_started", task=task_text, tools=[t.qualified_name for t in self.tools.tools]
+        )
+        while state.end_reason is None:
+            await self._turn(state)
+        self.journal.write("loop_ended", end_reason=state.end_reason, turns=state.turn)
+        await self.finalizer.finalize(state, self.llm, self.settings, self.journal)
+        self.journal.write(
+            "task_finished",
+            answer=state.final_answer,
+            provenance=state.provenance,
+            end_reason=state.end_reason,
+            turns=state.turn,
+            tool_calls=state.tool_calls,
+            rollbacks=len(state.rollbacks),
+            usage=state.ledger.total,
+            cost=state.ledger.cost,
+        )
+        return state
+
+    async def _turn(self, state: RunState) -> None:
+        if state.turn >= self.limits.max_turns:
+            state.end_reason = EndReason.TURNS_EXHAUSTED
+            return
+        if not self._window_fits(state):
+            return
+        response = await self._ask(state)
+        if response is None:
+            return
+        parsed = self.protocol.extract(response, state.turn + 1)
+        if self._roll_back(state, response, parsed):
+            return
+        self._keep_reply(state, response, parsed)
+        if not parsed.calls and not parsed.malformed:
+            state.end_reason = EndReason.MODEL_FINISHED
+            return
+        await self._run_tools(state, parsed)
+
+    def _window_fits(self, state: RunState) -> bool:
+        verdict = check_window(
+            state.history,
+            last_usage=state.ledger.last_usage,
+            summary_prompt=self.finalizer.summary_prompt,
+            max_context_length=self.limits.max_context_length,
+            max_tokens=self.settings.max_tokens,
+            counter=self.llm.token_counter,
+        )
+        if verdict.fits:
+            return True
+        self._end_on_window(state, list(verdict.history), estimate=verdict.estimate.total)
+        return False
+
+    def _end_on_window(self, state: RunState, history: list[Message], **why: object) -> None:
+        dropped = len(state.history) - len(history)
+        state.history = history
+        state.end_reason = EndReason.WINDOW_EXHAUSTED
+        self.journal.write(
+            "window_exhausted",
+            turn=state.turn,
+            limit=self.limits.max_context_length,
+            dropped_messages=dropped,
+            **why,
+        )
+
+    async def _ask(self, state: RunState) -> LLMResponse | None:
+        request = trim_tool_results(state.history, self.limits.keep_tool_result)
+        try:
+            response = await self.llm.generate(
+                request, self.protocol.specs(self.tools.tools), self.settings
+            )
+        except ContextOverflowError as exc:
+            # The provider counted more than our estimate: same outcome as the guard.
+            kept, _ = drop_last_exchange(state.history)
+            self._end_on_window(state, list(kept), provider_said=str(exc))
+            return None
+        state.ledger.record(response)
+        blanked = sum(
+            1 for sent, kept in zip(request, state.history, strict=True) if sent is not kept
+        )
+        self.journal.write(
+            "llm_call",
+            turn=state.turn + 1,
+            messages=len(request),
+            blanked_tool_results=blanked,
+            usage=response.usage,
+            stop_reason=response.stop_reason,
+        )
+        return response
+
+    def _roll_back(self, state: RunState, response: LLMResponse, parsed: ParsedCalls) -> bool:
+        if state.consecutive_rollbacks >= self.limits.max_consecutive_rollbacks:
+            if review_reply(response.text, parsed, state.seen_call_keys) is not None:
+                self.journal.write("rollback_cap_reached", turn=state.turn + 1)
+            return False
+        rollback = review_reply(response.text, parsed, state.seen_call_keys)
+        if rollback is None:
+            return False
+        state.rollbacks.append(rollback)
+        state.consecutive_rollbacks += 1
+        self.journal.write(
+            "rollback",
+            turn=state.turn + 1,
+            reason=rollback.reason,
+            detail=rollback.detail,
+            reply=response.text,
+        )
+        return True
+
+    def _keep_reply(self, state: RunState, response: LLMResponse, parsed: ParsedCalls) -> None:
+        message = self.protocol.record_calls(response, parsed)
+        state.history.append(message)
+        state.turn += 1
+        state.consecutive_rollbacks = 0
+        boxed = last_boxed(message.content)
+        if boxed is not None:
+            state.intermediate_answers.append(boxed)
+        self.journal.write("assistant", turn=state.turn, message=message, boxed=boxed)
+
+    async def _run_tools(self, state: RunState, parsed: ParsedCalls) -> None:
+        # One after another: a stateful tool (python) must see its calls in order.
+        results = [await self.tools.call(call) for call in parsed.calls]
+        results += [
+            ToolResult(f"t{state.turn}m{i}", f"Tool call not run: {why}", is_error=True)
+            for i, why in enumerate(parsed.malformed, start=1)
+        ]
+        for call in parsed.calls:
+            state.seen_call_keys.add(call_key(call))
+        state.tool_calls += len(parsed.calls)
+        state.history.append(self.protocol.results_message(results, list(parsed.calls)))
+        self.journal.write("tool_results", turn=state.turn, calls=parsed.calls, results=results)

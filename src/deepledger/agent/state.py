@@ -1,0 +1,35 @@
+"""The state of one agent run, as one typed object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from deepledger.agent.rollback import Rollback
+from deepledger.llm.usage import UsageLedger
+from deepledger.messages import EndReason, Message
+
+
+class Provenance(StrEnum):
+    """Where a final answer came from."""
+
+    SUMMARY = "summary"  # the model's answer (its last reply, or the summarize reply)
+    BOXED_RETRY = "boxed_retry"  # a retry after a reply without a box
+    INTERMEDIATE_FALLBACK = "intermediate_fallback"  # a box seen earlier in the run
+    NONE = "none"  # no answer
+
+
+@dataclass
+class RunState:
+    history: list[Message]
+    ledger: UsageLedger
+    turn: int = 0  # turns kept (rolled-back replies do not count)
+    intermediate_answers: list[str] = field(default_factory=list)  # boxes seen on the way
+    rollbacks: list[Rollback] = field(default_factory=list)
+    consecutive_rollbacks: int = 0
+    seen_call_keys: set[str] = field(default_factory=set)
+    tool_calls: int = 0
+    end_reason: EndReason | None = None
+    final_answer: str | None = None
+    final_text: str = ""  # the full text the answer was taken from
+    provenance: Provenance = Provenance.NONE

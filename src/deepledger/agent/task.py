@@ -1,0 +1,148 @@
+"""Wiring one task: the agent's tools, its prompt, its sub-agents, and the loop.
+
+:class:`AgentFactory` holds what a run shares (config, model client, tool manager) and
+builds an :class:`Orchestrator` for the main agent or for any sub-agent. A sub-agent is
+offered to its parent as the tool ``agent-<name>.run_subtask(subtask)``; calling it runs
+the same loop with the sub-agent's own tools, turn budget and prompt, journals under the
+parent's journal, and returns the sub-agent's report as the tool result.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from deepledger.agent.finalize import Finalizer
+from deepledger.agent.orchestrator import LoopLimits, Orchestrator
+from deepledger.agent.state import RunState
+from deepledger.journal import Journal
+from deepledger.llm.base import LLMClient
+from deepledger.llm.factory import settings_from_config
+from deepledger.llm.usage import find_price
+from deepledger.prompts import render
+from deepledger.tools.manager import LocalTool, TaskTools, ToolInfo, ToolManager
+from deepledger.tools.protocol import make_protocol
+
+SUBTASK_SCHEMA = {
+    "type": "object",
+    "properties": {"subtask": {"type": "string", "description": "What to find out, fully stated."}},
+    "required": ["subtask"],
+}
+
+
+def task_text(question: str, file_path: str | None = None) -> str:
+    """The task as the model reads it: the question, plus where an attached file is."""
+    if not file_path:
+        return question
+    return render("task_file.md", question=question, path=str(Path(file_path).resolve()))
+
+
+class AgentFactory:
+    def __init__(self, cfg: Any, llm: LLMClient, manager: ToolManager) -> None:
+        self.cfg = cfg
+        self.llm = llm
+        self.manager = manager
+        self.price = find_price(cfg.llm.model_name, cfg.pricing)
+        self._subagent_calls = 0
+
+    async def solve(
+        self, question: str, journal: Journal, file_path: str | None = None
+    ) -> RunState:
+        """Run the main agent on one task."""
+        return await self._run_role(
+            self.cfg.agent.main_agent,
+            task_text(question, file_path),
+            journal,
+            prompt="system.md",
+            boxed=True,
+        )
+
+    async def _run_role(
+        self,
+        role: Any,
+        text: str,
+        journal: Journal,
+        *,
+        prompt: str,
+        boxed: bool,
+        role_description: str = "",
+    ) -> RunState:
+        servers = [t for t in role.tools if not t.startswith("agent-")]
+        local = [self._subagent_tool(t, journal) for t in role.tools if t.startswith("agent-")]
+        tools = self.manager.for_task(servers, role.tool_blacklist, local)
+        try:
+            await tools.start()
+            for server, why in tools.unavailable.items():
+                journal.write("tool_server_unavailable", server=server, reason=why)
+            orchestrator = self._orchestrator(role, tools, journal, prompt, boxed, role_description)
+            return await orchestrator.run(text)
+        finally:
+            await tools.aclose()
+
+    def _orchestrator(
+        self,
+        role: Any,
+        tools: TaskTools,
+        journal: Journal,
+        prompt: str,
+        boxed: bool,
+        role_description: str,
+    ) -> Orchestrator:
+        agent = self.cfg.agent
+        protocol = make_protocol(agent.tool_protocol)
+        system = render(
+            prompt,
+            date=datetime.now(UTC).date().isoformat(),
+            tools_section=protocol.system_section(tools.tools),
+            role_description=role_description,
+        )
+        limits = LoopLimits(
+            max_turns=role.max_turns,
+            max_context_length=self.cfg.llm.max_context_length,
+            keep_tool_result=agent.keep_tool_result,
+            max_consecutive_rollbacks=role.max_consecutive_rollbacks,
+        )
+        finalizer = Finalizer(render("summarize.md"), agent.keep_tool_result, boxed=boxed)
+        return Orchestrator(
+            llm=self.llm,
+            tools=tools,
+            protocol=protocol,
+            settings=settings_from_config(self.cfg.llm),
+            limits=limits,
+            system_prompt=system,
+            finalizer=finalizer,
+            journal=journal,
+            price=self.price,
+        )
+
+    def _subagent_tool(self, server: str, parent: Journal) -> LocalTool:
+        name = server.removeprefix("agent-")
+        role = self.cfg.agent.sub_agents[name]
+        description = role.description or f"Delegate a research subtask to the {name} agent."
+
+        async def run_subtask(arguments: dict[str, Any]) -> str:
+            self._subagent_calls += 1
+            journal = parent.child(f"{name}-{self._subagent_calls}")
+            try:
+                state = await self._run_role(
+                    role,
+                    arguments["subtask"],
+                    journal,
+                    prompt="subagent_system.md",
+                    boxed=False,
+                    role_description=description,
+                )
+            finally:
+                journal.close()
+            parent.write(
+                "subagent_finished",
+                agent=name,
+                journal=journal.path,
+                turns=state.turn,
+                usage=state.ledger.total,
+            )
+            return state.final_answer or "The sub-agent ended without a report."
+
+        info = ToolInfo(server, "run_subtask", description, SUBTASK_SCHEMA)
+        return LocalTool(info, run_subtask)

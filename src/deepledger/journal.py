@@ -1,0 +1,63 @@
+"""The append-only event journal of one agent run (one attempt, or one sub-agent call).
+
+One JSON object per line: ``{"ts": UTC ISO time, "event": name, ...data}``. Lines are
+flushed as they are written, so a run killed at any point leaves a readable journal up
+to its last event. Dataclasses (messages, usage) are written as plain dicts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any, TextIO
+
+
+def to_jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+class Journal:
+    """Writes events to ``path``; ``Journal(None)`` keeps them in memory only (tests)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.events: list[dict[str, Any]] = []
+        self._file: TextIO | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("a", encoding="utf-8")
+
+    def write(self, event: str, **data: Any) -> None:
+        record = {"ts": datetime.now(UTC).isoformat(timespec="milliseconds"), "event": event}
+        record |= to_jsonable(data)
+        self.events.append(record)
+        if self._file is not None:
+            self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._file.flush()
+
+    def child(self, name: str) -> Journal:
+        """A journal for a sub-agent run, in a folder beside this one."""
+        if self.path is None:
+            return Journal(None)
+        return Journal(self.path.parent / f"{self.path.stem}.subagents" / f"{name}.jsonl")
+
+    def of(self, event: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["event"] == event]
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -1,0 +1,375 @@
+"""MCP tool servers as long-lived sessions, shared where that is safe.
+
+- One :class:`McpConnection` is one live session with one server, started on first use,
+  its tools listed once. It is never a new process per call.
+- :class:`ToolManager` belongs to a run. Servers with ``scope: shared`` (stateless:
+  search, reader) get one connection for every task of the run, so hundreds of parallel
+  tasks do not mean hundreds of processes. Servers with ``scope: task`` (stateful:
+  python) get one connection per task, so state never crosses tasks.
+- :class:`TaskTools` is one agent's view: the servers it names, minus its blacklist,
+  plus in-process tools (sub-agents). Its ``call`` never raises for a tool's failure:
+  an ``is_error`` result, a timeout, a crashed server, an unknown tool or bad arguments
+  all come back as a :class:`ToolResult` with ``is_error`` the model can read.
+
+A server that crashes or hangs is restarted once per connection; after that its calls
+fail with an error saying it is unavailable. A server that cannot start is left out of
+the task (logged), unless its config says ``required: true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import jsonschema
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.sse import sse_client
+from mcp.client.stdio import stdio_client
+
+from deepledger.errors import DeepLedgerError
+from deepledger.messages import ToolCall, ToolResult
+
+log = logging.getLogger(__name__)
+
+RESTARTS_ALLOWED = 1
+# Variables a stdio server always gets, besides those its config names.
+BASE_ENV = ("PATH", "HOME")
+
+
+class ToolServerStartError(DeepLedgerError):
+    """A tool server could not be started or did not complete the MCP handshake."""
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    server: str
+    name: str
+    description: str
+    input_schema: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.server}.{self.name}"
+
+
+def truncate(text: str, limit: int) -> str:
+    """Cut ``text`` to ``limit`` characters with a marker the model can see."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n...[truncated: {len(text) - limit} more characters]"
+
+
+def result_text(result: Any) -> str:
+    """The text of an MCP ``CallToolResult``: text parts joined, other parts marked."""
+    parts = []
+    for item in result.content or ():
+        if getattr(item, "type", None) == "text":
+            parts.append(item.text)
+        else:
+            parts.append(f"[{getattr(item, 'type', 'non-text')} content omitted]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+class McpConnection:
+    """One session with one MCP server, owned by a background task.
+
+    The MCP client's context (its task group, the subprocess) must be entered and left in
+    one task, so a dedicated owner task holds it open until :meth:`close`; calls from any
+    task go through the open client.
+    """
+
+    def __init__(self, name: str, cfg: Any, errlog: TextIO | None = None) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.errlog = errlog or sys.stderr
+        self.tools: list[ToolInfo] = []
+        self.restarts = 0
+        self.failed_reason: str | None = None
+        self._client: Client | None = None
+        self._owner: asyncio.Task | None = None
+        self._stop = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._generation = 0
+
+    @property
+    def alive(self) -> bool:
+        return self._client is not None and self._owner is not None and not self._owner.done()
+
+    async def ensure_started(self) -> None:
+        async with self._lock:
+            if self.failed_reason:
+                raise ToolServerStartError(self.failed_reason)
+            if not self.alive:
+                await self._start()
+
+    async def _start(self) -> None:
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        self._stop = asyncio.Event()
+        self._owner = asyncio.create_task(self._own(ready), name=f"mcp:{self.name}")
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), self.cfg.startup_timeout_seconds)
+        except TimeoutError:
+            await self._stop_owner()
+            raise ToolServerStartError(
+                f"tool server {self.name!r} did not start within "
+                f"{self.cfg.startup_timeout_seconds:g}s"
+            ) from None
+        self._generation += 1
+
+    async def _own(self, ready: asyncio.Future[None]) -> None:
+        try:
+            async with Client(self._target()) as client:
+                listed = await client.list_tools()
+                self.tools = [
+                    ToolInfo(self.name, t.name, t.description or "", dict(t.input_schema or {}))
+                    for t in listed.tools
+                ]
+                self._client = client
+                ready.set_result(None)
+                await self._stop.wait()
+        except Exception as exc:
+            if not ready.done():
+                ready.set_exception(
+                    ToolServerStartError(f"tool server {self.name!r} failed to start: {exc}")
+                )
+            else:
+                log.warning("tool server %r stopped: %s", self.name, exc)
+        finally:
+            self._client = None
+
+    def _target(self) -> Any:
+        if self.cfg.transport == "stdio":
+            command = sys.executable if self.cfg.command == "python" else self.cfg.command
+            params = StdioServerParameters(
+                command=command, args=list(self.cfg.args), env=self._env()
+            )
+            return stdio_client(params, errlog=self.errlog)
+        if self.cfg.transport == "sse":
+            return sse_client(self.cfg.url)
+        return self.cfg.url  # streamable HTTP: the client takes the URL itself
+
+    def _env(self) -> dict[str, str]:
+        """Only what the config names (plus PATH/HOME); a missing optional one is skipped."""
+        env = {k: os.environ[k] for k in (*BASE_ENV, *self.cfg.env_from) if k in os.environ}
+        env.update({k: str(v) for k, v in self.cfg.env.items()})
+        return env
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
+        """Run one tool. Failures come back as error results, never as exceptions."""
+        try:
+            await self.ensure_started()
+        except ToolServerStartError as exc:
+            return _error(f"tool server {self.name!r} is unavailable: {exc}")
+        client, generation = self._client, self._generation
+        timeout = self.cfg.call_timeout_seconds
+        try:
+            result = await asyncio.wait_for(client.call_tool(tool, arguments), timeout)
+        except TimeoutError:
+            restarted = await self._restart_after_failure(generation, "timed out")
+            return _error(f"{self.name}.{tool} timed out after {timeout:g}s.{restarted}")
+        except MCPError as exc:  # the server answered with a protocol error
+            return _error(f"{self.name}.{tool} failed: {exc}")
+        except Exception as exc:  # the connection broke: the process died or spoke garbage
+            restarted = await self._restart_after_failure(generation, f"failed: {exc!r}")
+            return _error(f"{self.name}.{tool} failed: the server stopped responding.{restarted}")
+        text = truncate(result_text(result), self.cfg.max_result_chars)
+        return ToolResult("", text, is_error=bool(result.is_error), name=tool)
+
+    async def _restart_after_failure(self, generation: int, what: str) -> str:
+        """Restart once; the returned sentence tells the model what happened."""
+        async with self._lock:
+            if generation != self._generation:
+                return " The server has been restarted; try again."
+            log.warning("tool server %r %s", self.name, what)
+            await self._stop_owner()
+            if self.restarts >= RESTARTS_ALLOWED:
+                self.failed_reason = f"it failed again after {self.restarts} restart(s)"
+                return " The server has failed repeatedly and is now unavailable."
+            self.restarts += 1
+            try:
+                await self._start()
+            except ToolServerStartError as exc:
+                self.failed_reason = str(exc)
+                return " Restarting the server failed; it is now unavailable."
+        return " The server was restarted (any state it held is lost)."
+
+    async def _stop_owner(self) -> None:
+        self._stop.set()
+        if self._owner is not None and not self._owner.done():
+            try:
+                await asyncio.wait_for(self._owner, 10)
+            except TimeoutError:
+                self._owner.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._owner
+        self._client = None
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._stop_owner()
+
+
+def _error(text: str) -> ToolResult:
+    return ToolResult("", text, is_error=True)
+
+
+@dataclass(frozen=True)
+class LocalTool:
+    """A tool run in-process (a sub-agent), offered to the model like any MCP tool."""
+
+    info: ToolInfo
+    run: Callable[[dict[str, Any]], Awaitable[str]]
+
+
+class ToolManager:
+    """All tool servers of one run; shared connections live as long as the manager."""
+
+    def __init__(self, servers: dict[str, Any], log_dir: Path | None = None) -> None:
+        self.servers = servers
+        self.log_dir = log_dir
+        self._shared: dict[str, McpConnection] = {}
+        self._errlogs: list[TextIO] = []
+
+    def connection(self, name: str, task_scoped: dict[str, McpConnection]) -> McpConnection:
+        cfg = self.servers[name]
+        pool = self._shared if cfg.scope == "shared" else task_scoped
+        if name not in pool:
+            pool[name] = McpConnection(name, cfg, self._errlog(name))
+        return pool[name]
+
+    def _errlog(self, name: str) -> TextIO | None:
+        if self.log_dir is None:
+            return None
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        handle = (self.log_dir / f"{name}.stderr.log").open("a", encoding="utf-8")
+        self._errlogs.append(handle)
+        return handle
+
+    def for_task(
+        self,
+        server_names: Iterable[str],
+        blacklist: Iterable[str] = (),
+        local_tools: Iterable[LocalTool] = (),
+    ) -> TaskTools:
+        unknown = [n for n in server_names if n not in self.servers]
+        if unknown:
+            raise DeepLedgerError(f"tool server(s) not configured: {', '.join(unknown)}")
+        return TaskTools(self, list(server_names), set(blacklist), list(local_tools))
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(c.close() for c in self._shared.values()))
+        self._shared.clear()
+        for handle in self._errlogs:
+            handle.close()
+        self._errlogs.clear()
+
+
+class TaskTools:
+    """The tools one agent may use in one task."""
+
+    def __init__(
+        self,
+        manager: ToolManager,
+        server_names: list[str],
+        blacklist: set[str],
+        local_tools: list[LocalTool],
+    ) -> None:
+        self.manager = manager
+        self.server_names = server_names
+        self.blacklist = blacklist
+        self.local = {(t.info.server, t.info.name): t for t in local_tools}
+        self._task_scoped: dict[str, McpConnection] = {}
+        self.tools: list[ToolInfo] = []
+        self.unavailable: dict[str, str] = {}  # server -> why it was left out
+
+    async def start(self) -> list[ToolInfo]:
+        """Start (or join) every server; list the tools this agent may use."""
+        connections = [self.manager.connection(n, self._task_scoped) for n in self.server_names]
+        outcomes = await asyncio.gather(
+            *(c.ensure_started() for c in connections), return_exceptions=True
+        )
+        tools: list[ToolInfo] = []
+        for connection, outcome in zip(connections, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if connection.cfg.required:
+                    raise ToolServerStartError(str(outcome)) from outcome
+                log.warning("leaving tool server %r out: %s", connection.name, outcome)
+                self.unavailable[connection.name] = str(outcome)
+                continue
+            tools += [t for t in connection.tools if not self._blacklisted(t)]
+        tools += [t.info for t in self.local.values() if not self._blacklisted(t.info)]
+        self.tools = tools
+        return tools
+
+    def _blacklisted(self, tool: ToolInfo) -> bool:
+        return tool.name in self.blacklist or tool.qualified_name in self.blacklist
+
+    def find(self, server: str, name: str) -> ToolInfo | None:
+        return next((t for t in self.tools if t.server == server and t.name == name), None)
+
+    async def call(self, call: ToolCall) -> ToolResult:
+        """Run ``call`` and pair the result with its id. Never raises for tool failures."""
+        result = await self._dispatch(call)
+        return ToolResult(call.id, result.content, result.is_error, name=call.name)
+
+    async def _dispatch(self, call: ToolCall) -> ToolResult:
+        if call.parse_error:
+            return _error(f"Could not read the arguments of {call.name}: {call.parse_error}")
+        info = self.find(call.server_name, call.name)
+        if info is None:
+            return _error(self._unknown_tool_message(call))
+        problem = schema_problem(info, call.arguments)
+        if problem:
+            return _error(f"Invalid arguments for {info.qualified_name}: {problem}")
+        local = self.local.get((info.server, info.name))
+        if local is not None:
+            return await _run_local(local, call.arguments)
+        connection = self.manager.connection(info.server, self._task_scoped)
+        return await connection.call(info.name, call.arguments)
+
+    def _unknown_tool_message(self, call: ToolCall) -> str:
+        where = f"{call.server_name}.{call.name}" if call.server_name else call.name
+        if call.server_name in self.unavailable:
+            return (
+                f"Tool server {call.server_name!r} is unavailable: "
+                + self.unavailable[call.server_name]
+            )
+        available = ", ".join(t.qualified_name for t in self.tools) or "none"
+        return f"There is no tool {where}. Available tools: {available}."
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(c.close() for c in self._task_scoped.values()))
+        self._task_scoped.clear()
+
+
+def schema_problem(info: ToolInfo, arguments: dict[str, Any]) -> str | None:
+    """Why ``arguments`` fail the tool's JSON schema, or None. Servers check too; checking
+    here gives the model one clear message whatever the server would have said."""
+    if not info.input_schema:
+        return None
+    try:
+        jsonschema.validate(arguments, info.input_schema)
+    except jsonschema.ValidationError as exc:
+        path = ".".join(str(p) for p in exc.absolute_path)
+        return f"{path + ': ' if path else ''}{exc.message}"
+    except jsonschema.SchemaError:
+        return None  # the server's schema is broken; let the server judge
+    return None
+
+
+async def _run_local(tool: LocalTool, arguments: dict[str, Any]) -> ToolResult:
+    try:
+        return ToolResult("", await tool.run(arguments), name=tool.info.name)
+    except DeepLedgerError as exc:
+        return _error(f"{tool.info.qualified_name} failed: {exc}")

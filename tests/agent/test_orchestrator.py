@@ -1,0 +1,163 @@
+"""The turn loop with the scripted model and in-process tools."""
+
+from __future__ import annotations
+
+import pytest
+
+from deepledger.agent.finalize import Finalizer
+from deepledger.agent.orchestrator import LoopLimits, Orchestrator
+from deepledger.agent.rollback import RollbackReason
+from deepledger.agent.state import Provenance
+from deepledger.context.trim import OMITTED_PLACEHOLDER
+from deepledger.errors import ContextOverflowError
+from deepledger.journal import Journal
+from deepledger.llm.base import GenerationSettings
+from deepledger.llm.scripted import ScriptedLLM, reply
+from deepledger.messages import EndReason, MessageKind, ToolCall, Usage
+from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
+from deepledger.tools.protocol import NativeProtocol, XmlProtocol
+
+LOOKUP_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}},
+                 "required": ["query"]}
+
+
+def call(query: str, server: str = "kb", tool: str = "lookup") -> str:
+    return (f"<use_mcp_tool><server_name>{server}</server_name><tool_name>{tool}</tool_name>"
+            f'<arguments>{{"query": "{query}"}}</arguments></use_mcp_tool>')
+
+
+async def lookup(arguments):
+    return f"facts about {arguments['query']} " + "x" * 200
+
+
+async def make(llm, *, protocol=None, max_turns=10, window=100_000, keep=-1, cap=3):
+    tools = ToolManager({}).for_task(
+        [], local_tools=[LocalTool(ToolInfo("kb", "lookup", "Look up facts.", LOOKUP_SCHEMA), lookup)])
+    await tools.start()
+    journal = Journal(None)
+    orchestrator = Orchestrator(
+        llm=llm, tools=tools, protocol=protocol or XmlProtocol(),
+        settings=GenerationSettings(max_tokens=100), system_prompt="sys",
+        limits=LoopLimits(max_turns, window, keep, cap),
+        finalizer=Finalizer("Answer now in \\boxed{}.", keep), journal=journal,
+    )
+    return orchestrator, journal
+
+
+async def test_multi_turn_task_ends_when_the_model_answers_without_tools():
+    llm = ScriptedLLM([call("paris"), call("france"), "It is \\boxed{Paris}."])
+    orchestrator, journal = await make(llm)
+    state = await orchestrator.run("Capital of France?")
+    assert (state.end_reason, state.turn, state.tool_calls) == (EndReason.MODEL_FINISHED, 3, 2)
+    assert (state.final_answer, state.provenance) == ("Paris", Provenance.SUMMARY)
+    results = [m for m in state.history if m.kind is MessageKind.TOOL_RESULTS]
+    assert results[0].content.startswith("[kb.lookup result]\nfacts about paris")
+    assert [e["event"] for e in journal.events][-2:] == ["loop_ended", "task_finished"]
+    llm.assert_consumed()
+
+
+async def test_native_protocol_runs_the_same_loop():
+    llm = ScriptedLLM([reply("", [ToolCall("c1", "kb__lookup", {"query": "q"})]), "\\boxed{done}"])
+    orchestrator, _ = await make(llm, protocol=NativeProtocol())
+    state = await orchestrator.run("task")
+    assert state.final_answer == "done" and state.tool_calls == 1
+    assert [s.name for s in llm.calls[0].tools] == ["kb__lookup"]
+    tool_message = state.history[3]
+    assert tool_message.tool_results[0].call_id == "c1"
+    assert "facts about q" in tool_message.tool_results[0].content
+
+
+async def test_keep_tool_result_trims_only_what_is_sent():
+    llm = ScriptedLLM([call("a"), call("b"), call("c"), "\\boxed{x}"])
+    orchestrator, _ = await make(llm, keep=1)
+    state = await orchestrator.run("task")
+    last_request = llm.calls[-1].messages
+    sent = [m.content for m in last_request if m.kind is MessageKind.TOOL_RESULTS]
+    assert sent[:2] == [OMITTED_PLACEHOLDER] * 2 and "facts about c" in sent[2]
+    stored = [m.content for m in state.history if m.kind is MessageKind.TOOL_RESULTS]
+    assert all("facts about" in c for c in stored)
+
+
+async def test_turns_exhausted_asks_for_a_summary_and_falls_back_to_intermediate():
+    llm = ScriptedLLM([
+        "Maybe \\boxed{Lyon}? " + call("a"),
+        call("b"),
+        "I could not decide.",  # the summarize reply has no box
+    ])
+    orchestrator, journal = await make(llm, max_turns=2)
+    state = await orchestrator.run("task")
+    assert state.end_reason is EndReason.TURNS_EXHAUSTED
+    assert (state.final_answer, state.provenance) == ("Lyon", Provenance.INTERMEDIATE_FALLBACK)
+    assert llm.calls[-1].messages[-1].content == "Answer now in \\boxed{}."
+    assert llm.calls[-1].tools == []  # no tools offered for the summary
+    assert journal.of("summary")
+
+
+async def test_window_guard_ends_the_loop_distinctly_and_drops_the_last_pair():
+    big = reply(call("a"), usage=Usage(input_tokens=9_000, output_tokens=50))
+    llm = ScriptedLLM([big, "\\boxed{from summary}"])
+    orchestrator, journal = await make(llm, window=10_000)
+    state = await orchestrator.run("task")
+    assert state.end_reason is EndReason.WINDOW_EXHAUSTED
+    assert [m.kind for m in llm.calls[-1].messages] == [
+        MessageKind.SYSTEM, MessageKind.TASK, MessageKind.INJECTED]  # the pair was dropped
+    assert state.final_answer == "from summary"
+    assert journal.of("window_exhausted")[0]["dropped_messages"] == 2
+
+
+async def test_provider_context_overflow_is_treated_as_window_exhausted():
+    llm = ScriptedLLM([call("a"), ContextOverflowError("prompt is too long"), "\\boxed{ok}"])
+    orchestrator, _ = await make(llm)
+    state = await orchestrator.run("task")
+    assert state.end_reason is EndReason.WINDOW_EXHAUSTED and state.final_answer == "ok"
+
+
+@pytest.mark.parametrize(
+    ("bad_reply", "reason"),
+    [
+        ("<use_mcp_tool><server_name>kb</server_name><tool_name>lookup", RollbackReason.UNPARSABLE),
+        ("I'm sorry, but I can't help with that. \\boxed{no}", RollbackReason.REFUSAL),
+    ],
+)
+async def test_unusable_replies_are_rolled_back_and_never_become_answers(bad_reply, reason):
+    llm = ScriptedLLM([bad_reply, "\\boxed{real}"])
+    orchestrator, journal = await make(llm)
+    state = await orchestrator.run("task")
+    assert [r.reason for r in state.rollbacks] == [reason]
+    assert state.turn == 1 and state.intermediate_answers == ["real"]
+    assert all(bad_reply not in m.content for m in state.history)
+    assert journal.of("rollback")[0]["reason"] == reason.value
+
+
+async def test_a_repeated_query_is_rolled_back():
+    llm = ScriptedLLM([call("same"), call("same"), call("other"), "\\boxed{x}"])
+    orchestrator, _ = await make(llm)
+    state = await orchestrator.run("task")
+    assert [r.reason for r in state.rollbacks] == [RollbackReason.DUPLICATE]
+    assert state.tool_calls == 2
+
+
+async def test_the_rollback_cap_keeps_the_turn():
+    broken = "<use_mcp_tool><server_name>kb</server_name>"
+    llm = ScriptedLLM([broken, broken, broken, "\\boxed{x}"])
+    orchestrator, journal = await make(llm, cap=2)
+    state = await orchestrator.run("task")
+    assert len(state.rollbacks) == 2 and journal.of("rollback_cap_reached")
+    # The kept broken turn got an error result telling the model what was wrong.
+    errors = [m.content for m in state.history if m.kind is MessageKind.TOOL_RESULTS]
+    assert "not closed" in errors[0] and state.final_answer == "x"
+
+
+async def test_bad_tool_calls_become_errors_the_model_sees():
+    llm = ScriptedLLM([
+        call("x", server="nope", tool="lookup")
+        + '<use_mcp_tool><server_name>kb</server_name><tool_name>lookup</tool_name>'
+        '<arguments>{"query": 5}</arguments></use_mcp_tool>',
+        "\\boxed{done}",
+    ])
+    orchestrator, _ = await make(llm)
+    state = await orchestrator.run("task")
+    text = state.history[3].content
+    assert "There is no tool nope.lookup. Available tools: kb.lookup." in text
+    assert "Invalid arguments for kb.lookup: query: 5 is not of type 'string'" in text
+    assert state.final_answer == "done"

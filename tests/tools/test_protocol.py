@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import json
+
+from deepledger.messages import LLMResponse, Message, StopReason, ToolCall, ToolResult, Usage
+from deepledger.tools.manager import ToolInfo
+from deepledger.tools.protocol import NativeProtocol, XmlProtocol, wire_name
+
+SEARCH = ToolInfo("search", "search", "Search the corpus.",
+                  {"type": "object", "properties": {"query": {"type": "string"}}})
+RUN = ToolInfo("python", "run_python", "Run code.", {"type": "object"})
+
+
+def reply(text: str = "", calls=()) -> LLMResponse:
+    return LLMResponse(Message.assistant(text, calls), StopReason.END_TURN, Usage())
+
+
+def block(server: str, tool: str, arguments: str) -> str:
+    return (f"<use_mcp_tool>\n<server_name>{server}</server_name>\n<tool_name>{tool}</tool_name>\n"
+            f"<arguments>\n{arguments}\n</arguments>\n</use_mcp_tool>")
+
+
+def test_xml_system_section_lists_tools_with_json_schemas():
+    section = XmlProtocol().system_section([SEARCH, RUN])
+    assert "## Server name: search" in section and "### Tool name: run_python" in section
+    assert json.dumps(SEARCH.input_schema) in section  # JSON, not a Python repr
+    assert "<use_mcp_tool>" in section
+
+
+def test_xml_extracts_every_well_formed_block():
+    text = "Let me look. " + block("search", "search", '{"query": "x"}') + " and " + block(
+        "python", "run_python", '{"code": "1+1"}')
+    parsed = XmlProtocol().extract(reply(text), turn=3)
+    assert [(c.server_name, c.name, c.arguments) for c in parsed.calls] == [
+        ("search", "search", {"query": "x"}), ("python", "run_python", {"code": "1+1"})]
+    assert [c.id for c in parsed.calls] == ["t3c1", "t3c2"]
+    assert parsed.malformed == [] and not parsed.nothing_usable
+
+
+def test_xml_repairs_broken_json():
+    parsed = XmlProtocol().extract(reply(block("search", "search", '{"query": "x",')), turn=1)
+    assert parsed.calls[0].arguments == {"query": "x"}
+
+
+def test_xml_reports_malformed_blocks_and_unclosed_tags():
+    text = (block("search", "", '{"query": "x"}') + block("search", "search", "[1, 2]")
+            + "<use_mcp_tool><server_name>s</server_name>")
+    parsed = XmlProtocol().extract(reply(text), turn=1)
+    assert parsed.calls == []
+    assert "missing <tool_name>" in parsed.malformed[0]
+    assert "not a JSON object" in parsed.malformed[1]
+    assert "not closed" in parsed.malformed[2]
+    assert parsed.nothing_usable
+
+
+def test_xml_plain_answer_attempts_nothing():
+    parsed = XmlProtocol().extract(reply("The answer is \\boxed{4}."), turn=1)
+    assert parsed == parsed.__class__() and not parsed.nothing_usable
+
+
+def test_xml_results_are_user_text_paired_with_calls():
+    call = ToolCall("t1c1", "search", {"query": "x"}, server_name="search")
+    message = XmlProtocol().results_message(
+        [ToolResult("t1c1", "found x"), ToolResult("t1m1", "Tool call not run: bad", is_error=True)],
+        [call])
+    assert message.content == "[search.search result]\nfound x\n\n[tool call error]\nTool call not run: bad"
+    assert [r.call_id for r in message.tool_results] == ["t1c1", "t1m1"]
+
+
+def test_native_specs_and_name_resolution():
+    protocol = NativeProtocol()
+    specs = protocol.specs([SEARCH, RUN, ToolInfo("agent-browsing", "run.subtask!", "d")])
+    assert [s.name for s in specs] == ["search__search", "python__run_python",
+                                       "agent-browsing__run_subtask_"]
+    wire = ToolCall.from_raw("call_9", "python__run_python", '{"code": "print(1)"}')
+    parsed = protocol.extract(reply("", [wire]), turn=1)
+    assert (parsed.calls[0].server_name, parsed.calls[0].name, parsed.calls[0].id) == (
+        "python", "run_python", "call_9")
+    # The stored message keeps the wire names so the next request pairs by id.
+    assert protocol.record_calls(reply("", [wire]), parsed).tool_calls[0].name == "python__run_python"
+
+
+def test_native_broken_arguments_stay_for_an_error_result():
+    protocol = NativeProtocol()
+    protocol.specs([SEARCH])
+    broken = ToolCall.from_raw("c1", "search__search", "garbage")
+    parsed = protocol.extract(reply("", [broken]), turn=1)
+    assert parsed.calls[0].parse_error and parsed.nothing_usable
+
+
+def test_wire_names_are_length_limited():
+    assert len(wire_name(ToolInfo("s" * 50, "t" * 50, ""))) == 64
