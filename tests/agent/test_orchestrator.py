@@ -17,13 +17,18 @@ from deepledger.messages import EndReason, MessageKind, ToolCall, Usage
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
 from deepledger.tools.protocol import NativeProtocol, XmlProtocol
 
-LOOKUP_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}},
-                 "required": ["query"]}
+LOOKUP_SCHEMA = {
+    "type": "object",
+    "properties": {"query": {"type": "string"}},
+    "required": ["query"],
+}
 
 
 def call(query: str, server: str = "kb", tool: str = "lookup") -> str:
-    return (f"<use_mcp_tool><server_name>{server}</server_name><tool_name>{tool}</tool_name>"
-            f'<arguments>{{"query": "{query}"}}</arguments></use_mcp_tool>')
+    return (
+        f"<use_mcp_tool><server_name>{server}</server_name><tool_name>{tool}</tool_name>"
+        f'<arguments>{{"query": "{query}"}}</arguments></use_mcp_tool>'
+    )
 
 
 async def lookup(arguments):
@@ -32,14 +37,20 @@ async def lookup(arguments):
 
 async def make(llm, *, protocol=None, max_turns=10, window=100_000, keep=-1, cap=3):
     tools = ToolManager({}).for_task(
-        [], local_tools=[LocalTool(ToolInfo("kb", "lookup", "Look up facts.", LOOKUP_SCHEMA), lookup)])
+        [],
+        local_tools=[LocalTool(ToolInfo("kb", "lookup", "Look up facts.", LOOKUP_SCHEMA), lookup)],
+    )
     await tools.start()
     journal = Journal(None)
     orchestrator = Orchestrator(
-        llm=llm, tools=tools, protocol=protocol or XmlProtocol(),
-        settings=GenerationSettings(max_tokens=100), system_prompt="sys",
+        llm=llm,
+        tools=tools,
+        protocol=protocol or XmlProtocol(),
+        settings=GenerationSettings(max_tokens=100),
+        system_prompt="sys",
         limits=LoopLimits(max_turns, window, keep, cap),
-        finalizer=Finalizer("Answer now in \\boxed{}.", keep), journal=journal,
+        finalizer=Finalizer("Answer now in \\boxed{}.", keep),
+        journal=journal,
     )
     return orchestrator, journal
 
@@ -79,11 +90,13 @@ async def test_keep_tool_result_trims_only_what_is_sent():
 
 
 async def test_turns_exhausted_asks_for_a_summary_and_falls_back_to_intermediate():
-    llm = ScriptedLLM([
-        "Maybe \\boxed{Lyon}? " + call("a"),
-        call("b"),
-        "I could not decide.",  # the summarize reply has no box
-    ])
+    llm = ScriptedLLM(
+        [
+            "Maybe \\boxed{Lyon}? " + call("a"),
+            call("b"),
+            "I could not decide.",  # the summarize reply has no box
+        ]
+    )
     orchestrator, journal = await make(llm, max_turns=2)
     state = await orchestrator.run("task")
     assert state.end_reason is EndReason.TURNS_EXHAUSTED
@@ -100,7 +113,10 @@ async def test_window_guard_ends_the_loop_distinctly_and_drops_the_last_pair():
     state = await orchestrator.run("task")
     assert state.end_reason is EndReason.WINDOW_EXHAUSTED
     assert [m.kind for m in llm.calls[-1].messages] == [
-        MessageKind.SYSTEM, MessageKind.TASK, MessageKind.INJECTED]  # the pair was dropped
+        MessageKind.SYSTEM,
+        MessageKind.TASK,
+        MessageKind.INJECTED,
+    ]  # the pair was dropped
     assert state.final_answer == "from summary"
     assert journal.of("window_exhausted")[0]["dropped_messages"] == 2
 
@@ -149,12 +165,14 @@ async def test_the_rollback_cap_keeps_the_turn():
 
 
 async def test_bad_tool_calls_become_errors_the_model_sees():
-    llm = ScriptedLLM([
-        call("x", server="nope", tool="lookup")
-        + '<use_mcp_tool><server_name>kb</server_name><tool_name>lookup</tool_name>'
-        '<arguments>{"query": 5}</arguments></use_mcp_tool>',
-        "\\boxed{done}",
-    ])
+    llm = ScriptedLLM(
+        [
+            call("x", server="nope", tool="lookup")
+            + "<use_mcp_tool><server_name>kb</server_name><tool_name>lookup</tool_name>"
+            '<arguments>{"query": 5}</arguments></use_mcp_tool>',
+            "\\boxed{done}",
+        ]
+    )
     orchestrator, _ = await make(llm)
     state = await orchestrator.run("task")
     text = state.history[3].content

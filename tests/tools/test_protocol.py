@@ -6,8 +6,12 @@ from deepledger.messages import LLMResponse, Message, StopReason, ToolCall, Tool
 from deepledger.tools.manager import ToolInfo
 from deepledger.tools.protocol import NativeProtocol, XmlProtocol, wire_name
 
-SEARCH = ToolInfo("search", "search", "Search the corpus.",
-                  {"type": "object", "properties": {"query": {"type": "string"}}})
+SEARCH = ToolInfo(
+    "search",
+    "search",
+    "Search the corpus.",
+    {"type": "object", "properties": {"query": {"type": "string"}}},
+)
 RUN = ToolInfo("python", "run_python", "Run code.", {"type": "object"})
 
 
@@ -16,8 +20,10 @@ def reply(text: str = "", calls=()) -> LLMResponse:
 
 
 def block(server: str, tool: str, arguments: str) -> str:
-    return (f"<use_mcp_tool>\n<server_name>{server}</server_name>\n<tool_name>{tool}</tool_name>\n"
-            f"<arguments>\n{arguments}\n</arguments>\n</use_mcp_tool>")
+    return (
+        f"<use_mcp_tool>\n<server_name>{server}</server_name>\n<tool_name>{tool}</tool_name>\n"
+        f"<arguments>\n{arguments}\n</arguments>\n</use_mcp_tool>"
+    )
 
 
 def test_xml_system_section_lists_tools_with_json_schemas():
@@ -28,11 +34,17 @@ def test_xml_system_section_lists_tools_with_json_schemas():
 
 
 def test_xml_extracts_every_well_formed_block():
-    text = "Let me look. " + block("search", "search", '{"query": "x"}') + " and " + block(
-        "python", "run_python", '{"code": "1+1"}')
+    text = (
+        "Let me look. "
+        + block("search", "search", '{"query": "x"}')
+        + " and "
+        + block("python", "run_python", '{"code": "1+1"}')
+    )
     parsed = XmlProtocol().extract(reply(text), turn=3)
     assert [(c.server_name, c.name, c.arguments) for c in parsed.calls] == [
-        ("search", "search", {"query": "x"}), ("python", "run_python", {"code": "1+1"})]
+        ("search", "search", {"query": "x"}),
+        ("python", "run_python", {"code": "1+1"}),
+    ]
     assert [c.id for c in parsed.calls] == ["t3c1", "t3c2"]
     assert parsed.malformed == [] and not parsed.nothing_usable
 
@@ -43,8 +55,11 @@ def test_xml_repairs_broken_json():
 
 
 def test_xml_reports_malformed_blocks_and_unclosed_tags():
-    text = (block("search", "", '{"query": "x"}') + block("search", "search", "[1, 2]")
-            + "<use_mcp_tool><server_name>s</server_name>")
+    text = (
+        block("search", "", '{"query": "x"}')
+        + block("search", "search", "[1, 2]")
+        + "<use_mcp_tool><server_name>s</server_name>"
+    )
     parsed = XmlProtocol().extract(reply(text), turn=1)
     assert parsed.calls == []
     assert "missing <tool_name>" in parsed.malformed[0]
@@ -61,23 +76,38 @@ def test_xml_plain_answer_attempts_nothing():
 def test_xml_results_are_user_text_paired_with_calls():
     call = ToolCall("t1c1", "search", {"query": "x"}, server_name="search")
     message = XmlProtocol().results_message(
-        [ToolResult("t1c1", "found x"), ToolResult("t1m1", "Tool call not run: bad", is_error=True)],
-        [call])
-    assert message.content == "[search.search result]\nfound x\n\n[tool call error]\nTool call not run: bad"
+        [
+            ToolResult("t1c1", "found x"),
+            ToolResult("t1m1", "Tool call not run: bad", is_error=True),
+        ],
+        [call],
+    )
+    assert (
+        message.content
+        == "[search.search result]\nfound x\n\n[tool call error]\nTool call not run: bad"
+    )
     assert [r.call_id for r in message.tool_results] == ["t1c1", "t1m1"]
 
 
 def test_native_specs_and_name_resolution():
     protocol = NativeProtocol()
     specs = protocol.specs([SEARCH, RUN, ToolInfo("agent-browsing", "run.subtask!", "d")])
-    assert [s.name for s in specs] == ["search__search", "python__run_python",
-                                       "agent-browsing__run_subtask_"]
+    assert [s.name for s in specs] == [
+        "search__search",
+        "python__run_python",
+        "agent-browsing__run_subtask_",
+    ]
     wire = ToolCall.from_raw("call_9", "python__run_python", '{"code": "print(1)"}')
     parsed = protocol.extract(reply("", [wire]), turn=1)
     assert (parsed.calls[0].server_name, parsed.calls[0].name, parsed.calls[0].id) == (
-        "python", "run_python", "call_9")
+        "python",
+        "run_python",
+        "call_9",
+    )
     # The stored message keeps the wire names so the next request pairs by id.
-    assert protocol.record_calls(reply("", [wire]), parsed).tool_calls[0].name == "python__run_python"
+    assert (
+        protocol.record_calls(reply("", [wire]), parsed).tool_calls[0].name == "python__run_python"
+    )
 
 
 def test_native_broken_arguments_stay_for_an_error_result():

@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ import jsonschema
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
+from mcp.types import CONNECTION_CLOSED
 
 from deepledger.errors import DeepLedgerError
 from deepledger.messages import ToolCall, ToolResult
@@ -58,6 +60,17 @@ class ToolInfo:
     @property
     def qualified_name(self) -> str:
         return f"{self.server}.{self.name}"
+
+
+def resolve_command(command: str) -> str:
+    """``python`` is this interpreter; other bare names are looked up next to it first, so
+    servers installed in the same environment are found even when it is not on PATH."""
+    if command == "python":
+        return sys.executable
+    if os.sep in command:
+        return command
+    beside = Path(sys.executable).parent / command
+    return str(beside) if beside.exists() else (shutil.which(command) or command)
 
 
 def truncate(text: str, limit: int) -> str:
@@ -150,9 +163,10 @@ class McpConnection:
 
     def _target(self) -> Any:
         if self.cfg.transport == "stdio":
-            command = sys.executable if self.cfg.command == "python" else self.cfg.command
             params = StdioServerParameters(
-                command=command, args=list(self.cfg.args), env=self._env()
+                command=resolve_command(self.cfg.command),
+                args=list(self.cfg.args),
+                env=self._env(),
             )
             return stdio_client(params, errlog=self.errlog)
         if self.cfg.transport == "sse":
@@ -178,13 +192,17 @@ class McpConnection:
         except TimeoutError:
             restarted = await self._restart_after_failure(generation, "timed out")
             return _error(f"{self.name}.{tool} timed out after {timeout:g}s.{restarted}")
-        except MCPError as exc:  # the server answered with a protocol error
-            return _error(f"{self.name}.{tool} failed: {exc}")
-        except Exception as exc:  # the connection broke: the process died or spoke garbage
-            restarted = await self._restart_after_failure(generation, f"failed: {exc!r}")
-            return _error(f"{self.name}.{tool} failed: the server stopped responding.{restarted}")
-        text = truncate(result_text(result), self.cfg.max_result_chars)
-        return ToolResult("", text, is_error=bool(result.is_error), name=tool)
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:  # the server answered with a protocol error
+                return _error(f"{self.name}.{tool} failed: {exc.message}")
+            broken = "closed the connection"
+        except Exception as exc:  # the process died, or spoke something that is not MCP
+            broken = f"failed: {exc!r}"
+        else:
+            text = truncate(result_text(result), self.cfg.max_result_chars)
+            return ToolResult("", text, is_error=bool(result.is_error), name=tool)
+        restarted = await self._restart_after_failure(generation, broken)
+        return _error(f"{self.name}.{tool} failed: the server stopped responding.{restarted}")
 
     async def _restart_after_failure(self, generation: int, what: str) -> str:
         """Restart once; the returned sentence tells the model what happened."""

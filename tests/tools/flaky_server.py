@@ -1,0 +1,61 @@
+"""A misbehaving MCP server for tests: crashes, hangs, garbage, errors, big results."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("flaky")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return the text."""
+    return f"echo: {text} (pid {os.getpid()})"
+
+
+@server.tool()
+def crash() -> str:
+    """Kill the server process."""
+    os._exit(3)
+
+
+@server.tool()
+def hang() -> str:
+    """Never answer."""
+    time.sleep(3600)
+    return "unreachable"
+
+
+@server.tool()
+def garbage() -> str:
+    """Write garbage on the protocol channel, then answer."""
+    sys.stdout.write("this is not json-rpc\n{broken\n")
+    sys.stdout.flush()
+    return "answered after garbage"
+
+
+@server.tool()
+def fail() -> str:
+    """Raise an error."""
+    raise ToolError("the tool failed on purpose")
+
+
+@server.tool()
+def big(size: int = 50_000) -> str:
+    """Return a long text."""
+    return "y" * size
+
+
+@server.tool()
+def env() -> str:
+    """The names of the environment variables the server sees."""
+    return " ".join(sorted(os.environ))
+
+
+if __name__ == "__main__":
+    server.run()

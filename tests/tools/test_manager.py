@@ -1,0 +1,155 @@
+"""Real MCP servers over stdio: sessions, sharing, failures, limits."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from deepledger.config import ToolServerConfig
+from deepledger.messages import ToolCall
+from deepledger.tools.manager import ToolManager, ToolServerStartError
+
+FLAKY = str(Path(__file__).with_name("flaky_server.py"))
+
+
+def flaky(**overrides) -> ToolServerConfig:
+    settings = {
+        "command": sys.executable,
+        "args": [FLAKY],
+        "call_timeout_seconds": 10.0,
+        "max_result_chars": 1000,
+    } | overrides
+    return ToolServerConfig(**settings)
+
+
+def call(tool: str, server: str = "flaky", **arguments) -> ToolCall:
+    return ToolCall(f"id-{tool}", tool, arguments, server_name=server)
+
+
+@pytest.fixture
+async def manager():
+    manager = ToolManager({})
+    yield manager
+    await manager.aclose()
+
+
+async def test_a_third_party_server_from_pypi_works_as_a_tool(manager):
+    manager.servers["time"] = ToolServerConfig(
+        command="mcp-server-time", args=["--local-timezone", "UTC"]
+    )
+    tools = manager.for_task(["time"])
+    listed = await tools.start()
+    assert "get_current_time" in [t.name for t in listed]
+    result = await tools.call(call("get_current_time", server="time", timezone="UTC"))
+    assert not result.is_error and '"timezone": "UTC"' in result.content
+    assert result.call_id == "id-get_current_time"
+    await tools.aclose()
+
+
+async def test_shared_servers_are_one_session_and_task_servers_one_per_task(manager):
+    manager.servers |= {"shared": flaky(scope="shared"), "private": flaky(scope="task")}
+    first, second = manager.for_task(["shared", "private"]), manager.for_task(["shared", "private"])
+    await first.start()
+    await second.start()
+    pids = {}
+    for name, tools in (("first", first), ("second", second)):
+        for server in ("shared", "private"):
+            text = (await tools.call(call("echo", server=server, text="hi"))).content
+            pids[name, server] = text.split("pid ")[1].rstrip(")")
+    assert pids["first", "shared"] == pids["second", "shared"]
+    assert pids["first", "private"] != pids["second", "private"]
+    # Calls reuse the session: the same process answers every time.
+    again = (await first.call(call("echo", server="private", text="again"))).content
+    assert again.endswith(f"pid {pids['first', 'private']})")
+    await first.aclose()
+    await second.aclose()
+
+
+async def test_tool_errors_and_oversized_results_are_data(manager):
+    manager.servers["flaky"] = flaky()
+    tools = manager.for_task(["flaky"])
+    await tools.start()
+    failed = await tools.call(call("fail"))
+    assert failed.is_error and "the tool failed on purpose" in failed.content
+    big = await tools.call(call("big"))
+    assert big.content.startswith("y" * 1000)
+    assert big.content.endswith("...[truncated: 49000 more characters]")
+    await tools.aclose()
+
+
+async def test_a_crashed_server_is_restarted_once_then_given_up(manager):
+    manager.servers["flaky"] = flaky()
+    tools = manager.for_task(["flaky"])
+    await tools.start()
+    first_pid = (await tools.call(call("echo", text="a"))).content.split("pid ")[1]
+    crashed = await tools.call(call("crash"))
+    assert crashed.is_error and "restarted" in crashed.content
+    after = await tools.call(call("echo", text="b"))
+    assert not after.is_error and after.content.split("pid ")[1] != first_pid
+    again = await tools.call(call("crash"))
+    assert again.is_error and "now unavailable" in again.content
+    gone = await tools.call(call("echo", text="c"))
+    assert gone.is_error and "unavailable" in gone.content
+    await tools.aclose()
+
+
+async def test_a_hanging_tool_times_out_and_the_server_is_restarted(manager):
+    manager.servers["flaky"] = flaky(call_timeout_seconds=1.0)
+    tools = manager.for_task(["flaky"])
+    await tools.start()
+    hung = await tools.call(call("hang"))
+    assert hung.is_error and "timed out after 1s" in hung.content
+    assert not (await tools.call(call("echo", text="still here"))).is_error
+    await tools.aclose()
+
+
+async def test_garbage_on_stdout_does_not_take_the_task_down(manager):
+    manager.servers["flaky"] = flaky(call_timeout_seconds=3.0)
+    tools = manager.for_task(["flaky"])
+    await tools.start()
+    await tools.call(call("garbage"))  # an answer or an error; either way no exception
+    assert not (await tools.call(call("echo", text="after"))).is_error
+    await tools.aclose()
+
+
+async def test_a_server_that_cannot_start_is_left_out_unless_required(manager):
+    manager.servers |= {
+        "flaky": flaky(),
+        "broken": ToolServerConfig(command="/nonexistent/srv", startup_timeout_seconds=5),
+    }
+    tools = manager.for_task(["flaky", "broken"])
+    listed = await tools.start()
+    assert {t.server for t in listed} == {"flaky"} and "broken" in tools.unavailable
+    result = await tools.call(call("anything", server="broken"))
+    assert result.is_error and "unavailable" in result.content
+    await tools.aclose()
+    manager.servers["broken"].required = True
+    with pytest.raises(ToolServerStartError):
+        await manager.for_task(["broken"]).start()
+
+
+async def test_only_named_environment_variables_reach_the_server(manager, monkeypatch):
+    monkeypatch.setenv("DL_PASSED", "1")
+    monkeypatch.setenv("DL_SECRET", "do-not-leak")
+    monkeypatch.delenv("DL_OPTIONAL_MISSING", raising=False)
+    manager.servers["flaky"] = flaky(
+        env_from=["DL_PASSED", "DL_OPTIONAL_MISSING"], env={"DL_FIXED": "x"}
+    )
+    tools = manager.for_task(["flaky"])
+    await tools.start()
+    names = (await tools.call(call("env"))).content.split()
+    assert "DL_PASSED" in names and "DL_FIXED" in names and "PATH" in names
+    assert "DL_SECRET" not in names and "DL_OPTIONAL_MISSING" not in names
+    await tools.aclose()
+
+
+async def test_blacklisted_tools_are_not_offered(manager):
+    manager.servers["flaky"] = flaky()
+    tools = manager.for_task(["flaky"], blacklist=["crash", "flaky.hang"])
+    names = {t.name for t in await tools.start()}
+    assert "echo" in names and not names & {"crash", "hang"}
+    blocked = await tools.call(call("crash"))
+    assert blocked.is_error and "There is no tool flaky.crash" in blocked.content
+    await tools.aclose()
