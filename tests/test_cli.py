@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -122,3 +123,27 @@ def test_unknown_provider_lists_the_choices(tmp_path):
     )
     assert run.returncode == 2
     assert "llm.provider='gemini'" in run.stderr and "anthropic" in run.stderr
+
+
+def test_run_answers_one_question_against_an_openai_compatible_server(tmp_path):
+    from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+
+    tool_call = (
+        "<use_mcp_tool><server_name>time</server_name><tool_name>get_current_time</tool_name>"
+        '<arguments>{"timezone": "UTC"}</arguments></use_mcp_tool>'
+    )
+    with FakeLLMServer([Reply(tool_call), Reply("It is \\boxed{UTC time}.")]) as server:
+        run = deepledger(
+            "run", "question=What time is it in UTC?", "llm=openai_compatible",
+            f"llm.base_url={server.openai_base_url}", "agent.main_agent.tools=[time]",
+            f"hydra.run.dir={tmp_path}/run", cwd=tmp_path,
+        )
+        server.assert_all_consumed()
+        second_request = server.requests[1].messages
+    assert run.returncode == 0, run.stderr
+    assert "Answer: UTC time" in run.stdout
+    assert f"Log: {tmp_path}/run/journal.jsonl" in run.stdout
+    assert '"timezone": "UTC"' in second_request[-1]["content"]  # the tool really ran
+    events = [json.loads(line)["event"] for line in (tmp_path / "run/journal.jsonl").open()]
+    assert events[0] == "task_started" and events[-1] == "task_finished"
+    assert "tool_results" in events
