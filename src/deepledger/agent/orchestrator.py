@@ -19,7 +19,7 @@ from deepledger.agent.finalize import Finalizer
 from deepledger.agent.rollback import call_key, review_reply
 from deepledger.agent.state import RunState
 from deepledger.context.guard import check_window, drop_last_exchange
-from deepledger.context.trim import trim_tool_results
+from deepledger.context.trim import ToolResultTrimmer
 from deepledger.errors import ContextOverflowError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
@@ -60,6 +60,7 @@ class Orchestrator:
         self.finalizer = finalizer
         self.journal = journal
         self.price = price
+        self._trim = ToolResultTrimmer(limits.keep_tool_result)
 
     async def run(self, task_text: str) -> RunState:
         """Work on the task until the loop ends, then finalize the answer."""
@@ -132,7 +133,7 @@ class Orchestrator:
         )
 
     async def _ask(self, state: RunState) -> LLMResponse | None:
-        request = trim_tool_results(state.history, self.limits.keep_tool_result)
+        request = self._trim(state.history)
         try:
             response = await self.llm.generate(
                 request, self.protocol.specs(self.tools.tools), self.settings

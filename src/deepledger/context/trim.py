@@ -26,16 +26,40 @@ OMITTED_PLACEHOLDER = "[Tool result omitted to save context.]"
 def trim_tool_results(
     messages: Sequence[Message], keep: int, placeholder: str = OMITTED_PLACEHOLDER
 ) -> list[Message]:
-    if keep < -1:
-        raise ValueError(f"keep_tool_result must be -1, 0 or positive, not {keep}")
-    trimmed = list(messages)
-    if keep == -1:
+    return ToolResultTrimmer(keep, placeholder)(messages)
+
+
+class ToolResultTrimmer:
+    """``trim_tool_results`` for one conversation, remembering what it blanked.
+
+    A turn's request blanks every old result again; over hundreds of turns building
+    those copies would dominate the loop's own cost, so each blanked copy is built once
+    and reused for as long as its original is in the history.
+    """
+
+    def __init__(self, keep: int, placeholder: str = OMITTED_PLACEHOLDER) -> None:
+        if keep < -1:
+            raise ValueError(f"keep_tool_result must be -1, 0 or positive, not {keep}")
+        self.keep = keep
+        self.placeholder = placeholder
+        self._blanked: dict[int, tuple[Message, Message]] = {}  # id(original) -> pair
+
+    def __call__(self, messages: Sequence[Message]) -> list[Message]:
+        trimmed = list(messages)
+        if self.keep == -1:
+            return trimmed
+        candidates = _tool_result_positions(trimmed)
+        for i in candidates[: max(0, len(candidates) - self.keep)]:
+            trimmed[i] = self._blank(trimmed[i])
         return trimmed
-    candidates = _tool_result_positions(trimmed)
-    to_blank = candidates[: max(0, len(candidates) - keep)]
-    for i in to_blank:
-        trimmed[i] = _blank(trimmed[i], placeholder)
-    return trimmed
+
+    def _blank(self, message: Message) -> Message:
+        cached = self._blanked.get(id(message))
+        if cached is not None and cached[0] is message:
+            return cached[1]
+        blanked = _blank(message, self.placeholder)
+        self._blanked[id(message)] = (message, blanked)  # holding the original pins its id
+        return blanked
 
 
 def _tool_result_positions(messages: list[Message]) -> list[int]:
