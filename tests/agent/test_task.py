@@ -1,0 +1,66 @@
+"""Wiring a whole task from config: sub-agents, attached files, the journal."""
+
+from __future__ import annotations
+
+from deepledger.agent.task import AgentFactory, task_text
+from deepledger.journal import Journal
+from deepledger.llm.scripted import ScriptedLLM
+from deepledger.messages import MessageKind
+from deepledger.tools.manager import ToolManager
+from tests.test_config import composed
+
+SUBTASK_CALL = (
+    "<use_mcp_tool><server_name>agent-browsing</server_name><tool_name>run_subtask</tool_name>"
+    '<arguments>{"subtask": "Find the current UTC time."}</arguments></use_mcp_tool>'
+)
+TIME_CALL = (
+    "<use_mcp_tool><server_name>time</server_name><tool_name>get_current_time</tool_name>"
+    '<arguments>{"timezone": "UTC"}</arguments></use_mcp_tool>'
+)
+
+
+def is_subagent(messages) -> bool:
+    return "working on one subtask" in messages[0].content
+
+
+async def test_a_sub_agent_runs_the_same_loop_and_reports_back(tmp_path):
+    cfg = composed(
+        "agent=multi_agent",
+        "agent.main_agent.tools=[agent-browsing]",
+        "agent.sub_agents.browsing.tools=[time]",
+        "agent.sub_agents.browsing.max_turns=3",
+    )
+
+    def respond(messages, tools):
+        if is_subagent(messages):
+            done = any(m.kind is MessageKind.TOOL_RESULTS for m in messages)
+            return "Report: the time tool says it is noon UTC." if done else TIME_CALL
+        if any(m.kind is MessageKind.TOOL_RESULTS for m in messages):
+            return "The sub-agent found it: \\boxed{noon}"
+        return SUBTASK_CALL
+
+    llm = ScriptedLLM(responder=respond)
+    manager = ToolManager(dict(cfg.tools))
+    journal = Journal(tmp_path / "journal.jsonl")
+    try:
+        state = await AgentFactory(cfg, llm, manager).solve("What time is it?", journal)
+    finally:
+        journal.close()
+        await manager.aclose()
+    assert state.final_answer == "noon"
+    main_system = llm.calls[0].messages[0].content
+    assert "Server name: agent-browsing" in main_system and "A browsing agent" in main_system
+    tool_result = next(m for m in state.history if m.kind is MessageKind.TOOL_RESULTS)
+    assert "Report: the time tool says it is noon UTC." in tool_result.content
+    sub_journal = tmp_path / "journal.subagents" / "browsing-1.jsonl"
+    assert sub_journal.exists() and "get_current_time" in sub_journal.read_text()
+    assert journal.of("subagent_finished")[0]["agent"] == "browsing"
+
+
+def test_an_attached_file_is_named_in_the_task(tmp_path):
+    attached = tmp_path / "data.csv"
+    attached.write_text("a,b\n")
+    text = task_text("Sum column b.", str(attached))
+    assert text.startswith("Sum column b.") and str(attached.resolve()) in text
+    assert "reader" in text
+    assert task_text("Plain question.") == "Plain question."
