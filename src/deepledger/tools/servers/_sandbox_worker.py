@@ -1,0 +1,179 @@
+"""The process that runs model-written code for ``python_sandbox``: one namespace, REPL-style.
+
+``python_sandbox`` starts it as ``python -I _sandbox_worker.py --request-fd R --response-fd W
+...`` (by path, not ``-m``, so it imports only the standard library, starts fast and never
+loads deepledger). It lives as long as one session: globals persist between calls.
+
+Protocol, newline-delimited JSON on two private pipes (stdin is /dev/null; stdout and stderr
+belong to the model's code and are drained by the server):
+
+- worker → server, once, after setup: ``{"ready": true, "pid": ...}``
+- server → worker: ``{"code": str, "marker": str}``
+- worker → server: ``{"value": str | null, "error": str | null, "markers_written": bool}``
+
+After each call the worker writes ``marker`` to fd 1 and fd 2, so the server knows where this
+call's output ends in each stream (output of child processes goes through the same fds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import linecache
+import os
+import resource
+import sys
+import traceback
+from contextlib import suppress
+from typing import Any, BinaryIO
+
+TRUNCATION_NOTICE = "\n...[truncated {count} chars]...\n"
+
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = 9
+
+
+def truncate_middle(text: str, limit: int) -> str:
+    """Keep the head and the tail of ``text`` (the tail of a traceback is the error)."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 2
+    head = limit - tail
+    notice = TRUNCATION_NOTICE.format(count=len(text) - limit)
+    return f"{text[:head]}{notice}{text[len(text) - tail :]}"
+
+
+def _limit_resources(memory_mb: int) -> None:
+    """Address-space cap for the whole worker life; no core files when a limit kills it."""
+    memory = memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _limit_cpu_for_one_call(cpu_seconds: int) -> None:
+    """RLIMIT_CPU counts the whole process life, so each call gets its budget on top of use."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = int(usage.ru_utime + usage.ru_stime)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = used + cpu_seconds
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """If the server dies without cleaning up (SIGKILL), the kernel kills us too (Linux only)."""
+    if sys.platform != "linux":
+        return
+    import ctypes  # only here: ctypes costs a few milliseconds of startup
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+class Session:
+    """One persistent namespace; each call is a cell whose last expression is echoed."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.max_chars = max_chars
+        self.cells = 0
+
+    def run(self, code: str) -> tuple[str | None, str | None]:
+        """Run one cell; returns (repr of the last expression or None, traceback or None)."""
+        self.cells += 1
+        filename = f"<cell {self.cells}>"
+        try:
+            body, last = _compile_cell(code, filename)
+        except (SyntaxError, ValueError) as exc:  # ValueError: source holds NUL bytes
+            return None, self._clip("".join(traceback.format_exception_only(exc)))
+        # Registered so tracebacks can quote the model's own lines.
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        try:
+            exec(body, self.namespace)
+            value = eval(last, self.namespace) if last is not None else None
+            if value is None:
+                return None, None
+            self.namespace["_"] = value
+            return self._clip(repr(value)), None
+        except BaseException as exc:  # the model's code may raise anything, even SystemExit
+            return None, self._clip(_format_user_traceback(exc))
+
+    def _clip(self, text: str) -> str:
+        return truncate_middle(text, self.max_chars)
+
+
+def _compile_cell(code: str, filename: str) -> tuple[Any, Any]:
+    tree = ast.parse(code, filename, "exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = compile(ast.Expression(tree.body.pop().value), filename, "eval")
+    return compile(tree, filename, "exec"), last
+
+
+def _format_user_traceback(exc: BaseException) -> str:
+    """The traceback from the cell down, without this module's own frame on top."""
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _end_call(marker: str) -> bool:
+    """Flush the model's streams and mark the end of this call's output on fd 1 and fd 2."""
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError, AttributeError):  # the model replaced or closed it
+            stream.flush()
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    try:
+        for fd in (1, 2):
+            os.write(fd, marker.encode())
+    except OSError:  # the model closed fd 1 or 2; the server then stops waiting at once
+        return False
+    return True
+
+
+def _send(responses: BinaryIO, message: dict[str, Any]) -> None:
+    responses.write(json.dumps(message).encode() + b"\n")
+    responses.flush()
+
+
+def serve(requests: BinaryIO, responses: BinaryIO, session: Session, cpu_seconds: int) -> None:
+    _send(responses, {"ready": True, "pid": os.getpid()})
+    while line := requests.readline():
+        request = json.loads(line)
+        _limit_cpu_for_one_call(cpu_seconds)
+        value, error = session.run(request["code"])
+        markers_written = _end_call(request["marker"])
+        _send(responses, {"value": value, "error": error, "markers_written": markers_written})
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--request-fd", type=int, required=True)
+    parser.add_argument("--response-fd", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--memory-mb", type=int, required=True)
+    parser.add_argument("--cpu-seconds", type=int, required=True)
+    parser.add_argument("--max-chars", type=int, required=True)
+    args = parser.parse_args(argv)
+
+    _die_with_parent(args.parent_pid)
+    _limit_resources(args.memory_mb)
+    for fd in (args.request_fd, args.response_fd):
+        os.set_inheritable(fd, False)  # child processes of the model's code must not hold them
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(encoding="utf-8", errors="backslashreplace", line_buffering=True)
+    sys.path.insert(0, os.getcwd())  # like a notebook: modules the model writes can be imported
+    with (
+        os.fdopen(args.request_fd, "rb") as requests,
+        os.fdopen(args.response_fd, "wb") as responses,
+    ):
+        serve(requests, responses, Session(args.max_chars), args.cpu_seconds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,233 @@
+"""The python sandbox server, driven over real stdio by the MCP client, as the runtime uses it."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+MODULE = "deepledger.tools.servers.python_sandbox"
+
+
+@asynccontextmanager
+async def sandbox(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[Client]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", MODULE, *args], env=env)
+    async with Client(params) as client:
+        yield client
+
+
+async def run(client: Client, code: str) -> tuple[str, bool]:
+    result = await client.call_tool("run_python", {"code": code})
+    [content] = result.content
+    return content.text, bool(result.is_error)
+
+
+def value_of(text: str) -> str:
+    """The body of the [value] section."""
+    match = re.search(r"\[value\]\n(.*?)(?:\n\n\[|\Z)", text, re.DOTALL)
+    assert match, text
+    return match.group(1)
+
+
+async def description_of_run_python(client: Client) -> str:
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert set(tools) == {"run_python", "reset"}
+    return tools["run_python"].description or ""
+
+
+async def test_variables_persist_between_calls_and_the_last_expression_is_shown():
+    async with sandbox() as client:
+        assert await run(client, "x = 41") == ("(no output)", False)
+        text, failed = await run(client, "x + 1")
+        assert not failed
+        assert value_of(text) == "42"
+        text, _ = await run(client, "def double(n):\n    return 2 * n\ndouble(x)")
+        assert value_of(text) == "82"
+        text, _ = await run(client, "print(x)")  # None is not echoed
+        assert text == "[stdout]\n41"
+
+
+async def test_stdout_and_stderr_are_captured_including_child_processes_and_truncated():
+    code = (
+        "import sys, subprocess\n"
+        "print('to stdout')\n"
+        "print('to stderr', file=sys.stderr)\n"
+        "subprocess.run(['echo', 'from a child process'])\n"
+        "None"
+    )
+    async with sandbox("--max-output-chars", "1000") as client:
+        text, failed = await run(client, code)
+        assert not failed
+        assert text == "[stdout]\nto stdout\nfrom a child process\n\n[stderr]\nto stderr"
+
+        text, failed = await run(client, "print('a' * 5000 + 'END')")
+    assert not failed
+    assert "\n...[truncated 4004 chars]...\n" in text
+    assert text.startswith("[stdout]\naaaa")
+    assert text.endswith("aaaaEND")  # the tail is kept: it is where errors end up
+    assert len(text) < 1100
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "State:\tZ" in status
+
+
+async def test_a_runaway_call_is_stopped_at_the_time_limit_and_the_next_call_gets_a_fresh_session():
+    runaway = (
+        "import subprocess\n"
+        "child = subprocess.Popen(['sleep', '60'])\n"
+        "print(child.pid, flush=True)\n"
+        "while True:\n"
+        "    pass"
+    )
+    async with sandbox("--timeout", "2") as client:
+        await run(client, "x = 1")
+        started = time.monotonic()
+        text, failed = await run(client, runaway)
+        elapsed = time.monotonic() - started
+        assert failed
+        assert 2 <= elapsed < 10
+        assert "Timed out" in text
+        assert "variables, imports and definitions from earlier calls are lost" in text
+        child_pid = int(text.split("\n")[1])  # output printed before the timeout is kept
+        for _ in range(50):  # the whole process group was killed, the child too
+            if _process_gone(child_pid):
+                break
+            await asyncio.sleep(0.05)
+        assert _process_gone(child_pid)
+
+        text, failed = await run(client, "x")
+        assert failed
+        assert "NameError: name 'x' is not defined" in text
+        text, failed = await run(client, "6 * 7")
+        assert (value_of(text), failed) == ("42", False)
+
+
+async def test_a_memory_bomb_is_stopped_by_the_memory_limit_and_the_server_survives():
+    async with sandbox("--memory-mb", "256") as client:
+        text, failed = await run(client, "big = bytearray(512 * 1024 * 1024)")
+        assert failed
+        assert text.rstrip().endswith("MemoryError")
+
+        text, failed = await run(
+            client, "chunks = []\nwhile True:\n    chunks.append(b'x' * 10**7)"
+        )
+        assert failed
+        assert "MemoryError" in text
+
+        text, failed = await run(client, "del chunks\n6 * 7")
+        assert (value_of(text), failed) == ("42", False)
+
+
+def _machine_allows_network_namespaces() -> bool:
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return False
+    commands = [[unshare, "--net", "true"], [unshare, "--user", "--map-root-user", "--net", "true"]]
+    return any(subprocess.run(command, capture_output=True).returncode == 0 for command in commands)
+
+
+async def test_the_network_is_unreachable_from_the_sandbox():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()  # reachable from here
+
+        async with sandbox() as client:
+            description = await description_of_run_python(client)
+            text, failed = await run(
+                client, f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)"
+            )
+    if "Network: NOT isolated" in description:
+        assert not _machine_allows_network_namespaces()
+        assert text.startswith("[notice]\nNetwork: NOT isolated")
+    else:
+        assert "Network: isolated" in description
+        assert failed
+        assert "OSError: [Errno 101] Network is unreachable" in text
+
+
+async def test_without_unshare_the_server_runs_and_says_the_network_is_not_isolated(tmp_path):
+    async with sandbox(env={"PATH": str(tmp_path)}) as client:  # no `unshare` to be found
+        description = await description_of_run_python(client)
+        first, first_failed = await run(client, "1 + 1")
+        second, _ = await run(client, "2 + 2")
+    assert "Network: NOT isolated" in description
+    assert first.startswith("[notice]\nNetwork: NOT isolated")
+    assert (value_of(first), first_failed) == ("2", False)
+    assert second == "[value]\n4"  # said once
+
+
+async def test_the_working_directory_is_a_private_temporary_one_removed_on_exit():
+    code = (
+        "import os\n"
+        "with open('notes.txt', 'w') as f:\n"
+        "    f.write('hello')\n"
+        "assert os.environ['HOME'] == os.getcwd()\n"
+        "os.getcwd()"
+    )
+    async with sandbox() as client, sandbox() as other:
+        text, failed = await run(client, code)
+        assert not failed, text
+        workdir = anyio.Path(eval(value_of(text)))
+        assert await (workdir / "notes.txt").read_text() == "hello"
+        other_text, _ = await run(other, "import os\nos.getcwd()")
+        assert anyio.Path(eval(value_of(other_text))) != workdir
+    assert not await workdir.exists()
+
+
+async def test_a_given_workdir_is_used_and_kept(tmp_path):
+    workdir = anyio.Path(tmp_path / "work")
+    async with sandbox("--workdir", str(workdir)) as client:
+        text, failed = await run(client, "open('result.csv', 'w').write('a,b\\n')")
+        assert not failed, text
+    assert await (workdir / "result.csv").read_text() == "a,b\n"
+
+
+async def test_reset_clears_variables_but_keeps_files():
+    async with sandbox() as client:
+        await run(client, "x = 1\nopen('kept.txt', 'w').write('yes')")
+        result = await client.call_tool("reset", {})
+        assert not result.is_error
+        text, failed = await run(client, "x")
+        assert failed
+        assert "NameError" in text
+        text, _ = await run(client, "open('kept.txt').read()")
+        assert value_of(text) == "'yes'"
+
+
+async def test_a_dead_worker_is_reported_and_replaced():
+    async with sandbox() as client:
+        text, failed = await run(client, "import os\nos._exit(3)")
+        assert failed
+        assert "worker process died during this call: it exited with status 3" in text
+        assert "session was lost" in text
+        text, failed = await run(client, "6 * 7")
+        assert (value_of(text), failed) == ("42", False)
+
+
+async def test_a_cancelled_call_restarts_the_session_and_the_next_result_says_so():
+    async with sandbox() as client:
+        await run(client, "x = 1")
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(run(client, "import time\ntime.sleep(60)"), 0.5)
+        text, failed = await run(client, "x")
+    assert failed
+    assert text.startswith("[notice]\nThe previous call was cancelled")
+    assert "NameError" in text
