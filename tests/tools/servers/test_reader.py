@@ -18,7 +18,7 @@ from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver.exceptions import ToolError
 
 from deepledger.tools.servers.reader import ReadLimits, fetch
-from tests.tools.servers.test_search import call, hold_open
+from tests.tools.servers.mcp_client import call, hold_open
 
 on_module_loop = pytest.mark.asyncio(loop_scope="module")
 

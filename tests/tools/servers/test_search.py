@@ -14,6 +14,7 @@ import pytest_asyncio
 from mcp import Client, StdioServerParameters
 
 from deepledger.tools.servers.search import iter_documents, main
+from tests.tools.servers.mcp_client import call, hold_open
 
 # Tests using the module's shared server must run on the loop that server lives on.
 on_module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -29,40 +30,12 @@ def search_server(cache_dir: Path, *args: str) -> StdioServerParameters:
     )
 
 
-async def hold_open(params: StdioServerParameters, stop: asyncio.Event) -> AsyncIterator[Client]:
-    """An MCP client kept open by a task of its own until ``stop`` is set.
-
-    pytest-asyncio sets a fixture up and tears it down in different tasks, which the
-    client's anyio cancel scopes forbid; a task that owns the client sidesteps that.
-    """
-    connected: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-
-    async def own() -> None:
-        async with Client(params) as client:
-            connected.set_result(client)
-            await stop.wait()
-
-    owner = asyncio.create_task(own())
-    await asyncio.wait({owner, connected}, return_when=asyncio.FIRST_COMPLETED)
-    if owner.done():
-        owner.result()  # raises why the server did not start
-    yield connected.result()
-    stop.set()
-    await owner
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def wiki(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
     """One server over the default corpus (the wiki leads) for the whole module."""
     params = search_server(tmp_path_factory.mktemp("cache"))
     async for client in hold_open(params, asyncio.Event()):
         yield client
-
-
-async def call(client: Client, tool: str, **arguments: object) -> tuple[bool, str]:
-    """Call a tool; return whether it failed and its text."""
-    result = await client.call_tool(tool, arguments)
-    return bool(result.is_error), "\n".join(block.text for block in result.content)
 
 
 def ranked(text: str) -> list[tuple[str, str]]:
