@@ -34,7 +34,8 @@ OVERRIDES are Hydra overrides, e.g.
   agent=keep5_compress5 agent.keep_tool_result=3 benchmark.execution.max_tasks=10
 
 Config groups: llm=local|openai_compatible|openai|anthropic,
-  agent=default|keep5_compress5|keep5_compress5_300turns, benchmark=example|gaia-validation.
+  agent=default|keep5_compress5|keep5_compress5_300turns|multi_agent,
+  benchmark=example|gaia-validation. Tool servers: tools.<name>.* (search, reader, python, time).
 API keys are read from the environment (or ./.env), never from config files.
 """
 
