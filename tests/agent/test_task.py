@@ -55,6 +55,11 @@ async def test_a_sub_agent_runs_the_same_loop_and_reports_back(tmp_path):
     sub_journal = tmp_path / "journal.subagents" / "browsing-1.jsonl"
     assert sub_journal.exists() and "get_current_time" in sub_journal.read_text()
     assert journal.of("subagent_finished")[0]["agent"] == "browsing"
+    # The task's usage includes the sub-agent's calls; its window figures do not.
+    assert len(state.ledger.calls) == 2 and len(state.ledger.delegated) == 2
+    own = sum(c.usage.input_tokens for c in state.ledger.calls)
+    assert state.ledger.total.input_tokens > own
+    assert state.ledger.last_usage == state.ledger.calls[-1].usage
 
 
 def test_an_attached_file_is_named_in_the_task(tmp_path):

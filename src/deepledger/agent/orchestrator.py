@@ -62,11 +62,11 @@ class Orchestrator:
         self.price = price
         self._trim = ToolResultTrimmer(limits.keep_tool_result)
 
-    async def run(self, task_text: str) -> RunState:
+    async def run(self, task_text: str, ledger: UsageLedger | None = None) -> RunState:
         """Work on the task until the loop ends, then finalize the answer."""
         state = RunState(
             history=[Message.system(self.system_prompt), Message.task(task_text)],
-            ledger=UsageLedger(self.price),
+            ledger=ledger if ledger is not None else UsageLedger(self.price),
         )
         self.journal.write(
             "task_started", task=task_text, tools=[t.qualified_name for t in self.tools.tools]

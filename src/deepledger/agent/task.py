@@ -19,7 +19,7 @@ from deepledger.agent.state import RunState
 from deepledger.journal import Journal
 from deepledger.llm.base import LLMClient
 from deepledger.llm.factory import settings_from_config
-from deepledger.llm.usage import find_price
+from deepledger.llm.usage import UsageLedger, find_price
 from deepledger.prompts import render
 from deepledger.tools.manager import LocalTool, TaskTools, ToolInfo, ToolManager
 from deepledger.tools.protocol import make_protocol
@@ -68,15 +68,18 @@ class AgentFactory:
         boxed: bool,
         role_description: str = "",
     ) -> RunState:
+        ledger = UsageLedger(self.price)
         servers = [t for t in role.tools if not t.startswith("agent-")]
-        local = [self._subagent_tool(t, journal) for t in role.tools if t.startswith("agent-")]
+        local = [
+            self._subagent_tool(t, journal, ledger) for t in role.tools if t.startswith("agent-")
+        ]
         tools = self.manager.for_task(servers, role.tool_blacklist, local)
         try:
             await tools.start()
             for server, why in tools.unavailable.items():
                 journal.write("tool_server_unavailable", server=server, reason=why)
             orchestrator = self._orchestrator(role, tools, journal, prompt, boxed, role_description)
-            return await orchestrator.run(text)
+            return await orchestrator.run(text, ledger)
         finally:
             await tools.aclose()
 
@@ -116,7 +119,7 @@ class AgentFactory:
             price=self.price,
         )
 
-    def _subagent_tool(self, server: str, parent: Journal) -> LocalTool:
+    def _subagent_tool(self, server: str, parent: Journal, ledger: UsageLedger) -> LocalTool:
         name = server.removeprefix("agent-")
         role = self.cfg.agent.sub_agents[name]
         description = role.description or f"Delegate a research subtask to the {name} agent."
@@ -135,6 +138,7 @@ class AgentFactory:
                 )
             finally:
                 journal.close()
+            ledger.absorb(state.ledger)
             parent.write(
                 "subagent_finished",
                 agent=name,

@@ -62,6 +62,9 @@ class UsageLedger:
 
     price: Price | None = None
     calls: list[CallRecord] = field(default_factory=list)
+    # Calls made on this task's behalf by sub-agents: in the totals, not in last_usage
+    # (which describes this conversation's own window).
+    delegated: list[CallRecord] = field(default_factory=list)
 
     def record(self, response: LLMResponse) -> CallRecord:
         cost = self.price.cost(response.usage) if self.price else None
@@ -69,16 +72,21 @@ class UsageLedger:
         self.calls.append(call)
         return call
 
+    def absorb(self, other: UsageLedger) -> None:
+        """Count a sub-agent's calls (and its own sub-agents') in this task's totals."""
+        self.delegated += [*other.calls, *other.delegated]
+
     @property
     def total(self) -> Usage:
-        return sum((c.usage for c in self.calls), Usage())
+        return sum((c.usage for c in [*self.calls, *self.delegated]), Usage())
 
     @property
     def cost(self) -> float | None:
         """Total USD, or ``None`` if any call's price is unknown."""
-        if any(c.cost is None for c in self.calls):
+        every = [*self.calls, *self.delegated]
+        if any(c.cost is None for c in every):
             return None
-        return sum(c.cost for c in self.calls)  # type: ignore[misc]
+        return sum(c.cost for c in every)  # type: ignore[misc]
 
     @property
     def last_usage(self) -> Usage | None:
