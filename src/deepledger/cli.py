@@ -141,6 +141,9 @@ def _run(cfg: Any) -> int:
     if cfg.task_file and not Path(cfg.task_file).is_file():
         raise ConfigError(f"task_file={cfg.task_file!r} is not a file.")
     _checked(cfg)
+    if cfg.task_file and "reader" in cfg.tools:  # let the reader open the attached file
+        cfg.tools.reader.args.append("--root")
+        cfg.tools.reader.args.append(str(Path(cfg.task_file).resolve().parent))
     return asyncio.run(_answer_one(cfg))
 
 

@@ -38,7 +38,8 @@ class Journal:
         self._file: TextIO | None = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = path.open("a", encoding="utf-8")
+            # A model can emit lone surrogates; write them as \\udXXX escapes, not a crash.
+            self._file = path.open("a", encoding="utf-8", errors="backslashreplace")
 
     def write(self, event: str, **data: Any) -> None:
         record = {"ts": datetime.now(UTC).isoformat(timespec="milliseconds"), "event": event}

@@ -96,10 +96,19 @@ def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
     try:
         parsed = json.loads(raw)
     except json.JSONDecodeError:
-        parsed = json_repair.loads(raw)
+        parsed = _repair(raw)
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, absurd nesting
+        return {}, f"arguments could not be read ({type(exc).__name__}): {raw[:200]!r}"
     if isinstance(parsed, dict):
         return parsed, None
     return {}, f"arguments are not a JSON object: {raw[:200]!r}"
+
+
+def _repair(raw: str) -> Any:
+    try:
+        return json_repair.loads(raw)
+    except (ValueError, RecursionError):
+        return None
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from deepledger.agent.finalize import Finalizer
@@ -13,7 +15,7 @@ from deepledger.errors import ContextOverflowError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM, reply
-from deepledger.messages import EndReason, MessageKind, ToolCall, Usage
+from deepledger.messages import EndReason, MessageKind, StopReason, ToolCall, Usage
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
 from deepledger.tools.protocol import NativeProtocol, XmlProtocol
 
@@ -132,7 +134,8 @@ async def test_provider_context_overflow_is_treated_as_window_exhausted():
     ("bad_reply", "reason"),
     [
         ("<use_mcp_tool><server_name>kb</server_name><tool_name>lookup", RollbackReason.UNPARSABLE),
-        ("I'm sorry, but I can't help with that. \\boxed{no}", RollbackReason.REFUSAL),
+        ("I'm sorry, but I can't help with that.", RollbackReason.REFUSAL),
+        ("I\u2019m sorry, but I can\u2019t help with that.", RollbackReason.REFUSAL),
     ],
 )
 async def test_unusable_replies_are_rolled_back_and_never_become_answers(bad_reply, reason):
@@ -179,3 +182,72 @@ async def test_bad_tool_calls_become_errors_the_model_sees():
     assert "There is no tool nope.lookup. Available tools: kb.lookup." in text
     assert "Invalid arguments for kb.lookup: query: 5 is not of type 'string'" in text
     assert state.final_answer == "done"
+
+
+async def test_an_apologetic_reply_with_a_box_is_an_answer():
+    llm = ScriptedLLM(["I cannot provide an exact figure, but it is \\boxed{42}."])
+    orchestrator, _ = await make(llm)
+    state = await orchestrator.run("task")
+    assert state.rollbacks == [] and state.final_answer == "42"
+
+
+async def test_a_boxed_answer_that_mentions_tool_markup_finishes():
+    llm = ScriptedLLM(["No need for <use_mcp_tool> here: \\boxed{7}"])
+    orchestrator, _ = await make(llm)
+    state = await orchestrator.run("task")
+    assert state.end_reason is EndReason.MODEL_FINISHED and state.final_answer == "7"
+
+
+async def test_next_pages_and_retries_after_errors_are_not_repeats():
+    calls = [
+        call("a"),
+        call("a").replace('"query": "a"', '"query": "a", "page": 2'),
+        call("x", server="kb", tool="lookup").replace('"query": "x"', '"query": 5'),  # error
+        call("x", server="kb", tool="lookup").replace('"query": "x"', '"query": 5'),
+        "\\boxed{done}",
+    ]
+    llm = ScriptedLLM(calls)
+    orchestrator, _ = await make(llm)
+    state = await orchestrator.run("task")
+    assert state.rollbacks == [] and state.tool_calls == 4
+
+
+async def test_an_overflow_in_the_summary_falls_back_to_the_intermediate_answer():
+    llm = ScriptedLLM(["\\boxed{7} " + call("a"), ContextOverflowError("too long")])
+    orchestrator, journal = await make(llm, max_turns=1)
+    state = await orchestrator.run("task")
+    assert (state.final_answer, state.provenance) == ("7", Provenance.INTERMEDIATE_FALLBACK)
+    assert journal.of("summary_failed")
+
+
+async def test_a_reply_cut_by_the_context_window_is_not_kept():
+    cut = reply("half a thou", stop_reason=StopReason.CONTEXT_OVERFLOW)
+    llm = ScriptedLLM([call("a"), cut, "\\boxed{s}"])
+    orchestrator, _ = await make(llm)
+    state = await orchestrator.run("task")
+    assert state.end_reason is EndReason.WINDOW_EXHAUSTED
+    assert all("half a thou" not in m.content for m in state.history)
+
+
+async def test_the_journal_survives_what_models_write(tmp_path):
+    llm = ScriptedLLM([call("\\ud800 lone surrogate"), "\\boxed{ok}"])
+    tools = ToolManager({}).for_task(
+        [], local_tools=[LocalTool(ToolInfo("kb", "lookup", "", LOOKUP_SCHEMA), lookup)]
+    )
+    await tools.start()
+    journal = Journal(tmp_path / "j.jsonl")
+    orchestrator = Orchestrator(
+        llm=llm,
+        tools=tools,
+        protocol=XmlProtocol(),
+        settings=GenerationSettings(),
+        limits=LoopLimits(5, 100_000),
+        system_prompt="s",
+        finalizer=Finalizer("sum"),
+        journal=journal,
+    )
+    state = await orchestrator.run("task")
+    journal.close()
+    assert state.final_answer == "ok"
+    lines = (tmp_path / "j.jsonl").read_text().splitlines()
+    assert [json.loads(line)["event"] for line in lines][-1] == "task_finished"

@@ -45,7 +45,7 @@ def script(protocol: str, attached: str) -> list[Reply]:
 
 @pytest.mark.parametrize("protocol", ["xml", "native"])
 async def test_multi_turn_research_task_with_real_tools(protocol, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the reader's root "." is the working directory
+    monkeypatch.chdir(tmp_path)
     attached = tmp_path / "notes.md"
     attached.write_text("# Notes\nThe tower is 330 metres tall.\n")
     server = FakeLLMServer(script(protocol, str(attached)))

@@ -32,6 +32,13 @@ def hang() -> str:
 
 
 @server.tool()
+async def freeze() -> str:
+    """Block the whole server (its event loop), so it cannot even answer a ping."""
+    time.sleep(3600)  # noqa: ASYNC251 - blocking the loop is the point
+    return "unreachable"
+
+
+@server.tool()
 def garbage() -> str:
     """Write garbage on the protocol channel, then answer."""
     sys.stdout.write("this is not json-rpc\n{broken\n")

@@ -79,7 +79,7 @@ async def test_tool_errors_and_oversized_results_are_data(manager):
     await tools.aclose()
 
 
-async def test_a_crashed_server_is_restarted_once_then_given_up(manager):
+async def test_a_crashed_server_is_restarted_and_given_up_if_it_fails_again_at_once(manager):
     manager.servers["flaky"] = flaky()
     tools = manager.for_task(["flaky"])
     await tools.start()
@@ -88,6 +88,9 @@ async def test_a_crashed_server_is_restarted_once_then_given_up(manager):
     assert crashed.is_error and "restarted" in crashed.content
     after = await tools.call(call("echo", text="b"))
     assert not after.is_error and after.content.split("pid ")[1] != first_pid
+    # A success since the restart: the next crash earns another restart ...
+    assert "restarted" in (await tools.call(call("crash"))).content
+    # ... but failing again before anything succeeded gives the server up.
     again = await tools.call(call("crash"))
     assert again.is_error and "now unavailable" in again.content
     gone = await tools.call(call("echo", text="c"))
@@ -95,13 +98,27 @@ async def test_a_crashed_server_is_restarted_once_then_given_up(manager):
     await tools.aclose()
 
 
-async def test_a_hanging_tool_times_out_and_the_server_is_restarted(manager):
+async def test_a_slow_tool_times_out_without_restarting_a_server_that_still_answers(manager):
     manager.servers["flaky"] = flaky(call_timeout_seconds=1.0)
     tools = manager.for_task(["flaky"])
     await tools.start()
+    pid = (await tools.call(call("echo", text="a"))).content.split("pid ")[1]
     hung = await tools.call(call("hang"))
-    assert hung.is_error and "timed out after 1s" in hung.content
-    assert not (await tools.call(call("echo", text="still here"))).is_error
+    assert hung.is_error and hung.content == "flaky.hang timed out after 1s."
+    still = await tools.call(call("echo", text="still here"))
+    assert still.content.split("pid ")[1] == pid  # the same process: no restart
+    await tools.aclose()
+
+
+async def test_a_hung_server_is_restarted(manager):
+    manager.servers["flaky"] = flaky(call_timeout_seconds=1.0)
+    tools = manager.for_task(["flaky"])
+    await tools.start()
+    pid = (await tools.call(call("echo", text="a"))).content.split("pid ")[1]
+    frozen = await tools.call(call("freeze"))
+    assert frozen.is_error and "timed out" in frozen.content and "restarted" in frozen.content
+    after = await tools.call(call("echo", text="b"))
+    assert not after.is_error and after.content.split("pid ")[1] != pid
     await tools.aclose()
 
 
@@ -109,9 +126,30 @@ async def test_garbage_on_stdout_does_not_take_the_task_down(manager):
     manager.servers["flaky"] = flaky(call_timeout_seconds=3.0)
     tools = manager.for_task(["flaky"])
     await tools.start()
-    await tools.call(call("garbage"))  # an answer or an error; either way no exception
+    garbled = await tools.call(call("garbage"))
+    assert garbled.content == "answered after garbage" or garbled.is_error
     assert not (await tools.call(call("echo", text="after"))).is_error
     await tools.aclose()
+
+
+async def test_a_lone_surrogate_does_not_break_a_shared_session(manager):
+    manager.servers["flaky"] = flaky()
+    tools = manager.for_task(["flaky"])
+    await tools.start()
+    odd = await tools.call(call("echo", text="bad \ud800 char"))
+    assert not odd.is_error and "bad ? char" in odd.content
+    assert manager.connection("flaky", {}).restarts == 0
+    await tools.aclose()
+
+
+async def test_task_scoped_sessions_share_one_stderr_log_per_server(tmp_path):
+    manager = ToolManager({"private": flaky(scope="task")}, log_dir=tmp_path)
+    for _ in range(3):
+        tools = manager.for_task(["private"])
+        await tools.start()
+        await tools.aclose()
+    assert list(manager._errlogs) == ["private"]
+    await manager.aclose()
 
 
 async def test_a_server_that_cannot_start_is_left_out_unless_required(manager):
@@ -125,6 +163,9 @@ async def test_a_server_that_cannot_start_is_left_out_unless_required(manager):
     result = await tools.call(call("anything", server="broken"))
     assert result.is_error and "unavailable" in result.content
     await tools.aclose()
+    # The failure is remembered: the next task leaves it out without trying again.
+    later = manager.for_task(["broken"])
+    assert await later.start() == [] and "broken" in later.unavailable
     manager.servers["broken"].required = True
     with pytest.raises(ToolServerStartError):
         await manager.for_task(["broken"]).start()

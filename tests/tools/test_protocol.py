@@ -116,7 +116,62 @@ def test_native_broken_arguments_stay_for_an_error_result():
     broken = ToolCall.from_raw("c1", "search__search", "garbage")
     parsed = protocol.extract(reply("", [broken]), turn=1)
     assert parsed.calls[0].parse_error and parsed.nothing_usable
+    assert parsed.calls[0].id == "c1"  # kept, so its error result pairs with it
 
 
 def test_wire_names_are_length_limited():
     assert len(wire_name(ToolInfo("s" * 50, "t" * 50, ""))) == 64
+
+
+def test_xml_arguments_may_contain_closing_tags():
+    code = 'print("</arguments>")\nprint("</use_mcp_tool>")'
+    text = (
+        block("python", "run_python", json.dumps({"code": code}))
+        + " then "
+        + block("search", "search", '{"query": "what does </arguments> mean"}')
+    )
+    parsed = XmlProtocol().extract(reply(text), turn=1)
+    assert [c.arguments for c in parsed.calls] == [
+        {"code": code},
+        {"query": "what does </arguments> mean"},
+    ]
+
+
+def test_xml_unclosed_block_before_a_good_one():
+    text = "<use_mcp_tool><server_name>a</server_name> oops " + block("search", "search", "{}")
+    parsed = XmlProtocol().extract(reply(text), turn=1)
+    assert [c.name for c in parsed.calls] == ["search"]
+    assert parsed.malformed == ["tool call #1: <use_mcp_tool> is not closed"]
+
+
+def test_xml_many_unclosed_tags_are_reported_not_stuck_on():
+    parsed = XmlProtocol().extract(reply("<use_mcp_tool>x " * 20_000), turn=1)
+    assert len(parsed.malformed) == 20_000 and parsed.nothing_usable
+
+
+def test_xml_absurd_arguments_are_errors_not_crashes():
+    huge = block("search", "search", '{"query": ' + "1" * 5000 + "}")
+    deep = block("search", "search", "[" * 100_000)
+    parsed = XmlProtocol().extract(reply(huge + deep), turn=1)
+    assert parsed.calls == [] and len(parsed.malformed) == 2
+
+
+def test_xml_shows_the_server_description():
+    described = ToolInfo("search", "search", "d", {}, server_description="Wikipedia leads.")
+    assert "Server description: Wikipedia leads." in XmlProtocol().system_section([described])
+
+
+def test_native_missing_or_repeated_ids_are_made_unique_and_paired():
+    protocol = NativeProtocol()
+    protocol.specs([SEARCH])
+    wire = [
+        ToolCall("", "search__search", {"query": "a"}),
+        ToolCall("dup", "search__search", {"query": "b"}),
+        ToolCall("dup", "search__search", {"query": "c"}),
+    ]
+    response = reply("", wire)
+    parsed = protocol.extract(response, turn=4)
+    assert [c.id for c in parsed.calls] == ["t4c1", "dup", "t4c3"]
+    stored = protocol.record_calls(response, parsed)
+    assert [c.id for c in stored.tool_calls] == ["t4c1", "dup", "t4c3"]
+    assert {c.name for c in stored.tool_calls} == {"search__search"}

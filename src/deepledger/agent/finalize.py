@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from deepledger.agent.boxed import last_boxed
 from deepledger.agent.state import Provenance, RunState
 from deepledger.context.trim import trim_tool_results
+from deepledger.errors import ContextOverflowError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
-from deepledger.messages import EndReason, Message
+from deepledger.messages import EndReason, Message, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -30,12 +31,19 @@ class Finalizer:
     boxed: bool = True  # False: a sub-agent, whose whole reply is its report
 
     async def finalize(
-        self, state: RunState, llm: LLMClient, settings: GenerationSettings, journal: Journal
+        self,
+        state: RunState,
+        llm: LLMClient,
+        settings: GenerationSettings,
+        journal: Journal,
+        tools: list[ToolSpec] | None = None,
     ) -> None:
+        """``tools``: what the loop offered; a provider may refuse a history with tool
+        calls in it unless the tools are still declared (the prompt forbids using them)."""
         if state.end_reason is EndReason.MODEL_FINISHED:
             text = state.history[-1].content
         else:
-            text = await self._summarize(state, llm, settings, journal)
+            text = await self._summarize(state, llm, settings, journal, tools)
         state.final_text = text
         if not self.boxed:
             state.final_answer = text.strip() or None
@@ -51,11 +59,20 @@ class Finalizer:
             state.final_answer, state.provenance = None, Provenance.NONE
 
     async def _summarize(
-        self, state: RunState, llm: LLMClient, settings: GenerationSettings, journal: Journal
+        self,
+        state: RunState,
+        llm: LLMClient,
+        settings: GenerationSettings,
+        journal: Journal,
+        tools: list[ToolSpec] | None,
     ) -> str:
         history = [*state.history, Message.injected(self.summary_prompt)]
         request = trim_tool_results(history, self.keep_tool_result)
-        response = await llm.generate(request, None, settings)
+        try:
+            response = await llm.generate(request, tools, settings)
+        except ContextOverflowError as exc:
+            journal.write("summary_failed", reason=str(exc))
+            return ""  # the intermediate answers are still there to fall back on
         state.ledger.record(response)
         state.history = [*history, response.message]
         journal.write("summary", message=response.message, usage=response.usage)

@@ -24,7 +24,7 @@ from deepledger.errors import ContextOverflowError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import Price, UsageLedger
-from deepledger.messages import EndReason, LLMResponse, Message, ToolResult
+from deepledger.messages import EndReason, LLMResponse, Message, StopReason, ToolResult
 from deepledger.tools.manager import TaskTools
 from deepledger.tools.protocol import ParsedCalls, ToolProtocol
 
@@ -74,7 +74,8 @@ class Orchestrator:
         while state.end_reason is None:
             await self._turn(state)
         self.journal.write("loop_ended", end_reason=state.end_reason, turns=state.turn)
-        await self.finalizer.finalize(state, self.llm, self.settings, self.journal)
+        tools = self.protocol.specs(self.tools.tools)
+        await self.finalizer.finalize(state, self.llm, self.settings, self.journal, tools)
         self.journal.write(
             "task_finished",
             answer=state.final_answer,
@@ -100,8 +101,10 @@ class Orchestrator:
         parsed = self.protocol.extract(response, state.turn + 1)
         if self._roll_back(state, response, parsed):
             return
-        self._keep_reply(state, response, parsed)
-        if not parsed.calls and not parsed.malformed:
+        boxed = self._keep_reply(state, response, parsed)
+        # No call to run: the model is done. So is a reply that answers in a box and only
+        # mentions tool markup it did not mean as a call.
+        if not parsed.calls and (not parsed.malformed or boxed is not None):
             state.end_reason = EndReason.MODEL_FINISHED
             return
         await self._run_tools(state, parsed)
@@ -144,6 +147,11 @@ class Orchestrator:
             self._end_on_window(state, list(kept), provider_said=str(exc))
             return None
         state.ledger.record(response)
+        if response.stop_reason is StopReason.CONTEXT_OVERFLOW:
+            # The window ran out mid-reply: the reply is incomplete, so it is not kept.
+            kept, _ = drop_last_exchange(state.history)
+            self._end_on_window(state, list(kept), provider_said="context_overflow")
+            return None
         blanked = sum(
             1 for sent, kept in zip(request, state.history, strict=True) if sent is not kept
         )
@@ -176,7 +184,9 @@ class Orchestrator:
         )
         return True
 
-    def _keep_reply(self, state: RunState, response: LLMResponse, parsed: ParsedCalls) -> None:
+    def _keep_reply(
+        self, state: RunState, response: LLMResponse, parsed: ParsedCalls
+    ) -> str | None:
         message = self.protocol.record_calls(response, parsed)
         state.history.append(message)
         state.turn += 1
@@ -185,6 +195,7 @@ class Orchestrator:
         if boxed is not None:
             state.intermediate_answers.append(boxed)
         self.journal.write("assistant", turn=state.turn, message=message, boxed=boxed)
+        return boxed
 
     async def _run_tools(self, state: RunState, parsed: ParsedCalls) -> None:
         # One after another: a stateful tool (python) must see its calls in order.
@@ -193,8 +204,10 @@ class Orchestrator:
             ToolResult(f"t{state.turn}m{i}", f"Tool call not run: {why}", is_error=True)
             for i, why in enumerate(parsed.malformed, start=1)
         ]
-        for call in parsed.calls:
-            state.seen_call_keys.add(call_key(call))
+        for call, result in zip(parsed.calls, results, strict=False):
+            key = call_key(call)
+            if key is not None and not result.is_error:  # a failed call may be retried
+                state.seen_call_keys.add(key)
         state.tool_calls += len(parsed.calls)
         state.history.append(self.protocol.results_message(results, list(parsed.calls)))
         self.journal.write("tool_results", turn=state.turn, calls=parsed.calls, results=results)

@@ -4,8 +4,10 @@ A reply is rolled back (removed from history, the same request sent again) when:
 
 - ``unparsable``: it tried to call tools and not one call can run (broken markup,
   arguments that no repair can read);
-- ``refusal``: it refuses the task instead of working on it;
-- ``duplicate``: it repeats a query this task already made (same tool, same key argument).
+- ``refusal``: it refuses the task instead of working on it (a reply with a boxed answer
+  is an answer, however apologetic);
+- ``duplicate``: every call in it repeats a call that already succeeded in this task
+  (same tool, same arguments); a call that failed may be asked again.
 
 After ``max_consecutive_rollbacks`` in a row the turn is kept as it is, so a model that
 insists cannot stall the loop. A rolled-back reply never counts as an answer.
@@ -18,6 +20,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from deepledger.agent.boxed import last_boxed
 from deepledger.messages import ToolCall
 from deepledger.tools.protocol import ParsedCalls
 
@@ -28,8 +31,6 @@ class RollbackReason(StrEnum):
     DUPLICATE = "duplicate"
 
 
-# Arguments that identify what a call asks for; the first one present is the key.
-KEY_ARGUMENTS = ("query", "q", "url", "source", "path", "doc", "code", "subtask")
 _REFUSAL = re.compile(
     r"\b(I'?m sorry,? but I (can(no|')t|am unable to)|I can(no|')t (help|assist) with"
     r"|I (cannot|can't|won't) (comply|provide|do that))",
@@ -43,23 +44,24 @@ class Rollback:
     detail: str
 
 
-def call_key(call: ToolCall) -> str:
-    """What a call asks for: tool plus its key argument (or all arguments)."""
-    for name in KEY_ARGUMENTS:
-        if name in call.arguments:
-            value = call.arguments[name]
-            return f"{call.server_name}.{call.name}:{json.dumps(value, sort_keys=True)}"
+def call_key(call: ToolCall) -> str | None:
+    """What a call asks for: the tool and all its arguments (the next page of a document
+    is a new request). Calls without arguments (``reset()``, "what time is it") are never
+    repeats: asking again is how they are used."""
+    if not call.arguments:
+        return None
     return f"{call.server_name}.{call.name}:{json.dumps(call.arguments, sort_keys=True)}"
 
 
 def review_reply(text: str, parsed: ParsedCalls, seen_keys: set[str]) -> Rollback | None:
     """Why this reply should be rolled back, or None to keep it."""
-    if parsed.nothing_usable:
+    answered = last_boxed(text) is not None
+    if parsed.nothing_usable and not answered:
         detail = "; ".join(parsed.malformed) or "no tool call could be read"
         return Rollback(RollbackReason.UNPARSABLE, detail)
-    if not parsed.calls and _REFUSAL.search(text):
+    if not parsed.calls and not answered and _REFUSAL.search(text.replace("\u2019", "'")):
         return Rollback(RollbackReason.REFUSAL, text.strip()[:200])
-    repeated = [call_key(c) for c in parsed.calls if call_key(c) in seen_keys]
-    if parsed.calls and len(repeated) == len(parsed.calls):
-        return Rollback(RollbackReason.DUPLICATE, ", ".join(repeated)[:300])
+    keys = [call_key(c) for c in parsed.calls]
+    if keys and all(k is not None and k in seen_keys for k in keys):
+        return Rollback(RollbackReason.DUPLICATE, ", ".join(k for k in keys if k)[:300])
     return None

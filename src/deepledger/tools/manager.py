@@ -11,15 +11,17 @@
   an ``is_error`` result, a timeout, a crashed server, an unknown tool or bad arguments
   all come back as a :class:`ToolResult` with ``is_error`` the model can read.
 
-A server that crashes or hangs is restarted once per connection; after that its calls
-fail with an error saying it is unavailable. A server that cannot start is left out of
-the task (logged), unless its config says ``required: true``.
+A call that fails or times out leaves the server alone if it still answers a request; a
+server that does not (it crashed, hangs, or spoke something that is not MCP) is
+restarted. If it fails again before any call has succeeded since that restart, it is
+given up on and its calls say it is unavailable: one restart per failure, however long
+the run. A server that cannot start is left out of the task (logged; later tasks do not
+try again), unless its config says ``required: true``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -41,7 +43,7 @@ from deepledger.messages import ToolCall, ToolResult
 
 log = logging.getLogger(__name__)
 
-RESTARTS_ALLOWED = 1
+PING_TIMEOUT_SECONDS = 5.0  # how long a failed server gets to show it still answers
 # Variables a stdio server always gets, besides those its config names.
 BASE_ENV = ("PATH", "HOME")
 
@@ -56,6 +58,7 @@ class ToolInfo:
     name: str
     description: str
     input_schema: dict[str, Any] = field(default_factory=dict)
+    server_description: str = ""
 
     @property
     def qualified_name(self) -> str:
@@ -107,6 +110,7 @@ class McpConnection:
         self.errlog = errlog or sys.stderr
         self.tools: list[ToolInfo] = []
         self.restarts = 0
+        self.restarted_since_success = False
         self.failed_reason: str | None = None
         self._client: Client | None = None
         self._owner: asyncio.Task | None = None
@@ -123,7 +127,11 @@ class McpConnection:
             if self.failed_reason:
                 raise ToolServerStartError(self.failed_reason)
             if not self.alive:
-                await self._start()
+                try:
+                    await self._start()
+                except ToolServerStartError as exc:
+                    self.failed_reason = str(exc)  # later tasks skip it at once
+                    raise
 
     async def _start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -133,7 +141,7 @@ class McpConnection:
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.cfg.startup_timeout_seconds)
         except TimeoutError:
-            await self._stop_owner()
+            await self._stop_owner(grace=0)
             raise ToolServerStartError(
                 f"tool server {self.name!r} did not start within "
                 f"{self.cfg.startup_timeout_seconds:g}s"
@@ -145,7 +153,13 @@ class McpConnection:
             async with Client(self._target()) as client:
                 listed = await client.list_tools()
                 self.tools = [
-                    ToolInfo(self.name, t.name, t.description or "", dict(t.input_schema or {}))
+                    ToolInfo(
+                        self.name,
+                        t.name,
+                        t.description or "",
+                        dict(t.input_schema or {}),
+                        self.cfg.description,
+                    )
                     for t in listed.tools
                 ]
                 self._client = client
@@ -190,31 +204,41 @@ class McpConnection:
         try:
             result = await asyncio.wait_for(client.call_tool(tool, arguments), timeout)
         except TimeoutError:
-            restarted = await self._restart_after_failure(generation, "timed out")
-            return _error(f"{self.name}.{tool} timed out after {timeout:g}s.{restarted}")
+            problem = f"{self.name}.{tool} timed out after {timeout:g}s."
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:  # the server answered with a protocol error
                 return _error(f"{self.name}.{tool} failed: {exc.message}")
-            broken = "closed the connection"
-        except Exception as exc:  # the process died, or spoke something that is not MCP
-            broken = f"failed: {exc!r}"
+            problem = f"{self.name}.{tool} failed: the server closed the connection."
+        except Exception as exc:  # a client-side check failed, or the process died
+            problem = f"{self.name}.{tool} failed: {exc}"
         else:
+            self.restarted_since_success = False
             text = truncate(result_text(result), self.cfg.max_result_chars)
             return ToolResult("", text, is_error=bool(result.is_error), name=tool)
-        restarted = await self._restart_after_failure(generation, broken)
-        return _error(f"{self.name}.{tool} failed: the server stopped responding.{restarted}")
+        return _error(problem + await self._recover(client, generation))
 
-    async def _restart_after_failure(self, generation: int, what: str) -> str:
-        """Restart once; the returned sentence tells the model what happened."""
+    async def _recover(self, client: Client, generation: int) -> str:
+        """After a failed call: keep a server that still answers, else restart it (once per
+        failure). The returned sentence tells the model what happened."""
+        try:
+            # MCP's ping is gone from the current protocol; an uncached tools/list is the
+            # cheapest request every server must still answer.
+            await asyncio.wait_for(client.list_tools(cache_mode="bypass"), PING_TIMEOUT_SECONDS)
+            return ""
+        except Exception:  # any failure to answer a ping means the session is gone
+            return await self._restart_after_failure(generation)
+
+    async def _restart_after_failure(self, generation: int) -> str:
         async with self._lock:
-            if generation != self._generation:
+            if generation != self._generation:  # another call already restarted it
                 return " The server has been restarted; try again."
-            log.warning("tool server %r %s", self.name, what)
+            log.warning("tool server %r stopped answering; restarting it", self.name)
             await self._stop_owner()
-            if self.restarts >= RESTARTS_ALLOWED:
-                self.failed_reason = f"it failed again after {self.restarts} restart(s)"
+            if self.restarted_since_success:
+                self.failed_reason = "it failed again right after being restarted"
                 return " The server has failed repeatedly and is now unavailable."
             self.restarts += 1
+            self.restarted_since_success = True
             try:
                 await self._start()
             except ToolServerStartError as exc:
@@ -222,15 +246,17 @@ class McpConnection:
                 return " Restarting the server failed; it is now unavailable."
         return " The server was restarted (any state it held is lost)."
 
-    async def _stop_owner(self) -> None:
+    async def _stop_owner(self, grace: float = 10.0) -> None:
+        """Let the owner task close the session; cancel it if that takes over ``grace``."""
         self._stop.set()
-        if self._owner is not None and not self._owner.done():
-            try:
-                await asyncio.wait_for(self._owner, 10)
-            except TimeoutError:
-                self._owner.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await self._owner
+        owner = self._owner
+        if owner is not None and not owner.done():
+            done, _ = await asyncio.wait({owner}, timeout=grace)
+            if not done:
+                owner.cancel()
+                # gather with return_exceptions: the owner's own CancelledError is data
+                # here, while a cancellation of *this* task still propagates.
+                await asyncio.gather(owner, return_exceptions=True)
         self._client = None
 
     async def close(self) -> None:
@@ -257,7 +283,7 @@ class ToolManager:
         self.servers = servers
         self.log_dir = log_dir
         self._shared: dict[str, McpConnection] = {}
-        self._errlogs: list[TextIO] = []
+        self._errlogs: dict[str, TextIO] = {}  # one per server, shared by its sessions
 
     def connection(self, name: str, task_scoped: dict[str, McpConnection]) -> McpConnection:
         cfg = self.servers[name]
@@ -269,10 +295,11 @@ class ToolManager:
     def _errlog(self, name: str) -> TextIO | None:
         if self.log_dir is None:
             return None
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        handle = (self.log_dir / f"{name}.stderr.log").open("a", encoding="utf-8")
-        self._errlogs.append(handle)
-        return handle
+        if name not in self._errlogs:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            path = self.log_dir / f"{name}.stderr.log"
+            self._errlogs[name] = path.open("a", encoding="utf-8")
+        return self._errlogs[name]
 
     def for_task(
         self,
@@ -288,7 +315,7 @@ class ToolManager:
     async def aclose(self) -> None:
         await asyncio.gather(*(c.close() for c in self._shared.values()))
         self._shared.clear()
-        for handle in self._errlogs:
+        for handle in self._errlogs.values():
             handle.close()
         self._errlogs.clear()
 
@@ -354,7 +381,7 @@ class TaskTools:
         if local is not None:
             return await _run_local(local, call.arguments)
         connection = self.manager.connection(info.server, self._task_scoped)
-        return await connection.call(info.name, call.arguments)
+        return await connection.call(info.name, encodable(call.arguments))
 
     def _unknown_tool_message(self, call: ToolCall) -> str:
         where = f"{call.server_name}.{call.name}" if call.server_name else call.name
@@ -371,6 +398,18 @@ class TaskTools:
         self._task_scoped.clear()
 
 
+def encodable(value: Any) -> Any:
+    """``value`` with lone surrogates (which models do emit) replaced, so it can be sent
+    as UTF-8: one bad character must not break a session other tasks share."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {encodable(k): encodable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [encodable(v) for v in value]
+    return value
+
+
 def schema_problem(info: ToolInfo, arguments: dict[str, Any]) -> str | None:
     """Why ``arguments`` fail the tool's JSON schema, or None. Servers check too; checking
     here gives the model one clear message whatever the server would have said."""
@@ -381,13 +420,14 @@ def schema_problem(info: ToolInfo, arguments: dict[str, Any]) -> str | None:
     except jsonschema.ValidationError as exc:
         path = ".".join(str(p) for p in exc.absolute_path)
         return f"{path + ': ' if path else ''}{exc.message}"
-    except jsonschema.SchemaError:
-        return None  # the server's schema is broken; let the server judge
+    except Exception:  # a broken schema (bad $ref, invalid keyword) is not the model's fault
+        return None  # let the server judge the arguments
     return None
 
 
 async def _run_local(tool: LocalTool, arguments: dict[str, Any]) -> ToolResult:
     try:
         return ToolResult("", await tool.run(arguments), name=tool.info.name)
-    except DeepLedgerError as exc:
-        return _error(f"{tool.info.qualified_name} failed: {exc}")
+    except Exception as exc:  # a sub-agent's failure must not end its parent's task
+        log.exception("in-process tool %s failed", tool.info.qualified_name)
+        return _error(f"{tool.info.qualified_name} failed: {type(exc).__name__}: {exc}")

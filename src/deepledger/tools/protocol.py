@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from deepledger.messages import LLMResponse, Message, ToolCall, ToolResult, ToolSpec
 from deepledger.prompts import render
@@ -55,13 +57,55 @@ class ToolProtocol(ABC):
 
 # -- XML ------------------------------------------------------------------------------
 
-_BLOCK = re.compile(r"<use_mcp_tool>(.*?)</use_mcp_tool>", re.DOTALL)
-_OPEN_TAG = "<use_mcp_tool>"
+_OPEN = "<use_mcp_tool>"
+_CLOSE = "</use_mcp_tool>"
+_ARGS_OPEN, _ARGS_CLOSE = "<arguments>", "</arguments>"
+_JSON = json.JSONDecoder()
 
 
 def _tag(body: str, tag: str) -> str | None:
     match = re.search(rf"<{tag}>(.*?)</{tag}>", body, re.DOTALL)
     return match.group(1).strip() if match else None
+
+
+def _json_at(text: str, index: int) -> tuple[Any, int] | None:
+    """The JSON value starting at ``index`` (after whitespace) and where it ends, if any."""
+    while index < len(text) and text[index].isspace():
+        index += 1
+    try:
+        return _JSON.raw_decode(text, index)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _blocks(text: str) -> Iterator[str | None]:
+    """The body of each ``<use_mcp_tool>`` block, in order; ``None`` for one never closed.
+
+    A linear scan, not a regex: JSON arguments are stepped over as JSON, so a string in
+    them may contain ``</arguments>`` or ``</use_mcp_tool>`` (code often does), and a
+    reply full of unclosed tags costs one pass, not one pass per tag.
+    """
+    position, close = 0, 0
+    while (start := text.find(_OPEN, position)) != -1:
+        body_start = start + len(_OPEN)
+        if close != -1 and close < body_start:
+            close = text.find(_CLOSE, body_start)
+        if close == -1:  # no closing tag anywhere after: every block left is unclosed
+            yield from [None] * text.count(_OPEN, start)
+            return
+        end = close
+        arguments = text.find(_ARGS_OPEN, body_start, close)
+        if arguments != -1:
+            decoded = _json_at(text, arguments + len(_ARGS_OPEN))
+            if decoded is not None and decoded[1] > close:  # the JSON held the closing tag
+                end = text.find(_CLOSE, decoded[1])
+        reopened = text.find(_OPEN, body_start, arguments if arguments != -1 else end)
+        if end == -1 or reopened != -1:
+            yield None
+            position = reopened if reopened != -1 else len(text)
+            continue
+        yield text[body_start:end]
+        position = end + len(_CLOSE)
 
 
 class XmlProtocol(ToolProtocol):
@@ -78,16 +122,16 @@ class XmlProtocol(ToolProtocol):
     def extract(self, response: LLMResponse, turn: int) -> ParsedCalls:
         text = response.message.content
         calls, malformed = [], []
-        for index, match in enumerate(_BLOCK.finditer(text), start=1):
-            call, problem = _parse_block(match.group(1), f"t{turn}c{index}")
+        for index, body in enumerate(_blocks(text), start=1):
+            if body is None:
+                malformed.append(f"tool call #{index}: <use_mcp_tool> is not closed")
+                continue
+            call, problem = _parse_block(body, f"t{turn}c{index}")
             if call is not None:
                 calls.append(call)
             else:
                 malformed.append(f"tool call #{index}: {problem}")
-        closed = len(_BLOCK.findall(text))
-        if text.count(_OPEN_TAG) > closed:
-            malformed.append("a <use_mcp_tool> block is not closed with </use_mcp_tool>")
-        return ParsedCalls(calls, malformed, attempted=_OPEN_TAG in text)
+        return ParsedCalls(calls, malformed, attempted=_OPEN in text)
 
     def results_message(self, results: list[ToolResult], calls: list[ToolCall]) -> Message:
         by_id = {c.id: c for c in calls}
@@ -105,10 +149,17 @@ def _parse_block(body: str, call_id: str) -> tuple[ToolCall | None, str]:
     if not server or not tool:
         missing = [t for t, v in (("server_name", server), ("tool_name", tool)) if not v]
         return None, f"missing <{'> and <'.join(missing)}>"
-    raw = _tag(body, "arguments")
-    if raw is None and "<arguments>" in body:
+    start = body.find(_ARGS_OPEN)
+    if start == -1:
+        return ToolCall(call_id, tool, {}, server_name=server), ""
+    start += len(_ARGS_OPEN)
+    decoded = _json_at(body, start)
+    if decoded is not None and isinstance(decoded[0], dict):
+        return ToolCall(call_id, tool, decoded[0], server, body[start : decoded[1]].strip()), ""
+    end = body.rfind(_ARGS_CLOSE)
+    if end < start:
         return None, "the <arguments> tag is not closed"
-    call = ToolCall.from_raw(call_id, tool, raw or "{}", server_name=server)
+    call = ToolCall.from_raw(call_id, tool, body[start:end].strip() or "{}", server_name=server)
     if call.parse_error:
         return None, f"{server}.{tool}: {call.parse_error}"
     return call, ""
@@ -121,6 +172,8 @@ def _describe_servers(tools: list[ToolInfo]) -> str:
     blocks = []
     for server, server_tools in by_server.items():
         lines = [f"## Server name: {server}"]
+        if server_tools[0].server_description:
+            lines.append(f"Server description: {server_tools[0].server_description.strip()}")
         for tool in server_tools:
             lines.append(f"### Tool name: {tool.name}")
             lines.append(f"Description: {tool.description.strip()}")
@@ -157,20 +210,24 @@ class NativeProtocol(ToolProtocol):
         ]
 
     def extract(self, response: LLMResponse, turn: int) -> ParsedCalls:
-        calls = []
-        for call in response.message.tool_calls:
+        calls, seen_ids = [], set()
+        for index, call in enumerate(response.message.tool_calls, start=1):
+            # Some servers send empty or repeated ids; results pair by id, so make them unique.
+            call_id = call.id if call.id and call.id not in seen_ids else f"t{turn}c{index}"
+            seen_ids.add(call_id)
             info = self._by_wire_name.get(call.name)
-            if info is not None:
-                call = replace(call, server_name=info.server, name=info.name)
-            calls.append(call)
+            names = {"server_name": info.server, "name": info.name} if info else {}
+            calls.append(replace(call, id=call_id, **names))
         # Calls with unreadable arguments stay: each native call needs a result paired by
         # id, and the tool layer answers those with an error saying what was wrong.
         return ParsedCalls(calls, [], attempted=bool(calls))
 
     def record_calls(self, response: LLMResponse, parsed: ParsedCalls) -> Message:
-        # Every native call must keep its id on the wire, usable or not, so each one
-        # gets a result; the stored message keeps them all.
-        return response.message
+        # Every native call stays on the wire under its function name, with the id its
+        # result will carry.
+        wire_calls = response.message.tool_calls
+        fixed = tuple(replace(w, id=p.id) for w, p in zip(wire_calls, parsed.calls, strict=True))
+        return replace(response.message, tool_calls=fixed)
 
     def results_message(self, results: list[ToolResult], calls: list[ToolCall]) -> Message:
         return Message.native_tool_results(results)
