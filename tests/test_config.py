@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from deepledger.config import register_schemas, unknown_override_keys, validate
+from deepledger.config import register_schemas, tool_servers, unknown_override_keys, validate
 from deepledger.errors import ConfigError, MissingAPIKeyError
 from deepledger.llm.factory import PROVIDERS, create_client, resolve_api_key
 
@@ -148,3 +148,18 @@ def test_known_keys_groups_and_hydra_syntax_pass_the_key_check():
         )
         == []
     )
+
+
+def test_a_tool_server_can_be_added_from_the_command_line_and_is_checked():
+    cfg = composed("+tools.mine={command: my-mcp-server, args: [--flag], scope: task}")
+    assert tool_servers(cfg)["mine"].scope == "task"
+    assert tool_servers(cfg)["mine"].call_timeout_seconds == 60.0  # defaults filled in
+    bad = composed("+tools.mine={command: x, call_timeout: 5}")
+    with pytest.raises(ConfigError, match=r"tools\.mine\.call_timeout"):
+        tool_servers(bad)
+
+
+def test_agents_may_only_name_defined_tool_servers():
+    cfg = composed("agent.main_agent.tools=[search, serch]")
+    with pytest.raises(ConfigError, match=r"agent.main_agent.tools names 'serch'"):
+        validate(cfg, PROVIDERS)

@@ -141,9 +141,6 @@ def _run(cfg: Any) -> int:
     if cfg.task_file and not Path(cfg.task_file).is_file():
         raise ConfigError(f"task_file={cfg.task_file!r} is not a file.")
     _checked(cfg)
-    if cfg.task_file and "reader" in cfg.tools:  # let the reader open the attached file
-        cfg.tools.reader.args.append("--root")
-        cfg.tools.reader.args.append(str(Path(cfg.task_file).resolve().parent))
     return asyncio.run(_answer_one(cfg))
 
 
@@ -151,13 +148,18 @@ async def _answer_one(cfg: Any) -> int:
     from hydra.core.hydra_config import HydraConfig
 
     from deepledger.agent.task import AgentFactory
+    from deepledger.config import tool_servers
     from deepledger.journal import Journal
     from deepledger.llm.factory import create_client
     from deepledger.tools.manager import ToolManager
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     journal = Journal(run_dir / "journal.jsonl")
-    manager = ToolManager(dict(cfg.tools), log_dir=run_dir / "tool_servers")
+    servers = tool_servers(cfg)
+    if cfg.task_file and "reader" in servers:  # let the reader open the attached file
+        folder = await asyncio.to_thread(lambda: Path(cfg.task_file).resolve().parent)
+        servers["reader"].args.extend(["--root", str(folder)])
+    manager = ToolManager(servers, log_dir=run_dir / "tool_servers")
     llm = create_client(cfg.llm)
     try:
         state = await AgentFactory(cfg, llm, manager).solve(cfg.question, journal, cfg.task_file)

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from deepledger.errors import ConfigError
 
@@ -138,7 +139,10 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     pricing: dict[str, PriceConfig] = field(default_factory=dict)  # keyed by model name
-    tools: dict[str, ToolServerConfig] = field(default_factory=dict)  # keyed by server name
+    # keyed by server name; entries are ToolServerConfig, checked by tool_servers(). Typed
+    # loosely here because OmegaConf cannot add a typed entry from the command line
+    # (`+tools.mine={command: ..., args: [...]}` must work).
+    tools: dict[str, Any] = field(default_factory=dict)
     question: str | None = None  # for `deepledger run`
     task_file: str | None = None  # for `deepledger run`: a file attached to the question
 
@@ -152,10 +156,29 @@ def register_schemas() -> None:
     ConfigStore.instance().store(name=SCHEMA_NAME, node=Config)
 
 
+def tool_servers(cfg: Any) -> dict[str, Any]:
+    """Every ``tools.<name>`` entry checked against :class:`ToolServerConfig`."""
+    servers, problems = {}, []
+    for name, entry in cfg.tools.items():
+        try:
+            # Resolved first: the copy is detached from the config that interpolations
+            # like ${benchmark.data.data_dir} refer to.
+            values = (
+                OmegaConf.to_container(entry, resolve=True) if OmegaConf.is_config(entry) else entry
+            )
+            servers[name] = OmegaConf.merge(OmegaConf.structured(ToolServerConfig), values)
+        except OmegaConfBaseException as exc:
+            key = getattr(exc, "key", None) or "?"
+            problems.append(f"tools.{name}.{key}: {str(exc).splitlines()[0]}")
+    if problems:
+        raise ConfigError("Invalid tool server configuration:\n  - " + "\n  - ".join(problems))
+    return servers
+
+
 def validate(cfg: Any, known_providers: tuple[str, ...]) -> None:
     """Check what the types cannot; raise :class:`ConfigError` naming key and fix."""
     problems = [*_llm_problems(cfg.llm, known_providers), *_agent_problems(cfg.agent)]
-    problems += _tool_problems(cfg.tools, cfg.agent)
+    problems += _tool_problems(tool_servers(cfg), cfg.agent)
     problems += _execution_problems(cfg.benchmark.execution)
     if problems:
         raise ConfigError("Invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from deepledger.agent.task import AgentFactory, task_text
+from deepledger.config import tool_servers
 from deepledger.journal import Journal
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
@@ -40,7 +41,7 @@ async def test_a_sub_agent_runs_the_same_loop_and_reports_back(tmp_path):
         return SUBTASK_CALL
 
     llm = ScriptedLLM(responder=respond)
-    manager = ToolManager(dict(cfg.tools))
+    manager = ToolManager(tool_servers(cfg))
     journal = Journal(tmp_path / "journal.jsonl")
     try:
         state = await AgentFactory(cfg, llm, manager).solve("What time is it?", journal)

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from deepledger.agent.task import AgentFactory
+from deepledger.config import tool_servers
 from deepledger.journal import Journal
 from deepledger.llm.factory import create_client
 from deepledger.messages import MessageKind
@@ -58,7 +59,7 @@ async def test_multi_turn_research_task_with_real_tools(protocol, tmp_path, monk
             f"benchmark.data.data_dir={tmp_path}",
         )
         llm = create_client(cfg.llm)
-        manager = ToolManager(dict(cfg.tools), log_dir=tmp_path / "tool_servers")
+        manager = ToolManager(tool_servers(cfg), log_dir=tmp_path / "tool_servers")
         journal = Journal(tmp_path / "journal.jsonl")
         try:
             state = await AgentFactory(cfg, llm, manager).solve(
@@ -86,3 +87,34 @@ async def test_multi_turn_research_task_with_real_tools(protocol, tmp_path, monk
         assert "tools" not in requests[0]
         assert "## Server name: python" in requests[0]["messages"][0]["content"]
     assert str(attached) in requests[0]["messages"][1]["content"]  # the task names the file
+
+
+async def test_a_crashing_tool_server_does_not_end_the_task(tmp_path):
+    """The loop with a real server that dies mid-task: the model sees an error, the server
+    comes back, and the task finishes."""
+    import sys
+    from pathlib import Path
+
+    from deepledger.llm.scripted import ScriptedLLM
+
+    flaky = str(Path(__file__).parents[1] / "tools" / "flaky_server.py")
+    cfg = composed(
+        "agent.main_agent.tools=[flaky]",
+        f"+tools.flaky={{command: {sys.executable}, args: [{flaky}]}}",
+    )
+    llm = ScriptedLLM(
+        [
+            xml_block("flaky", "crash", {}),
+            xml_block("flaky", "echo", {"text": "back?"}),
+            "It came back: \\boxed{yes}",
+        ]
+    )
+    manager = ToolManager(tool_servers(cfg))
+    try:
+        state = await AgentFactory(cfg, llm, manager).solve("Is it back?", Journal(None))
+    finally:
+        await manager.aclose()
+    crash, echo = [m for m in state.history if m.kind is MessageKind.TOOL_RESULTS]
+    assert "[flaky.crash error]" in crash.content and "restarted" in crash.content
+    assert "[flaky.echo result]\necho: back?" in echo.content
+    assert state.final_answer == "yes"
