@@ -132,7 +132,8 @@ def test_run_answers_one_question_against_an_openai_compatible_server(tmp_path):
         "<use_mcp_tool><server_name>time</server_name><tool_name>get_current_time</tool_name>"
         '<arguments>{"timezone": "UTC"}</arguments></use_mcp_tool>'
     )
-    with FakeLLMServer([Reply(tool_call), Reply("It is \\boxed{UTC time}.")]) as server:
+    replies = [Reply(tool_call), Reply("It is \\boxed{UTC time}."), Reply("\\boxed{UTC time}")]
+    with FakeLLMServer(replies) as server:
         run = deepledger(
             "run",
             "question=What time is it in UTC?",

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from deepledger.agent.finalize import Finalizer
+from deepledger.agent.answer import AnswerGenerator, AnswerPolicy
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.context.tokens import default_counter
 from deepledger.journal import Journal
@@ -78,7 +78,7 @@ async def measure(turns: int, journal_dir: Path) -> list[float]:
         settings=GenerationSettings(max_tokens=1000),
         system_prompt="sys",
         limits=LoopLimits(max_turns=turns + 5, max_context_length=10**9, keep_tool_result=5),
-        finalizer=Finalizer("summarize", 5),
+        finalizer=AnswerGenerator(AnswerPolicy(), summary_prompt="summarize", keep_tool_result=5),
         journal=journal,
     )
     overheads: list[float] = []

@@ -49,6 +49,9 @@ class LLMConfig:
     timeout_seconds: float = 600.0  # per HTTP attempt
     retry: RetryConfig = field(default_factory=RetryConfig)
     extra_body: dict[str, Any] = field(default_factory=dict)  # passed through to the server
+    # openai provider: the server continues a trailing assistant message when sent
+    # continue_final_message (vLLM, SGLang). The OpenAI API does not: leave it off there.
+    assistant_prefill: bool = False
 
 
 @dataclass
@@ -97,6 +100,8 @@ class AgentConfig:
     keep_tool_result: int = -1  # -1 keep all tool results, 0 none, N the last N
     context_compress_limit: int = 0  # 0 off; >0 on, and the number of extra format-retries
     retry_with_summary: bool = True  # write a post-mortem for the next retry
+    # Tries to get a boxed final answer; null: 3 when keeping every tool result, else 1.
+    max_final_answer_retries: int | None = None
     tool_protocol: str = "xml"  # xml (<use_mcp_tool> in text) | native (function calling)
     main_agent: AgentRoleConfig = field(default_factory=AgentRoleConfig)
     sub_agents: dict[str, AgentRoleConfig] = field(default_factory=dict)
@@ -117,6 +122,18 @@ class BenchmarkDataConfig:
     data_dir: str = MISSING
     metadata_file: str = "standardized_data.jsonl"
     field_mapping: FieldMapping = field(default_factory=FieldMapping)
+    strict: bool = False  # a bad line in the task file stops the run (else: reported, skipped)
+
+
+@dataclass
+class JudgeConfig:
+    """How answers are scored: exact | normalized | numeric | list | gaia | llm."""
+
+    name: str = "normalized"
+    rel_tol: float = 1e-6  # numeric: relative tolerance
+    abs_tol: float = 0.0  # numeric: absolute tolerance
+    ordered: bool = False  # list: order matters
+    llm: str | None = None  # llm: the llm preset (conf/llm/<name>.yaml) the judge uses
 
 
 @dataclass
@@ -131,6 +148,8 @@ class BenchmarkConfig:
     name: str = MISSING
     data: BenchmarkDataConfig = field(default_factory=BenchmarkDataConfig)
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    answer_format: str = ""  # extra answer-format rules for the summarize prompt
 
 
 @dataclass

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from deepledger.agent.finalize import Finalizer
+from deepledger.agent.answer import AnswerGenerator, AnswerPolicy
+from deepledger.agent.boxed import last_boxed
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.rollback import RollbackReason
 from deepledger.agent.state import Provenance
@@ -37,6 +38,13 @@ async def lookup(arguments):
     return f"facts about {arguments['query']} " + "x" * 200
 
 
+def restate(messages, tools):
+    """A model that, asked for its final answer, restates the last box it wrote."""
+    replies = [m.content for m in messages if m.kind is MessageKind.MODEL]
+    boxed = next((b for b in map(last_boxed, reversed(replies)) if b), None)
+    return f"\\boxed{{{boxed}}}" if boxed else "I do not know."
+
+
 async def make(llm, *, protocol=None, max_turns=10, window=100_000, keep=-1, cap=3):
     tools = ToolManager({}).for_task(
         [],
@@ -51,26 +59,36 @@ async def make(llm, *, protocol=None, max_turns=10, window=100_000, keep=-1, cap
         settings=GenerationSettings(max_tokens=100),
         system_prompt="sys",
         limits=LoopLimits(max_turns, window, keep, cap),
-        finalizer=Finalizer("Answer now in \\boxed{}.", keep),
+        finalizer=AnswerGenerator(
+            AnswerPolicy(max_final_answer_retries=1),
+            summary_prompt="Answer now in \\boxed{}.",
+            keep_tool_result=keep,
+        ),
         journal=journal,
     )
     return orchestrator, journal
 
 
 async def test_multi_turn_task_ends_when_the_model_answers_without_tools():
-    llm = ScriptedLLM([call("paris"), call("france"), "It is \\boxed{Paris}."])
+    llm = ScriptedLLM(
+        responder=restate, steps=[call("paris"), call("france"), "It is \\boxed{Paris}."]
+    )
     orchestrator, journal = await make(llm)
     state = await orchestrator.run("Capital of France?")
     assert (state.end_reason, state.turn, state.tool_calls) == (EndReason.MODEL_FINISHED, 3, 2)
     assert (state.final_answer, state.provenance) == ("Paris", Provenance.SUMMARY)
     results = [m for m in state.history if m.kind is MessageKind.TOOL_RESULTS]
     assert results[0].content.startswith("[kb.lookup result]\nfacts about paris")
-    assert [e["event"] for e in journal.events][-2:] == ["loop_ended", "task_finished"]
+    events = [e["event"] for e in journal.events]
+    assert events[-4:] == ["loop_ended", "closing_call", "final_answer", "task_finished"]
     llm.assert_consumed()
 
 
 async def test_native_protocol_runs_the_same_loop():
-    llm = ScriptedLLM([reply("", [ToolCall("c1", "kb__lookup", {"query": "q"})]), "\\boxed{done}"])
+    llm = ScriptedLLM(
+        responder=restate,
+        steps=[reply("", [ToolCall("c1", "kb__lookup", {"query": "q"})]), "\\boxed{done}"],
+    )
     orchestrator, _ = await make(llm, protocol=NativeProtocol())
     state = await orchestrator.run("task")
     assert state.final_answer == "done" and state.tool_calls == 1
@@ -81,7 +99,7 @@ async def test_native_protocol_runs_the_same_loop():
 
 
 async def test_keep_tool_result_trims_only_what_is_sent():
-    llm = ScriptedLLM([call("a"), call("b"), call("c"), "\\boxed{x}"])
+    llm = ScriptedLLM(responder=restate, steps=[call("a"), call("b"), call("c"), "\\boxed{x}"])
     orchestrator, _ = await make(llm, keep=1)
     state = await orchestrator.run("task")
     last_request = llm.calls[-1].messages
@@ -105,12 +123,12 @@ async def test_turns_exhausted_asks_for_a_summary_and_falls_back_to_intermediate
     assert (state.final_answer, state.provenance) == ("Lyon", Provenance.INTERMEDIATE_FALLBACK)
     assert llm.calls[-1].messages[-1].content == "Answer now in \\boxed{}."
     assert llm.calls[-1].tools == []  # no tools offered for the summary
-    assert journal.of("summary")
+    assert journal.of("closing_call")[0]["purpose"] == "summary"
 
 
 async def test_window_guard_ends_the_loop_distinctly_and_drops_the_last_pair():
     big = reply(call("a"), usage=Usage(input_tokens=9_000, output_tokens=50))
-    llm = ScriptedLLM([big, "\\boxed{from summary}"])
+    llm = ScriptedLLM(responder=restate, steps=[big, "\\boxed{from summary}"])
     orchestrator, journal = await make(llm, window=10_000)
     state = await orchestrator.run("task")
     assert state.end_reason is EndReason.WINDOW_EXHAUSTED
@@ -124,7 +142,10 @@ async def test_window_guard_ends_the_loop_distinctly_and_drops_the_last_pair():
 
 
 async def test_provider_context_overflow_is_treated_as_window_exhausted():
-    llm = ScriptedLLM([call("a"), ContextOverflowError("prompt is too long"), "\\boxed{ok}"])
+    llm = ScriptedLLM(
+        responder=restate,
+        steps=[call("a"), ContextOverflowError("prompt is too long"), "\\boxed{ok}"],
+    )
     orchestrator, _ = await make(llm)
     state = await orchestrator.run("task")
     assert state.end_reason is EndReason.WINDOW_EXHAUSTED and state.final_answer == "ok"
@@ -139,7 +160,7 @@ async def test_provider_context_overflow_is_treated_as_window_exhausted():
     ],
 )
 async def test_unusable_replies_are_rolled_back_and_never_become_answers(bad_reply, reason):
-    llm = ScriptedLLM([bad_reply, "\\boxed{real}"])
+    llm = ScriptedLLM(responder=restate, steps=[bad_reply, "\\boxed{real}"])
     orchestrator, journal = await make(llm)
     state = await orchestrator.run("task")
     assert [r.reason for r in state.rollbacks] == [reason]
@@ -149,7 +170,9 @@ async def test_unusable_replies_are_rolled_back_and_never_become_answers(bad_rep
 
 
 async def test_a_repeated_query_is_rolled_back():
-    llm = ScriptedLLM([call("same"), call("same"), call("other"), "\\boxed{x}"])
+    llm = ScriptedLLM(
+        responder=restate, steps=[call("same"), call("same"), call("other"), "\\boxed{x}"]
+    )
     orchestrator, _ = await make(llm)
     state = await orchestrator.run("task")
     assert [r.reason for r in state.rollbacks] == [RollbackReason.DUPLICATE]
@@ -158,7 +181,7 @@ async def test_a_repeated_query_is_rolled_back():
 
 async def test_the_rollback_cap_keeps_the_turn():
     broken = "<use_mcp_tool><server_name>kb</server_name>"
-    llm = ScriptedLLM([broken, broken, broken, "\\boxed{x}"])
+    llm = ScriptedLLM(responder=restate, steps=[broken, broken, broken, "\\boxed{x}"])
     orchestrator, journal = await make(llm, cap=2)
     state = await orchestrator.run("task")
     assert len(state.rollbacks) == 2 and journal.of("rollback_cap_reached")
@@ -174,7 +197,8 @@ async def test_bad_tool_calls_become_errors_the_model_sees():
             + "<use_mcp_tool><server_name>kb</server_name><tool_name>lookup</tool_name>"
             '<arguments>{"query": 5}</arguments></use_mcp_tool>',
             "\\boxed{done}",
-        ]
+        ],
+        responder=restate,
     )
     orchestrator, _ = await make(llm)
     state = await orchestrator.run("task")
@@ -185,14 +209,16 @@ async def test_bad_tool_calls_become_errors_the_model_sees():
 
 
 async def test_an_apologetic_reply_with_a_box_is_an_answer():
-    llm = ScriptedLLM(["I cannot provide an exact figure, but it is \\boxed{42}."])
+    llm = ScriptedLLM(
+        responder=restate, steps=["I cannot provide an exact figure, but it is \\boxed{42}."]
+    )
     orchestrator, _ = await make(llm)
     state = await orchestrator.run("task")
     assert state.rollbacks == [] and state.final_answer == "42"
 
 
 async def test_a_boxed_answer_that_mentions_tool_markup_finishes():
-    llm = ScriptedLLM(["No need for <use_mcp_tool> here: \\boxed{7}"])
+    llm = ScriptedLLM(responder=restate, steps=["No need for <use_mcp_tool> here: \\boxed{7}"])
     orchestrator, _ = await make(llm)
     state = await orchestrator.run("task")
     assert state.end_reason is EndReason.MODEL_FINISHED and state.final_answer == "7"
@@ -206,23 +232,25 @@ async def test_next_pages_and_retries_after_errors_are_not_repeats():
         call("x", server="kb", tool="lookup").replace('"query": "x"', '"query": 5'),
         "\\boxed{done}",
     ]
-    llm = ScriptedLLM(calls)
+    llm = ScriptedLLM(calls, responder=restate)
     orchestrator, _ = await make(llm)
     state = await orchestrator.run("task")
     assert state.rollbacks == [] and state.tool_calls == 4
 
 
 async def test_an_overflow_in_the_summary_falls_back_to_the_intermediate_answer():
-    llm = ScriptedLLM(["\\boxed{7} " + call("a"), ContextOverflowError("too long")])
+    llm = ScriptedLLM(
+        responder=restate, steps=["\\boxed{7} " + call("a"), ContextOverflowError("too long")]
+    )
     orchestrator, journal = await make(llm, max_turns=1)
     state = await orchestrator.run("task")
     assert (state.final_answer, state.provenance) == ("7", Provenance.INTERMEDIATE_FALLBACK)
-    assert journal.of("summary_failed")
+    assert journal.of("closing_call_failed")
 
 
 async def test_a_reply_cut_by_the_context_window_is_not_kept():
     cut = reply("half a thou", stop_reason=StopReason.CONTEXT_OVERFLOW)
-    llm = ScriptedLLM([call("a"), cut, "\\boxed{s}"])
+    llm = ScriptedLLM(responder=restate, steps=[call("a"), cut, "\\boxed{s}"])
     orchestrator, _ = await make(llm)
     state = await orchestrator.run("task")
     assert state.end_reason is EndReason.WINDOW_EXHAUSTED
@@ -230,7 +258,7 @@ async def test_a_reply_cut_by_the_context_window_is_not_kept():
 
 
 async def test_the_journal_survives_what_models_write(tmp_path):
-    llm = ScriptedLLM([call("\\ud800 lone surrogate"), "\\boxed{ok}"])
+    llm = ScriptedLLM(responder=restate, steps=[call("\\ud800 lone surrogate"), "\\boxed{ok}"])
     tools = ToolManager({}).for_task(
         [], local_tools=[LocalTool(ToolInfo("kb", "lookup", "", LOOKUP_SCHEMA), lookup)]
     )
@@ -243,7 +271,7 @@ async def test_the_journal_survives_what_models_write(tmp_path):
         settings=GenerationSettings(),
         limits=LoopLimits(5, 100_000),
         system_prompt="s",
-        finalizer=Finalizer("sum"),
+        finalizer=AnswerGenerator(AnswerPolicy(), summary_prompt="sum"),
         journal=journal,
     )
     state = await orchestrator.run("task")

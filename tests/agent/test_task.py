@@ -57,7 +57,8 @@ async def test_a_sub_agent_runs_the_same_loop_and_reports_back(tmp_path):
     assert sub_journal.exists() and "get_current_time" in sub_journal.read_text()
     assert journal.of("subagent_finished")[0]["agent"] == "browsing"
     # The task's usage includes the sub-agent's calls; its window figures do not.
-    assert len(state.ledger.calls) == 2 and len(state.ledger.delegated) == 2
+    # main: the call, the final turn, the summary; sub-agent: the call and its report
+    assert len(state.ledger.calls) == 3 and len(state.ledger.delegated) == 2
     own = sum(c.usage.input_tokens for c in state.ledger.calls)
     assert state.ledger.total.input_tokens > own
     assert state.ledger.last_usage == state.ledger.calls[-1].usage

@@ -41,6 +41,7 @@ def script(protocol: str, attached: str) -> list[Reply]:
             call = FakeToolCall(f"{server}__{tool}", arguments, id=f"call_{i}")
             replies.append(Reply(f"Step {i + 1}.", tool_calls=(call,)))
     replies.append(Reply("Twice the height is \\boxed{660} metres."))
+    replies.append(Reply("\\boxed{660}"))  # the closing summary call
     return replies
 
 
@@ -107,6 +108,7 @@ async def test_a_crashing_tool_server_does_not_end_the_task(tmp_path):
             xml_block("flaky", "crash", {}),
             xml_block("flaky", "echo", {"text": "back?"}),
             "It came back: \\boxed{yes}",
+            "\\boxed{yes}",
         ]
     )
     manager = ToolManager(tool_servers(cfg))

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from deepledger.agent.answer import AnswerGenerator
 from deepledger.agent.boxed import last_boxed
-from deepledger.agent.finalize import Finalizer
 from deepledger.agent.rollback import call_key, review_reply
 from deepledger.agent.state import RunState
 from deepledger.context.guard import check_window, drop_last_exchange
@@ -47,7 +47,7 @@ class Orchestrator:
         settings: GenerationSettings,
         limits: LoopLimits,
         system_prompt: str,
-        finalizer: Finalizer,
+        finalizer: AnswerGenerator,
         journal: Journal,
         price: Price | None = None,
     ) -> None:

@@ -33,3 +33,5 @@ class RunState:
     final_answer: str | None = None
     final_text: str = ""  # the full text the answer was taken from
     provenance: Provenance = Provenance.NONE
+    post_mortem: str | None = None  # written for the next retry when this attempt failed
+    failure_type: str | None = None  # incomplete | blocked | misdirected | format_missed

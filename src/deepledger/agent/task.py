@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from deepledger.agent.finalize import Finalizer
+from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.state import RunState
 from deepledger.journal import Journal
@@ -31,6 +31,18 @@ SUBTASK_SCHEMA = {
 }
 
 
+def policy_from_config(agent: Any, is_final_retry: bool = False) -> AnswerPolicy:
+    retries = agent.max_final_answer_retries
+    if retries is None:  # more tries when the model sees its whole history
+        retries = 3 if agent.keep_tool_result == -1 else 1
+    return AnswerPolicy(
+        context_management=agent.context_compress_limit > 0,
+        retry_with_summary=agent.retry_with_summary,
+        is_final_retry=is_final_retry,
+        max_final_answer_retries=retries,
+    )
+
+
 def task_text(question: str, file_path: str | None = None) -> str:
     """The task as the model reads it: the question, plus where an attached file is."""
     if not file_path:
@@ -39,10 +51,13 @@ def task_text(question: str, file_path: str | None = None) -> str:
 
 
 class AgentFactory:
-    def __init__(self, cfg: Any, llm: LLMClient, manager: ToolManager) -> None:
+    def __init__(
+        self, cfg: Any, llm: LLMClient, manager: ToolManager, policy: AnswerPolicy | None = None
+    ) -> None:
         self.cfg = cfg
         self.llm = llm
         self.manager = manager
+        self.policy = policy or policy_from_config(cfg.agent)
         self.price = find_price(cfg.llm.model_name, cfg.pricing)
         self._subagent_calls = 0
 
@@ -106,7 +121,12 @@ class AgentFactory:
             keep_tool_result=agent.keep_tool_result,
             max_consecutive_rollbacks=role.max_consecutive_rollbacks,
         )
-        finalizer = Finalizer(render("summarize.md"), agent.keep_tool_result, boxed=boxed)
+        finalizer = AnswerGenerator(
+            self.policy,
+            summary_prompt=summary_prompt(self.cfg.benchmark.answer_format),
+            keep_tool_result=agent.keep_tool_result,
+            boxed=boxed,
+        )
         return Orchestrator(
             llm=self.llm,
             tools=tools,

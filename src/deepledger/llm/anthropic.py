@@ -49,6 +49,7 @@ CACHE_CONTROL = {"type": "ephemeral"}
 
 class AnthropicClient(LLMClient):
     provider = "anthropic"
+    supports_prefill = True  # without trailing whitespace, see _strip_prefill_whitespace
 
     def __init__(
         self, model: str, *, api_key: str, base_url: str | None, timeout_seconds: float

@@ -53,6 +53,8 @@ class LLMClient(ABC):
     """A model behind some API. Subclasses set ``provider`` and implement ``_call``."""
 
     provider: str = "abstract"
+    # Whether a trailing assistant message is continued (a prefill) rather than rejected.
+    supports_prefill: bool = False
 
     def __init__(self, model: str) -> None:
         self.model = model

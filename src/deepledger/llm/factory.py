@@ -50,6 +50,7 @@ def _build_openai(cfg: Any) -> LLMClient:
         api_key=resolve_api_key(cfg),
         base_url=cfg.base_url,
         timeout_seconds=cfg.timeout_seconds,
+        continue_final_message=cfg.assistant_prefill,
     )
 
 

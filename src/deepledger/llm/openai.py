@@ -42,9 +42,18 @@ class OpenAIChatClient(LLMClient):
     provider = "openai"
 
     def __init__(
-        self, model: str, *, api_key: str, base_url: str | None, timeout_seconds: float
+        self,
+        model: str,
+        *,
+        api_key: str,
+        base_url: str | None,
+        timeout_seconds: float,
+        continue_final_message: bool = False,
     ) -> None:
         super().__init__(model)
+        # vLLM and SGLang continue a trailing assistant message when asked to; the OpenAI
+        # API does not, so prefill is opt-in (llm.assistant_prefill).
+        self.supports_prefill = continue_final_message
         self.timeout_seconds = timeout_seconds
         self._sdk = openai.AsyncOpenAI(
             api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0
@@ -67,8 +76,11 @@ class OpenAIChatClient(LLMClient):
             request["top_p"] = settings.top_p
         if settings.stop:
             request["stop"] = list(settings.stop)
-        if settings.extra_body:
-            request["extra_body"] = dict(settings.extra_body)
+        extra_body = dict(settings.extra_body)
+        if self.supports_prefill and messages and messages[-1].role is Role.ASSISTANT:
+            extra_body |= {"continue_final_message": True, "add_generation_prompt": False}
+        if extra_body:
+            request["extra_body"] = extra_body
         completion = await self._sdk.chat.completions.create(**request)
         return self._from_wire(completion, messages)
 

@@ -81,6 +81,7 @@ class RetryingClient(LLMClient):
         self.policy = policy
         self._sleep = sleep  # swappable so tests can check waits without waiting
         self.provider = inner.provider
+        self.supports_prefill = inner.supports_prefill
         self.retries = 0  # retries made over this client's life, for the journal
 
     async def generate(

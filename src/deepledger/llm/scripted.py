@@ -60,8 +60,10 @@ class ScriptedLLM(LLMClient):
         *,
         responder: Responder | None = None,
         model: str = "scripted",
+        supports_prefill: bool = False,
     ) -> None:
         super().__init__(model)
+        self.supports_prefill = supports_prefill
         self._steps: deque[Step] = deque(steps)
         self._responder = responder
         self.calls: list[RecordedCall] = []

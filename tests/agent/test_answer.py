@@ -1,0 +1,184 @@
+"""The four-way finalization table, boxed retries and post-mortems."""
+
+from __future__ import annotations
+
+import pytest
+
+from deepledger.agent.answer import (
+    AnswerGenerator,
+    AnswerPolicy,
+    extract_post_mortem,
+    failure_type,
+    summary_prompt,
+)
+from deepledger.agent.state import Provenance, RunState
+from deepledger.journal import Journal
+from deepledger.llm.base import GenerationSettings
+from deepledger.llm.scripted import ScriptedLLM
+from deepledger.llm.usage import UsageLedger
+from deepledger.messages import EndReason, Message, MessageKind, Role
+
+POST_MORTEM = "incomplete\nWhat happened: ran out.\nUseful findings: the tower is 330 m."
+OFF = AnswerPolicy(context_management=False, max_final_answer_retries=3)
+ON = AnswerPolicy(context_management=True, max_final_answer_retries=3)
+FINAL = AnswerPolicy(context_management=True, is_final_retry=True, max_final_answer_retries=3)
+FINISHED, OUT_OF_TURNS, OUT_OF_WINDOW = (
+    EndReason.MODEL_FINISHED,
+    EndReason.TURNS_EXHAUSTED,
+    EndReason.WINDOW_EXHAUSTED,
+)
+
+
+def ended(end_reason: EndReason, intermediate: tuple[str, ...] = ("early guess",)) -> RunState:
+    history = [
+        Message.system("sys"),
+        Message.task("How tall is the tower?"),
+        Message.assistant("It might be \\boxed{early guess}."),
+    ]
+    return RunState(
+        history=history,
+        ledger=UsageLedger(),
+        end_reason=end_reason,
+        intermediate_answers=list(intermediate),
+    )
+
+
+async def finalize(policy: AnswerPolicy, state: RunState, llm: ScriptedLLM) -> Journal:
+    journal = Journal(None)
+    generator = AnswerGenerator(policy, summary_prompt=summary_prompt("Give metres."))
+    await generator.finalize(state, llm, GenerationSettings(), journal)
+    llm.assert_consumed()
+    return journal
+
+
+@pytest.mark.parametrize("end", [FINISHED, OUT_OF_TURNS, OUT_OF_WINDOW])
+async def test_off_generates_and_boxes(end):
+    state = ended(end)
+    await finalize(OFF, state, ScriptedLLM(["It is \\boxed{330}."]))
+    assert (state.final_answer, state.provenance, state.post_mortem) == (
+        "330",
+        Provenance.SUMMARY,
+        None,
+    )
+
+
+@pytest.mark.parametrize("end", [FINISHED, OUT_OF_TURNS, OUT_OF_WINDOW])
+async def test_off_falls_back_to_the_intermediate_answer(end):
+    state = ended(end)
+    await finalize(OFF, state, ScriptedLLM(["no box", "still none", "nope"]))
+    assert (state.final_answer, state.provenance) == (
+        "early guess",
+        Provenance.INTERMEDIATE_FALLBACK,
+    )
+    assert state.post_mortem is None  # no retry follows: nothing to write it for
+
+
+async def test_off_with_nothing_to_fall_back_on_is_none():
+    state = ended(FINISHED, intermediate=())
+    await finalize(OFF, state, ScriptedLLM(["no", "no", "no"]))
+    assert (state.final_answer, state.provenance) == (None, Provenance.NONE)
+
+
+@pytest.mark.parametrize("end", [OUT_OF_TURNS, OUT_OF_WINDOW])
+async def test_on_and_exhausted_skips_the_answer_and_writes_the_post_mortem(end):
+    state = ended(end)
+    llm = ScriptedLLM([POST_MORTEM])
+    journal = await finalize(ON, state, llm)
+    assert (state.final_answer, state.provenance) == (None, Provenance.NONE)
+    assert journal.of("answer_skipped")
+    assert state.post_mortem.startswith("incomplete") and state.failure_type == "incomplete"
+    assert llm.calls[0].messages[-1].content.startswith("This attempt at the task is over")
+    assert journal.of("post_mortem")[0]["text"] == state.post_mortem
+
+
+async def test_on_and_finished_generates_without_fallback_then_writes_the_post_mortem():
+    state = ended(FINISHED)
+    llm = ScriptedLLM(["no box", "none", "still none", "format_missed: I found 330 but"])
+    await finalize(ON, state, llm)
+    assert (state.final_answer, state.provenance) == (None, Provenance.NONE)  # no fallback
+    assert state.failure_type == "format_missed"
+
+
+async def test_on_and_finished_with_a_box_needs_no_post_mortem():
+    state = ended(FINISHED)
+    await finalize(ON, state, ScriptedLLM(["\\boxed{330}"]))
+    assert (state.final_answer, state.post_mortem) == ("330", None)
+
+
+@pytest.mark.parametrize("end", [FINISHED, OUT_OF_TURNS, OUT_OF_WINDOW])
+async def test_the_final_retry_generates_and_falls_back(end):
+    state = ended(end)
+    await finalize(FINAL, state, ScriptedLLM(["x", "y", "z"]))
+    assert (state.final_answer, state.provenance) == (
+        "early guess",
+        Provenance.INTERMEDIATE_FALLBACK,
+    )
+    assert state.post_mortem is None
+
+
+async def test_no_post_mortem_when_retry_with_summary_is_off():
+    policy = AnswerPolicy(context_management=True, retry_with_summary=False)
+    state = ended(OUT_OF_TURNS)
+    await finalize(policy, state, ScriptedLLM([]))
+    assert state.final_answer is None and state.post_mortem is None
+
+
+async def test_boxed_retry_removes_the_failed_reply_and_notes_the_missing_box():
+    state = ended(FINISHED)
+    llm = ScriptedLLM(["The answer is 330.", "\\boxed{330}"])
+    await finalize(OFF, state, llm)
+    assert (state.final_answer, state.provenance) == ("330", Provenance.BOXED_RETRY)
+    retry = llm.calls[1].messages
+    assert all("The answer is 330." not in m.content for m in retry)  # failed reply removed
+    assert retry[-2].content.startswith("The work on this task is over")
+    assert retry[-1].content.startswith("Your previous reply had no \\boxed{} answer")
+    assert all(m.kind is MessageKind.INJECTED for m in retry[-2:])
+
+
+async def test_the_number_of_boxed_retries_is_configurable():
+    state = ended(FINISHED, intermediate=())
+    await finalize(AnswerPolicy(max_final_answer_retries=1), state, ScriptedLLM(["none"]))
+    assert state.final_answer is None
+
+
+async def test_the_summarize_prompt_carries_format_rules_and_forbids_tools():
+    llm = ScriptedLLM(["\\boxed{330}"])
+    await finalize(OFF, ended(FINISHED), llm)
+    prompt = llm.calls[0].messages[-1].content
+    assert "do not call any tool" in prompt and "Give metres." in prompt and "\\boxed" in prompt
+
+
+async def test_post_mortem_is_prefilled_where_the_provider_continues_it():
+    state = ended(OUT_OF_TURNS)
+    llm = ScriptedLLM([" blocked\nWhat happened: the search tool was down."], supports_prefill=True)
+    await finalize(ON, state, llm)
+    sent = llm.calls[0].messages
+    assert sent[-1].role is Role.ASSISTANT and sent[-1].content.endswith("Failure type:")
+    assert state.post_mortem.startswith("Post-mortem of this attempt.\n\nFailure type: blocked")
+    assert state.failure_type == "blocked"
+
+
+async def test_post_mortem_is_an_instruction_where_prefill_is_not_supported():
+    state = ended(OUT_OF_TURNS)
+    llm = ScriptedLLM(["Failure type: misdirected\nWhat happened: wrong tower."])
+    await finalize(ON, state, llm)
+    assert llm.calls[0].messages[-1].role is Role.USER
+    assert state.failure_type == "misdirected"
+
+
+def test_post_mortem_extraction():
+    assert extract_post_mortem("<think>plan</think>Failure type: blocked") == (
+        "Failure type: blocked"
+    )
+    assert extract_post_mortem("<think>only thoughts</think>") == "only thoughts"
+    assert extract_post_mortem("Findings: x <use_mcp_tool>...") == "Findings: x"
+    assert failure_type("Failure type: **format_missed**") == "format_missed"
+    assert failure_type("no idea") is None
+
+
+async def test_a_sub_agent_reports_instead_of_boxing():
+    state = ended(OUT_OF_TURNS)
+    generator = AnswerGenerator(AnswerPolicy(), summary_prompt="unused", boxed=False)
+    llm = ScriptedLLM(["Found: 330 m (source: page 12)."])
+    await generator.finalize(state, llm, GenerationSettings(), Journal(None))
+    assert state.final_answer == "Found: 330 m (source: page 12)."
