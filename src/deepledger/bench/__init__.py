@@ -1,0 +1,1 @@
+"""Benchmark suites: tasks, the runner, judging, metrics, progress and multi-run reports."""

@@ -1,0 +1,297 @@
+"""The numbers of one benchmark run, computed from its task records.
+
+``summarize`` turns the records of ``benchmark_results.jsonl`` (one dict per task) into
+the dict written as ``summary.json``; ``format_summary`` renders it for the terminal.
+
+What each number means (every ratio is ``None`` when its denominator is 0 — never NaN):
+
+- ``tasks``: ``total`` records, how many ``finished`` / ``errors`` (by ``status``),
+  ``judged`` (task-level ``correct`` is not null — it had a ground truth and was graded),
+  and ``expected`` (the suite's size, when the caller knows it; else null).
+  An errored task whose ``correct`` is null is *not* judged, so it does not lower
+  ``accuracy``; ``tasks.errors`` says how many such tasks there were.
+- ``accuracy``: pass@1 — among judged tasks, the share whose FIRST attempt was correct
+  (a task without attempt records counts its task-level ``correct`` as its first
+  attempt). Later attempts never raise it.
+- ``pass_at_k``: among judged tasks, the share where ANY attempt was correct (or the
+  task-level ``correct`` is true). Equals ``accuracy`` when ``k`` is 1.
+- ``k``: the configured number of attempts per task (pass@k's k).
+- ``by_provenance``: for each provenance of the task's final answer (``summary``,
+  ``boxed_retry``, ``intermediate_fallback``, ``none``, or whatever else occurs; a
+  missing one is ``none``): ``tasks``, ``judged``, ``correct`` (task-level correct) and
+  ``accuracy`` = correct / judged.
+- ``post_mortems``: attempts (of all tasks) split by how many post-mortems the answering
+  format-retry carried (``carried_post_mortems``): ``without`` (0) and ``with`` (>= 1);
+  each has ``attempts``, ``judged`` (attempt ``correct`` not null), ``correct`` and
+  ``accuracy``. It answers "do the lessons of failed retries help?" — roughly, since
+  the two groups are different questions (hard ones are likelier to need retries).
+- ``judge_score``: ``mean`` of the judges' numeric ``judgement.score`` over the
+  ``scored`` tasks that have one.
+- ``tokens``: ``total`` and ``mean_per_task`` (over all tasks) of ``input`` (the whole
+  prompt, cache included), ``output``, ``cache_read``, ``cache_write``. A task's usage is
+  its record's ``usage``; if that is missing, the sum of its retries' ``usage``.
+- ``cost_total`` / ``cost_mean_per_task``: USD; null when any task's cost is unknown,
+  and ``cost_unknown_tasks`` says how many were (so a run is never reported as free).
+- ``turns`` / ``tool_calls``: ``mean``, ``median``, ``max`` per task, over the tasks that
+  report the number (null when none does).
+- ``end_reasons``: how each task's last turn loop ended: ``answered`` (model finished),
+  ``max_turns`` (turns exhausted), ``window_exhausted``, ``error`` (an ``error`` end
+  reason, or an errored task without one) and ``unknown`` — they sum to ``tasks.total``.
+- ``extra``: whatever the caller passed (config digest, run dir...), unchanged.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+TOKEN_FIELDS = ("input", "output", "cache_read", "cache_write")
+END_REASONS = {
+    "model_finished": "answered",
+    "turns_exhausted": "max_turns",
+    "window_exhausted": "window_exhausted",
+    "error": "error",
+}
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    """``numerator / denominator``, or ``None`` when there is nothing to divide by."""
+    return numerator / denominator if denominator else None
+
+
+def summarize(
+    records: list[dict],
+    *,
+    pass_at_k: int,
+    benchmark: str,
+    extra: dict | None = None,
+    tasks_expected: int | None = None,
+) -> dict:
+    """The summary of a run (the content of ``summary.json``); see the module docstring."""
+    judged = [r for r in records if r.get("correct") is not None]
+    first_correct = sum(1 for r in judged if _first_attempt_correct(r))
+    any_correct = sum(1 for r in judged if _any_attempt_correct(r))
+    tokens, cost = _token_totals(records), _cost(records)
+    return {
+        "benchmark": benchmark,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "k": pass_at_k,
+        "tasks": {
+            "total": len(records),
+            "finished": sum(1 for r in records if r.get("status") == "finished"),
+            "errors": sum(1 for r in records if r.get("status") == "error"),
+            "judged": len(judged),
+            "expected": tasks_expected,
+        },
+        "accuracy": ratio(first_correct, len(judged)),
+        "correct_first_attempt": first_correct,
+        "pass_at_k": ratio(any_correct, len(judged)),
+        "correct_any_attempt": any_correct,
+        "by_provenance": _by_provenance(records),
+        "post_mortems": _post_mortem_split(records),
+        "judge_score": _judge_score(records),
+        "tokens": {
+            "total": tokens,
+            "mean_per_task": {name: ratio(n, len(records)) for name, n in tokens.items()},
+        },
+        **cost,
+        "turns": _distribution(r.get("turns") for r in records),
+        "tool_calls": _distribution(r.get("tool_calls") for r in records),
+        "end_reasons": _end_reasons(records),
+        "extra": dict(extra or {}),
+    }
+
+
+def _attempts(record: dict) -> list[dict]:
+    return record.get("attempts") or []
+
+
+def _first_attempt_correct(record: dict) -> bool:
+    attempts = _attempts(record)
+    if not attempts:
+        return record.get("correct") is True
+    return attempts[0].get("correct") is True
+
+
+def _any_attempt_correct(record: dict) -> bool:
+    return record.get("correct") is True or any(a.get("correct") is True for a in _attempts(record))
+
+
+def _tally(items: Iterable[bool | None]) -> dict:
+    """``judged`` (not None), ``correct`` (True) and their ratio, of some correctness flags."""
+    flags = list(items)
+    judged = sum(1 for f in flags if f is not None)
+    correct = sum(1 for f in flags if f is True)
+    return {"judged": judged, "correct": correct, "accuracy": ratio(correct, judged)}
+
+
+def _by_provenance(records: list[dict]) -> dict[str, dict]:
+    groups: dict[str, list[dict]] = {}
+    for record in records:
+        groups.setdefault(record.get("provenance") or "none", []).append(record)
+    return {
+        provenance: {"tasks": len(group), **_tally(r.get("correct") for r in group)}
+        for provenance, group in sorted(groups.items())
+    }
+
+
+def _post_mortem_split(records: list[dict]) -> dict[str, dict]:
+    attempts = [a for r in records for a in _attempts(r)]
+    without = [a for a in attempts if not a.get("carried_post_mortems")]
+    with_ = [a for a in attempts if a.get("carried_post_mortems")]
+    return {
+        "without": {"attempts": len(without), **_tally(a.get("correct") for a in without)},
+        "with": {"attempts": len(with_), **_tally(a.get("correct") for a in with_)},
+    }
+
+
+def _judge_score(records: list[dict]) -> dict:
+    scores = [
+        float(score)
+        for r in records
+        if isinstance(score := (r.get("judgement") or {}).get("score"), int | float)
+        and not isinstance(score, bool)
+    ]
+    return {"scored": len(scores), "mean": statistics.fmean(scores) if scores else None}
+
+
+def _task_usage(record: dict) -> dict:
+    usage = record.get("usage")
+    if usage is not None:
+        return usage
+    summed: dict[str, int] = {}
+    for attempt in _attempts(record):
+        for retry in attempt.get("retries") or []:
+            for key, value in (retry.get("usage") or {}).items():
+                summed[key] = summed.get(key, 0) + (value or 0)
+    return summed
+
+
+def _token_totals(records: list[dict]) -> dict[str, int]:
+    totals = dict.fromkeys(TOKEN_FIELDS, 0)
+    for record in records:
+        usage = _task_usage(record)
+        for name in TOKEN_FIELDS:
+            totals[name] += usage.get(f"{name}_tokens") or 0
+    return totals
+
+
+def _cost(records: list[dict]) -> dict:
+    unknown = sum(1 for r in records if r.get("cost") is None)
+    total = None if unknown else sum(r["cost"] for r in records)
+    return {
+        "cost_total": total,
+        "cost_mean_per_task": None if total is None else ratio(total, len(records)),
+        "cost_unknown_tasks": unknown,
+    }
+
+
+def _distribution(values: Iterable[Any]) -> dict:
+    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    if not numbers:
+        return {"mean": None, "median": None, "max": None}
+    return {
+        "mean": statistics.fmean(numbers),
+        "median": statistics.median(numbers),
+        "max": max(numbers),
+    }
+
+
+def _end_reasons(records: list[dict]) -> dict[str, int]:
+    counts = dict.fromkeys([*END_REASONS.values(), "unknown"], 0)
+    for record in records:
+        reason = END_REASONS.get(record.get("end_reason") or "")
+        if reason is None:
+            reason = "error" if record.get("status") == "error" else "unknown"
+        counts[reason] += 1
+    return counts
+
+
+# ---------------------------------------------------------------------------- terminal
+
+
+def format_summary(summary: dict) -> str:
+    """A compact, human-readable rendering of a ``summarize`` result."""
+    tasks = summary["tasks"]
+    expected = f" of {tasks['expected']} expected" if tasks.get("expected") else ""
+    header = (
+        f"{summary['benchmark']}: {tasks['total']} tasks{expected} "
+        f"({tasks['finished']} finished, {tasks['errors']} errors), {tasks['judged']} judged"
+    )
+    first = _rate(summary["accuracy"], summary["correct_first_attempt"], tasks["judged"])
+    any_ = _rate(summary["pass_at_k"], summary["correct_any_attempt"], tasks["judged"])
+    post_mortems = summary["post_mortems"]
+    rows = [
+        ("accuracy", f"{first}  (pass@1: first attempt)"),
+        (f"pass@{summary['k']}", any_),
+        ("by provenance", _groups(summary["by_provenance"].items()) or "-"),
+        (
+            "post-mortems",
+            _groups(
+                [("none carried", post_mortems["without"]), (">=1 carried", post_mortems["with"])]
+            ),
+        ),
+    ]
+    if summary["judge_score"]["scored"]:
+        score = summary["judge_score"]
+        rows.append(("judge score", f"mean {score['mean']:.3f} over {score['scored']}"))
+    rows += [
+        ("tokens", _tokens_line(summary["tokens"])),
+        ("cost", _cost_line(summary)),
+        ("turns", _distribution_line(summary["turns"])),
+        ("tool calls", _distribution_line(summary["tool_calls"])),
+        (
+            "end reasons",
+            " · ".join(
+                f"{name} {n}"
+                for name, n in summary["end_reasons"].items()
+                if n or name != "unknown"
+            ),
+        ),
+    ]
+    return "\n".join([header, *(f"  {label:<15}{value}" for label, value in rows)])
+
+
+def _groups(groups: Iterable[tuple[str, dict]]) -> str:
+    return " · ".join(
+        f"{name} {_rate(g['accuracy'], g['correct'], g['judged'])}" for name, g in groups
+    )
+
+
+def _distribution_line(d: dict) -> str:
+    if d["mean"] is None:
+        return "-"
+    return f"mean {d['mean']:.1f} · median {d['median']:g} · max {d['max']:g}"
+
+
+def _rate(value: float | None, correct: int, judged: int) -> str:
+    return f"{'n/a' if value is None else f'{value:.3f}'} ({correct}/{judged})"
+
+
+def human_count(n: float) -> str:
+    """1234 -> '1.2k', 1_234_567 -> '1.2M'."""
+    for limit, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= limit:
+            return f"{n / limit:.1f}{suffix}"
+    return f"{n:g}"
+
+
+def _tokens_line(tokens: dict) -> str:
+    total, mean = tokens["total"], tokens["mean_per_task"]
+    parts = " · ".join(
+        f"{human_count(total[name])} {name.replace('_', ' ')}" for name in TOKEN_FIELDS
+    )
+    if mean["input"] is None:
+        return parts
+    per_task = human_count(mean["input"] + mean["output"])
+    return f"{parts}  ({per_task} in+out per task)"
+
+
+def _cost_line(summary: dict) -> str:
+    unknown = summary["cost_unknown_tasks"]
+    if summary["cost_total"] is None:
+        return f"unknown ({unknown} tasks without a price)" if unknown else "-"
+    total, mean = summary["cost_total"], summary["cost_mean_per_task"]
+    return f"${total:.4f} total" + ("" if mean is None else f" · ${mean:.4f}/task")

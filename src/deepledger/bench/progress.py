@@ -1,0 +1,189 @@
+"""A live progress display for a running benchmark.
+
+The runner reports events (``task_started`` / ``task_finished``); each event only
+updates a few counters, so it costs next to nothing inside an asyncio loop with hundreds
+of tasks. Rendering happens elsewhere:
+
+- on a terminal, a ``rich`` Live display on stderr redraws itself a few times a second
+  from the counters (done / running / failed, accuracy so far, tokens, elapsed, ETA);
+- otherwise (not a terminal, ``plain=True`` or ``DEEPLEDGER_PLAIN_PROGRESS=1``) one line
+  per finished task is written to stderr and nothing else, e.g.
+  ``[12/300] t12 correct | acc 0.58 | 1.2M tokens | eta 0:14:10``.
+
+The ETA is ``remaining tasks × mean duration of a task finished in this session ÷
+concurrency``, where concurrency is the most tasks seen running at once (capped by the
+tasks remaining). It is unknown (``?``) until a task started in this session finishes.
+Tasks already done when the run resumed count as done but not in the mean duration.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import timedelta
+from typing import IO, Self
+
+from rich.console import Console
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from deepledger.bench.metrics import human_count
+
+PLAIN_ENV = "DEEPLEDGER_PLAIN_PROGRESS"
+
+
+class Progress:
+    """Counts a benchmark's tasks as they run and shows it; see the module docstring.
+
+    ``plain`` forces (True) or forbids (False) plain lines. Left as None, plain lines are
+    used when ``DEEPLEDGER_PLAIN_PROGRESS=1``, else the live display when a rich
+    ``console`` is injected, else plain unless ``file`` (stderr by default) is a terminal.
+    """
+
+    def __init__(
+        self,
+        *,
+        plain: bool | None = None,
+        file: IO[str] | None = None,
+        console: Console | None = None,
+        refresh_per_second: float = 4,
+    ) -> None:
+        self._file = file if file is not None else sys.stderr
+        self._console = console
+        self._plain = _use_plain(plain, self._file, console)
+        self._refresh_per_second = refresh_per_second
+        self._live: Live | None = None
+        self.total = 0
+        self.done = 0
+        self.failed = 0
+        self.judged = 0
+        self.correct = 0
+        self.tokens = 0
+        self._running: dict[str, float] = {}
+        self._peak_running = 0
+        self._finished_here = 0
+        self._duration_sum = 0.0
+        self._started_at = time.monotonic()
+
+    # ------------------------------------------------------------------ events
+
+    def start(self, total: int, already_done: int = 0) -> None:
+        """Begin: ``total`` tasks in the suite, ``already_done`` of them finished earlier."""
+        self.total = total
+        self.done = already_done
+        self._started_at = time.monotonic()
+        if not self._plain and self._live is None:
+            console = self._console or Console(file=self._file)
+            self._live = Live(
+                get_renderable=self._render,
+                console=console,
+                refresh_per_second=self._refresh_per_second,
+                transient=False,
+            )
+            self._live.start()
+
+    def task_started(self, task_id: str) -> None:
+        self._running[task_id] = time.monotonic()
+        self._peak_running = max(self._peak_running, len(self._running))
+
+    def task_finished(
+        self, task_id: str, correct: bool | None, tokens: int, failed: bool = False
+    ) -> None:
+        """A task ended: ``correct`` is None when it was not judged; ``failed`` if it errored."""
+        started = self._running.pop(task_id, None)
+        if started is not None:
+            self._finished_here += 1
+            self._duration_sum += time.monotonic() - started
+        self.done += 1
+        self.failed += failed
+        self.tokens += tokens or 0
+        if correct is not None:
+            self.judged += 1
+            self.correct += correct
+        if self._plain:
+            print(self._plain_line(task_id, correct, failed), file=self._file, flush=True)
+
+    def close(self) -> None:
+        """Stop the live display (a last redraw shows the final counts). Safe to repeat."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ derived numbers
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    @property
+    def accuracy(self) -> float | None:
+        """Correct among the judged tasks finished so far (None before the first)."""
+        return self.correct / self.judged if self.judged else None
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started_at
+
+    def eta_seconds(self) -> float | None:
+        """Seconds until all tasks are done, or None while no timing is known."""
+        remaining = max(0, self.total - self.done)
+        if remaining == 0:
+            return 0.0
+        if self._finished_here == 0:
+            return None
+        mean_duration = self._duration_sum / self._finished_here
+        concurrency = max(1, min(self._peak_running, remaining))
+        return remaining * mean_duration / concurrency
+
+    # ------------------------------------------------------------------ rendering
+
+    def _plain_line(self, task_id: str, correct: bool | None, failed: bool) -> str:
+        outcome = (
+            "failed" if failed else {True: "correct", False: "wrong", None: "unjudged"}[correct]
+        )
+        return (
+            f"[{self.done}/{self.total}] {task_id} {outcome} | acc {_acc(self.accuracy)} | "
+            f"{human_count(self.tokens)} tokens | eta {_clock(self.eta_seconds())}"
+        )
+
+    def _render(self) -> Table:
+        bar = ProgressBar(total=max(self.total, 1), completed=min(self.done, self.total), width=30)
+        stats = Text.assemble(
+            (f"{self.done}/{self.total} done", "bold"),
+            f" · {self.running} running · ",
+            (f"{self.failed} failed", "red" if self.failed else ""),
+            f" · acc {_acc(self.accuracy)} ({self.correct}/{self.judged})",
+            f" · {human_count(self.tokens)} tokens",
+            f" · {_clock(self.elapsed)} elapsed · eta {_clock(self.eta_seconds())}",
+        )
+        line = Table.grid(padding=(0, 1))
+        line.add_row(bar, stats)
+        return line
+
+
+def _use_plain(plain: bool | None, file: IO[str], console: Console | None) -> bool:
+    if plain is not None:
+        return plain
+    if os.environ.get(PLAIN_ENV) == "1":
+        return True
+    if console is not None:
+        return False
+    isatty = getattr(file, "isatty", None)
+    return not (isatty and isatty())
+
+
+def _acc(accuracy: float | None) -> str:
+    return "n/a" if accuracy is None else f"{accuracy:.2f}"
+
+
+def _clock(seconds: float | None) -> str:
+    return "?" if seconds is None else str(timedelta(seconds=round(seconds)))
