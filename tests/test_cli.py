@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -100,21 +101,35 @@ def test_unknown_command_is_a_usage_error():
 
 def test_dotenv_supplies_a_key_but_never_blanks_an_exported_one(tmp_path):
     (tmp_path / ".env").write_text("ANTHROPIC_API_KEY=from-dotenv\nOPENAI_API_KEY=\n")
+    with socket.socket() as probe:  # a closed loopback port: the call fails after the key check
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    offline = ["question=hi", "agent.main_agent.tools=[]", "llm.retry.max_attempts=1"]
     with_dotenv = deepledger(
-        "bench",
+        "run",
         "llm=anthropic",
+        f"llm.base_url={closed}",
+        *offline,
         f"hydra.run.dir={tmp_path}/a",
         env_drop=("ANTHROPIC_API_KEY",),
         cwd=tmp_path,
     )
     assert "ANTHROPIC_API_KEY" not in with_dotenv.stderr  # the key check passed
-    assert "configuration is valid" in with_dotenv.stderr
+    assert "Could not reach the anthropic server" in with_dotenv.stderr
     os.environ["OPENAI_API_KEY"] = "exported-key"
     try:
-        exported = deepledger("bench", "llm=openai", f"hydra.run.dir={tmp_path}/b", cwd=tmp_path)
+        exported = deepledger(
+            "run",
+            "llm=openai",
+            f"llm.base_url={closed}/v1",
+            *offline,
+            f"hydra.run.dir={tmp_path}/b",
+            cwd=tmp_path,
+        )
     finally:
         del os.environ["OPENAI_API_KEY"]
-    assert "configuration is valid" in exported.stderr, exported.stderr
+    assert "OPENAI_API_KEY" not in exported.stderr, exported.stderr
+    assert "Could not reach the openai server" in exported.stderr
 
 
 def test_unknown_provider_lists_the_choices(tmp_path):

@@ -9,6 +9,7 @@ a traceback means a bug.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     handlers: dict[str, Callable[[list[str]], int]] = {
         "bench": lambda a: _hydra_command("bench", a, _bench),
         "run": lambda a: _hydra_command("run", a, _run),
-        "report": _not_yet("report"),
+        "report": _report,
         "replay": _not_yet("replay"),
     }
     if command not in handlers:
@@ -76,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[command](rest)
     except DeepLedgerError as exc:
         return _fail(exc)
+
+
+def quiet_http_logs() -> None:
+    """One INFO line per HTTP request from the SDKs' clients drowns the progress display."""
+    for name in ("httpx", "httpx2", "openai", "anthropic", "mcp"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _fail(exc: DeepLedgerError) -> int:
@@ -104,6 +111,7 @@ def _hydra_command(name: str, overrides: list[str], task: Callable[[Any], int]) 
 
     @hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")
     def _entry(cfg: Any) -> None:
+        quiet_http_logs()
         try:
             outcome["code"] = task(cfg)
         except DeepLedgerError as exc:
@@ -128,11 +136,15 @@ def _checked(cfg: Any) -> None:
 
 
 def _bench(cfg: Any) -> int:
+    from hydra.core.hydra_config import HydraConfig
+
+    from deepledger.bench.suite import run_suite
+
     _checked(cfg)
-    raise DeepLedgerError(
-        "The configuration is valid, but `deepledger bench` cannot run suites in this "
-        "version yet: the agent loop and the benchmark runner are still being built."
-    )
+    root = Path(HydraConfig.get().runtime.output_dir)
+    summary = asyncio.run(run_suite(cfg, root, config_dir(), sys.argv[1:]))
+    print(f"Run directory: {root}")
+    return 0 if not summary["tasks"]["errors"] else 1
 
 
 def _run(cfg: Any) -> int:
@@ -174,6 +186,22 @@ async def _answer_one(cfg: Any) -> int:
     )
     print(f"Log: {journal.path}")
     return 0
+
+
+def _report(run_dirs: list[str]) -> int:
+    """One run: rebuild its summary from its results. Several: average them."""
+    from deepledger.bench.aggregate import aggregate, format_aggregate
+    from deepledger.bench.report import rebuild_summary
+
+    if not run_dirs:
+        print("usage: deepledger report RUN_DIR [RUN_DIR...]", file=sys.stderr)
+        return EXIT_USAGE
+    if len(run_dirs) == 1:
+        print(rebuild_summary(Path(run_dirs[0])))
+        return 0
+    combined = aggregate([Path(d) for d in run_dirs])
+    print(format_aggregate(combined))
+    return 0 if combined["complete"] else 1
 
 
 def _not_yet(name: str) -> Callable[[list[str]], int]:

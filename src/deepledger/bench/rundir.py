@@ -1,0 +1,237 @@
+"""The run directory: what a benchmark run leaves behind, and how it is resumed.
+
+::
+
+    RUN_DIR/                       (= hydra.run.dir)
+      manifest.json                redacted config, versions, git commit, start/end times
+      benchmark_results.jsonl      one line per finished task (appended, one write each)
+      summary.json                 the run's metrics (replaced atomically)
+      tasks/<safe id>/
+        progress.jsonl             the task's own journal: each finished retry and attempt
+        attempt-A-retry-R.jsonl    the agent's journal of one run of the loop
+        attempt-A-retry-R.subagents/  sub-agent journals
+      tool_servers/*.stderr.log    what the tool servers wrote on stderr
+
+Resume: the same command with the same run directory. Tasks with a line in
+``benchmark_results.jsonl`` are done and are not run or judged again. For the others,
+``progress.jsonl`` says which attempts and format-retries finished (with their
+post-mortems, which the next retry carries); an unfinished retry is run again from its
+start, and its partial journal is kept beside the new one, renamed ``.interrupted``.
+
+Every file is appended to or replaced whole (temp file + rename): a run killed at any
+moment leaves readable files. A line cut short by a crash is ignored when reading.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from deepledger import __version__
+from deepledger.errors import ConfigError
+from deepledger.journal import Journal
+
+RESULTS = "benchmark_results.jsonl"
+SUMMARY = "summary.json"
+MANIFEST = "manifest.json"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_SECRET_KEY = re.compile(r"(api_?key|token|secret|password)$", re.IGNORECASE)
+_VERSIONED = ("openai", "anthropic", "mcp", "hydra-core", "omegaconf", "tiktoken")
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def safe_name(task_id: str) -> str:
+    """A folder name for any task id: readable, and unique through a hash suffix."""
+    readable = _UNSAFE.sub("_", task_id).strip("._")[:60] or "task"
+    return f"{readable}-{hashlib.sha1(task_id.encode()).hexdigest()[:10]}"
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every complete JSON line of ``path`` (a line cut short by a crash is skipped)."""
+    if not path.exists():
+        return []
+    records = []
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        json.dump(data, out, indent=2, ensure_ascii=False)
+        out.write("\n")
+    os.replace(temporary, path)
+
+
+def append_line(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line in a single write, flushed to disk."""
+    line = json.dumps(record, ensure_ascii=False) + "\n"
+    with path.open("a", encoding="utf-8", errors="backslashreplace") as out:
+        out.write(line)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+@dataclass
+class TaskProgress:
+    """What earlier runs finished of one task."""
+
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # finished attempts
+    retries: list[dict[str, Any]] = field(default_factory=list)  # of the unfinished attempt
+
+
+class RunDirectory:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        try:
+            (root / "tasks").mkdir(parents=True, exist_ok=True)
+            probe = root / ".write-test"
+            probe.write_text("ok")
+            probe.unlink()
+        except OSError as exc:
+            raise ConfigError(
+                f"Cannot write to the run directory {root} ({exc.strerror}). Choose another "
+                "with hydra.run.dir=..."
+            ) from exc
+
+    @property
+    def results_path(self) -> Path:
+        return self.root / RESULTS
+
+    def task_dir(self, task_id: str) -> Path:
+        path = self.root / "tasks" / safe_name(task_id)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    # -- manifest ---------------------------------------------------------------------
+    def start(self, config: dict[str, Any], argv: list[str], tasks: int) -> list[str]:
+        """Write or update the manifest; return how the config differs from the saved one."""
+        path = self.root / MANIFEST
+        redacted = redact(config)
+        previous = json.loads(path.read_text()) if path.exists() else None
+        manifest = previous or {"created_at": now(), "runs": []}
+        manifest |= {
+            "config": redacted,
+            "versions": versions(),
+            "git_commit": git_commit(),
+            "tasks_expected": tasks,
+        }
+        manifest["runs"].append({"started_at": now(), "argv": argv, "finished_at": None})
+        write_json_atomic(path, manifest)
+        return config_differences(previous["config"], redacted) if previous else []
+
+    def finish(self) -> None:
+        path = self.root / MANIFEST
+        manifest = json.loads(path.read_text())
+        manifest["runs"][-1]["finished_at"] = now()
+        write_json_atomic(path, manifest)
+
+    # -- results ----------------------------------------------------------------------
+    def finished_results(self) -> dict[str, dict[str, Any]]:
+        return {r["task_id"]: r for r in read_jsonl(self.results_path) if "task_id" in r}
+
+    def add_result(self, record: dict[str, Any]) -> None:
+        append_line(self.results_path, record)
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        write_json_atomic(self.root / SUMMARY, summary)
+
+    # -- per-task progress and journals -----------------------------------------------
+    def progress(self, task_id: str) -> TaskProgress:
+        done = TaskProgress()
+        for event in read_jsonl(self.task_dir(task_id) / "progress.jsonl"):
+            if event.get("event") == "attempt_finished":
+                done.attempts.append(event)
+                done.retries = []
+            elif event.get("event") == "retry_finished":
+                done.retries.append(event)
+        return done
+
+    def record_progress(self, task_id: str, event: str, **data: Any) -> None:
+        append_line(
+            self.task_dir(task_id) / "progress.jsonl", {"ts": now(), "event": event, **data}
+        )
+
+    def journal(self, task_id: str, attempt: int, retry: int) -> Journal:
+        path = self.task_dir(task_id) / f"attempt-{attempt}-retry-{retry}.jsonl"
+        if path.exists():  # left by a run that was killed: keep it, start afresh
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+            path.rename(path.with_suffix(f".interrupted-{stamp}.jsonl"))
+        return Journal(path)
+
+    def relative(self, path: Path | None) -> str | None:
+        return str(path.relative_to(self.root)) if path else None
+
+
+def redact(value: Any) -> Any:
+    """The config without secrets (values of keys named like api_key/token/secret)."""
+    if isinstance(value, dict):
+        return {
+            k: "***" if _SECRET_KEY.search(str(k)) and isinstance(v, str) and v else redact(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat |= _flatten(item, f"{prefix}{key}.")
+        return flat or {prefix.rstrip("."): {}}
+    return {prefix.rstrip("."): value}
+
+
+def config_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    old, new = _flatten(before), _flatten(after)
+    return [
+        f"{key}: {old.get(key, '(absent)')!r} -> {new.get(key, '(absent)')!r}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key, "(absent)") != new.get(key, "(absent)")
+    ]
+
+
+def versions() -> dict[str, str]:
+    found = {"deepledger": __version__, "python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def git_commit() -> str | None:
+    """The commit of the deepledger checkout in use, if it is one."""
+    source = Path(__file__).resolve().parents[3]
+    try:
+        run = subprocess.run(
+            ["git", "-C", str(source), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return run.stdout.strip() or None if run.returncode == 0 else None

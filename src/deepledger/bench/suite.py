@@ -1,0 +1,106 @@
+"""``deepledger bench``: one run of a suite, from config to ``summary.json``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from deepledger.bench.judge import Judge, make_judge
+from deepledger.bench.metrics import format_summary, summarize
+from deepledger.bench.progress import Progress
+from deepledger.bench.rundir import RunDirectory
+from deepledger.bench.runner import BenchmarkRunner
+from deepledger.bench.tasks import Task, load_tasks
+from deepledger.config import LLMConfig, tool_servers
+from deepledger.errors import ConfigError
+from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.factory import create_client, settings_from_config
+from deepledger.tools.manager import ToolManager
+
+log = logging.getLogger(__name__)
+
+
+async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> dict[str, Any]:
+    """Run (or resume) the suite into ``root``; return the summary it wrote."""
+    run_dir = RunDirectory(root)
+    loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks)
+    for problem in loaded.problems:
+        print(f"deepledger: skipped {problem}", file=sys.stderr)
+    config = OmegaConf.to_container(cfg, resolve=True)
+    differences = run_dir.start(config, argv, tasks=len(loaded.tasks))
+    if differences:
+        print(
+            f"deepledger: resuming {root} with a different configuration than it started "
+            "with:\n  " + "\n  ".join(differences),
+            file=sys.stderr,
+        )
+    judge_llm = judge_model(cfg, loaded.tasks, conf_dir)
+    llm = create_client(cfg.llm)
+    tools = ToolManager(tool_servers(cfg), log_dir=root / "tool_servers")
+    try:
+        judge = build_judge(cfg, judge_llm)
+        runner = BenchmarkRunner(
+            cfg, llm=llm, tools=tools, run_dir=run_dir, judge=judge, progress=Progress()
+        )
+        records = await runner.run(loaded.tasks)
+    finally:
+        await tools.aclose()
+        await llm.aclose()
+        if judge_llm is not None:
+            await judge_llm[0].aclose()
+    summary = summarize(
+        records,
+        pass_at_k=cfg.benchmark.execution.pass_at_k,
+        benchmark=cfg.benchmark.name,
+        tasks_expected=len(loaded.tasks),
+        extra={"run_dir": str(root), "skipped_lines": loaded.problems},
+    )
+    run_dir.write_summary(summary)
+    run_dir.finish()
+    print(format_summary(summary))
+    return summary
+
+
+def judge_model(
+    cfg: Any, tasks: list[Task], conf_dir: Path
+) -> tuple[LLMClient, GenerationSettings] | None:
+    """The LLM judge's model, built before any task runs so a missing key fails early —
+    and only when some task has a ground truth to judge against."""
+    judge = cfg.benchmark.judge
+    if judge.name != "llm" or all(t.ground_truth is None for t in tasks):
+        return None
+    if not judge.llm:
+        raise ConfigError(
+            "benchmark.judge.name=llm needs benchmark.judge.llm: the name of an llm preset "
+            "(e.g. benchmark.judge.llm=openai)."
+        )
+    preset = load_llm_preset(judge.llm, conf_dir)
+    return create_client(preset), settings_from_config(preset)
+
+
+def build_judge(cfg: Any, model: tuple[LLMClient, GenerationSettings] | None) -> Judge | None:
+    judge = cfg.benchmark.judge
+    if judge.name == "llm" and model is None:
+        return None  # no task has a ground truth: nothing will be judged
+    llm, settings = model if model else (None, None)
+    return make_judge(
+        judge.name,
+        rel_tol=judge.rel_tol,
+        abs_tol=judge.abs_tol,
+        ordered=judge.ordered,
+        llm=llm,
+        llm_settings=settings,
+    )
+
+
+def load_llm_preset(name: str, conf_dir: Path) -> Any:
+    """``conf/llm/<name>.yaml`` checked against the llm schema."""
+    path = conf_dir / "llm" / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in (conf_dir / "llm").glob("*.yaml")))
+        raise ConfigError(f"benchmark.judge.llm={name!r} is not an llm preset (known: {known}).")
+    return OmegaConf.merge(OmegaConf.structured(LLMConfig), OmegaConf.load(path))

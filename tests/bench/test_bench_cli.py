@@ -1,0 +1,118 @@
+"""`deepledger bench` as a user runs it: a real subprocess against the loopback fake."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from deepledger.testing.fake_llm_server import FakeLLMServer
+from tests.bench.scripted_model import respond_http
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = Path(__file__).with_name("suite")
+
+
+def bench_command(base_url: str, run_dir: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "deepledger",
+        "bench",
+        f"benchmark.data.data_dir={SUITE}",
+        "benchmark.name=tiny",
+        "llm=openai_compatible",
+        f"llm.base_url={base_url}",
+        "agent.context_compress_limit=2",
+        "agent.main_agent.tools=[]",
+        "agent.max_final_answer_retries=1",
+        f"hydra.run.dir={run_dir}",
+        *extra,
+    ]
+
+
+def results(run_dir: Path) -> list[dict]:
+    path = run_dir / "benchmark_results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_bench_produces_the_run_directory(tmp_path):
+    run_dir = tmp_path / "run"
+    with FakeLLMServer(responder=respond_http) as server:
+        done = subprocess.run(
+            bench_command(server.openai_base_url, run_dir),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "accuracy       1.000 (3/3)" in done.stdout
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["tasks"] == {"total": 4, "finished": 4, "errors": 0, "judged": 3, "expected": 4}
+    assert summary["post_mortems"]["with"]["attempts"] == 1
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["config"]["agent"]["context_compress_limit"] == 2
+    assert manifest["versions"]["deepledger"] and manifest["runs"][0]["finished_at"]
+    assert {r["task_id"] for r in results(run_dir)} == {"easy/1", "hard #2", "näive 3", "open-4"}
+    journals = sorted(p.name for p in (run_dir / "tasks").glob("hard_2-*/attempt-*.jsonl"))
+    assert journals == [f"attempt-1-retry-{n}.jsonl" for n in range(3)]
+    report = subprocess.run(
+        [sys.executable, "-m", "deepledger", "report", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert report.returncode == 0 and "tiny: 4 tasks of 4 expected" in report.stdout
+
+
+def test_a_run_killed_with_sigkill_resumes_without_redoing_or_losing_work(tmp_path):
+    run_dir = tmp_path / "run"
+    hard_progress = None
+
+    def slow(request):  # slow enough to kill the run in the middle of the hard task
+        return dataclasses.replace(respond_http(request), delay=0.3)
+
+    with FakeLLMServer(responder=slow) as server:
+        command = bench_command(
+            server.openai_base_url, run_dir, "benchmark.execution.max_concurrent=1"
+        )
+        first = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # kill once the hard task finished one retry
+            found = list((run_dir / "tasks").glob("hard_2-*/progress.jsonl"))
+            if found and "retry_finished" in found[0].read_text():
+                hard_progress = found[0]
+                break
+            time.sleep(0.05)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        assert hard_progress is not None, "the run never reached the hard task"
+        done_before = {r["task_id"] for r in results(run_dir)}
+        seen_before = len(server.requests)
+        second = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        later = [r.messages[1]["content"] for r in server.requests[seen_before:]]
+
+    assert second.returncode == 0, second.stderr
+    assert "easy/1" in done_before and "hard #2" not in done_before
+    ids = [r["task_id"] for r in results(run_dir)]
+    assert sorted(ids) == sorted({"easy/1", "hard #2", "näive 3", "open-4"})  # each once
+    assert not any("France" in text for text in later)  # finished: no new model calls
+    hard = [text for text in later if text.startswith("HARD")]
+    assert hard and all("[Attempt 1]" in text for text in hard)  # post-mortem recovered
+    (record,) = [r for r in results(run_dir) if r["task_id"] == "hard #2"]
+    assert record["final_answer"] == "Danube"
+    assert [r["carried_post_mortems"] for r in record["attempts"][0]["retries"]] == [0, 1, 2]
+    assert len(json.loads((run_dir / "manifest.json").read_text())["runs"]) == 2

@@ -1,0 +1,404 @@
+from __future__ import annotations
+
+import pytest
+
+from deepledger.bench.judge import (
+    JUDGES,
+    ExactJudge,
+    GaiaJudge,
+    Judge,
+    ListJudge,
+    LLMJudge,
+    NormalizedJudge,
+    NumericJudge,
+    make_judge,
+)
+from deepledger.errors import ConfigError, FatalLLMError, RateLimitedError
+from deepledger.llm.scripted import ScriptedLLM
+from deepledger.messages import MessageKind
+
+Q = "What is it?"
+
+
+async def verdict(judge: Judge, answer: str | None, truth: str | None) -> bool | None:
+    return (await judge.judge(Q, answer, truth)).correct
+
+
+# -- what every judge does first --------------------------------------------------------
+
+EVERY_JUDGE = [
+    ExactJudge(),
+    NormalizedJudge(),
+    NumericJudge(),
+    ListJudge(),
+    GaiaJudge(),
+    LLMJudge(ScriptedLLM([])),
+]
+
+
+@pytest.mark.parametrize("judge", EVERY_JUDGE, ids=lambda j: j.name)
+async def test_no_ground_truth_is_not_judged_and_no_answer_is_wrong(judge):
+    for truth in (None, "", "  \n"):
+        unjudged = await judge.judge(Q, "Paris", truth)
+        assert (unjudged.correct, unjudged.judge) == (None, judge.name)
+        assert "no ground truth" in unjudged.reason
+    missing = await judge.judge(Q, None, "Paris")
+    assert (missing.correct, missing.reason) == (False, "no answer")
+    blank = await judge.judge(Q, "   ", "Paris")
+    assert (blank.correct, blank.reason) == (False, "the answer is empty")
+
+
+# -- exact -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "truth", "correct"),
+    [
+        ("Paris", "Paris", True),
+        ("  Paris\n", "Paris ", True),
+        ("paris", "Paris", False),
+        ("Paris.", "Paris", False),
+        ("The answer is Paris.", "Paris", False),
+        ("New  York", "New York", False),
+    ],
+)
+async def test_exact(answer, truth, correct):
+    assert await verdict(ExactJudge(), answer, truth) is correct
+
+
+async def test_exact_reason_shows_both_texts():
+    judgement = await ExactJudge().judge(Q, "Paris.", "Paris")
+    assert judgement.reason == "answer 'Paris.' is not exactly 'Paris'"
+
+
+# -- normalized --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "truth", "correct"),
+    [
+        ("The answer is Paris.", "Paris", True),
+        ("Final answer: paris", "Paris", True),
+        ('"Paris"', "Paris", True),
+        ("“Paris”!", "paris", True),
+        ("**Paris**", "Paris", True),
+        ("(Paris)", "Paris", True),
+        ("\\boxed{\\text{Paris}}", "Paris", True),
+        ("$\\mathrm{Paris}$", "Paris", True),
+        ("  New \n York  ", "new york", True),
+        ("The Beatles", "Beatles", True),
+        ("an apple", "Apple", True),
+        ("Zürich", "Zurich", True),
+        ("São Paulo", "sao paulo", True),
+        ("Straße", "STRASSE", True),
+        ("ＰＡＲＩＳ", "Paris", True),  # full-width letters, NFKC
+        ("U.S.", "U.S", True),
+        ("50\\%", "50%", True),
+        ("A", "the", False),  # a bare article is not removed
+        ("Vitamin A", "Vitamin", False),  # articles inside the text stay
+        ("St. Louis", "St Louis", False),  # inner punctuation stays
+        ("Oslo", "Ø", False),
+        ("(a) or (b)", "a) or (b", False),  # not one wrapping pair
+        ("London", "Paris", False),
+        ("Paris, France", "Paris", False),
+    ],
+)
+async def test_normalized(answer, truth, correct):
+    assert await verdict(NormalizedJudge(), answer, truth) is correct
+
+
+async def test_normalized_reason_shows_normalized_texts():
+    judgement = await NormalizedJudge().judge(Q, "The answer is London.", "Paris")
+    assert judgement.reason == "normalized answer 'london' ≠ normalized truth 'paris'"
+
+
+# -- numeric -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "truth", "correct"),
+    [
+        ("1,234", "1234", True),
+        ("1,234,567.5", "1234567.5", True),
+        ("1 234", "1234", True),
+        ("12%", "12", True),
+        ("12 percent", "12", True),
+        ("12%", "0.12", False),  # the percent sign is dropped, not divided out
+        ("$1.5", "1.5", True),
+        ("USD 1,500", "$1500", True),
+        ("3 km", "3", True),
+        ("25 °C", "25", True),
+        ("5 m²", "5", True),
+        ("-5", "-5", True),
+        ("−5", "-5", True),  # U+2212 minus sign
+        ("-$5", "-5", True),
+        ("$-5", "-5", True),
+        ("-5", "5", False),
+        ("1.5e6", "1500000", True),
+        ("1.5 × 10^6", "1,500,000", True),
+        ("3 × 10⁶", "3000000", True),
+        ("1.5 million", "1500000", True),
+        ("1.5 million", "1.5", False),
+        ("\\frac{3}{4}", "0.75", True),
+        ("3/4", "0.75", True),
+        ("The answer is 42.", "42", True),
+        ("\\boxed{42}", "42.0", True),
+        ("about 42", "42", True),
+        ("42", "43", False),
+        ("1,5", "1.5", False),  # decimal commas are not numbers
+        ("5 or 6", "5", False),
+        ("five", "5", False),
+        ("2024-05-03", "2024", False),
+    ],
+)
+async def test_numeric(answer, truth, correct):
+    assert await verdict(NumericJudge(), answer, truth) is correct
+
+
+@pytest.mark.parametrize(
+    ("answer", "truth", "rel_tol", "abs_tol", "correct"),
+    [
+        ("1.0000001", "1", 1e-6, 0.0, True),  # within the default rel_tol
+        ("1.00001", "1", 1e-6, 0.0, False),
+        ("101", "100", 0.01, 0.0, True),  # |1| <= 0.01 * 101: the larger value scales it
+        ("102", "100", 0.01, 0.0, False),
+        ("10.5", "10", 0.0, 0.5, True),  # abs_tol boundary is included
+        ("10.75", "10", 0.0, 0.5, False),
+        ("0.1", "0", 0.5, 0.0, False),  # rel_tol alone never forgives a zero truth
+        ("0.1", "0", 0.5, 0.1, True),
+    ],
+)
+async def test_numeric_tolerances(answer, truth, rel_tol, abs_tol, correct):
+    assert await verdict(NumericJudge(rel_tol, abs_tol), answer, truth) is correct
+
+
+async def test_numeric_falls_back_to_normalized_text_when_the_truth_is_not_a_number():
+    judge = NumericJudge()
+    same = await judge.judge(Q, "The answer is Paris.", "Paris")
+    assert same.correct is True
+    assert same.reason.startswith("the ground truth is not a number, compared as text")
+    assert await verdict(judge, "London", "Paris") is False
+
+
+async def test_numeric_reasons():
+    judge = NumericJudge()
+    not_a_number = await judge.judge(Q, "about twelve", "12")
+    assert not_a_number.reason == "answer 'about twelve' is not a number (truth 12)"
+    wrong = await judge.judge(Q, "$1,235", "1234")
+    assert wrong.reason == "1235 ≠ 1234 (rel_tol=1e-06, abs_tol=0)"
+
+
+# -- list --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "truth", "correct", "score"),
+    [
+        ("a, b and c", "c; b; a", True, 1.0),
+        ("[a, b, c]", "a, b, c", True, 1.0),
+        ("The answers are A, B, and C.", "a, b, c", True, 1.0),
+        ("- Paris\n- Rome", "Rome, Paris", True, 1.0),
+        ("1. Paris\n2. Rome", "Paris and Rome", True, 1.0),
+        ("'x', 'y'", "x, y", True, 1.0),
+        ("a, a, b", "a, b", True, 1.0),  # duplicates are ignored
+        ("a, b", "a, b, c", False, 0.8),  # F1 = 2*2 / (2 + 3)
+        ("a, b, c, d", "a, b, c", False, 6 / 7),
+        ("x, y", "a, b", False, 0.0),
+        ("1,234, 5", "5, 1234", True, 1.0),  # 1,234 is one number, compared numerically
+        ("$5, 10%", "5, 10", True, 1.0),
+        ("2.0; 3", "2, 3", True, 1.0),
+        ("Zürich, The Hague", "zurich, hague", True, 1.0),
+    ],
+)
+async def test_list_unordered(answer, truth, correct, score):
+    judgement = await ListJudge().judge(Q, answer, truth)
+    assert judgement.correct is correct
+    assert judgement.score == pytest.approx(score)
+
+
+async def test_list_reason_names_missing_and_extra_items():
+    judgement = await ListJudge().judge(Q, "a, b, d", "a, b, c")
+    assert judgement.reason == "2 of 3 items found; missing 'c'; extra 'd' (F1 0.67)"
+
+
+async def test_list_items_use_the_numeric_tolerance():
+    assert await verdict(ListJudge(rel_tol=0.01), "101, 200", "100, 200") is True
+    assert await verdict(ListJudge(), "101, 200", "100, 200") is False
+
+
+@pytest.mark.parametrize(
+    ("answer", "truth", "correct", "score"),
+    [
+        ("a, b, c", "a, b, c", True, 1.0),
+        ("c, b, a", "a, b, c", False, 1 / 3),
+        ("a, b", "a, b, c", False, 2 / 3),
+        ("a, a, b", "a, b", False, 1 / 3),  # duplicates count in a sequence
+    ],
+)
+async def test_list_ordered(answer, truth, correct, score):
+    judgement = await ListJudge(ordered=True).judge(Q, answer, truth)
+    assert judgement.correct is correct
+    assert judgement.score == pytest.approx(score)
+
+
+async def test_list_ordered_reason_points_at_the_first_difference():
+    judgement = await ListJudge(ordered=True).judge(Q, "a, c, b", "a, b, c")
+    assert judgement.reason == "item 2 is 'c', expected 'b' (0.33 in place)"
+
+
+# -- gaia --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "truth", "correct"),
+    [
+        # the truth is a number: drop $ % , from the answer, compare floats exactly
+        ("1,234", "1234", True),
+        ("$1,234.00", "1234", True),
+        ("12%", "12", True),
+        ("12.0", "12", True),
+        ("1234.0001", "1234", False),  # no tolerance
+        ("12 km", "12", False),  # units are not removed
+        ("The answer is 12", "12", False),
+        # the truth has , or ; : element by element, same length
+        ("a, b, c", "a,b,c", True),
+        ("A ;B; C", "a; b; c", True),
+        ("1, 2.0, $3", "1, 2, 3", True),
+        ("c, b, a", "a, b, c", False),  # order matters
+        ("a, b", "a, b, c", False),
+        ("St. Louis, Rome", "St Louis, Rome", False),  # punctuation kept in list elements
+        ("1000", "1,000", False),  # a truth of "1,000" is a two-element list
+        # otherwise: drop whitespace and ASCII punctuation, lowercase
+        ("St. Louis!", "st louis", True),
+        ("NewYork", "New York", True),
+        ("The Beatles", "Beatles", False),  # no article removal
+        ("Zürich", "Zurich", False),  # no accent folding
+    ],
+)
+async def test_gaia(answer, truth, correct):
+    assert await verdict(GaiaJudge(), answer, truth) is correct
+
+
+async def test_gaia_reasons_name_the_rule():
+    judge = GaiaJudge()
+    assert (await judge.judge(Q, "12 km", "12")).reason.startswith("number rule:")
+    assert (await judge.judge(Q, "a", "a, b")).reason == "list rule: 1 elements, expected 2"
+    assert (await judge.judge(Q, "Rome", "Paris")).reason == "string rule: 'rome' ≠ 'paris'"
+
+
+# -- llm ---------------------------------------------------------------------------------
+
+
+async def test_llm_judge_asks_the_model_with_the_template():
+    llm = ScriptedLLM(["CORRECT\nReason: same city"])
+    judgement = await LLMJudge(llm).judge("Capital of France?", "Paris, France", "Paris")
+    assert (judgement.correct, judgement.judge) == (True, "llm")
+    assert judgement.reason == "scripted says CORRECT: same city"
+    system, task = llm.calls[0].messages
+    assert system.kind is MessageKind.SYSTEM and task.kind is MessageKind.TASK
+    assert "CORRECT or INCORRECT" in system.content and "$" not in system.content
+    assert "Capital of France?" in task.content
+    assert "Paris, France" in task.content and "Ground truth:\nParis" in task.content
+    assert "<!-- task -->" not in system.content + task.content
+    assert llm.calls[0].settings.temperature == 0.0
+    llm.assert_consumed()
+
+
+@pytest.mark.parametrize(
+    ("reply", "correct", "reason"),
+    [
+        ("INCORRECT\nReason: a different city", False, "a different city"),
+        ("**Verdict:** INCORRECT — wrong year", False, "wrong year"),
+        ("Verdict: correct.\nThe numbers agree.", True, "The numbers agree"),
+        ("Thinking it over, the candidate is CORRECT.", True, "Thinking it over, the"),
+    ],
+)
+async def test_llm_judge_reads_common_reply_shapes(reply, correct, reason):
+    judgement = await LLMJudge(ScriptedLLM([reply])).judge(Q, "x", "y")
+    assert judgement.correct is correct
+    assert reason in judgement.reason
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "I am not sure.",
+        "It is NOT CORRECT.",
+        "Could be CORRECT or INCORRECT.",
+        "",
+    ],
+)
+async def test_llm_judge_unreadable_reply_is_incorrect_and_quoted(reply):
+    judgement = await LLMJudge(ScriptedLLM([reply])).judge(Q, "London", "Paris")
+    assert judgement.correct is False
+    assert judgement.reason.startswith("the judge's reply could not be read")
+    assert repr(" ".join(reply.split())) in judgement.reason
+
+
+async def test_llm_judge_unreadable_reply_quotes_only_the_start():
+    reply = "I would rather discuss " + "something else entirely " * 20
+    judgement = await LLMJudge(ScriptedLLM([reply])).judge(Q, "London", "Paris")
+    assert "'I would rather discuss something else" in judgement.reason
+    assert len(judgement.reason) < 200
+
+
+async def test_llm_judge_skips_the_model_when_normalized_text_already_matches():
+    llm = ScriptedLLM([])  # any model call would fail: the script is empty
+    judgement = await LLMJudge(llm).judge(Q, "The answer is Paris.", "paris")
+    assert judgement.correct is True
+    assert "the model was not asked" in judgement.reason
+    assert llm.calls == []
+    llm.assert_consumed()
+
+
+async def test_llm_judge_does_not_ask_without_answer_or_truth():
+    llm = ScriptedLLM([])
+    judge = LLMJudge(llm)
+    assert await verdict(judge, None, "Paris") is False
+    assert await verdict(judge, "Paris", None) is None
+    assert llm.calls == []
+
+
+@pytest.mark.parametrize("error", [FatalLLMError("model not found"), RateLimitedError("slow down")])
+async def test_llm_judge_lets_model_errors_through(error):
+    with pytest.raises(type(error)):
+        await LLMJudge(ScriptedLLM([error])).judge(Q, "London", "Paris")
+
+
+# -- make_judge --------------------------------------------------------------------------
+
+
+async def test_make_judge_builds_each_named_judge():
+    llm = ScriptedLLM([])
+    judges = {name: make_judge(name, llm=llm) for name in JUDGES}
+    assert {name: judge.name for name, judge in judges.items()} == {n: n for n in JUDGES}
+
+
+async def test_make_judge_passes_its_options():
+    numeric = make_judge("numeric", rel_tol=0.0, abs_tol=0.5)
+    assert await verdict(numeric, "10.5", "10") is True
+    assert await verdict(numeric, "10.6", "10") is False
+    ordered = make_judge("list", ordered=True)
+    assert await verdict(ordered, "b, a", "a, b") is False
+    assert await verdict(make_judge("list"), "b, a", "a, b") is True
+
+
+def test_make_judge_rejects_an_unknown_name_listing_the_valid_ones():
+    with pytest.raises(ConfigError) as info:
+        make_judge("fuzzy")
+    message = str(info.value)
+    assert "'fuzzy'" in message
+    assert all(name in message for name in JUDGES)
+
+
+def test_make_judge_llm_needs_a_model():
+    with pytest.raises(ConfigError, match=r"benchmark\.judge\.llm must name an llm preset"):
+        make_judge("llm")
+
+
+@pytest.mark.parametrize("name", ["numeric", "list"])
+def test_make_judge_rejects_negative_tolerances(name):
+    with pytest.raises(ConfigError, match=r"benchmark\.judge\.rel_tol"):
+        make_judge(name, rel_tol=-0.1)
+    with pytest.raises(ConfigError, match=r"benchmark\.judge\.abs_tol"):
+        make_judge(name, abs_tol=float("nan"))
