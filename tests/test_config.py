@@ -3,11 +3,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from deepledger.config import register_schemas, tool_servers, unknown_override_keys, validate
+from deepledger.config import compose, tool_servers, unknown_override_keys, validate
 from deepledger.errors import ConfigError, MissingAPIKeyError
 from deepledger.llm.factory import PROVIDERS, create_client, resolve_api_key
 
@@ -15,9 +14,7 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def composed(*overrides: str):
-    register_schemas()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+    return compose(CONF, list(overrides))
 
 
 def presets(group: str) -> list[str]:

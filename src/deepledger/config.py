@@ -338,3 +338,14 @@ def unknown_override_keys(overrides: list[str]) -> list[str]:
         hint = f" (did you mean {close[0]}?)" if close else ""
         problems.append(f"{key}{hint}")
     return problems
+
+
+def compose(conf_dir: Any, overrides: list[str]) -> Any:
+    """The config ``deepledger`` would run with, for code that is not the CLI (scripts,
+    benchmarks, notebooks): the same files, schema and override syntax."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    register_schemas()
+    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides))

@@ -116,3 +116,45 @@ def test_a_run_killed_with_sigkill_resumes_without_redoing_or_losing_work(tmp_pa
     assert record["final_answer"] == "Danube"
     assert [r["carried_post_mortems"] for r in record["attempts"][0]["retries"]] == [0, 1, 2]
     assert len(json.loads((run_dir / "manifest.json").read_text())["runs"]) == 2
+
+
+def test_missing_data_and_missing_judge_keys_fail_before_any_work(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "deepledger",
+            "bench",
+            "benchmark=simpleqa",
+            "llm=openai_compatible",
+            f"hydra.run.dir={tmp_path}/a",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert missing.returncode == 2 and "data/simpleqa' is not a folder" in missing.stderr
+    no_key = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "deepledger",
+            "bench",
+            "benchmark=simpleqa",
+            f"benchmark.data.data_dir={SUITE}",
+            "llm=openai_compatible",
+            f"hydra.run.dir={tmp_path}/b",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert no_key.returncode == 2 and "OPENAI_API_KEY" in no_key.stderr
+    assert "Traceback" not in missing.stderr + no_key.stderr
+    assert not (tmp_path / "a" / "manifest.json").exists()
+    assert not (tmp_path / "b" / "benchmark_results.jsonl").exists()

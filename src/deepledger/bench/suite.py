@@ -26,8 +26,9 @@ log = logging.getLogger(__name__)
 
 async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> dict[str, Any]:
     """Run (or resume) the suite into ``root``; return the summary it wrote."""
-    run_dir = RunDirectory(root)
     loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks)
+    judge_llm = judge_model(cfg, loaded.tasks, conf_dir)  # a missing key fails before any work
+    run_dir = RunDirectory(root)
     for problem in loaded.problems:
         print(f"deepledger: skipped {problem}", file=sys.stderr)
     config = OmegaConf.to_container(cfg, resolve=True)
@@ -38,7 +39,6 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
             "with:\n  " + "\n  ".join(differences),
             file=sys.stderr,
         )
-    judge_llm = judge_model(cfg, loaded.tasks, conf_dir)
     llm = create_client(cfg.llm)
     tools = ToolManager(tool_servers(cfg), log_dir=root / "tool_servers")
     try:

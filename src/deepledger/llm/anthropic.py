@@ -25,7 +25,12 @@ import anthropic
 
 from deepledger.errors import LLMError
 from deepledger.llm import classify
-from deepledger.llm.base import GenerationSettings, LLMClient, answered_natively
+from deepledger.llm.base import (
+    CONNECTION_LIMITS,
+    GenerationSettings,
+    LLMClient,
+    answered_natively,
+)
 from deepledger.messages import (
     LLMResponse,
     Message,
@@ -57,7 +62,11 @@ class AnthropicClient(LLMClient):
         super().__init__(model)
         self.timeout_seconds = timeout_seconds
         self._sdk = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0
+            api_key=api_key,
+            base_url=base_url,
+            timeout=timeout_seconds,
+            max_retries=0,
+            http_client=anthropic.DefaultAioHttpClient(limits=CONNECTION_LIMITS),
         )
         self.base_url = str(self._sdk.base_url)
 

@@ -23,11 +23,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
+
 from deepledger.context.tokens import TokenCounter, default_counter
 from deepledger.errors import LLMError
 from deepledger.messages import LLMResponse, Message, Role, ToolSpec
 
 log = logging.getLogger(__name__)
+
+# Hundreds of tasks share one client (on aiohttp's pool, see the providers): keep a
+# connection alive for each of them rather than reopening connections past 100 idle ones.
+CONNECTION_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000)
 
 
 @dataclass(frozen=True)

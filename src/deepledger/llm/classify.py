@@ -60,16 +60,37 @@ def from_sdk(
     sdk: ModuleType, exc: Exception, *, provider: str, base_url: str, timeout: float
 ) -> LLMError | None:
     """Classify an exception of the ``openai`` or ``anthropic`` SDK (same class names)."""
-    if isinstance(exc, sdk.APITimeoutError):
+    if isinstance(exc, sdk.APITimeoutError) and not _refused(exc):
         return timeout_error(provider, base_url, timeout)
     if isinstance(exc, sdk.APIConnectionError):
-        return connection_error(provider, base_url, str(exc.__cause__ or exc))
+        return connection_error(provider, base_url, _connection_detail(exc))
     if isinstance(exc, sdk.APIStatusError):
         return status_error(provider, exc.status_code, exc.response.headers, error_detail(exc))
     # A garbled JSON body escapes both SDKs as a plain JSONDecodeError.
     if isinstance(exc, sdk.APIResponseValidationError | json.JSONDecodeError):
         return malformed_response(provider, str(exc))
     return None
+
+
+def _root_connection_error(exc: BaseException) -> ConnectionError | None:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionError):  # refused, reset, aborted
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a "timeout" was really a refused connection: the aiohttp transport reports
+    every failure to connect as a connect timeout, which would send users looking for a
+    slow server instead of a missing one."""
+    return _root_connection_error(exc) is not None
+
+
+def _connection_detail(exc: BaseException) -> str:
+    root = _root_connection_error(exc)
+    return str(root) if root is not None else str(exc.__cause__ or exc)
 
 
 def error_detail(exc: Any) -> str:

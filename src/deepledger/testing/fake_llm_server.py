@@ -300,6 +300,7 @@ def _error_body(protocol: str, status: int, message: str) -> dict[str, Any]:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 1024  # hundreds of clients connect at once in load benchmarks
 
     def __init__(self, fake: FakeLLMServer) -> None:
         self.fake = fake

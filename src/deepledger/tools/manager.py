@@ -22,6 +22,7 @@ try again), unless its config says ``required: true``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -410,13 +411,28 @@ def encodable(value: Any) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=1024)
+def _cached_validator(schema_json: str) -> Any:
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def _validator(info: ToolInfo) -> Any:
+    """Building a validator checks the schema itself; do it once per schema, not per call."""
+    return _cached_validator(json.dumps(info.input_schema, sort_keys=True))
+
+
 def schema_problem(info: ToolInfo, arguments: dict[str, Any]) -> str | None:
     """Why ``arguments`` fail the tool's JSON schema, or None. Servers check too; checking
     here gives the model one clear message whatever the server would have said."""
     if not info.input_schema:
         return None
     try:
-        jsonschema.validate(arguments, info.input_schema)
+        error = jsonschema.exceptions.best_match(_validator(info).iter_errors(arguments))
+        if error is not None:
+            raise error
     except jsonschema.ValidationError as exc:
         path = ".".join(str(p) for p in exc.absolute_path)
         return f"{path + ': ' if path else ''}{exc.message}"

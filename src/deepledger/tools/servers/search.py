@@ -46,6 +46,7 @@ import os
 import re
 import sqlite3
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import closing
@@ -375,11 +376,19 @@ def fts_query(text: str) -> str | None:
 
 
 class SearchIndex:
-    """Queries over one built index file. Each call opens its own connection, because the
-    SDK runs sync tools on worker threads and sqlite3 connections are per thread."""
+    """Queries over one built index file. The SDK runs sync tools on worker threads and a
+    sqlite3 connection belongs to one thread, so each thread opens one and keeps it:
+    opening a connection per query doubled the cost of a search."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._local = threading.local()
+
+    def _connection(self) -> sqlite3.Connection:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._local.connection = _connect(self.path)
+        return connection
 
     def search(self, query: str, k: int) -> list[Hit]:
         """The ``k`` best matches for free-text ``query``, best first."""
@@ -393,8 +402,7 @@ class SearchIndex:
             WHERE docs_fts MATCH ?
             ORDER BY bm25(docs_fts, {TITLE_WEIGHT}, 1.0)
             LIMIT ?"""
-        with closing(_connect(self.path)) as connection:
-            rows = connection.execute(sql, (expression, k)).fetchall()
+        rows = self._connection().execute(sql, (expression, k)).fetchall()
         return [Hit(doc_id, title, " ".join(snippet.split())) for doc_id, title, snippet in rows]
 
     def get(self, doc: str) -> Document | None:
@@ -404,25 +412,24 @@ class SearchIndex:
             WHERE doc_id = :doc OR title = :doc COLLATE NOCASE
             ORDER BY doc_id = :doc DESC, title = :doc DESC, rowid
             LIMIT 1"""
-        with closing(_connect(self.path)) as connection:
-            row = connection.execute(sql, {"doc": doc.strip()}).fetchone()
+        row = self._connection().execute(sql, {"doc": doc.strip()}).fetchone()
         return Document(*row) if row else None
 
     def close_titles(self, doc: str) -> list[str]:
         """Titles the caller may have meant: near-spellings first, then titles sharing words."""
-        with closing(_connect(self.path)) as connection:
-            titles = [title for (title,) in connection.execute("SELECT title FROM docs")]
-            expression = fts_query(doc)
-            shared = []
-            if expression:
-                shared = [
-                    title
-                    for (title,) in connection.execute(
-                        "SELECT docs.title FROM docs_fts JOIN docs ON docs.rowid = docs_fts.rowid"
-                        " WHERE docs_fts MATCH ? ORDER BY bm25(docs_fts, 1.0, 0.0) LIMIT ?",
-                        (f"title : ({expression})", MAX_CLOSE_TITLES),
-                    )
-                ]
+        connection = self._connection()
+        titles = [title for (title,) in connection.execute("SELECT title FROM docs")]
+        expression = fts_query(doc)
+        shared = []
+        if expression:
+            shared = [
+                title
+                for (title,) in connection.execute(
+                    "SELECT docs.title FROM docs_fts JOIN docs ON docs.rowid = docs_fts.rowid"
+                    " WHERE docs_fts MATCH ? ORDER BY bm25(docs_fts, 1.0, 0.0) LIMIT ?",
+                    (f"title : ({expression})", MAX_CLOSE_TITLES),
+                )
+            ]
         by_lower = {title.lower(): title for title in titles}
         spelled = difflib.get_close_matches(doc.lower(), by_lower, n=MAX_CLOSE_TITLES, cutoff=0.8)
         candidates = [by_lower[title] for title in spelled] + shared
