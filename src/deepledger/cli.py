@@ -36,7 +36,8 @@ OVERRIDES are Hydra overrides, e.g.
 
 Config groups: llm=local|openai_compatible|openai|anthropic,
   agent=default|keep5_compress5|keep5_compress5_300turns|multi_agent,
-  benchmark=example|gaia-validation. Tool servers: tools.<name>.* (search, reader, python, time).
+  benchmark=example|gaia-validation|browsecomp|browsecomp-zh|hle|simpleqa|frames|
+  xbench-deepsearch. Tool servers: tools.<name>.* (search, reader, python, time).
 API keys are read from the environment (or ./.env), never from config files.
 """
 
