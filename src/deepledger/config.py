@@ -77,6 +77,7 @@ class ToolServerConfig:
     # shared: one session serves every task of the run (stateless servers: search, reader);
     # task: one session per task, so state never leaks between tasks (python).
     scope: str = "shared"
+    instances: int = 1  # shared servers: sessions (processes) that calls are spread over
     call_timeout_seconds: float = 60.0
     startup_timeout_seconds: float = 30.0
     max_result_chars: int = 20_000  # longer results are cut, with a visible marker
@@ -199,6 +200,10 @@ def validate(cfg: Any, known_providers: tuple[str, ...]) -> None:
     problems = [*_llm_problems(cfg.llm, known_providers), *_agent_problems(cfg.agent)]
     problems += _tool_problems(tool_servers(cfg), cfg.agent)
     problems += _execution_problems(cfg.benchmark.execution)
+    if cfg.benchmark.judge.name not in JUDGES:
+        problems.append(
+            f"benchmark.judge.name={cfg.benchmark.judge.name!r}: use one of {', '.join(JUDGES)}."
+        )
     if problems:
         raise ConfigError("Invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
 
@@ -247,6 +252,7 @@ def _agent_problems(agent: Any) -> list[str]:
     return problems
 
 
+JUDGES = ("exact", "normalized", "numeric", "list", "gaia", "llm")
 TRANSPORTS = ("stdio", "streamable_http", "sse")
 SCOPES = ("shared", "task")
 

@@ -182,3 +182,12 @@ async def test_a_sub_agent_reports_instead_of_boxing():
     llm = ScriptedLLM(["Found: 330 m (source: page 12)."])
     await generator.finalize(state, llm, GenerationSettings(), Journal(None))
     assert state.final_answer == "Found: 330 m (source: page 12)."
+
+
+async def test_a_failed_post_mortem_call_is_no_post_mortem_even_with_prefill():
+    from deepledger.errors import ContextOverflowError
+
+    state = ended(OUT_OF_WINDOW)
+    llm = ScriptedLLM([ContextOverflowError("too long")], supports_prefill=True)
+    await finalize(ON, state, llm)
+    assert state.post_mortem is None and state.failure_type is None

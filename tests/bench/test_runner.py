@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from deepledger.bench.judge import make_judge
+import pytest
+
+from deepledger.bench.judge import Judge, Judgement, make_judge
 from deepledger.bench.progress import Progress
 from deepledger.bench.rundir import RunDirectory, read_jsonl
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
+from deepledger.errors import ConfigError, LLMError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
 from deepledger.tools.manager import ToolManager
@@ -31,17 +35,21 @@ def model(decider=decide) -> ScriptedLLM:
     return ScriptedLLM(responder=lambda messages, tools: decider([m.content for m in messages]))
 
 
-async def run(cfg, llm, root: Path, only: tuple[str, ...] = ()):
+async def run(cfg, llm, root: Path, only: tuple[str, ...] = (), judge=None):
     tasks = [t for t in load_tasks(cfg.benchmark.data).tasks if not only or t.task_id in only]
+    run_dir = RunDirectory(root)
     runner = BenchmarkRunner(
         cfg,
         llm=llm,
         tools=ToolManager({}),
-        run_dir=RunDirectory(root),
-        judge=make_judge("normalized"),
+        run_dir=run_dir,
+        judge=judge or make_judge("normalized"),
         progress=Progress(plain=True),
     )
-    return await runner.run(tasks)
+    try:
+        return await runner.run(tasks)
+    finally:
+        run_dir.close()
 
 
 def task_texts(llm: ScriptedLLM) -> list[str]:
@@ -102,6 +110,7 @@ async def test_a_resumed_task_continues_after_its_finished_retries(tmp_path):
     lines = progress.read_text().splitlines()
     progress.write_text(lines[0] + "\n")
     rundir.results_path.unlink()
+    rundir.close()
     second = model()
     (record,) = await run(cfg, second, tmp_path, ("hard #2",))
     texts = task_texts(second)
@@ -133,3 +142,65 @@ async def test_a_failing_task_is_an_error_record_and_the_suite_goes_on(tmp_path)
     assert by_id["easy/1"]["status"] == "error" and "fell over" in by_id["easy/1"]["error"]
     assert by_id["easy/1"]["correct"] is False  # counts as wrong, not as skipped
     assert by_id["open-4"]["status"] == "finished"
+
+
+class FlakyJudge(Judge):
+    """Fails the first time (a judge model that is down), then agrees with the truth."""
+
+    name = "flaky"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def _judge(self, question, answer, ground_truth):
+        self.calls += 1
+        if self.calls == 1:
+            raise LLMError("judge model unavailable")
+        return Judgement(answer == ground_truth, self.name, "compared")
+
+
+async def test_a_judge_failure_keeps_the_work_and_a_resume_only_judges_again(tmp_path):
+    cfg = config("agent.context_compress_limit=2")
+    judge = FlakyJudge()
+    (failed,) = await run(cfg, model(), tmp_path, ("hard #2",), judge=judge)
+    assert failed["status"] == "error" and "judge model unavailable" in failed["error"]
+    assert failed["usage"]["input_tokens"] > 0 and failed["turns"] == 3  # work is counted
+    again = model()
+    (record,) = await run(cfg, again, tmp_path, ("hard #2",), judge=judge)
+    assert again.calls == []  # the retries were done: only the judging was repeated
+    assert record["status"] == "finished" and record["correct"] is True
+    latest = RunDirectory(tmp_path)
+    assert [r["status"] for r in read_jsonl(latest.results_path)] == ["error", "finished"]
+    assert latest.finished_results()["hard #2"]["correct"] is True
+    latest.close()
+
+
+def test_a_run_directory_is_used_by_one_process_at_a_time(tmp_path):
+    first = RunDirectory(tmp_path)
+    with pytest.raises(ConfigError, match="Another deepledger process is running"):
+        RunDirectory(tmp_path)
+    first.close()
+    RunDirectory(tmp_path).close()
+
+
+def test_a_line_cut_short_by_a_crash_does_not_swallow_the_next(tmp_path):
+    rundir = RunDirectory(tmp_path)
+    rundir.add_result({"task_id": "a", "status": "finished"})
+    with rundir.results_path.open("a") as out:
+        out.write('{"task_id": "b", "sta')  # the process died mid-write
+    rundir.add_result({"task_id": "c", "status": "finished"})
+    assert list(rundir.finished_results()) == ["a", "c"]
+    rundir.close()
+
+
+def test_a_resume_with_another_config_names_the_differences(tmp_path):
+    rundir = RunDirectory(tmp_path)
+    first = {"agent": {"keep_tool_result": 5}, "llm": {"api_key": "sk-secret"}}
+    assert rundir.start(first, ["bench"], tasks=3) == []
+    changed = rundir.start({"agent": {"keep_tool_result": 3}, "llm": {}}, ["bench"], tasks=3)
+    assert changed[0] == "agent.keep_tool_result: 5 -> 3"
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["config"]["agent"]["keep_tool_result"] == 5  # the first run's stays
+    assert [r["config"]["agent"]["keep_tool_result"] for r in manifest["runs"]] == [5, 3]
+    assert "sk-secret" not in (tmp_path / "manifest.json").read_text()
+    rundir.close()

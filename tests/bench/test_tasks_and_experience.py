@@ -91,3 +91,7 @@ def test_retry_text_is_rebuilt_from_the_original_question(count):
     assert count == 1 or text.index("fact 1") < text.index(f"fact {count}")
     assert text.rstrip().endswith("give the final answer in\n\\boxed{}.")
     assert retry_task_text("What is X?", []) == "What is X?"
+
+
+def test_max_tasks_zero_means_none():
+    assert load_tasks(data(SUITE), max_tasks=0).tasks == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -194,3 +195,18 @@ async def test_blacklisted_tools_are_not_offered(manager):
     blocked = await tools.call(call("crash"))
     assert blocked.is_error and "There is no tool flaky.crash" in blocked.content
     await tools.aclose()
+
+
+async def test_a_shared_server_with_instances_spreads_concurrent_calls(manager):
+    manager.servers["flaky"] = flaky(instances=2)
+    first, second = manager.for_task(["flaky"]), manager.for_task(["flaky"])
+    await first.start()
+    await second.start()
+    answers = await asyncio.gather(
+        *(tools.call(call("echo", text=str(n))) for n, tools in enumerate([first, second] * 3))
+    )
+    pids = {a.content.split("pid ")[1] for a in answers}
+    assert len(pids) == 2  # both processes served calls, and no more were started
+    assert len(manager.connections("flaky", {})) == 2
+    await first.aclose()
+    await second.aclose()

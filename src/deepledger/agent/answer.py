@@ -142,6 +142,9 @@ class AnswerGenerator:
         if prefix:
             prompt.append(Message.assistant(prefix))
         text = await call.ask(prompt, purpose="post_mortem")
+        if not text.strip():  # the call failed or said nothing: there is no post-mortem
+            call.journal.write("post_mortem", text=None, failure_type=None, prefilled=bool(prefix))
+            return
         if prefix:  # the reply continues the prefill: put the two back together
             text = prefix + (text if text[:1].isspace() else f" {text}")
         text = extract_post_mortem(text)

@@ -132,12 +132,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from deepledger.config import JUDGES  # validated with the rest of the config
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.messages import Message
 from deepledger.prompts import render
-
-JUDGES = ("exact", "normalized", "numeric", "list", "gaia", "llm")
 
 
 @dataclass(frozen=True)

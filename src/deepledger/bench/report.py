@@ -10,7 +10,14 @@ import json
 from pathlib import Path
 
 from deepledger.bench.metrics import format_summary, summarize
-from deepledger.bench.rundir import MANIFEST, RESULTS, SUMMARY, read_jsonl, write_json_atomic
+from deepledger.bench.rundir import (
+    MANIFEST,
+    RESULTS,
+    SUMMARY,
+    latest_records,
+    read_jsonl,
+    write_json_atomic,
+)
 from deepledger.errors import DeepLedgerError
 
 
@@ -26,12 +33,12 @@ def rebuild_summary(root: Path) -> str:
         )
     try:
         manifest = json.loads(manifest_path.read_text())
-        config = manifest["config"]
+        config = manifest["runs"][-1]["config"] if manifest.get("runs") else manifest["config"]
         benchmark, k = config["benchmark"]["name"], config["benchmark"]["execution"]["pass_at_k"]
     except (json.JSONDecodeError, KeyError) as exc:
         raise DeepLedgerError(f"{manifest_path} is unreadable or incomplete ({exc}).") from exc
     summary = summarize(
-        read_jsonl(results_path),
+        list(latest_records(read_jsonl(results_path)).values()),
         pass_at_k=k,
         benchmark=benchmark,
         tasks_expected=manifest.get("tasks_expected"),

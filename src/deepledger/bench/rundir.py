@@ -12,8 +12,10 @@
         attempt-A-retry-R.subagents/  sub-agent journals
       tool_servers/*.stderr.log    what the tool servers wrote on stderr
 
-Resume: the same command with the same run directory. Tasks with a line in
-``benchmark_results.jsonl`` are done and are not run or judged again. For the others,
+Resume: the same command with the same run directory. Tasks whose newest line in
+``benchmark_results.jsonl`` says ``finished`` are done and are not run or judged again
+(a task that ended in an error is run again; its new line supersedes the old). For the
+others,
 ``progress.jsonl`` says which attempts and format-retries finished (with their
 post-mortems, which the next retry carries); an unfinished retry is run again from its
 start, and its partial journal is kept beside the new one, renamed ``.interrupted``.
@@ -24,6 +26,7 @@ moment leaves readable files. A line cut short by a crash is ignored when readin
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -82,12 +85,23 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def append_line(path: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line in a single write, flushed to disk."""
+    """Append one JSON line in a single write, flushed to disk. If a crash left the last
+    line unfinished, start on a new line so the new record is not glued to it."""
     line = json.dumps(record, ensure_ascii=False) + "\n"
+    if _ends_mid_line(path):
+        line = "\n" + line
     with path.open("a", encoding="utf-8", errors="backslashreplace") as out:
         out.write(line)
         out.flush()
         os.fsync(out.fileno())
+
+
+def _ends_mid_line(path: Path) -> bool:
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    with path.open("rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) != b"\n"
 
 
 @dataclass
@@ -99,18 +113,32 @@ class TaskProgress:
 
 
 class RunDirectory:
+    """One run directory, held exclusively while open: two processes appending to the
+    same results would record tasks twice."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
         try:
             (root / "tasks").mkdir(parents=True, exist_ok=True)
-            probe = root / ".write-test"
-            probe.write_text("ok")
-            probe.unlink()
+            self._lock = (root / ".lock").open("w")
         except OSError as exc:
             raise ConfigError(
                 f"Cannot write to the run directory {root} ({exc.strerror}). Choose another "
                 "with hydra.run.dir=..."
             ) from exc
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            raise ConfigError(
+                f"Another deepledger process is running in {root}. Wait for it to finish, or "
+                "choose another hydra.run.dir."
+            ) from None
+
+    def close(self) -> None:
+        if not self._lock.closed:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
 
     @property
     def results_path(self) -> Path:
@@ -123,30 +151,44 @@ class RunDirectory:
 
     # -- manifest ---------------------------------------------------------------------
     def start(self, config: dict[str, Any], argv: list[str], tasks: int) -> list[str]:
-        """Write or update the manifest; return how the config differs from the saved one."""
+        """Record this run in the manifest; return how its config differs from the last
+        run's. The first run's config stays at the top; each run keeps its own."""
         path = self.root / MANIFEST
         redacted = redact(config)
-        previous = json.loads(path.read_text()) if path.exists() else None
-        manifest = previous or {"created_at": now(), "runs": []}
-        manifest |= {
-            "config": redacted,
-            "versions": versions(),
-            "git_commit": git_commit(),
-            "tasks_expected": tasks,
-        }
-        manifest["runs"].append({"started_at": now(), "argv": argv, "finished_at": None})
+        manifest = json.loads(path.read_text()) if path.exists() else None
+        if manifest is None:
+            manifest = {"created_at": now(), "config": redacted, "runs": []}
+        last = manifest["runs"][-1]["config"] if manifest["runs"] else manifest["config"]
+        manifest["tasks_expected"] = tasks
+        manifest["runs"].append(
+            {
+                "started_at": now(),
+                "finished_at": None,
+                "argv": argv,
+                "config": redacted,
+                "versions": versions(),
+                "git_commit": git_commit(),
+            }
+        )
         write_json_atomic(path, manifest)
-        return config_differences(previous["config"], redacted) if previous else []
+        return config_differences(last, redacted) if len(manifest["runs"]) > 1 else []
 
     def finish(self) -> None:
+        """Note the end of this run in the manifest."""
         path = self.root / MANIFEST
         manifest = json.loads(path.read_text())
         manifest["runs"][-1]["finished_at"] = now()
         write_json_atomic(path, manifest)
 
     # -- results ----------------------------------------------------------------------
+    def latest_results(self) -> dict[str, dict[str, Any]]:
+        """Each task's newest line (a task that errored is run again on resume, and its
+        new line supersedes the old one)."""
+        return latest_records(read_jsonl(self.results_path))
+
     def finished_results(self) -> dict[str, dict[str, Any]]:
-        return {r["task_id"]: r for r in read_jsonl(self.results_path) if "task_id" in r}
+        """The tasks that are done: a resume does not run or judge them again."""
+        return {k: r for k, r in self.latest_results().items() if r.get("status") == "finished"}
 
     def add_result(self, record: dict[str, Any]) -> None:
         append_line(self.results_path, record)
@@ -175,10 +217,22 @@ class RunDirectory:
         if path.exists():  # left by a run that was killed: keep it, start afresh
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
             path.rename(path.with_suffix(f".interrupted-{stamp}.jsonl"))
+            subagents = path.with_suffix(".subagents")
+            if subagents.exists():
+                subagents.rename(path.with_suffix(f".interrupted-{stamp}.subagents"))
         return Journal(path)
 
     def relative(self, path: Path | None) -> str | None:
         return str(path.relative_to(self.root)) if path else None
+
+
+def latest_records(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The last record of each task id, in first-seen order."""
+    latest: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if "task_id" in record:
+            latest[record["task_id"]] = record
+    return latest
 
 
 def redact(value: Any) -> Any:

@@ -11,8 +11,9 @@
 - Finished retries and attempts are written to the task's ``progress.jsonl`` as they end,
   and finished tasks to ``benchmark_results.jsonl``: see ``rundir.py`` for resuming.
 
-A task that fails outright (the model unreachable after all retries, a bug) is recorded
-with ``status: error`` and its reason, and the other tasks go on.
+A task that fails outright (the model or the judge unreachable after all retries, a bug)
+is recorded with ``status: error``, its reason and what its finished retries spent, and
+the other tasks go on. Running the same command again retries it from those retries.
 """
 
 from __future__ import annotations
@@ -67,8 +68,13 @@ class BenchmarkRunner:
         async def one(task: Task) -> None:
             async with limit:
                 self.progress.task_started(task.task_id)
-                record = await self._task_record(task)
-                self.run_dir.add_result(record)
+                try:
+                    record = await self._task_record(task)
+                    self.run_dir.add_result(record)
+                except OSError as exc:  # the disk, not the task: say so, and go on
+                    log.error("could not record task %s: %s", task.task_id, exc)
+                    self.progress.task_finished(task.task_id, None, 0, failed=True)
+                    return
                 finished[task.task_id] = record
                 tokens = record["usage"]["input_tokens"] + record["usage"]["output_tokens"]
                 failed = record["status"] == "error"
@@ -86,7 +92,9 @@ class BenchmarkRunner:
             attempts = await self._attempts(task)
         except Exception as exc:  # one task's failure must not end the suite
             log.exception("task %s failed", task.task_id)
-            return _error_record(task, exc, time.monotonic() - started)
+            done = self.run_dir.progress(task.task_id)  # what it finished still counts
+            spent = [r for a in done.attempts for r in a["retries"]] + done.retries
+            return _error_record(task, exc, time.monotonic() - started, spent)
         return _task_record(task, attempts, time.monotonic() - started)
 
     async def _attempts(self, task: Task) -> list[dict[str, Any]]:
@@ -177,10 +185,16 @@ def _retry_record(state: RunState, index: int, carried: int, journal: str | None
     }
 
 
-def _task_record(task: Task, attempts: list[dict[str, Any]], elapsed: float) -> dict[str, Any]:
-    retries = [r for a in attempts for r in a["retries"]]
+def _spent(retries: list[dict[str, Any]]) -> tuple[Usage, float | None]:
+    """Tokens and cost of finished retries (cost unknown if any retry's is)."""
     usage = sum((Usage(**r["usage"]) for r in retries), Usage())
     costs = [r["cost"] for r in retries]
+    return usage, None if any(c is None for c in costs) else sum(costs)
+
+
+def _task_record(task: Task, attempts: list[dict[str, Any]], elapsed: float) -> dict[str, Any]:
+    retries = [r for a in attempts for r in a["retries"]]
+    usage, cost = _spent(retries)
     final = attempts[-1]
     return {
         "task_id": task.task_id,
@@ -196,14 +210,18 @@ def _task_record(task: Task, attempts: list[dict[str, Any]], elapsed: float) -> 
         "end_reason": final["retries"][-1]["end_reason"],
         "attempts": attempts,
         "usage": asdict(usage),
-        "cost": None if any(c is None for c in costs) else sum(costs),
+        "cost": cost,
         "turns": sum(r["turns"] for r in retries),
         "tool_calls": sum(r["tool_calls"] for r in retries),
         "elapsed_seconds": round(elapsed, 3),
     }
 
 
-def _error_record(task: Task, exc: BaseException, elapsed: float) -> dict[str, Any]:
+def _error_record(
+    task: Task, exc: BaseException, elapsed: float, spent: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A task that failed; a resume runs it again from its finished retries."""
+    usage, cost = _spent(spent)
     return {
         "task_id": task.task_id,
         "question": task.question,
@@ -219,9 +237,9 @@ def _error_record(task: Task, exc: BaseException, elapsed: float) -> dict[str, A
         "error": f"{type(exc).__name__}: {exc}",
         "end_reason": "error",
         "attempts": [],
-        "usage": asdict(Usage()),
-        "cost": None,
-        "turns": 0,
-        "tool_calls": 0,
+        "usage": asdict(usage),
+        "cost": cost,
+        "turns": sum(r["turns"] for r in spent),
+        "tool_calls": sum(r["tool_calls"] for r in spent),
         "elapsed_seconds": round(elapsed, 3),
     }

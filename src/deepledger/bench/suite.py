@@ -29,40 +29,52 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
     loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks)
     judge_llm = judge_model(cfg, loaded.tasks, conf_dir)  # a missing key fails before any work
     run_dir = RunDirectory(root)
-    for problem in loaded.problems:
-        print(f"deepledger: skipped {problem}", file=sys.stderr)
-    config = OmegaConf.to_container(cfg, resolve=True)
-    differences = run_dir.start(config, argv, tasks=len(loaded.tasks))
-    if differences:
-        print(
-            f"deepledger: resuming {root} with a different configuration than it started "
-            "with:\n  " + "\n  ".join(differences),
-            file=sys.stderr,
+    try:
+        for problem in loaded.problems:
+            print(f"deepledger: skipped {problem}", file=sys.stderr)
+        config = OmegaConf.to_container(cfg, resolve=True)
+        differences = run_dir.start(config, argv, tasks=len(loaded.tasks))
+        if differences:
+            print(
+                f"deepledger: resuming {root} with a different configuration than its last "
+                "run:\n  " + "\n  ".join(differences),
+                file=sys.stderr,
+            )
+        records = await _run_tasks(cfg, run_dir, loaded.tasks, judge_llm)
+        summary = summarize(
+            records,
+            pass_at_k=cfg.benchmark.execution.pass_at_k,
+            benchmark=cfg.benchmark.name,
+            tasks_expected=len(loaded.tasks),
+            extra={"run_dir": str(root), "skipped_lines": loaded.problems},
         )
+        run_dir.write_summary(summary)
+        run_dir.finish()
+    finally:
+        run_dir.close()
+    print(format_summary(summary))
+    return summary
+
+
+async def _run_tasks(
+    cfg: Any,
+    run_dir: RunDirectory,
+    tasks: list[Task],
+    judge_llm: tuple[LLMClient, GenerationSettings] | None,
+) -> list[dict[str, Any]]:
     llm = create_client(cfg.llm)
-    tools = ToolManager(tool_servers(cfg), log_dir=root / "tool_servers")
+    tools = ToolManager(tool_servers(cfg), log_dir=run_dir.root / "tool_servers")
     try:
         judge = build_judge(cfg, judge_llm)
         runner = BenchmarkRunner(
             cfg, llm=llm, tools=tools, run_dir=run_dir, judge=judge, progress=Progress()
         )
-        records = await runner.run(loaded.tasks)
+        return await runner.run(tasks)
     finally:
         await tools.aclose()
         await llm.aclose()
         if judge_llm is not None:
             await judge_llm[0].aclose()
-    summary = summarize(
-        records,
-        pass_at_k=cfg.benchmark.execution.pass_at_k,
-        benchmark=cfg.benchmark.name,
-        tasks_expected=len(loaded.tasks),
-        extra={"run_dir": str(root), "skipped_lines": loaded.problems},
-    )
-    run_dir.write_summary(summary)
-    run_dir.finish()
-    print(format_summary(summary))
-    return summary
 
 
 def judge_model(

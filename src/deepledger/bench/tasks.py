@@ -54,6 +54,8 @@ def load_tasks(data: Any, max_tasks: int | None = None) -> TaskFile:
     seen: set[str] = set()
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
+            if max_tasks is not None and len(loaded.tasks) >= max_tasks:
+                break
             if not line.strip():
                 continue
             task, problem = _parse_line(line, number, data, data_dir, seen)
@@ -64,8 +66,6 @@ def load_tasks(data: Any, max_tasks: int | None = None) -> TaskFile:
                 continue
             seen.add(task.task_id)
             loaded.tasks.append(task)
-            if max_tasks is not None and len(loaded.tasks) >= max_tasks:
-                break
     return loaded
 
 

@@ -3,8 +3,9 @@
 - One :class:`McpConnection` is one live session with one server, started on first use,
   its tools listed once. It is never a new process per call.
 - :class:`ToolManager` belongs to a run. Servers with ``scope: shared`` (stateless:
-  search, reader) get one connection for every task of the run, so hundreds of parallel
-  tasks do not mean hundreds of processes. Servers with ``scope: task`` (stateful:
+  search, reader) get ``instances`` connections (default 1) for every task of the run,
+  so hundreds of parallel tasks do not mean hundreds of processes; each call goes to
+  the least busy instance. Servers with ``scope: task`` (stateful:
   python) get one connection per task, so state never crosses tasks.
 - :class:`TaskTools` is one agent's view: the servers it names, minus its blacklist,
   plus in-process tools (sub-agents). Its ``call`` never raises for a tool's failure:
@@ -113,6 +114,7 @@ class McpConnection:
         self.restarts = 0
         self.restarted_since_success = False
         self.failed_reason: str | None = None
+        self.in_flight = 0  # calls under way, for spreading calls over a server's instances
         self._client: Client | None = None
         self._owner: asyncio.Task | None = None
         self._stop = asyncio.Event()
@@ -202,6 +204,7 @@ class McpConnection:
             return _error(f"tool server {self.name!r} is unavailable: {exc}")
         client, generation = self._client, self._generation
         timeout = self.cfg.call_timeout_seconds
+        self.in_flight += 1
         try:
             result = await asyncio.wait_for(client.call_tool(tool, arguments), timeout)
         except TimeoutError:
@@ -216,6 +219,8 @@ class McpConnection:
             self.restarted_since_success = False
             text = truncate(result_text(result), self.cfg.max_result_chars)
             return ToolResult("", text, is_error=bool(result.is_error), name=tool)
+        finally:
+            self.in_flight -= 1
         return _error(problem + await self._recover(client, generation))
 
     async def _recover(self, client: Client, generation: int) -> str:
@@ -283,15 +288,25 @@ class ToolManager:
     def __init__(self, servers: dict[str, Any], log_dir: Path | None = None) -> None:
         self.servers = servers
         self.log_dir = log_dir
-        self._shared: dict[str, McpConnection] = {}
+        self._shared: dict[str, list[McpConnection]] = {}  # `instances` sessions each
         self._errlogs: dict[str, TextIO] = {}  # one per server, shared by its sessions
 
-    def connection(self, name: str, task_scoped: dict[str, McpConnection]) -> McpConnection:
+    def connections(self, name: str, task_scoped: dict[str, McpConnection]) -> list[McpConnection]:
+        """Every session of server ``name`` this task may use."""
         cfg = self.servers[name]
-        pool = self._shared if cfg.scope == "shared" else task_scoped
-        if name not in pool:
-            pool[name] = McpConnection(name, cfg, self._errlog(name))
-        return pool[name]
+        if cfg.scope != "shared":
+            if name not in task_scoped:
+                task_scoped[name] = McpConnection(name, cfg, self._errlog(name))
+            return [task_scoped[name]]
+        if name not in self._shared:
+            self._shared[name] = [
+                McpConnection(name, cfg, self._errlog(name)) for _ in range(max(1, cfg.instances))
+            ]
+        return self._shared[name]
+
+    def connection(self, name: str, task_scoped: dict[str, McpConnection]) -> McpConnection:
+        """The session to send the next call to: the least busy one."""
+        return min(self.connections(name, task_scoped), key=lambda c: c.in_flight)
 
     def _errlog(self, name: str) -> TextIO | None:
         if self.log_dir is None:
@@ -314,7 +329,7 @@ class ToolManager:
         return TaskTools(self, list(server_names), set(blacklist), list(local_tools))
 
     async def aclose(self) -> None:
-        await asyncio.gather(*(c.close() for c in self._shared.values()))
+        await asyncio.gather(*(c.close() for pool in self._shared.values() for c in pool))
         self._shared.clear()
         for handle in self._errlogs.values():
             handle.close()
@@ -341,12 +356,13 @@ class TaskTools:
 
     async def start(self) -> list[ToolInfo]:
         """Start (or join) every server; list the tools this agent may use."""
-        connections = [self.manager.connection(n, self._task_scoped) for n in self.server_names]
+        pools = [self.manager.connections(n, self._task_scoped) for n in self.server_names]
         outcomes = await asyncio.gather(
-            *(c.ensure_started() for c in connections), return_exceptions=True
+            *(self._start_pool(pool) for pool in pools), return_exceptions=True
         )
         tools: list[ToolInfo] = []
-        for connection, outcome in zip(connections, outcomes, strict=True):
+        for pool, outcome in zip(pools, outcomes, strict=True):
+            connection = pool[0]
             if isinstance(outcome, BaseException):
                 if connection.cfg.required:
                     raise ToolServerStartError(str(outcome)) from outcome
@@ -357,6 +373,10 @@ class TaskTools:
         tools += [t.info for t in self.local.values() if not self._blacklisted(t.info)]
         self.tools = tools
         return tools
+
+    @staticmethod
+    async def _start_pool(pool: list[McpConnection]) -> None:
+        await asyncio.gather(*(c.ensure_started() for c in pool))
 
     def _blacklisted(self, tool: ToolInfo) -> bool:
         return tool.name in self.blacklist or tool.qualified_name in self.blacklist
