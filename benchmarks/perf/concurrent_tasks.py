@@ -2,8 +2,9 @@
 
 256 tasks run concurrently; each makes 10 loop turns that call the real local ``search``
 MCP server (one shared session), plus the closing summary call, against the loopback
-OpenAI-compatible fake answering every call after 1 s. The ideal wall time is therefore
-11 s (11 sequential model calls per task); the target is within 10 % of it. Also
+OpenAI-compatible fake answering every call after 1 s. Each task makes 12 sequential
+model calls (10 that call search, the answer, the closing summary), so the ideal wall
+time is 12 s; the target is within 10 % of it. Also
 reported: CPU seconds of the runtime and of the child processes (the model fake and
 the search server, which share these 2 cores), peak RSS of this process and of the
 largest child, and journal bytes per turn
@@ -39,6 +40,7 @@ from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 from deepledger.tools.manager import ToolManager
 
 LATENCY = 1.0
+SEARCH_INSTANCES = 1  # search processes (tools.search.instances); 2 measured no better here
 
 
 def responder(turns: int):
@@ -103,6 +105,7 @@ async def measure(tasks: int, turns: int, folder: Path) -> dict:
                 "agent.main_agent.tools=[search]",
                 f"benchmark.execution.max_concurrent={tasks}",
                 "agent.max_final_answer_retries=1",
+                f"tools.search.instances={SEARCH_INSTANCES}",
             ],
         )
         llm = create_client(cfg.llm)
@@ -124,7 +127,8 @@ async def measure(tasks: int, turns: int, folder: Path) -> dict:
         await llm.aclose()
     journals = list((folder / "run" / "tasks").glob("*/attempt-*.jsonl"))
     journal_bytes = sum(p.stat().st_size for p in journals)
-    ideal = (turns + 1) * LATENCY
+    # Per task: `turns` replies calling search, the reply that answers, the summary call.
+    ideal = (turns + 2) * LATENCY
     return {
         "tasks": tasks,
         "turns_per_task": turns,
