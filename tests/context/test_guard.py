@@ -4,7 +4,12 @@ import math
 
 import pytest
 
-from deepledger.context.guard import SLACK_TOKENS, check_window, drop_last_exchange
+from deepledger.context.guard import (
+    SLACK_TOKENS,
+    check_window,
+    drop_last_exchange,
+    estimate_final_request,
+)
 from deepledger.context.tokens import PER_MESSAGE_OVERHEAD, CharCounter
 from deepledger.messages import EndReason, Message, ToolCall, ToolResult, Usage
 
@@ -22,32 +27,59 @@ def history_with_result(result_chars: int) -> list[Message]:
 
 def test_estimate_follows_the_formula():
     history = history_with_result(400)  # 100 tokens + framing
-    verdict = check_window(
+    estimate = estimate_final_request(
         history,
         last_usage=Usage(input_tokens=1000, output_tokens=50),
         summary_prompt="p" * 80,
-        max_context_length=100_000,
         max_tokens=2000,
         counter=COUNTER,
     )
     newest = 100 + PER_MESSAGE_OVERHEAD
     expected = 1000 + 50 + math.ceil(1.5 * newest) + math.ceil(1.5 * 20) + 2000 + SLACK_TOKENS
-    assert verdict.estimate.total == expected
+    assert estimate.total == expected
+    verdict = check_window(
+        history,
+        last_usage=Usage(1000, 50),
+        summary_prompt="p" * 80,
+        max_context_length=100_000,
+        max_tokens=2000,
+        counter=COUNTER,
+    )
     assert verdict.fits and verdict.end_reason is None
     assert verdict.history == tuple(history) and verdict.dropped == ()
 
 
+class CountingCounter(CharCounter):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def count(self, text: str) -> int:
+        self.calls += 1
+        return super().count(text)
+
+
+def test_the_tokenizer_runs_only_near_the_edge_and_decides_the_same():
+    history = history_with_result(4000)
+    terms = {"last_usage": Usage(1000, 50), "summary_prompt": "p" * 80, "max_tokens": 2000}
+    exact = estimate_final_request(history, counter=COUNTER, **terms).total
+    far, near = CountingCounter(), CountingCounter()
+    assert check_window(history, max_context_length=100_000, counter=far, **terms).fits
+    assert far.calls == 0  # far from the limit: the byte bound was enough
+    for limit in (exact, exact + 1, exact + 3000):
+        verdict = check_window(history, max_context_length=limit, counter=near, **terms)
+        assert verdict.fits is (exact < limit)
+    assert near.calls > 0
+
+
 def test_at_the_limit_drops_the_last_pair_and_reports_window_exhausted():
     history = history_with_result(400)
-    probe = check_window(
+    limit = estimate_final_request(
         history,
         last_usage=Usage(1000, 50),
         summary_prompt="p" * 80,
-        max_context_length=10**9,
         max_tokens=2000,
         counter=COUNTER,
-    )
-    limit = probe.estimate.total  # exactly at the limit counts as over
+    ).total  # exactly at the limit counts as over
     verdict = check_window(
         history,
         last_usage=Usage(1000, 50),
@@ -86,16 +118,11 @@ def test_a_huge_newest_result_trips_the_guard_even_when_last_call_was_small():
 
 def test_first_turn_estimates_the_whole_history():
     history = [Message.system("s" * 4000), Message.task("t" * 400)]
-    verdict = check_window(
-        history,
-        last_usage=None,
-        summary_prompt="",
-        max_context_length=100_000,
-        max_tokens=100,
-        counter=COUNTER,
+    estimate = estimate_final_request(
+        history, last_usage=None, summary_prompt="", max_tokens=100, counter=COUNTER
     )
-    assert verdict.estimate.prior_tokens == 1000 + PER_MESSAGE_OVERHEAD
-    assert verdict.estimate.newest_message_tokens == 100 + PER_MESSAGE_OVERHEAD
+    assert estimate.prior_tokens == 1000 + PER_MESSAGE_OVERHEAD
+    assert estimate.newest_message_tokens == 100 + PER_MESSAGE_OVERHEAD
 
 
 def test_the_task_and_system_prompt_are_never_dropped():
