@@ -204,3 +204,28 @@ def test_a_resume_with_another_config_names_the_differences(tmp_path):
     assert [r["config"]["agent"]["keep_tool_result"] for r in manifest["runs"]] == [5, 3]
     assert "sk-secret" not in (tmp_path / "manifest.json").read_text()
     rundir.close()
+
+
+async def test_tokens_spent_by_a_killed_run_count_in_the_totals(tmp_path):
+    cfg = config()
+    rundir = RunDirectory(tmp_path)
+    killed = rundir.journal("easy/1", 1, 0)  # the killed run's journal for this retry
+    killed.write(
+        "llm_call",
+        turn=1,
+        usage={
+            "input_tokens": 500,
+            "output_tokens": 20,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
+        },
+    )
+    killed.close()
+    rundir.journal("easy/1", 1, 0).close()  # what a resume does: set it aside
+    rundir.close()
+    for stale in tmp_path.glob("tasks/*/attempt-1-retry-0.jsonl"):
+        stale.unlink()  # keep only the interrupted copy, as after a kill
+    (record,) = await run(cfg, model(), tmp_path, ("easy/1",))
+    own = sum(r["usage"]["input_tokens"] for r in record["attempts"][0]["retries"])
+    assert record["interrupted_calls"] == 1
+    assert record["usage"]["input_tokens"] == own + 500

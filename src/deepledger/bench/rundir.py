@@ -222,6 +222,18 @@ class RunDirectory:
                 subagents.rename(path.with_suffix(f".interrupted-{stamp}.subagents"))
         return Journal(path)
 
+    def interrupted_usages(self, task_id: str) -> list[dict[str, int]]:
+        """The usage of every model call recorded in journals a killed run left behind:
+        those tokens were spent (and billed) even though the retry is being redone."""
+        usages = []
+        for journal in sorted(self.task_dir(task_id).glob("*.interrupted-*.jsonl")):
+            usages += [
+                event["usage"]
+                for event in read_jsonl(journal)
+                if event.get("event") in ("llm_call", "closing_call") and "usage" in event
+            ]
+        return usages
+
     def relative(self, path: Path | None) -> str | None:
         return str(path.relative_to(self.root)) if path else None
 

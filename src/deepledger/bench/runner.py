@@ -32,6 +32,7 @@ from deepledger.bench.progress import Progress
 from deepledger.bench.rundir import RunDirectory
 from deepledger.bench.tasks import Task
 from deepledger.llm.base import LLMClient
+from deepledger.llm.usage import find_price
 from deepledger.messages import Usage
 from deepledger.tools.manager import ToolManager
 
@@ -57,6 +58,7 @@ class BenchmarkRunner:
         self.progress = progress or Progress(plain=True)
         self.retry_limit = cfg.agent.context_compress_limit
         self.pass_at_k = cfg.benchmark.execution.pass_at_k
+        self.price = find_price(cfg.llm.model_name, cfg.pricing)
 
     async def run(self, tasks: list[Task]) -> list[dict[str, Any]]:
         """Every task's record, in task order: earlier runs' and this run's."""
@@ -94,8 +96,23 @@ class BenchmarkRunner:
             log.exception("task %s failed", task.task_id)
             done = self.run_dir.progress(task.task_id)  # what it finished still counts
             spent = [r for a in done.attempts for r in a["retries"]] + done.retries
+            spent += self._interrupted(task)
             return _error_record(task, exc, time.monotonic() - started, spent)
-        return _task_record(task, attempts, time.monotonic() - started)
+        record = _task_record(task, attempts, time.monotonic() - started)
+        interrupted = self._interrupted(task)
+        if interrupted:  # a killed run's calls were spent too: they count in the totals
+            retries = [r for a in attempts for r in a["retries"]]
+            usage, cost = _spent(retries + interrupted)
+            record |= {"usage": asdict(usage), "cost": cost, "interrupted_calls": len(interrupted)}
+        return record
+
+    def _interrupted(self, task: Task) -> list[dict[str, Any]]:
+        """Killed runs' model calls, shaped like retries for the totals."""
+        calls = []
+        for usage in self.run_dir.interrupted_usages(task.task_id):
+            cost = self.price.cost(Usage(**usage)) if self.price else None
+            calls.append({"usage": usage, "cost": cost, "turns": 0, "tool_calls": 0})
+        return calls
 
     async def _attempts(self, task: Task) -> list[dict[str, Any]]:
         done = self.run_dir.progress(task.task_id)
