@@ -301,6 +301,7 @@ async def test_llm_judge_asks_the_model_with_the_template():
     assert "Paris, France" in task.content and "Ground truth:\nParis" in task.content
     assert "<!-- task -->" not in system.content + task.content
     assert llm.calls[0].settings.temperature == 0.0
+    assert judgement.usage["input_tokens"] > 0  # the judge's tokens are reported
     llm.assert_consumed()
 
 

@@ -130,7 +130,7 @@ import string
 import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from deepledger.config import JUDGES  # validated with the rest of the config
 from deepledger.errors import ConfigError
@@ -147,6 +147,7 @@ class Judgement:
     judge: str  # the judge's name
     reason: str  # one line a human can read: why correct / incorrect
     score: float | None = None  # partial credit in [0, 1] (list judge: F1 or fraction)
+    usage: dict[str, int] | None = None  # the judge model's tokens (LLM judge only)
 
 
 def _show(text: str, limit: int = 80) -> str:
@@ -609,15 +610,16 @@ class LLMJudge(Judge):
         messages = [Message.system(system), Message.task(task)]
         response = await self.llm.generate(messages, None, self.settings)
         verdict = parse_verdict(response.text)
+        usage = asdict(response.usage)
         if verdict is None:
             reason = (
                 "the judge's reply could not be read (no CORRECT or INCORRECT verdict): "
                 f"{_show(response.text)}"
             )
-            return Judgement(False, self.name, reason)
+            return Judgement(False, self.name, reason, usage=usage)
         correct, why = verdict
         word = "CORRECT" if correct else "INCORRECT"
-        return Judgement(correct, self.name, f"{self.llm.model} says {word}: {why}")
+        return Judgement(correct, self.name, f"{self.llm.model} says {word}: {why}", usage=usage)
 
 
 def make_judge(

@@ -228,6 +228,13 @@ def _task_record(task: Task, attempts: list[dict[str, Any]], elapsed: float) -> 
         "attempts": attempts,
         "usage": asdict(usage),
         "cost": cost,
+        # The judge's own model calls, kept apart: another model, another price.
+        "judge_usage": asdict(
+            sum(
+                (Usage(**a["judgement"]["usage"]) for a in attempts if a["judgement"].get("usage")),
+                Usage(),
+            )
+        ),
         "turns": sum(r["turns"] for r in retries),
         "tool_calls": sum(r["tool_calls"] for r in retries),
         "elapsed_seconds": round(elapsed, 3),
