@@ -42,6 +42,7 @@ API keys are read from the environment (or ./.env), never from config files.
 """
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # the shell convention for Ctrl-C
 
 
 def config_dir() -> Path:
@@ -117,6 +118,13 @@ def _hydra_command(name: str, overrides: list[str], task: Callable[[Any], int]) 
             outcome["code"] = task(cfg)
         except DeepLedgerError as exc:
             outcome["code"] = _fail(exc)
+        except KeyboardInterrupt:  # tool servers are already stopped by the time we get here
+            print(
+                f"\ndeepledger {name}: interrupted. Finished work is saved; run the same "
+                "command again (same hydra.run.dir) to resume.",
+                file=sys.stderr,
+            )
+            outcome["code"] = EXIT_INTERRUPTED
 
     saved_argv = sys.argv
     sys.argv = [f"deepledger {name}", *overrides]

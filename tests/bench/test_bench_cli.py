@@ -158,3 +158,27 @@ def test_missing_data_and_missing_judge_keys_fail_before_any_work(tmp_path):
     assert "Traceback" not in missing.stderr + no_key.stderr
     assert not (tmp_path / "a" / "manifest.json").exists()
     assert not (tmp_path / "b" / "benchmark_results.jsonl").exists()
+
+
+def test_ctrl_c_stops_cleanly_without_orphans_and_says_how_to_resume(tmp_path):
+    def slow(request):
+        return dataclasses.replace(respond_http(request), delay=2.0)
+
+    with FakeLLMServer(responder=slow) as server:
+        command = bench_command(server.openai_base_url, tmp_path / "run")
+        command = [c for c in command if not c.startswith("agent.main_agent.tools")]
+        command.append("agent.main_agent.tools=[python]")  # a real server to clean up
+        run = subprocess.Popen(
+            command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 60
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 130
+    assert "interrupted" in stderr and "resume" in stderr and "Traceback" not in stderr
+    leftover = subprocess.run(
+        ["pgrep", "-f", f"_sandbox_worker|{tmp_path}"], capture_output=True, text=True
+    )
+    assert leftover.stdout.strip() == ""
