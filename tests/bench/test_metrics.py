@@ -223,3 +223,20 @@ def test_format_summary_shows_the_headline_numbers(records):
     assert "unknown (1 tasks without a price)" in text
     assert "2.0k input" in text
     assert "answered 2 · max_turns 1 · window_exhausted 1 · error 1" in text
+
+
+def test_judge_tokens_are_totalled_apart_from_the_agent_tokens():
+    from deepledger.bench.metrics import summarize
+
+    records = [
+        {
+            "task_id": "a",
+            "status": "finished",
+            "correct": True,
+            "judge_usage": {"input_tokens": 120, "output_tokens": 8},
+        },
+        {"task_id": "b", "status": "finished", "correct": False},
+    ]
+    summary = summarize(records, pass_at_k=1, benchmark="x")
+    assert summary["judge_tokens"] == {"input": 120, "output": 8}
+    assert summary["tokens"]["total"]["input"] == 0

@@ -27,6 +27,8 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   the two groups are different questions (hard ones are likelier to need retries).
 - ``judge_score``: ``mean`` of the judges' numeric ``judgement.score`` over the
   ``scored`` tasks that have one.
+- ``judge_tokens``: the LLM judge's own ``input`` and ``output`` tokens (a different
+  model from the agent's, so not in ``tokens`` or the cost).
 - ``tokens``: ``total`` and ``mean_per_task`` (over all tasks) of ``input`` (the whole
   prompt, cache included), ``output``, ``cache_read``, ``cache_write``. A task's usage is
   its record's ``usage``; if that is missing, the sum of its retries' ``usage``.
@@ -92,6 +94,7 @@ def summarize(
         "by_provenance": _by_provenance(records),
         "post_mortems": _post_mortem_split(records),
         "judge_score": _judge_score(records),
+        "judge_tokens": _judge_tokens(records),
         "tokens": {
             "total": tokens,
             "mean_per_task": {name: ratio(n, len(records)) for name, n in tokens.items()},
@@ -101,6 +104,15 @@ def summarize(
         "tool_calls": _distribution(r.get("tool_calls") for r in records),
         "end_reasons": _end_reasons(records),
         "extra": dict(extra or {}),
+    }
+
+
+def _judge_tokens(records: list[dict]) -> dict[str, int]:
+    """The LLM judge's own input and output tokens over the run (0 for rule judges)."""
+    usages = [r.get("judge_usage") or {} for r in records]
+    return {
+        "input": sum(u.get("input_tokens", 0) for u in usages),
+        "output": sum(u.get("output_tokens", 0) for u in usages),
     }
 
 
