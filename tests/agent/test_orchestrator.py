@@ -100,8 +100,10 @@ async def test_native_protocol_runs_the_same_loop():
 
 async def test_keep_tool_result_trims_only_what_is_sent():
     llm = ScriptedLLM(responder=restate, steps=[call("a"), call("b"), call("c"), "\\boxed{x}"])
-    orchestrator, _ = await make(llm, keep=1)
+    orchestrator, journal = await make(llm, keep=1)
     state = await orchestrator.run("task")
+    # the journal says how many results each request blanked: 0, 0, 1, 2 over four turns
+    assert [e["blanked_tool_results"] for e in journal.of("llm_call")] == [0, 0, 1, 2]
     last_request = llm.calls[-1].messages
     sent = [m.content for m in last_request if m.kind is MessageKind.TOOL_RESULTS]
     assert sent[:2] == [OMITTED_PLACEHOLDER] * 2 and "facts about c" in sent[2]

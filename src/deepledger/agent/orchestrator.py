@@ -152,9 +152,7 @@ class Orchestrator:
             kept, _ = drop_last_exchange(state.history)
             self._end_on_window(state, list(kept), provider_said="context_overflow")
             return None
-        blanked = sum(
-            1 for sent, kept in zip(request, state.history, strict=True) if sent is not kept
-        )
+        blanked = self._trim.last_blanked  # known to the trimmer: no second pass over history
         self.journal.write(
             "llm_call",
             turn=state.turn + 1,

@@ -43,14 +43,18 @@ class ToolResultTrimmer:
         self.keep = keep
         self.placeholder = placeholder
         self._blanked: dict[int, tuple[Message, Message]] = {}  # id(original) -> pair
+        self.last_blanked = 0
 
     def __call__(self, messages: Sequence[Message]) -> list[Message]:
         trimmed = list(messages)
+        self.last_blanked = 0  # how many tool-result messages the last call blanked
         if self.keep == -1:
             return trimmed
         candidates = _tool_result_positions(trimmed)
-        for i in candidates[: max(0, len(candidates) - self.keep)]:
+        to_blank = candidates[: max(0, len(candidates) - self.keep)]
+        for i in to_blank:
             trimmed[i] = self._blank(trimmed[i])
+        self.last_blanked = len(to_blank)
         return trimmed
 
     def _blank(self, message: Message) -> Message:
