@@ -92,6 +92,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from deepledger.tools.servers._sandbox_worker import TRUNCATION_NOTICE
+from deepledger.tools.servers._stdio import serve_stdio
 
 logger = logging.getLogger(__name__)
 
@@ -666,7 +667,7 @@ def main(argv: list[str] | None = None) -> None:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        build_server(sandbox).run()
+        serve_stdio(build_server(sandbox))
     finally:
         clean_up()
 

@@ -50,6 +50,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from deepledger.tools.servers._stdio import serve_stdio
 from deepledger.tools.servers._text import ContentError, Kind, detect_kind, to_text
 
 ROOTS_ENV = "DEEPLEDGER_READER_ROOTS"
@@ -301,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
         reader = Reader(args.root or from_env)
     except OSError as exc:
         parser.exit(2, f"deepledger reader: a root folder cannot be used: {exc}\n")
-    build_server(reader).run()
+    serve_stdio(build_server(reader))
 
 
 if __name__ == "__main__":

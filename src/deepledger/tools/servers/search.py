@@ -59,6 +59,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from deepledger.errors import ConfigError
+from deepledger.tools.servers._stdio import serve_stdio
 
 logger = logging.getLogger(__name__)
 
@@ -524,7 +525,7 @@ def main(argv: list[str] | None = None) -> None:
         index = SearchIndex(ensure_index(corpus, cache_dir))
     except CorpusError as exc:
         parser.exit(2, f"deepledger search: {exc}\n")
-    build_server(index).run()
+    serve_stdio(build_server(index))
 
 
 if __name__ == "__main__":
