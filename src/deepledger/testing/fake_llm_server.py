@@ -83,8 +83,9 @@ class Reply:
 
     ``finish_reason`` uses the OpenAI vocabulary (``stop``, ``length``,
     ``tool_calls``, ``content_filter``) and is translated for Anthropic; unknown
-    values are passed through unchanged. ``delay`` seconds elapse before the
-    response is written.
+    values are passed through unchanged. The response is written ``delay``
+    seconds after the request arrived: the server's own time reading and
+    answering it counts in, as a real server's does in its latency.
     """
 
     text: str = ""
@@ -320,6 +321,10 @@ class _HTTPServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle's algorithm on, the body waited
+    # for the client's delayed ACK of the headers, 40 ms a reply. Real servers set
+    # TCP_NODELAY too.
+    disable_nagle_algorithm = True
     server: _HTTPServer
 
     def setup(self) -> None:
@@ -338,7 +343,8 @@ class _Handler(BaseHTTPRequestHandler):
         """Silence per-request logging."""
 
     def do_POST(self) -> None:
-        self.server.fake._handle(self, self._read_body())
+        arrived = time.monotonic()
+        self.server.fake._handle(self, self._read_body(), arrived)
 
     do_GET = do_PUT = do_PATCH = do_DELETE = do_POST  # answered with 404, recorded as unexpected
 
@@ -492,7 +498,7 @@ class FakeLLMServer:
             number = self._id_counters[prefix] = self._id_counters.get(prefix, 0) + 1
         return f"{prefix}_{number}"
 
-    def _handle(self, handler: _Handler, raw: bytes) -> None:
+    def _handle(self, handler: _Handler, raw: bytes, arrived: float) -> None:
         path = handler.path.split("?", 1)[0]
         protocol = {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic"}.get(path, "unknown")
         if handler.command != "POST":
@@ -542,7 +548,8 @@ class FakeLLMServer:
                 handler, 500, _error_body(protocol, 500, NO_STEP_LEFT), protocol, request_no
             )
 
-        if step.delay > 0 and self._stopping.wait(step.delay):
+        wait = step.delay - (time.monotonic() - arrived)
+        if wait > 0 and self._stopping.wait(wait):
             handler.close_connection = True  # server is closing: drop the request silently
             return
         if isinstance(step, Fault):
