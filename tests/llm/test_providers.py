@@ -1,4 +1,4 @@
-"""Both providers through their real SDKs, against the loopback fake server."""
+"""Both providers (OpenAI over aiohttp, Anthropic through its SDK) against the loopback fake."""
 
 from __future__ import annotations
 

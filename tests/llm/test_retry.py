@@ -199,3 +199,34 @@ async def test_anthropic_200_that_is_not_a_message_is_retried(body, server):
     async with client:
         assert (await client.generate(TASK)).text == "ok"
     assert len(sleeper.waits) == 1
+
+
+@pytest.mark.parametrize(
+    "body", ["[]", '{"object": "chat.completion"}', '{"error": {"message": "upstream hiccup"}}']
+)
+async def test_openai_200_that_is_not_a_completion_is_retried(body, server):
+    server.enqueue(Fault(status=200, body=body), Reply(text="ok"))
+    client, sleeper = retrying("openai", server)
+    async with client:
+        assert (await client.generate(TASK)).text == "ok"
+    assert len(sleeper.waits) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ('{"detail": "This model\'s maximum context length is 8192 tokens"}', "maximum context"),
+        ('{"error": "prompt is too long"}', "prompt is too long"),
+        ('{"message": "context window exceeded"}', "context window exceeded"),
+        ("plain text: context length exceeded", "plain text: context length exceeded"),
+    ],
+    ids=["fastapi-detail", "error-string", "bare-message", "not-json"],
+)
+async def test_openai_error_bodies_of_any_server_shape_are_read(body, words, server):
+    """vLLM answers {"detail"}, gateways a bare string or text: the words still decide."""
+    server.enqueue(Fault(status=400, body=body))
+    client, _ = retrying("openai", server)
+    async with client:
+        with pytest.raises(ContextOverflowError) as info:
+            await client.generate(TASK)
+    assert words in str(info.value)

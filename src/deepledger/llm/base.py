@@ -3,9 +3,9 @@
 A provider subclasses :class:`LLMClient` and implements two things:
 
 - ``_call(messages, tools, settings) -> LLMResponse``: convert the neutral messages to
-  its wire format, make one request with its async SDK, convert the reply back. No
-  retries here, and the SDK's own retries must be off.
-- ``classify_error(exc) -> LLMError | None``: map an SDK exception to the error tree in
+  its wire format, make one request (with its async SDK or HTTP client), convert the
+  reply back. No retries here, and an SDK's own retries must be off.
+- ``classify_error(exc) -> LLMError | None``: map a client exception to the error tree in
   ``errors.py`` (transient / rate-limited / fatal). ``None`` lets it propagate as is.
 
 Optionally it overrides ``token_counter`` when it can count tokens exactly (a llama.cpp

@@ -1,9 +1,10 @@
-"""Turning HTTP failures into the error tree, shared by the SDK-based providers.
+"""Turning HTTP failures into the error tree, shared by the providers.
 
-Both the openai and the anthropic SDK raise a connection error, a timeout error, and a
-status error carrying the HTTP response; they differ only in class names. Each provider
-extracts (kind, status, headers, message) and calls these functions, so the rules for
-what is transient live in one place.
+Each provider extracts (kind, status, headers, message) from its client's failure and
+calls these functions, so the rules for what is transient live in one place. The
+``openai`` and ``anthropic`` SDKs raise a connection error, a timeout error and a status
+error carrying the HTTP response, differing only in class names: :func:`from_sdk` reads
+either.
 """
 
 from __future__ import annotations
