@@ -19,8 +19,11 @@ the other tasks go on. Running the same command again retries it from those retr
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any
 
@@ -37,6 +40,9 @@ from deepledger.messages import Usage
 from deepledger.tools.manager import ToolManager
 
 log = logging.getLogger(__name__)
+
+# Objects allocated before the youngest generation is collected (Python's default: 700).
+YOUNG_GENERATION_THRESHOLD = 10_000
 
 
 class BenchmarkRunner:
@@ -83,7 +89,8 @@ class BenchmarkRunner:
                 self.progress.task_finished(task.task_id, record["correct"], tokens, failed)
 
         try:
-            await asyncio.gather(*(one(t) for t in todo))
+            with collector_tuned_for_many_tasks():
+                await asyncio.gather(*(one(t) for t in todo))
         finally:
             self.progress.close()
         return [finished[t.task_id] for t in tasks if t.task_id in finished]
@@ -267,3 +274,23 @@ def _error_record(
         "tool_calls": sum(r["tool_calls"] for r in spent),
         "elapsed_seconds": round(elapsed, 3),
     }
+
+
+@contextmanager
+def collector_tuned_for_many_tasks() -> Iterator[None]:
+    """Make Python's cycle collector cheap while hundreds of tasks run, then restore it.
+
+    Everything alive before the run (imported modules, config, the tokenizer) is frozen
+    out of the collector's scans, and the youngest generation is collected less often:
+    replies parsed from JSON make objects fast, and each default collection went through
+    them all again. Measured with benchmarks/perf/concurrent_tasks.py.
+    """
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+

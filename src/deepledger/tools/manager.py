@@ -206,7 +206,10 @@ class McpConnection:
         timeout = self.cfg.call_timeout_seconds
         self.in_flight += 1
         try:
-            result = await asyncio.wait_for(client.call_tool(tool, arguments), timeout)
+            # asyncio.timeout rather than wait_for: no extra task per call (hundreds of
+            # tasks call tools at once).
+            async with asyncio.timeout(timeout):
+                result = await client.call_tool(tool, arguments)
         except TimeoutError:
             problem = f"{self.name}.{tool} timed out after {timeout:g}s."
         except MCPError as exc:
