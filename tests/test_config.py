@@ -86,6 +86,18 @@ def test_several_problems_are_reported_together():
         assert key in str(info.value)
 
 
+def test_context_strategy_and_its_parameters_are_checked():
+    cfg = composed("agent.context.strategy=round_window", "agent.context.keep_rounds=4")
+    validate(cfg, PROVIDERS)
+    assert (cfg.agent.context.strategy, cfg.agent.context.keep_rounds) == ("round_window", 4)
+    bad = composed("agent.context.strategy=sliding", "agent.context.keep_rounds=0")
+    with pytest.raises(ConfigError) as info:
+        validate(bad, PROVIDERS)
+    message = str(info.value)
+    assert "agent.context.strategy='sliding'" in message and "round_window" in message
+    assert "agent.context.keep_rounds=0" in message
+
+
 def test_missing_api_key_names_the_variable(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(MissingAPIKeyError, match="ANTHROPIC_API_KEY"):

@@ -97,8 +97,17 @@ class AgentRoleConfig:
 
 
 @dataclass
+class ContextConfig:
+    """Which messages go into each request (see context/strategy.py)."""
+
+    strategy: str = "keep_tool_results"  # keep_tool_results | round_window
+    keep_rounds: int = 8  # round_window: rounds kept after the system prompt and the task
+
+
+@dataclass
 class AgentConfig:
     keep_tool_result: int = -1  # -1 keep all tool results, 0 none, N the last N
+    context: ContextConfig = field(default_factory=ContextConfig)
     context_compress_limit: int = 0  # 0 off; >0 on, and the number of extra format-retries
     retry_with_summary: bool = True  # write a post-mortem for the next retry
     # Tries to get a boxed final answer; null: 3 when keeping every tool result, else 1.
@@ -169,6 +178,7 @@ class Config:
 
 SCHEMA_NAME = "deepledger_schema"
 TOOL_PROTOCOLS = ("xml", "native")
+CONTEXT_STRATEGIES = ("keep_tool_results", "round_window")  # context/strategy.py
 
 
 def register_schemas() -> None:
@@ -242,6 +252,15 @@ def _agent_problems(agent: Any) -> list[str]:
     if agent.context_compress_limit < 0:
         problems.append(
             f"agent.context_compress_limit={agent.context_compress_limit} must be 0 (off) or more."
+        )
+    if agent.context.strategy not in CONTEXT_STRATEGIES:
+        problems.append(
+            f"agent.context.strategy={agent.context.strategy!r} is not a strategy; use one of "
+            f"{', '.join(CONTEXT_STRATEGIES)}."
+        )
+    if agent.context.keep_rounds < 1:
+        problems.append(
+            f"agent.context.keep_rounds={agent.context.keep_rounds} must be at least 1."
         )
     if agent.tool_protocol not in TOOL_PROTOCOLS:
         problems.append(

@@ -11,6 +11,7 @@ from deepledger.agent.boxed import last_boxed
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.rollback import RollbackReason
 from deepledger.agent.state import Provenance
+from deepledger.context.strategy import RoundWindow
 from deepledger.context.trim import OMITTED_PLACEHOLDER
 from deepledger.errors import ContextOverflowError
 from deepledger.journal import Journal
@@ -45,7 +46,7 @@ def restate(messages, tools):
     return f"\\boxed{{{boxed}}}" if boxed else "I do not know."
 
 
-async def make(llm, *, protocol=None, max_turns=10, window=100_000, keep=-1, cap=3):
+async def make(llm, *, protocol=None, max_turns=10, window=100_000, keep=-1, cap=3, context=None):
     tools = ToolManager({}).for_task(
         [],
         local_tools=[LocalTool(ToolInfo("kb", "lookup", "Look up facts.", LOOKUP_SCHEMA), lookup)],
@@ -63,8 +64,10 @@ async def make(llm, *, protocol=None, max_turns=10, window=100_000, keep=-1, cap
             AnswerPolicy(max_final_answer_retries=1),
             summary_prompt="Answer now in \\boxed{}.",
             keep_tool_result=keep,
+            context=context,
         ),
         journal=journal,
+        context=context,
     )
     return orchestrator, journal
 
@@ -281,3 +284,19 @@ async def test_the_journal_survives_what_models_write(tmp_path):
     assert state.final_answer == "ok"
     lines = (tmp_path / "j.jsonl").read_text().splitlines()
     assert [json.loads(line)["event"] for line in lines][-1] == "task_finished"
+
+
+async def test_round_window_sends_the_task_and_the_last_rounds_only():
+    llm = ScriptedLLM(responder=restate, steps=[call("a"), call("b"), call("c"), "\\boxed{x}"])
+    orchestrator, journal = await make(llm, context=RoundWindow(2))
+    state = await orchestrator.run("task")
+    last_request = llm.calls[3].messages  # the 4th turn: rounds a, b, c are in history
+    assert [m.kind for m in last_request[:2]] == [MessageKind.SYSTEM, MessageKind.TASK]
+    sent = [m.content for m in last_request if m.kind is MessageKind.TOOL_RESULTS]
+    assert len(sent) == 2 and "facts about b" in sent[0] and "facts about c" in sent[1]
+    assert [e["left_out_messages"] for e in journal.of("llm_call")] == [0, 0, 0, 2]
+    assert len(state.history) == 9  # the stored history keeps everything
+    closing = llm.calls[-1].messages  # the same window, then the summary prompt
+    kinds = [m.kind for m in closing]
+    M = MessageKind
+    assert kinds == [M.SYSTEM, M.TASK, M.MODEL, M.TOOL_RESULTS, M.MODEL, M.INJECTED]

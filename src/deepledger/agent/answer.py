@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from deepledger.agent.boxed import last_boxed
 from deepledger.agent.state import Provenance, RunState
-from deepledger.context.trim import trim_tool_results
+from deepledger.context.strategy import ContextStrategy, KeepToolResults, RequestBuilder
 from deepledger.errors import ContextOverflowError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
@@ -80,11 +80,13 @@ class AnswerGenerator:
         summary_prompt: str,
         keep_tool_result: int = -1,
         boxed: bool = True,
+        context: ContextStrategy | None = None,
     ) -> None:
         self.policy = policy
         self.summary_prompt = summary_prompt
         self.keep_tool_result = keep_tool_result
         self.boxed = boxed
+        self.context = context or KeepToolResults()
 
     async def finalize(
         self,
@@ -100,7 +102,8 @@ class AnswerGenerator:
         prompts forbid using them) because some providers refuse a history that holds
         tool calls unless the tools are declared.
         """
-        call = _Caller(llm, settings, journal, tools, self.keep_tool_result, state)
+        requests = RequestBuilder(self.context, self.keep_tool_result)
+        call = _Caller(llm, settings, journal, tools, requests, state)
         if not self.boxed:
             await self._report(state, call)
             return
@@ -176,11 +179,11 @@ class _Caller:
     settings: GenerationSettings
     journal: Journal
     tools: list[ToolSpec] | None
-    keep_tool_result: int
+    requests: RequestBuilder  # the loop's context strategy and keep_tool_result
     state: RunState
 
     async def ask(self, prompts: list[Message], purpose: str) -> str:
-        request = trim_tool_results([*self.state.history, *prompts], self.keep_tool_result)
+        request = self.requests(self.state.history, closing=prompts)
         try:
             response = await self.llm.generate(request, self.tools, self.settings)
         except ContextOverflowError as exc:

@@ -12,14 +12,14 @@ The same class runs the main agent and every sub-agent; only its inputs differ.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from deepledger.agent.answer import AnswerGenerator
 from deepledger.agent.boxed import last_boxed
 from deepledger.agent.rollback import call_key, review_reply
 from deepledger.agent.state import RunState
 from deepledger.context.guard import check_window, drop_last_exchange
-from deepledger.context.trim import ToolResultTrimmer
+from deepledger.context.strategy import ContextStrategy, KeepToolResults, RequestBuilder
 from deepledger.errors import ContextOverflowError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
@@ -50,6 +50,7 @@ class Orchestrator:
         finalizer: AnswerGenerator,
         journal: Journal,
         price: Price | None = None,
+        context: ContextStrategy | None = None,
     ) -> None:
         self.llm = llm
         self.tools = tools
@@ -60,7 +61,7 @@ class Orchestrator:
         self.finalizer = finalizer
         self.journal = journal
         self.price = price
-        self._trim = ToolResultTrimmer(limits.keep_tool_result)
+        self._request = RequestBuilder(context or KeepToolResults(), limits.keep_tool_result)
 
     async def run(self, task_text: str, ledger: UsageLedger | None = None) -> RunState:
         """Work on the task until the loop ends, then finalize the answer."""
@@ -136,7 +137,13 @@ class Orchestrator:
         )
 
     async def _ask(self, state: RunState) -> LLMResponse | None:
-        request = self._trim(state.history)
+        request = self._request(state.history)
+        if self._request.last_repairs:
+            self.journal.write(
+                "pairing_repaired",
+                turn=state.turn + 1,
+                problems=[asdict(p) for p in self._request.last_repairs],
+            )
         try:
             response = await self.llm.generate(
                 request, self.protocol.specs(self.tools.tools), self.settings
@@ -152,11 +159,12 @@ class Orchestrator:
             kept, _ = drop_last_exchange(state.history)
             self._end_on_window(state, list(kept), provider_said="context_overflow")
             return None
-        blanked = self._trim.last_blanked  # known to the trimmer: no second pass over history
+        blanked = self._request.last_blanked  # known to the trimmer: no second pass
         self.journal.write(
             "llm_call",
             turn=state.turn + 1,
             messages=len(request),
+            left_out_messages=self._request.last_dropped,
             blanked_tool_results=blanked,
             usage=response.usage,
             stop_reason=response.stop_reason,

@@ -16,6 +16,7 @@ from typing import Any
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.state import RunState
+from deepledger.context.strategy import make_strategy
 from deepledger.journal import Journal
 from deepledger.llm.base import LLMClient
 from deepledger.llm.factory import settings_from_config
@@ -121,11 +122,13 @@ class AgentFactory:
             keep_tool_result=agent.keep_tool_result,
             max_consecutive_rollbacks=role.max_consecutive_rollbacks,
         )
+        context = make_strategy(agent.context)
         finalizer = AnswerGenerator(
             self.policy,
             summary_prompt=summary_prompt(self.cfg.benchmark.answer_format),
             keep_tool_result=agent.keep_tool_result,
             boxed=boxed,
+            context=context,
         )
         return Orchestrator(
             llm=self.llm,
@@ -137,6 +140,7 @@ class AgentFactory:
             finalizer=finalizer,
             journal=journal,
             price=self.price,
+            context=context,
         )
 
     def _subagent_tool(self, server: str, parent: Journal, ledger: UsageLedger) -> LocalTool:

@@ -293,4 +293,3 @@ def collector_tuned_for_many_tasks() -> Iterator[None]:
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()
-

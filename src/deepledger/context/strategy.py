@@ -1,0 +1,132 @@
+"""Context strategies: which messages of the history go into the next request.
+
+A strategy is a small object with ``select(history) -> messages``, chosen by
+``agent.context.strategy``. It never changes the stored history, it only picks from it;
+:class:`RequestBuilder` then repairs pairing (a safety net: a strategy that cuts only at
+round boundaries never needs it) and applies ``keep_tool_result`` to what is left.
+
+Rounds. A round is the unit a strategy may keep or drop whole: the user message that
+prompted a reply, if there is one (the task, an injected prompt), the model's reply, and
+the results of that reply's tool calls. In a research loop most rounds start at the
+reply, since the previous round's results are what prompt it. Cutting between rounds
+never separates a call from its result, in either protocol.
+
+- ``keep_tool_results`` (the default): every message, as the first seed's runtime does;
+  ``keep_tool_result`` alone decides what is blanked.
+- ``round_window``: the system prompt, the task, and the last ``keep_rounds`` rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from deepledger.config import CONTEXT_STRATEGIES
+from deepledger.context.pairing import PairingProblem, repair_pairing
+from deepledger.context.trim import ToolResultTrimmer
+from deepledger.errors import ConfigError
+from deepledger.messages import Message, MessageKind, Role
+
+
+class ContextStrategy(Protocol):
+    name: str
+
+    def select(self, history: Sequence[Message]) -> list[Message]:
+        """The messages of ``history`` to send, in order; never more than it holds."""
+        ...
+
+
+@dataclass(frozen=True)
+class KeepToolResults:
+    """Every message; ``keep_tool_result`` does the trimming."""
+
+    name: str = "keep_tool_results"
+
+    def select(self, history: Sequence[Message]) -> list[Message]:
+        return list(history)
+
+
+@dataclass(frozen=True)
+class RoundWindow:
+    """The system prompt, the task and the last ``keep_rounds`` rounds."""
+
+    keep_rounds: int
+    name: str = "round_window"
+
+    def __post_init__(self) -> None:
+        if self.keep_rounds < 1:
+            raise ConfigError(f"agent.context.keep_rounds={self.keep_rounds} must be at least 1.")
+
+    def select(self, history: Sequence[Message]) -> list[Message]:
+        head, rounds = split_rounds(history)
+        kept = rounds[-self.keep_rounds :]
+        return head + [message for round_ in kept for message in round_]
+
+
+def split_rounds(history: Sequence[Message]) -> tuple[list[Message], list[list[Message]]]:
+    """(the head that is always kept: system prompts and the task, the rounds after it)."""
+    head: list[Message] = []
+    index = 0
+    while index < len(history) and history[index].role is Role.SYSTEM:
+        head.append(history[index])
+        index += 1
+    if index < len(history) and history[index].kind is MessageKind.TASK:
+        head.append(history[index])
+        index += 1
+    rounds: list[list[Message]] = []
+    for message in history[index:]:
+        if not rounds or _starts_round(message, rounds[-1]):
+            rounds.append([message])
+        else:
+            rounds[-1].append(message)
+    return head, rounds
+
+
+def _starts_round(message: Message, current: list[Message]) -> bool:
+    if message.is_tool_results:
+        return False  # results belong to the reply before them
+    if message.role is Role.ASSISTANT:
+        return any(m.role is Role.ASSISTANT for m in current)
+    return True  # a user message (task, injected prompt) or another system message
+
+
+def make_strategy(cfg: Any) -> ContextStrategy:
+    """The strategy ``agent.context`` names."""
+    if cfg.strategy == "keep_tool_results":
+        return KeepToolResults()
+    if cfg.strategy == "round_window":
+        return RoundWindow(cfg.keep_rounds)
+    raise ConfigError(
+        f"agent.context.strategy={cfg.strategy!r} is not a strategy; "
+        f"use one of {', '.join(CONTEXT_STRATEGIES)}."
+    )
+
+
+class RequestBuilder:
+    """What one conversation sends each time: the strategy's pick, repaired, trimmed.
+
+    After each call, ``last_dropped`` says how many history messages the strategy left
+    out, ``last_repairs`` which pairing breaks were fixed, and ``last_blanked`` how many
+    tool-result messages ``keep_tool_result`` blanked.
+    """
+
+    def __init__(self, strategy: ContextStrategy, keep_tool_result: int = -1) -> None:
+        self.strategy = strategy
+        self._trim = ToolResultTrimmer(keep_tool_result)
+        self.last_dropped = 0
+        self.last_repairs: list[PairingProblem] = []
+
+    @property
+    def last_blanked(self) -> int:
+        return self._trim.last_blanked
+
+    def __call__(
+        self, history: Sequence[Message], closing: Sequence[Message] = ()
+    ) -> list[Message]:
+        """The request for ``history``; ``closing`` prompts (summarize, post-mortem) go
+        after the strategy's pick, so they never take the place of a round."""
+        selected = self.strategy.select(history) + list(closing)
+        self.last_dropped = len(history) - len(selected) + len(closing)
+        repaired, self.last_repairs = repair_pairing(selected)
+        return self._trim(repaired)

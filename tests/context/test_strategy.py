@@ -1,0 +1,166 @@
+"""Context strategies and the pairing invariant, over many random histories.
+
+Each history is built from a seed: system prompt, task, then rounds of replies with
+0-3 parallel calls (native or XML), their results (XML ones sometimes with a notice for
+malformed markup), and now and then an injected prompt. Seeds make failures replayable:
+a failing case names its seed.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from deepledger.config import ContextConfig
+from deepledger.context.pairing import (
+    INTERRUPTED,
+    Break,
+    pairing_problems,
+    repair_pairing,
+)
+from deepledger.context.strategy import (
+    KeepToolResults,
+    RequestBuilder,
+    RoundWindow,
+    make_strategy,
+    split_rounds,
+)
+from deepledger.errors import ConfigError
+from deepledger.messages import Message, MessageKind, Role, ToolCall, ToolResult
+
+SEEDS = range(300)
+
+
+def random_history(seed: int) -> list[Message]:
+    rng = random.Random(seed)
+    native = rng.random() < 0.5
+    history = [Message.system("sys"), Message.task(f"task {seed}")]
+    for turn in range(1, rng.randint(1, 14) + 1):
+        if rng.random() < 0.15:
+            history.append(Message.injected(f"note {turn}"))
+        calls = [
+            ToolCall(f"t{turn}c{i}", "lookup", {"q": i}, "" if native else "kb")
+            for i in range(1, rng.choice([0, 1, 1, 1, 2, 3]) + 1)
+        ]
+        history.append(Message.assistant(f"reply {turn}", calls))
+        if not calls:
+            continue
+        results = [ToolResult(c.id, f"result of {c.id}") for c in calls]
+        if native:
+            history.append(Message.native_tool_results(results))
+        else:
+            if rng.random() < 0.2:  # malformed markup gets a notice with no call of its own
+                results.append(ToolResult(f"t{turn}m1", "Tool call not run", is_error=True))
+            text = "\n\n".join(r.content for r in results)
+            history.append(Message.text_tool_results(text, results))
+    return history
+
+
+def strategies():
+    return [KeepToolResults(), *(RoundWindow(k) for k in (1, 2, 3, 5))]
+
+
+@pytest.mark.parametrize("strategy", strategies(), ids=lambda s: f"{s.name}")
+@pytest.mark.parametrize("keep", [-1, 0, 2])
+def test_every_strategy_keeps_pairing_head_and_never_grows_the_request(strategy, keep):
+    for seed in SEEDS:
+        history = random_history(seed)
+        assert pairing_problems(history) == [], seed  # the generator makes sound histories
+        builder = RequestBuilder(strategy, keep)
+        request = builder(history)
+        assert pairing_problems(request) == [], seed
+        assert builder.last_repairs == [], seed  # round cuts never need a repair
+        assert request[0] == history[0], seed
+        assert request[1].kind is MessageKind.TASK and request[1].content == f"task {seed}"
+        assert len(request) <= len(history), seed
+        assert builder.last_dropped == len(history) - len(request), seed
+
+
+def test_round_window_keeps_exactly_the_last_rounds():
+    for seed in SEEDS:
+        history = random_history(seed)
+        head, rounds = split_rounds(history)
+        assert head == history[:2] and sum(map(len, rounds)) == len(history) - 2, seed
+        for round_ in rounds:  # one reply a round, a user prompt only at its start
+            assert sum(m.role is Role.ASSISTANT for m in round_) == 1, seed
+            users = [i for i, m in enumerate(round_) if m.kind is MessageKind.INJECTED]
+            assert users in ([], [0]), seed
+        for k in (1, 3):
+            kept = RoundWindow(k).select(history)
+            assert kept == head + [m for r in rounds[-k:] for m in r], seed
+
+
+def test_closing_prompts_come_after_the_window_and_take_no_round():
+    history = random_history(7)
+    _, rounds = split_rounds(history)
+    builder = RequestBuilder(RoundWindow(1))
+    request = builder(history, closing=[Message.injected("Answer now.")])
+    assert request == history[:2] + rounds[-1] + [Message.injected("Answer now.")]
+    assert builder.last_dropped == len(history) - 2 - len(rounds[-1])
+
+
+def naive_cut(history: list[Message], rng: random.Random) -> list[Message]:
+    """What a careless trimmer does: drop a few messages anywhere after the task."""
+    body = history[2:]
+    for _ in range(rng.randint(1, 3)):
+        if body:
+            body.pop(rng.randrange(len(body)))
+    return history[:2] + body
+
+
+def test_repair_fixes_any_naive_cut_deterministically_and_is_idempotent():
+    broken_seen = 0
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        cut = naive_cut(random_history(seed), rng)
+        repaired, problems = repair_pairing(cut)
+        broken_seen += bool(problems)
+        assert pairing_problems(repaired) == [], seed
+        assert repair_pairing(repaired) == (repaired, []), seed
+        assert repair_pairing(cut)[0] == repaired, seed  # same input, same output
+        assert repaired[:2] == cut[:2], seed
+    assert broken_seen > 100  # the cuts really did break pairing, often
+
+
+def test_repair_drops_orphans_and_answers_calls_with_interrupted():
+    reply = Message.assistant("", [ToolCall("a", "f"), ToolCall("b", "f")])
+    results = Message.native_tool_results([ToolResult("a", "ra"), ToolResult("z", "rz")])
+    orphan = Message.native_tool_results([ToolResult("q", "rq")])
+    history = [
+        Message.system("s"),
+        Message.task("t"),
+        orphan,
+        reply,
+        results,
+        Message.assistant("end"),
+    ]
+    repaired, problems = repair_pairing(history)
+    assert {(p.kind, p.call_id) for p in problems} == {
+        (Break.ORPHAN_RESULTS, ""),
+        (Break.RESULT_WITHOUT_CALL, "z"),
+        (Break.CALL_WITHOUT_RESULT, "b"),
+    }
+    fixed = repaired[3]
+    assert [(r.call_id, r.content) for r in fixed.tool_results] == [("a", "ra"), ("b", INTERRUPTED)]
+    assert len(repaired) == 5 and repaired[2] is reply
+
+
+def test_a_reply_whose_calls_never_ran_may_precede_the_closing_prompt():
+    """The loop ended (max turns) before the newest reply's calls ran: not a break."""
+    reply = Message.assistant("", [ToolCall("a", "f", server_name="kb")])
+    history = [Message.system("s"), Message.task("t"), reply, Message.injected("Answer now.")]
+    assert pairing_problems(history) == []
+    earlier = [Message.system("s"), Message.task("t"), reply, Message.assistant("more")]
+    repaired, problems = repair_pairing(earlier)
+    assert [p.kind for p in problems] == [Break.CALL_WITHOUT_RESULT]
+    assert repaired[3].role is Role.USER and INTERRUPTED in repaired[3].content  # XML: text
+
+
+def test_strategy_config_is_checked():
+    assert make_strategy(ContextConfig()).name == "keep_tool_results"
+    assert make_strategy(ContextConfig("round_window", 3)) == RoundWindow(3)
+    with pytest.raises(ConfigError, match=r"agent\.context\.strategy='window'"):
+        make_strategy(ContextConfig("window"))
+    with pytest.raises(ConfigError, match=r"agent\.context\.keep_rounds=0"):
+        RoundWindow(0)
