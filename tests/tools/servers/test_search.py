@@ -202,3 +202,28 @@ def test_json_shapes_give_titles_and_ids(tmp_path: Path) -> None:
         ("1", "Bergen"),
         ("7", "Seven"),
     ]
+
+
+def test_words_in_half_the_documents_are_left_out_of_the_ranking(tmp_path: Path) -> None:
+    """'the' is in every document here; ranking on the other words gives the same order,
+    and a query of nothing but common words still finds something."""
+    from deepledger.tools.servers.search import SearchIndex, build_index
+
+    corpus = tmp_path / "corpus.jsonl"
+    texts = [
+        "The capital of France is Paris.",
+        "The capital of Norway is Oslo.",
+        "The river of the north.",
+        "The end of the road.",
+        "The tall tree.",
+        "The the the the.",
+    ]
+    corpus.write_text(
+        "\n".join(json.dumps({"title": f"d{i}", "text": t}) for i, t in enumerate(texts))
+    )
+    target = tmp_path / "index.sqlite3"
+    build_index(corpus, target)
+    index = SearchIndex(target)
+    assert index._informative(["the", "capital", "of", "france"]) == ["capital", "france"]
+    assert [hit.title for hit in index.search("the capital of France", 2)] == ["d0", "d1"]
+    assert [hit.title for hit in index.search("the of", 1)]  # only common words: kept whole
