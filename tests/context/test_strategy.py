@@ -164,3 +164,34 @@ def test_strategy_config_is_checked():
         make_strategy(ContextConfig("window"))
     with pytest.raises(ConfigError, match=r"agent\.context\.keep_rounds=0"):
         RoundWindow(0)
+
+
+def grow(history: list[Message], turn: int) -> list[Message]:
+    call = ToolCall(f"c{turn}", "lookup", {"q": turn}, "kb")
+    results = [ToolResult(call.id, f"result {turn}")]
+    return [
+        *history,
+        Message.assistant(f"reply {turn}", [call]),
+        Message.text_tool_results(f"result {turn}", results),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "keep", "broken_at"),
+    [
+        (KeepToolResults(), -1, []),  # append-only: the cache always hits
+        (KeepToolResults(), 1, [2, 3, 4]),  # each turn blanks the result before the newest
+        (RoundWindow(2), -1, [3, 4]),  # the window starts sliding at the third round
+    ],
+    ids=["keep-everything", "keep-1", "round-window-2"],
+)
+def test_a_broken_prefix_is_noticed(strategy, keep, broken_at):
+    builder = RequestBuilder(strategy, keep)
+    history = [Message.system("s"), Message.task("t")]
+    broken = []
+    for turn in range(1, 5):
+        history = grow(history, turn)
+        builder(history)
+        if builder.last_prefix_broken:
+            broken.append(turn)
+    assert broken == broken_at

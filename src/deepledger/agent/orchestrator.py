@@ -165,6 +165,8 @@ class Orchestrator:
             turn=state.turn + 1,
             messages=len(request),
             left_out_messages=self._request.last_dropped,
+            prefix_kept_messages=self._request.last_prefix_kept,
+            prefix_broken=self._request.last_prefix_broken,
             blanked_tool_results=blanked,
             usage=response.usage,
             stop_reason=response.stop_reason,

@@ -107,8 +107,12 @@ class RequestBuilder:
     """What one conversation sends each time: the strategy's pick, repaired, trimmed.
 
     After each call, ``last_dropped`` says how many history messages the strategy left
-    out, ``last_repairs`` which pairing breaks were fixed, and ``last_blanked`` how many
-    tool-result messages ``keep_tool_result`` blanked.
+    out, ``last_repairs`` which pairing breaks were fixed, ``last_blanked`` how many
+    tool-result messages ``keep_tool_result`` blanked, and ``last_prefix_kept`` how many
+    leading messages the request shares with the one before it. When that is fewer than
+    the earlier request had, the prefix was broken (``last_prefix_broken``): a provider's
+    prompt cache can only reuse the shared part, so blanking an old result or sliding
+    the window costs the whole rest of the prompt at the uncached price.
     """
 
     def __init__(self, strategy: ContextStrategy, keep_tool_result: int = -1) -> None:
@@ -116,6 +120,9 @@ class RequestBuilder:
         self._trim = ToolResultTrimmer(keep_tool_result)
         self.last_dropped = 0
         self.last_repairs: list[PairingProblem] = []
+        self.last_prefix_kept = 0
+        self.last_prefix_broken = False
+        self._previous: list[Message] = []
 
     @property
     def last_blanked(self) -> int:
@@ -129,4 +136,18 @@ class RequestBuilder:
         selected = self.strategy.select(history) + list(closing)
         self.last_dropped = len(history) - len(selected) + len(closing)
         repaired, self.last_repairs = repair_pairing(selected)
-        return self._trim(repaired)
+        request = self._trim(repaired)
+        self.last_prefix_kept = shared_prefix(self._previous, request)
+        self.last_prefix_broken = self.last_prefix_kept < len(self._previous)
+        self._previous = request
+        return request
+
+
+def shared_prefix(earlier: Sequence[Message], later: Sequence[Message]) -> int:
+    """How many leading messages two requests have in common."""
+    count = 0
+    for a, b in zip(earlier, later, strict=False):
+        if a is not b and a != b:  # most are the same objects: identity settles it
+            break
+        count += 1
+    return count
