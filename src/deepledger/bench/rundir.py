@@ -34,6 +34,7 @@ import platform
 import re
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -118,6 +119,8 @@ class RunDirectory:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._results_lock = threading.Lock()  # results lines come from worker threads
+        self._task_dirs: set[Path] = set()  # made already
         try:
             (root / "tasks").mkdir(parents=True, exist_ok=True)
             self._lock = (root / ".lock").open("w")
@@ -146,7 +149,9 @@ class RunDirectory:
 
     def task_dir(self, task_id: str) -> Path:
         path = self.root / "tasks" / safe_name(task_id)
-        path.mkdir(parents=True, exist_ok=True)
+        if path not in self._task_dirs:  # each mkdir is a system call; tasks ask often
+            path.mkdir(parents=True, exist_ok=True)
+            self._task_dirs.add(path)
         return path
 
     # -- manifest ---------------------------------------------------------------------
@@ -191,7 +196,10 @@ class RunDirectory:
         return {k: r for k, r in self.latest_results().items() if r.get("status") == "finished"}
 
     def add_result(self, record: dict[str, Any]) -> None:
-        append_line(self.results_path, record)
+        """Append one task's record. Safe to call from worker threads: the runner does,
+        so that the flush to disk does not hold up every other task."""
+        with self._results_lock:
+            append_line(self.results_path, record)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomic(self.root / SUMMARY, summary)
