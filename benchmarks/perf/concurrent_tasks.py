@@ -8,7 +8,9 @@ time is 12 s; the target is within 10 % of it. Also
 reported: CPU seconds of the runtime and of the child processes (the model fake and
 the search server, which share these 2 cores), peak RSS of this process and of the
 largest child, and journal bytes per turn
-(the journal only appends, so a task's bytes grow linearly with its turns).
+(the journal only appends, so a task's bytes grow linearly with its turns). Then the
+same run with 16 tasks gives the wall time of one task's path when nothing competes
+for the cores: the ideal plus the unavoidable per-call overhead.
 
     .venv/bin/python benchmarks/perf/concurrent_tasks.py [--tasks 256] [--turns 10]
 """
@@ -41,6 +43,7 @@ from deepledger.tools.manager import ToolManager
 
 LATENCY = 1.0
 SEARCH_INSTANCES = 1  # search processes (tools.search.instances); 2 measured no better here
+UNCONTENDED_TASKS = 16
 
 
 def responder(turns: int):
@@ -163,6 +166,13 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as folder:
         result = asyncio.run(measure(args.tasks, args.turns, Path(folder)))
+    # The same run with a few tasks: the ideal plus the overhead of one task's own path
+    # (model fake, search server, runtime) when nothing else competes for the cores.
+    with tempfile.TemporaryDirectory() as folder:
+        alone = asyncio.run(measure(UNCONTENDED_TASKS, args.turns, Path(folder)))
+    result["uncontended_tasks"] = UNCONTENDED_TASKS
+    result["uncontended_wall_s"] = alone["wall_s"]
+    result["overhead_vs_uncontended"] = round(result["wall_s"] / alone["wall_s"] - 1, 3)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
