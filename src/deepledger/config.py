@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -52,6 +53,10 @@ class LLMConfig:
     # openai provider: the server continues a trailing assistant message when sent
     # continue_final_message (vLLM, SGLang). The OpenAI API does not: leave it off there.
     assistant_prefill: bool = False
+    # local provider: the GGUF file to serve (null: the bundled SmolLM2-135M-Instruct) and
+    # llama.cpp's --chat_format (null: the template inside the file).
+    model_path: str | None = None
+    chat_format: str | None = None
 
 
 @dataclass
@@ -160,6 +165,9 @@ class BenchmarkConfig:
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     answer_format: str = ""  # extra answer-format rules for the summarize prompt
+    # The corpus the `search` tool indexes for this suite instead of its default (a
+    # hermetic suite brings its own); relative paths are from the working directory.
+    search_corpus: str | None = None
 
 
 @dataclass
@@ -186,6 +194,10 @@ def register_schemas() -> None:
     ConfigStore.instance().store(name=SCHEMA_NAME, node=Config)
 
 
+SEARCH_SERVER = "search"
+SEARCH_CORPUS_ENV = "DEEPLEDGER_SEARCH_CORPUS"  # read by tools/servers/search.py
+
+
 def tool_servers(cfg: Any) -> dict[str, Any]:
     """Every ``tools.<name>`` entry checked against :class:`ToolServerConfig`."""
     servers, problems = {}, []
@@ -202,6 +214,10 @@ def tool_servers(cfg: Any) -> dict[str, Any]:
             problems.append(f"tools.{name}.{key}: {str(exc).splitlines()[0]}")
     if problems:
         raise ConfigError("Invalid tool server configuration:\n  - " + "\n  - ".join(problems))
+    corpus = cfg.benchmark.search_corpus
+    if corpus and SEARCH_SERVER in servers:
+        # The search server reads its corpus from this variable when no --corpus is given.
+        servers[SEARCH_SERVER].env[SEARCH_CORPUS_ENV] = str(Path(corpus).expanduser().resolve())
     return servers
 
 
@@ -210,6 +226,12 @@ def validate(cfg: Any, known_providers: tuple[str, ...]) -> None:
     problems = [*_llm_problems(cfg.llm, known_providers), *_agent_problems(cfg.agent)]
     problems += _tool_problems(tool_servers(cfg), cfg.agent)
     problems += _execution_problems(cfg.benchmark.execution)
+    corpus = cfg.benchmark.search_corpus
+    if corpus and not Path(corpus).expanduser().exists():
+        problems.append(
+            f"benchmark.search_corpus={corpus}: no such file or folder (relative paths are "
+            "read from the working directory; run from the repository's root)."
+        )
     if cfg.benchmark.judge.name not in JUDGES:
         problems.append(
             f"benchmark.judge.name={cfg.benchmark.judge.name!r}: use one of {', '.join(JUDGES)}."

