@@ -23,6 +23,7 @@ from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from deepledger.errors import ConfigError
+from deepledger.prompts import prompt_exists
 
 
 @dataclass
@@ -57,6 +58,11 @@ class LLMConfig:
     # llama.cpp's --chat_format (null: the template inside the file).
     model_path: str | None = None
     chat_format: str | None = None
+    # A model's own needs (small models especially), applied whatever the agent preset:
+    # the tool-call protocol it handles (overrides agent.tool_protocol), and a worked
+    # example added to its system prompt (a file in src/deepledger/prompts/).
+    tool_protocol: str | None = None
+    worked_example: str | None = None
 
 
 @dataclass
@@ -259,6 +265,15 @@ def _llm_problems(llm: Any, known_providers: tuple[str, ...]) -> list[str]:
         problems.append(f"llm.max_tokens={llm.max_tokens} must be positive.")
     if llm.timeout_seconds <= 0:
         problems.append(f"llm.timeout_seconds={llm.timeout_seconds} must be positive.")
+    if llm.tool_protocol is not None and llm.tool_protocol not in TOOL_PROTOCOLS:
+        problems.append(
+            f"llm.tool_protocol={llm.tool_protocol!r}: use one of {', '.join(TOOL_PROTOCOLS)} "
+            "or null (the agent's choice)."
+        )
+    if llm.worked_example and not prompt_exists(llm.worked_example):
+        problems.append(
+            f"llm.worked_example={llm.worked_example!r}: no such prompt in src/deepledger/prompts/."
+        )
     if llm.retry.max_attempts < 1:
         problems.append(f"llm.retry.max_attempts={llm.retry.max_attempts} must be at least 1.")
     return problems
@@ -367,6 +382,17 @@ def schema_keys(node: type = Config, prefix: str = "") -> tuple[set[str], set[st
     return keys, open_prefixes
 
 
+def closest_key(key: str, keys: set[str], cutoff: float = 0.6) -> str | None:
+    """The most similar key, or None below ``cutoff``; on a tie the first alphabetically
+    (difflib's own tie-break takes the last, so "llm.modle" suggested llm.model_path)."""
+    best, best_score = None, cutoff
+    for candidate in sorted(keys):
+        score = difflib.SequenceMatcher(None, key, candidate).ratio()
+        if score > best_score or (best is None and score >= cutoff):
+            best, best_score = candidate, score
+    return best
+
+
 def unknown_override_keys(overrides: list[str]) -> list[str]:
     """Each ``key=value`` override whose key the schema does not have, with a suggestion.
 
@@ -381,8 +407,8 @@ def unknown_override_keys(overrides: list[str]) -> list[str]:
             continue
         if key in keys or any(key.startswith(p + ".") for p in open_prefixes):
             continue
-        close = difflib.get_close_matches(key, sorted(keys), n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]}?)" if close else ""
+        close = closest_key(key, keys)
+        hint = f" (did you mean {close}?)" if close else ""
         problems.append(f"{key}{hint}")
     return problems
 

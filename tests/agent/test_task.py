@@ -71,3 +71,39 @@ def test_an_attached_file_is_named_in_the_task(tmp_path):
     assert text.startswith("Sum column b.") and str(attached.resolve()) in text
     assert "reader" in text
     assert task_text("Plain question.") == "Plain question."
+
+
+async def test_a_model_profile_sets_the_protocol_and_adds_its_worked_example(tmp_path):
+    """llm.tool_protocol overrides the agent's; llm.worked_example joins the prompt."""
+    cfg = composed(
+        "agent.tool_protocol=xml",
+        "agent.main_agent.tools=[time]",
+        "llm.tool_protocol=native",
+        "llm.worked_example=example_small_model.md",
+    )
+    llm = ScriptedLLM(responder=lambda messages, tools: "\\boxed{noon}")
+    manager = ToolManager(tool_servers(cfg))
+    journal = Journal(tmp_path / "journal.jsonl")
+    try:
+        await AgentFactory(cfg, llm, manager).solve("What time is it?", journal)
+    finally:
+        journal.close()
+        await manager.aclose()
+    first = llm.calls[0]
+    assert first.tools  # native: the tools go on the wire as functions
+    assert "# A worked example" in first.messages[0].content
+
+
+def test_a_model_profile_is_checked():
+    from deepledger.config import validate
+    from deepledger.errors import ConfigError
+    from deepledger.llm.factory import PROVIDERS
+
+    cfg = composed("llm.tool_protocol=json", "llm.worked_example=missing.md")
+    try:
+        validate(cfg, PROVIDERS)
+    except ConfigError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("an invalid profile was accepted")
+    assert "llm.tool_protocol='json'" in message and "llm.worked_example='missing.md'" in message

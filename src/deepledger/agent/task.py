@@ -108,14 +108,16 @@ class AgentFactory:
         boxed: bool,
         role_description: str,
     ) -> Orchestrator:
-        agent = self.cfg.agent
-        protocol = make_protocol(agent.tool_protocol)
+        agent, llm = self.cfg.agent, self.cfg.llm
+        protocol = make_protocol(llm.tool_protocol or agent.tool_protocol)
         system = render(
             prompt,
             date=datetime.now(UTC).date().isoformat(),
             tools_section=protocol.system_section(tools.tools),
             role_description=role_description,
         )
+        if llm.worked_example and tools.tools:
+            system += "\n\n" + render(llm.worked_example)
         limits = LoopLimits(
             max_turns=role.max_turns,
             max_context_length=self.cfg.llm.max_context_length,

@@ -254,7 +254,8 @@ def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
 def _assistant_to_wire(m: Message, native_calls: bool) -> dict[str, Any]:
     if not (native_calls and m.tool_calls):
         return {"role": "assistant", "content": m.content}
-    out: dict[str, Any] = {"role": "assistant", "content": m.content or None}
+    # An empty string, not null: the OpenAI API takes either, llama.cpp only a string.
+    out: dict[str, Any] = {"role": "assistant", "content": m.content}
     if m.tool_calls:
         out["tool_calls"] = [
             {

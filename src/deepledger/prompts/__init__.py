@@ -18,3 +18,7 @@ def _template(name: str) -> Template:
 
 def render(name: str, **values: object) -> str:
     return _template(name).substitute({k: str(v) for k, v in values.items()}).strip()
+
+
+def prompt_exists(name: str) -> bool:
+    return resources.files(__package__).joinpath(name).is_file()
