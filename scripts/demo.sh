@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The newcomer's main command: set up, then run the offline benchmark.
+# The newcomer's main command: set everything up, then run the offline benchmark.
 #
-# Placeholder until the bundled offline model and the hermetic research suite land:
-# for now it sets everything up and shows the composed run configuration.
+# deepledger bench on the WorldFacts demo split (10 questions, answered from a fixed
+# corpus by the search tool), with the bundled SmolLM2-135M model served by llama.cpp on
+# loopback: no API key, no network. Each task gets one format-retry that carries a
+# post-mortem of the first try. About 4 minutes on 2 cores, after a first setup that
+# builds llama.cpp (about 5 minutes, once). Extra arguments are Hydra overrides, e.g.
+#   scripts/demo.sh benchmark.data.metadata_file=dev.jsonl
+#   scripts/demo.sh llm=openai_compatible llm.base_url=http://gpu-box:8000/v1 llm.model_name=NAME
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-.venv/bin/deepledger bench --cfg job "$@"
-echo
-echo "deepledger: this is the configuration the offline benchmark will run with."
-echo "The bundled model (llm=local) and the offline suite are not in this version yet;"
-echo "see README.md, 'Status'."
+exec .venv/bin/deepledger bench benchmark=worldfacts llm=local \
+  agent.context_compress_limit=1 "$@"
