@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +99,44 @@ def test_a_killed_run_leaves_no_server_behind(tmp_path):
         assert wait_gone(pid), "the model server outlived the process that started it"
     finally:
         runner.kill()
+
+
+def model_servers_of(parent: int) -> list[int]:
+    """The llama.cpp servers whose parent is ``parent``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(") ", 1)[1].split()[1])
+        if ppid == parent and b"llama_cpp.server" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_ctrl_c_during_a_local_run_stops_the_model_server(tmp_path):
+    command = [
+        sys.executable,
+        "-m",
+        "deepledger",
+        "bench",
+        "benchmark=worldfacts",
+        "benchmark.execution.max_tasks=2",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    repo = Path(__file__).resolve().parents[2]
+    run = subprocess.Popen(command, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while not (servers := model_servers_of(run.pid)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert servers, "the run never started its model server"
+        run.send_signal(signal.SIGINT)
+        assert run.wait(60) == 130
+        assert all(wait_gone(pid) for pid in servers)
+    finally:
+        run.kill()
