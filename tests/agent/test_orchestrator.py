@@ -107,11 +107,14 @@ async def test_keep_tool_result_trims_only_what_is_sent():
     state = await orchestrator.run("task")
     # the journal says how many results each request blanked: 0, 0, 1, 2 over four turns
     assert [e["blanked_tool_results"] for e in journal.of("llm_call")] == [0, 0, 1, 2]
+    # blanking changes an older message: the 3rd and 4th requests break the cache prefix
+    assert [e["prefix_broken"] for e in journal.of("llm_call")] == [False, False, True, True]
     last_request = llm.calls[-1].messages
     sent = [m.content for m in last_request if m.kind is MessageKind.TOOL_RESULTS]
     assert sent[:2] == [OMITTED_PLACEHOLDER] * 2 and "facts about c" in sent[2]
     stored = [m.content for m in state.history if m.kind is MessageKind.TOOL_RESULTS]
     assert all("facts about" in c for c in stored)
+    assert state.prefix_breaks == 2
 
 
 async def test_turns_exhausted_asks_for_a_summary_and_falls_back_to_intermediate():

@@ -240,3 +240,13 @@ def test_judge_tokens_are_totalled_apart_from_the_agent_tokens():
     summary = summarize(records, pass_at_k=1, benchmark="x")
     assert summary["judge_tokens"] == {"input": 120, "output": 8}
     assert summary["tokens"]["total"]["input"] == 0
+
+
+def test_cache_prefix_breaks_are_summarized_and_shown(records):
+    with_breaks = [dict(r, prefix_breaks=n) for r, n in zip(records, [0, 4, 2, 6, 3], strict=False)]
+    summary = summarize(with_breaks, pass_at_k=1, benchmark="toy")
+    assert summary["prefix_breaks"] == {"mean": 3, "median": 3, "max": 6}
+    assert "prefix breaks  mean 3.0 · median 3 · max 6" in format_summary(summary)
+    older = summarize(records, pass_at_k=1, benchmark="toy")  # records from before the field
+    assert older["prefix_breaks"]["mean"] is None
+    assert "prefix breaks  -" in format_summary(older)

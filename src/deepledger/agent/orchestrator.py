@@ -138,6 +138,7 @@ class Orchestrator:
 
     async def _ask(self, state: RunState) -> LLMResponse | None:
         request = self._request(state.history)
+        state.prefix_breaks += self._request.last_prefix_broken
         if self._request.last_repairs:
             self.journal.write(
                 "pairing_repaired",

@@ -29,6 +29,9 @@ class RunState:
     consecutive_rollbacks: int = 0
     seen_call_keys: set[str] = field(default_factory=set)
     tool_calls: int = 0
+    # Requests that did not start with the whole previous request (keep_tool_result
+    # blanked an older result, or the window slid): a prompt cache misses past the change.
+    prefix_breaks: int = 0
     end_reason: EndReason | None = None
     final_answer: str | None = None
     final_text: str = ""  # the full text the answer was taken from

@@ -36,6 +36,9 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   and ``cost_unknown_tasks`` says how many were (so a run is never reported as free).
 - ``turns`` / ``tool_calls``: ``mean``, ``median``, ``max`` per task, over the tasks that
   report the number (null when none does).
+- ``prefix_breaks``: the same, of the model calls whose request did not begin with the
+  whole previous request (``keep_tool_result`` blanked an older result, or a context
+  strategy dropped a round): past that point a provider's prompt cache misses.
 - ``end_reasons``: how each task's last turn loop ended: ``answered`` (model finished),
   ``max_turns`` (turns exhausted), ``window_exhausted``, ``error`` (an ``error`` end
   reason, or an errored task without one) and ``unknown`` — they sum to ``tasks.total``.
@@ -102,6 +105,7 @@ def summarize(
         **cost,
         "turns": _distribution(r.get("turns") for r in records),
         "tool_calls": _distribution(r.get("tool_calls") for r in records),
+        "prefix_breaks": _distribution(r.get("prefix_breaks") for r in records),
         "end_reasons": _end_reasons(records),
         "extra": dict(extra or {}),
     }
@@ -254,6 +258,7 @@ def format_summary(summary: dict) -> str:
         ("cost", _cost_line(summary)),
         ("turns", _distribution_line(summary["turns"])),
         ("tool calls", _distribution_line(summary["tool_calls"])),
+        ("prefix breaks", _distribution_line(summary.get("prefix_breaks") or {})),
         (
             "end reasons",
             " · ".join(
@@ -273,7 +278,7 @@ def _groups(groups: Iterable[tuple[str, dict]]) -> str:
 
 
 def _distribution_line(d: dict) -> str:
-    if d["mean"] is None:
+    if d.get("mean") is None:  # also a summary from before the figure existed
         return "-"
     return f"mean {d['mean']:.1f} · median {d['median']:g} · max {d['max']:g}"
 

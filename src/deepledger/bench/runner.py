@@ -212,6 +212,7 @@ def _retry_record(state: RunState, index: int, carried: int, journal: str | None
         "end_reason": state.end_reason.value if state.end_reason else None,
         "turns": state.turn,
         "tool_calls": state.tool_calls,
+        "prefix_breaks": state.prefix_breaks,
         "rollbacks": len(state.rollbacks),
         "post_mortem": state.post_mortem,
         "failure_type": state.failure_type,
@@ -257,6 +258,7 @@ def _task_record(task: Task, attempts: list[dict[str, Any]], elapsed: float) -> 
         ),
         "turns": sum(r["turns"] for r in retries),
         "tool_calls": sum(r["tool_calls"] for r in retries),
+        "prefix_breaks": sum(r.get("prefix_breaks", 0) for r in retries),
         "elapsed_seconds": round(elapsed, 3),
     }
 
