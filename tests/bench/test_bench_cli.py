@@ -126,7 +126,7 @@ def test_missing_data_and_missing_judge_keys_fail_before_any_work(tmp_path):
             "-m",
             "deepledger",
             "bench",
-            "benchmark=simpleqa",
+            "benchmark=gaia-validation",
             "llm=openai_compatible",
             f"hydra.run.dir={tmp_path}/a",
         ],
@@ -136,7 +136,7 @@ def test_missing_data_and_missing_judge_keys_fail_before_any_work(tmp_path):
         timeout=120,
         env=env,
     )
-    assert missing.returncode == 2 and "data/simpleqa' is not a folder" in missing.stderr
+    assert missing.returncode == 2 and "data/gaia-2023-validation' is not a folder" in missing.stderr
     no_key = subprocess.run(
         [
             sys.executable,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deepledger.bench.public import PACKAGE_SOURCE, read_package_set
 from deepledger.errors import ConfigError
 
 
@@ -38,6 +39,13 @@ class TaskFile:
 
 def load_tasks(data: Any, max_tasks: int | None = None) -> TaskFile:
     """The tasks of ``benchmark.data``; ``max_tasks`` keeps the first N good ones."""
+    if data.source.startswith(PACKAGE_SOURCE):
+        return _package_tasks(data.source, max_tasks)
+    if data.source != "jsonl":
+        raise ConfigError(
+            f"benchmark.data.source={data.source!r}: use jsonl or package:<name> "
+            "(simpleqa, freshqa, fanoutqa)."
+        )
     data_dir = Path(data.data_dir)
     path = data_dir / data.metadata_file
     if not data_dir.is_dir():
@@ -97,6 +105,16 @@ def _parse_line(
         file_path = str(attached)
     truth = _as_text(record.get(mapping.ground_truth_field))
     return Task(task_id, question, truth, file_path, number), ""
+
+
+def _package_tasks(source: str, max_tasks: int | None) -> TaskFile:
+    path, rows = read_package_set(source)
+    loaded = TaskFile(path)
+    for number, (task_id, question, truth) in enumerate(rows, start=1):
+        if max_tasks is not None and len(loaded.tasks) >= max_tasks:
+            break
+        loaded.tasks.append(Task(task_id, question, truth, None, number))
+    return loaded
 
 
 def _as_text(value: Any) -> str | None:
