@@ -136,7 +136,9 @@ def test_missing_data_and_missing_judge_keys_fail_before_any_work(tmp_path):
         timeout=120,
         env=env,
     )
-    assert missing.returncode == 2 and "data/gaia-2023-validation' is not a folder" in missing.stderr
+    assert (
+        missing.returncode == 2 and "data/gaia-2023-validation' is not a folder" in missing.stderr
+    )
     no_key = subprocess.run(
         [
             sys.executable,
