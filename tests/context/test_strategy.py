@@ -195,3 +195,23 @@ def test_a_broken_prefix_is_noticed(strategy, keep, broken_at):
         if builder.last_prefix_broken:
             broken.append(turn)
     assert broken == broken_at
+
+
+def test_the_builder_checks_only_what_changed_and_still_finds_new_breaks():
+    """The second request appends to a sound first one; its check starts near the end,
+    yet a reply whose calls never ran stops being exempt once another reply follows."""
+    reply = Message.assistant("", [ToolCall("a", "f", server_name="kb")])
+    first = [Message.system("s"), Message.task("t"), reply, Message.injected("note")]
+    builder = RequestBuilder(KeepToolResults())
+    builder(first)
+    assert builder.last_repairs == []  # the loop ended before the call ran: not a break
+    builder([*first, Message.assistant("more")])
+    assert [(p.kind, p.call_id) for p in builder.last_repairs] == [(Break.CALL_WITHOUT_RESULT, "a")]
+    grown = random_history(3)
+    builder = RequestBuilder(KeepToolResults())
+    for end in range(2, len(grown) + 1):
+        builder(grown[:end])
+        assert builder.last_repairs == []
+    orphan = Message.native_tool_results([ToolResult("zz", "late")])
+    builder([*grown, Message.injected("x"), orphan])
+    assert [p.kind for p in builder.last_repairs] == [Break.ORPHAN_RESULTS]

@@ -43,11 +43,14 @@ class PairingProblem:
     call_id: str = ""
 
 
-def pairing_problems(messages: Sequence[Message]) -> list[PairingProblem]:
-    """Every break of the invariant in ``messages``; empty when the history is sound."""
+def pairing_problems(messages: Sequence[Message], start: int = 0) -> list[PairingProblem]:
+    """Every break of the invariant in ``messages`` at index ``start`` or later; empty
+    when the history is sound. (A caller that knows ``messages[:start]`` was sound and
+    unchanged since, with its last reply at ``start`` or later, checks only the rest.)"""
     problems: list[PairingProblem] = []
-    last_reply = _last_reply_index(messages)
-    for index, message in enumerate(messages):
+    last_reply = last_reply_index(messages)
+    for index in range(start, len(messages)):
+        message = messages[index]
         if message.is_tool_results:
             reply = messages[index - 1] if index else None
             if reply is None or reply.role is not Role.ASSISTANT:
@@ -110,7 +113,7 @@ def repair_pairing(messages: Sequence[Message]) -> tuple[list[Message], list[Pai
     return repaired, problems
 
 
-def _last_reply_index(messages: Sequence[Message]) -> int:
+def last_reply_index(messages: Sequence[Message]) -> int:
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].role is Role.ASSISTANT:
             return index

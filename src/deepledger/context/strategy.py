@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from deepledger.config import CONTEXT_STRATEGIES
-from deepledger.context.pairing import PairingProblem, repair_pairing
+from deepledger.context.pairing import (
+    PairingProblem,
+    last_reply_index,
+    pairing_problems,
+    repair_pairing,
+)
 from deepledger.context.trim import ToolResultTrimmer
 from deepledger.errors import ConfigError
 from deepledger.messages import Message, MessageKind, Role
@@ -123,6 +128,11 @@ class RequestBuilder:
         self.last_prefix_kept = 0
         self.last_prefix_broken = False
         self._previous: list[Message] = []
+        # The last pick found sound, and its newest reply: a pick that only appends to
+        # it needs checking from there on, so the check costs the same on turn 300 as on
+        # turn 3.
+        self._sound: list[Message] = []
+        self._sound_last_reply = 0
 
     @property
     def last_blanked(self) -> int:
@@ -135,7 +145,14 @@ class RequestBuilder:
         after the strategy's pick, so they never take the place of a round."""
         selected = self.strategy.select(history) + list(closing)
         self.last_dropped = len(history) - len(selected) + len(closing)
-        repaired, self.last_repairs = repair_pairing(selected)
+        unchanged = shared_prefix(self._sound, selected)
+        start = max(0, min(unchanged - 1, self._sound_last_reply)) if self._sound else 0
+        if pairing_problems(selected, start):
+            repaired, self.last_repairs = repair_pairing(selected)
+            self._sound = []
+        else:
+            repaired, self.last_repairs = selected, []
+            self._sound, self._sound_last_reply = selected, last_reply_index(selected)
         request = self._trim(repaired)
         self.last_prefix_kept = shared_prefix(self._previous, request)
         self.last_prefix_broken = self.last_prefix_kept < len(self._previous)
