@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.errors import ConfigError
+from deepledger.errors import ConfigError, LLMError
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.factory import create_client
 from deepledger.llm.local import BUNDLED_FILE, LlamaServer, LocalModelClient, bundled_model
@@ -140,3 +140,20 @@ def test_ctrl_c_during_a_local_run_stops_the_model_server(tmp_path):
         assert all(wait_gone(pid) for pid in servers)
     finally:
         run.kill()
+
+
+async def test_a_model_that_cannot_start_fails_every_task_at_once(tmp_path):
+    """A broken model file: the first call says why, later calls do not start it again."""
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a model")
+    client = LocalModelClient("m", model_path=broken, context_size=512, timeout_seconds=30)
+    try:
+        with pytest.raises(LLMError, match="exited with code") as first:
+            await client.generate([Message.task("q")])
+        assert "deepledger-local-model-" in str(first.value)  # where its output is
+        started = time.monotonic()
+        with pytest.raises(LLMError) as again:
+            await client.generate([Message.task("q")])
+        assert again.value is first.value and time.monotonic() - started < 1
+    finally:
+        await client.aclose()

@@ -231,15 +231,21 @@ class LocalModelClient(LLMClient):
         self.timeout_seconds = timeout_seconds
         self._chat: OpenAIChatClient | None = None
         self._starting: asyncio.Lock | None = None
+        self._start_failed: Exception | None = None
 
     async def _ensure_started(self) -> OpenAIChatClient:
         if self._chat is None:
             self._starting = self._starting or asyncio.Lock()
             async with self._starting:
+                if self._start_failed is not None:
+                    # Every task would otherwise wait out the same failing start in turn.
+                    raise self._start_failed
                 if self._chat is None:
-                    self.server.spawn()  # on the loop's thread, which outlives the server
-                    while not await asyncio.to_thread(self.server.ready):  # noqa: ASYNC110
-                        await asyncio.sleep(0.2)  # polling another process: no event to wait on
+                    try:
+                        await self._start_server()
+                    except (LLMError, ConfigError) as exc:
+                        self._start_failed = exc
+                        raise
                     base_url = self.server.base_url
                     self._chat = OpenAIChatClient(
                         self.model,
@@ -248,6 +254,11 @@ class LocalModelClient(LLMClient):
                         timeout_seconds=self.timeout_seconds,
                     )
         return self._chat
+
+    async def _start_server(self) -> None:
+        self.server.spawn()  # on the loop's thread, which outlives the server
+        while not await asyncio.to_thread(self.server.ready):  # noqa: ASYNC110
+            await asyncio.sleep(0.2)  # polling another process: no event to wait on
 
     async def _call(
         self, messages: list[Message], tools: list[ToolSpec], settings: GenerationSettings
