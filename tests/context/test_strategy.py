@@ -177,24 +177,30 @@ def grow(history: list[Message], turn: int) -> list[Message]:
 
 
 @pytest.mark.parametrize(
-    ("strategy", "keep", "broken_at"),
+    ("strategy", "keep", "broken_at", "by"),
     [
-        (KeepToolResults(), -1, []),  # append-only: the cache always hits
-        (KeepToolResults(), 1, [2, 3, 4]),  # each turn blanks the result before the newest
-        (RoundWindow(2), -1, [3, 4]),  # the window starts sliding at the third round
+        (KeepToolResults(), -1, [], None),  # append-only: the cache always hits
+        # each turn blanks the result before the newest
+        (KeepToolResults(), 1, [2, 3, 4], "keep_tool_result"),
+        # the window starts sliding at the third round
+        (RoundWindow(2), -1, [3, 4], "context_strategy"),
     ],
     ids=["keep-everything", "keep-1", "round-window-2"],
 )
-def test_a_broken_prefix_is_noticed(strategy, keep, broken_at):
+def test_a_broken_prefix_is_noticed_with_its_cause(strategy, keep, broken_at, by):
     builder = RequestBuilder(strategy, keep)
     history = [Message.system("s"), Message.task("t")]
-    broken = []
+    broken, causes = [], set()
     for turn in range(1, 5):
         history = grow(history, turn)
         builder(history)
         if builder.last_prefix_broken:
             broken.append(turn)
+            causes.add(builder.last_prefix_broken_by)
+        else:
+            assert builder.last_prefix_broken_by is None
     assert broken == broken_at
+    assert causes == ({by} if by else set())
 
 
 def test_the_builder_checks_only_what_changed_and_still_finds_new_breaks():

@@ -168,6 +168,7 @@ class Orchestrator:
             left_out_messages=self._request.last_dropped,
             prefix_kept_messages=self._request.last_prefix_kept,
             prefix_broken=self._request.last_prefix_broken,
+            prefix_broken_by=self._request.last_prefix_broken_by,
             blanked_tool_results=blanked,
             usage=response.usage,
             stop_reason=response.stop_reason,

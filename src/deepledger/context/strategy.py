@@ -118,6 +118,9 @@ class RequestBuilder:
     the earlier request had, the prefix was broken (``last_prefix_broken``): a provider's
     prompt cache can only reuse the shared part, so blanking an old result or sliding
     the window costs the whole rest of the prompt at the uncached price.
+    ``last_prefix_broken_by`` says what broke it: ``context_strategy`` (the pick itself
+    changed: a round left the window, or a repair), else ``keep_tool_result`` (an older
+    result was blanked); None when the prefix held.
     """
 
     def __init__(self, strategy: ContextStrategy, keep_tool_result: int = -1) -> None:
@@ -127,7 +130,9 @@ class RequestBuilder:
         self.last_repairs: list[PairingProblem] = []
         self.last_prefix_kept = 0
         self.last_prefix_broken = False
+        self.last_prefix_broken_by: str | None = None
         self._previous: list[Message] = []
+        self._previous_pick: list[Message] = []  # the same request before trimming
         # The last pick found sound, and its newest reply: a pick that only appends to
         # it needs checking from there on, so the check costs the same on turn 300 as on
         # turn 3.
@@ -156,7 +161,11 @@ class RequestBuilder:
         request = self._trim(repaired)
         self.last_prefix_kept = shared_prefix(self._previous, request)
         self.last_prefix_broken = self.last_prefix_kept < len(self._previous)
-        self._previous = request
+        self.last_prefix_broken_by = None
+        if self.last_prefix_broken:
+            pick_held = shared_prefix(self._previous_pick, repaired) >= self.last_prefix_kept + 1
+            self.last_prefix_broken_by = "keep_tool_result" if pick_held else "context_strategy"
+        self._previous, self._previous_pick = request, repaired
         return request
 
 
