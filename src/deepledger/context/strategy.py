@@ -133,11 +133,11 @@ class RequestBuilder:
         self.last_prefix_broken_by: str | None = None
         self._previous: list[Message] = []
         self._previous_pick: list[Message] = []  # the same request before trimming
-        # The last pick found sound, and its newest reply: a pick that only appends to
-        # it needs checking from there on, so the check costs the same on turn 300 as on
-        # turn 3.
-        self._sound: list[Message] = []
-        self._sound_last_reply = 0
+        # Whether that pick was sound as selected, and its newest reply: a pick that only
+        # appends to a sound one needs checking from there on, so the check costs the
+        # same on turn 300 as on turn 3.
+        self._previous_pick_sound = False
+        self._previous_last_reply = 0
 
     @property
     def last_blanked(self) -> int:
@@ -150,14 +150,16 @@ class RequestBuilder:
         after the strategy's pick, so they never take the place of a round."""
         selected = self.strategy.select(history) + list(closing)
         self.last_dropped = len(history) - len(selected) + len(closing)
-        unchanged = shared_prefix(self._sound, selected)
-        start = max(0, min(unchanged - 1, self._sound_last_reply)) if self._sound else 0
-        if pairing_problems(selected, start):
-            repaired, self.last_repairs = repair_pairing(selected)
-            self._sound = []
-        else:
+        start = 0
+        if self._previous_pick_sound:
+            unchanged = shared_prefix(self._previous_pick, selected)
+            start = max(0, min(unchanged - 1, self._previous_last_reply))
+        self._previous_pick_sound = not pairing_problems(selected, start)
+        if self._previous_pick_sound:
             repaired, self.last_repairs = selected, []
-            self._sound, self._sound_last_reply = selected, last_reply_index(selected)
+            self._previous_last_reply = last_reply_index(selected)
+        else:
+            repaired, self.last_repairs = repair_pairing(selected)
         request = self._trim(repaired)
         self.last_prefix_kept = shared_prefix(self._previous, request)
         self.last_prefix_broken = self.last_prefix_kept < len(self._previous)

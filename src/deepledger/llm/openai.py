@@ -32,6 +32,7 @@ from deepledger.context.tokens import count_messages
 from deepledger.errors import LLMError
 from deepledger.llm import classify
 from deepledger.llm.base import (
+    CONNECTION_LIMITS,
     GenerationSettings,
     LLMClient,
     answered_natively,
@@ -48,8 +49,6 @@ from deepledger.messages import (
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 BASE_URL_ENV = "OPENAI_BASE_URL"
-# Hundreds of tasks share one client: keep a connection alive for each of them.
-MAX_CONNECTIONS = 1000
 
 _STOP_REASONS = {
     "stop": StopReason.END_TURN,
@@ -102,7 +101,7 @@ class OpenAIChatClient(LLMClient):
         if self._session is None or self._session.closed or self._session_loop is not loop:
             self._session_loop = loop
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS),
+                connector=aiohttp.TCPConnector(limit=CONNECTION_LIMITS.max_connections),
                 timeout=aiohttp.ClientTimeout(total=self.timeout_seconds),
             )
         return self._session
