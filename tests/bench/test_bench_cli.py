@@ -180,7 +180,9 @@ def test_ctrl_c_stops_cleanly_without_orphans_and_says_how_to_resume(tmp_path):
         _, stderr = run.communicate(timeout=60)
     assert run.returncode == 130
     assert "interrupted" in stderr and "resume" in stderr and "Traceback" not in stderr
+    # Workers of this checkout only: another checkout's run may be going on beside it.
+    worker = ROOT / "src" / "deepledger" / "tools" / "servers" / "_sandbox_worker"
     leftover = subprocess.run(
-        ["pgrep", "-f", f"_sandbox_worker|{tmp_path}"], capture_output=True, text=True
+        ["pgrep", "-f", f"{worker}|{tmp_path}"], capture_output=True, text=True
     )
     assert leftover.stdout.strip() == ""
