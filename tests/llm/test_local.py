@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from deepledger.context.tokens import default_counter
 from deepledger.errors import ConfigError, LLMError
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.factory import create_client
 from deepledger.llm.local import BUNDLED_FILE, LlamaServer, LocalModelClient, bundled_model
+from deepledger.llm.local_template import common_prefix
+from deepledger.llm.openai import to_wire_messages
 from deepledger.messages import Message
 from tests.test_config import composed
 
@@ -59,23 +62,68 @@ def test_a_model_path_that_is_not_there_is_named():
 
 
 async def test_the_real_model_answers_and_its_server_stops_with_the_client():
+    """Prompts rendered here with the file's template: exact counts, continued
+    prefills, and the prefix the server reuses reported as cache reads."""
     client = LocalModelClient(
         "SmolLM2-135M-Instruct",
         model_path=bundled_model(),
         context_size=2048,
         timeout_seconds=120,
     )
+    asked = [Message.system("You are brief."), Message.task("Say hello.")]
+    greedy = GenerationSettings(max_tokens=16, temperature=0.0)
     try:
-        response = await client.generate(
-            [Message.system("You are brief."), Message.task("Say hello.")],
-            settings=GenerationSettings(max_tokens=16, temperature=0.0),
-        )
+        response = await client.generate(asked, settings=greedy)
         pid = client.server.process.pid
-        assert response.text.strip() and response.usage.input_tokens > 0
-        assert alive(pid)
+        assert response.text.strip() and alive(pid)
+        prompt = client.template.render(to_wire_messages(asked))
+        assert prompt.endswith("<|im_start|>assistant\n")
+        # The server's own count of the prompt is ours, token for token.
+        assert response.usage.input_tokens == len(client.template.tokens(prompt))
+        assert response.usage.cache_read_tokens == 0
+
+        again = await client.generate(asked, settings=greedy)
+        assert again.usage.cache_read_tokens == again.usage.input_tokens
+
+        prefilled = [*asked, Message.assistant("Hello! My name is")]
+        assert client.supports_prefill
+        continued = await client.generate(prefilled, settings=greedy)
+        assert continued.text and "<|im_start|>" not in continued.text
+        assert not continued.text.lstrip().lower().startswith("hello")
+        assert continued.usage.cache_read_tokens < continued.usage.input_tokens
     finally:
         await client.aclose()
     assert wait_gone(pid)
+
+
+def test_the_local_model_counts_tokens_with_its_own_vocabulary():
+    client = LocalModelClient(
+        "m", model_path=bundled_model(), context_size=2048, timeout_seconds=10
+    )
+    text = "Qingyang has 2,211,191 inhabitants; Ouagadougou lies in Burkina Faso."
+    assert (
+        client.token_counter.count(text)
+        == len(client.template.tokens(text))
+        != default_counter().count(text)
+    )
+    assert client.token_counter.name == f"gguf:{BUNDLED_FILE}"
+
+
+def test_a_chat_format_override_leaves_templating_and_prefill_to_llama_cpp():
+    client = LocalModelClient(
+        "m",
+        model_path=bundled_model(),
+        context_size=2048,
+        timeout_seconds=10,
+        chat_format="chatml",
+    )
+    assert client.template is None and not client.supports_prefill
+    assert client.token_counter is default_counter()
+
+
+def test_common_prefix():
+    assert common_prefix([1, 2, 3], [1, 2, 4, 5]) == 2
+    assert common_prefix([], [1]) == 0 and common_prefix([1, 2], [1, 2]) == 2
 
 
 def test_a_killed_run_leaves_no_server_behind(tmp_path):

@@ -175,3 +175,30 @@ def test_native_missing_or_repeated_ids_are_made_unique_and_paired():
     stored = protocol.record_calls(response, parsed)
     assert [c.id for c in stored.tool_calls] == ["t4c1", "dup", "t4c3"]
     assert {c.name for c in stored.tool_calls} == {"search__search"}
+
+
+def test_xml_last_block_cut_after_its_arguments_is_a_call_but_not_one_followed_by_text():
+    cut = "I will search.\n" + block("kb", "search", '{"query": "Peru"}').removesuffix(
+        "</use_mcp_tool>"
+    )
+    parsed = XmlProtocol().extract(reply(cut + "\n  "), 1)
+    assert [c.arguments for c in parsed.calls] == [{"query": "Peru"}] and not parsed.malformed
+    invented = cut + "\n<result>Lima</result>"
+    parsed = XmlProtocol().extract(reply(invented), 1)
+    assert not parsed.calls and parsed.malformed == ["tool call #1: <use_mcp_tool> is not closed"]
+
+
+def test_xml_forced_call_opens_the_first_argument_and_closes_the_block():
+    protocol = XmlProtocol()
+    schema = {"properties": {"k": {"type": "integer"}, "q": {"type": "string"}}, "required": ["q"]}
+    forced = protocol.forced_call(ToolInfo("kb", "search", "", schema))
+    assert forced.opening.endswith('<arguments>\n{"q": "') and forced.stop == "</arguments>"
+    parsed = protocol.extract(reply(forced.join('Peru"}\n</arguments>ignored')), 1)
+    assert [(c.server_name, c.name, c.arguments) for c in parsed.calls] == [
+        ("kb", "search", {"q": "Peru"})
+    ]
+    numeric = protocol.forced_call(ToolInfo("kb", "n", "", {"properties": {"k": {}}}))
+    assert numeric.opening.endswith('{"k": ')
+    bare = protocol.forced_call(ToolInfo("kb", "reset", "", {}))
+    assert bare.opening.endswith("<arguments>\n{")
+    assert NativeProtocol().forced_call(ToolInfo("kb", "reset", "", {})) is None

@@ -14,6 +14,15 @@ killed run leaves no server behind.
 
 The server's context size is ``llm.max_context_length``, so the window guard acts
 against the window the model really has.
+
+Requests. With the template inside the GGUF file (no ``llm.chat_format``) and no native
+tool specs, the client renders each prompt itself with that template and sends it to
+the completion endpoint (``local_template.py``): that is what lets a reply continue a
+prefill, and counts tokens exactly. The server keeps the evaluated state of recent
+prompts in RAM (``--cache``), so tasks taking turns on the one model each resume from
+their own conversation; the prefix a prompt shares with recently evaluated ones is
+reported as cache reads (an estimate of what the cache served). Native tool calls go
+through the chat endpoint.
 """
 
 from __future__ import annotations
@@ -32,13 +41,16 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections import deque
 from pathlib import Path
 from typing import IO
 
+from deepledger.context.tokens import TokenCounter, default_counter
 from deepledger.errors import ConfigError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
-from deepledger.llm.openai import OpenAIChatClient
-from deepledger.messages import LLMResponse, Message, ToolSpec
+from deepledger.llm.local_template import LocalTemplate, common_prefix
+from deepledger.llm.openai import STOP_REASONS, OpenAIChatClient, to_wire_messages
+from deepledger.messages import LLMResponse, Message, Role, StopReason, ToolSpec, Usage
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +63,10 @@ INSTALL_HINT = (
 )
 STARTUP_TIMEOUT_SECONDS = 120.0
 STOP_GRACE_SECONDS = 10.0
+CACHE_BYTES = 2 << 30  # llama.cpp's prompt-state cache, in RAM
+# How many evaluated sequences the reuse estimate compares a prompt with (about what the
+# cache holds for a small model's 8k window).
+RECENT_STATES = 32
 
 
 def bundled_model() -> Path:
@@ -109,6 +125,12 @@ class LlamaServer:
             str(port),
             "--n_ctx",
             str(self.context_size),
+            # Keep the evaluated state of recent prompts: concurrent tasks take turns on
+            # the one model, and each resumes from its own conversation, not from zero.
+            "--cache",
+            "true",
+            "--cache_size",
+            str(CACHE_BYTES),
         ]
         if self.chat_format:
             command += ["--chat_format", self.chat_format]
@@ -233,6 +255,33 @@ class LocalModelClient(LLMClient):
         self._chat: OpenAIChatClient | None = None
         self._starting: asyncio.Lock | None = None
         self._start_failed: Exception | None = None
+        # The file's own template renders prompts; a chat_format override is llama.cpp's
+        # to apply, so then every request goes through the chat endpoint.
+        self._template: LocalTemplate | None = None
+        self._template_loaded = chat_format is not None
+        # The token sequences the server has evaluated lately (prompt and reply): its
+        # cache resumes a prompt from the longest of them it shares a start with.
+        self._evaluated: deque[list[int]] = deque(maxlen=RECENT_STATES)
+
+    @property
+    def template(self) -> LocalTemplate | None:
+        """The model's template and vocabulary, loaded on first use; ``None`` if the
+        file has none (or cannot be read: the server's start then says why)."""
+        if not self._template_loaded:
+            self._template_loaded = True
+            try:
+                self._template = LocalTemplate(self.server.model_path)
+            except Exception as exc:  # a broken file: the chat endpoint's error will tell
+                log.warning("rendering prompts with llama.cpp's chat endpoint: %s", exc)
+        return self._template
+
+    @property
+    def supports_prefill(self) -> bool:  # type: ignore[override]
+        return self.template is not None
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        return self.template or default_counter()
 
     async def _ensure_started(self) -> OpenAIChatClient:
         if self._chat is None:
@@ -265,7 +314,52 @@ class LocalModelClient(LLMClient):
         self, messages: list[Message], tools: list[ToolSpec], settings: GenerationSettings
     ) -> LLMResponse:
         chat = await self._ensure_started()
-        return await chat._call(messages, tools, settings)
+        template = self.template
+        if template is None or tools or any(m.role is Role.TOOL for m in messages):
+            return await chat._call(messages, tools, settings)
+        return await self._complete(chat, template, messages, settings)
+
+    async def _complete(
+        self,
+        chat: OpenAIChatClient,
+        template: LocalTemplate,
+        messages: list[Message],
+        settings: GenerationSettings,
+    ) -> LLMResponse:
+        """One request as a completion of the prompt rendered here."""
+        prompt = template.render(to_wire_messages(messages))
+        tokens = await asyncio.to_thread(template.tokens, prompt)
+        reused = max((common_prefix(seen, tokens) for seen in self._evaluated), default=0)
+        request: dict[str, object] = {
+            "model": self.model,
+            "prompt": prompt,
+            "max_tokens": settings.max_tokens,
+        }
+        if settings.temperature is not None:
+            request["temperature"] = settings.temperature
+        if settings.top_p is not None:
+            request["top_p"] = settings.top_p
+        if settings.stop:
+            request["stop"] = list(settings.stop)
+        request |= settings.extra_body
+        completion = await chat.post(f"{chat.base_url}/completions", request)
+        choice = completion["choices"][0]
+        usage = completion.get("usage") or {}
+        text = choice.get("text") or ""
+        finish = choice.get("finish_reason")
+        self._evaluated.append(tokens + template.tokens(text)[template.bos_count :])
+        return LLMResponse(
+            message=Message.assistant(text),
+            stop_reason=STOP_REASONS.get(finish or "", StopReason.OTHER),
+            usage=Usage(
+                usage.get("prompt_tokens") or len(tokens),
+                usage.get("completion_tokens") or template.count(text),
+                cache_read_tokens=reused,
+            ),
+            model=completion.get("model") or self.model,
+            response_id=completion.get("id") or "",
+            raw_stop_reason=finish,
+        )
 
     def classify_error(self, exc: Exception) -> LLMError | None:
         return self._chat.classify_error(exc) if self._chat else None

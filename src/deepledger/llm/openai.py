@@ -50,7 +50,7 @@ from deepledger.messages import (
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 BASE_URL_ENV = "OPENAI_BASE_URL"
 
-_STOP_REASONS = {
+STOP_REASONS = {
     "stop": StopReason.END_TURN,
     "length": StopReason.MAX_TOKENS,
     "tool_calls": StopReason.TOOL_USE,
@@ -125,9 +125,14 @@ class OpenAIChatClient(LLMClient):
         request |= settings.extra_body
         if self.supports_prefill and messages and messages[-1].role is Role.ASSISTANT:
             request |= {"continue_final_message": True, "add_generation_prompt": False}
+        return self._from_wire(await self.post(self._url, request), messages)
+
+    async def post(self, url: str, request: dict[str, Any]) -> dict[str, Any]:
+        """Send one request to ``url``; the decoded completion object, or a classified
+        error."""
         body = json.dumps(request, ensure_ascii=False).encode("utf-8")
         async with self._http().post(
-            self._url, data=body, headers=self._headers, proxy=self._proxy
+            url, data=body, headers=self._headers, proxy=self._proxy
         ) as response:
             raw = await response.read()
             if response.status >= 400:
@@ -135,7 +140,7 @@ class OpenAIChatClient(LLMClient):
                 raise classify.status_error(
                     self.provider, response.status, response.headers, detail
                 )
-        return self._from_wire(self._decode(raw), messages)
+        return self._decode(raw)
 
     def _decode(self, raw: bytes) -> dict[str, Any]:
         """The completion object, or a (retryable) error saying why it is not one."""
@@ -167,7 +172,7 @@ class OpenAIChatClient(LLMClient):
         finish = choice.get("finish_reason")
         return LLMResponse(
             message=message,
-            stop_reason=_STOP_REASONS.get(finish or "", StopReason.OTHER),
+            stop_reason=STOP_REASONS.get(finish or "", StopReason.OTHER),
             usage=self._usage(completion.get("usage"), sent, message),
             model=completion.get("model") or self.model,
             response_id=completion.get("id") or "",

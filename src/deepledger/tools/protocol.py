@@ -35,6 +35,20 @@ class ParsedCalls:
         return self.attempted and all(c.parse_error for c in self.calls)
 
 
+@dataclass(frozen=True)
+class ForcedCall:
+    """A reply made to call one tool: it is prefilled with ``opening``, generation stops
+    at ``stop``, and ``closing`` completes the call after the model's part."""
+
+    opening: str
+    stop: str
+    closing: str
+
+    def join(self, reply: str) -> str:
+        # Servers leave the stop string out of the reply; one that keeps it is cut there.
+        return self.opening + reply.split(self.stop, 1)[0].rstrip() + self.closing
+
+
 class ToolProtocol(ABC):
     name: str
 
@@ -53,6 +67,11 @@ class ToolProtocol(ABC):
     def record_calls(self, response: LLMResponse, parsed: ParsedCalls) -> Message:
         """The assistant message as stored in history, with the calls we will answer."""
         return replace(response.message, tool_calls=tuple(parsed.calls))
+
+    def forced_call(self, tool: ToolInfo) -> ForcedCall | None:
+        """How to make a reply call ``tool``; ``None`` when calls are not text this
+        protocol can prefill."""
+        return None
 
 
 # -- XML ------------------------------------------------------------------------------
@@ -79,7 +98,8 @@ def _json_at(text: str, index: int) -> tuple[Any, int] | None:
 
 
 def _blocks(text: str) -> Iterator[str | None]:
-    """The body of each ``<use_mcp_tool>`` block, in order; ``None`` for one never closed.
+    """The body of each ``<use_mcp_tool>`` block, in order; ``None`` for one never closed
+    (a last block that ends the reply right after ``</arguments>`` counts as closed).
 
     A linear scan, not a regex: JSON arguments are stepped over as JSON, so a string in
     them may contain ``</arguments>`` or ``</use_mcp_tool>`` (code often does), and a
@@ -90,7 +110,13 @@ def _blocks(text: str) -> Iterator[str | None]:
         body_start = start + len(_OPEN)
         if close != -1 and close < body_start:
             close = text.find(_CLOSE, body_start)
-        if close == -1:  # no closing tag anywhere after: every block left is unclosed
+        if close == -1:  # no closing tag anywhere after: every block left is unclosed...
+            last = text[body_start:]
+            if _OPEN not in last and last.rstrip().endswith(_ARGS_CLOSE):
+                # ...except a last block whose arguments end the reply: the closing tag
+                # was a stop sequence, or the model stopped one tag short.
+                yield last
+                return
             yield from [None] * text.count(_OPEN, start)
             return
         end = close
@@ -118,6 +144,20 @@ class XmlProtocol(ToolProtocol):
 
     def specs(self, tools: list[ToolInfo]) -> list[ToolSpec]:
         return []
+
+    def forced_call(self, tool: ToolInfo) -> ForcedCall:
+        """The block up to the value of the first argument: the model writes only the
+        arguments, and stops where they end."""
+        opening = (
+            f"{_OPEN}\n<server_name>{tool.server}</server_name>\n"
+            f"<tool_name>{tool.name}</tool_name>\n<arguments>\n{{"
+        )
+        properties = tool.input_schema.get("properties") or {}
+        first = next(iter(tool.input_schema.get("required") or properties), None)
+        if first is not None:
+            string = (properties.get(first) or {}).get("type") == "string"
+            opening += json.dumps(first) + (': "' if string else ": ")
+        return ForcedCall(opening, stop="</arguments>", closing=f"\n</arguments>\n{_CLOSE}")
 
     def extract(self, response: LLMResponse, turn: int) -> ParsedCalls:
         text = response.message.content

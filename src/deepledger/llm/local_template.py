@@ -1,0 +1,107 @@
+"""The local model's own tokenizer and chat template, read from its GGUF file.
+
+With them the local provider renders each prompt itself and sends it as a plain
+completion, which buys three things the chat endpoint cannot give:
+
+- **prefill**: a trailing assistant message is continued, not closed and answered (the
+  chat endpoint always opens a fresh assistant turn);
+- **exact token counts** for the window guard, with the model's own vocabulary;
+- **the reusable prefix**: llama.cpp resumes a prompt from the longest evaluated
+  sequence it shares a start with and evaluates only the rest, so that shared prefix is
+  this server's "cache read".
+
+Only the vocabulary is loaded (``vocab_only``): a tenth of a second and a few MB, not the
+weights, which live in the server process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from deepledger.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+TEMPLATE_KEY = "tokenizer.chat_template"
+
+
+class LocalTemplate:
+    """Renders chat messages into the model's prompt text and counts its tokens."""
+
+    def __init__(self, model_path: Path) -> None:
+        from llama_cpp import Llama
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        with _quiet_stderr():  # llama.cpp prints load-time warnings straight to fd 2
+            self._vocab = Llama(str(model_path), vocab_only=True, verbose=False)
+        template = self._vocab.metadata.get(TEMPLATE_KEY)
+        if not template:
+            raise ConfigError(
+                f"{model_path} has no chat template ({TEMPLATE_KEY}); set llm.chat_format "
+                "to one of llama.cpp's chat formats."
+            )
+        eos = self._piece(self._vocab.token_eos())
+        bos = self._piece(self._vocab.token_bos())
+        self._formatter = Jinja2ChatFormatter(template, eos_token=eos, bos_token=bos)
+        self._opening = Jinja2ChatFormatter(
+            template, eos_token=eos, bos_token=bos, add_generation_prompt=False
+        )
+        self._adds_bos = self._vocab.metadata.get("tokenizer.ggml.add_bos_token") == "true"
+        self.bos_count = 1 if self._adds_bos and self._vocab.token_bos() >= 0 else 0
+        self.name = f"gguf:{model_path.name}"
+
+    def render(self, messages: Sequence[dict[str, Any]]) -> str:
+        """The prompt for ``messages`` (role/content dicts). A trailing assistant message
+        is left open, so the model's reply continues it."""
+        if messages and messages[-1].get("role") == "assistant":
+            head = self._formatter(messages=list(messages[:-1])).prompt
+            return head + (messages[-1].get("content") or "")
+        return self._formatter(messages=list(messages)).prompt
+
+    def tokens(self, text: str) -> list[int]:
+        """The token ids llama.cpp's completion endpoint evaluates for ``text``."""
+        ids = self._vocab.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        bos = self._vocab.token_bos()
+        if self._adds_bos and bos >= 0 and (not ids or ids[0] != bos):
+            ids.insert(0, bos)
+        return ids
+
+    def count(self, text: str) -> int:
+        """Tokens in ``text`` as plain content (the window guard's counter)."""
+        return len(self._vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def _piece(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self._vocab.detokenize([token], special=True).decode("utf-8", errors="replace")
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading items ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send fd 2 to /dev/null for the duration (C libraries write there directly)."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all: nothing to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
