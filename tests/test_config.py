@@ -86,6 +86,13 @@ def test_several_problems_are_reported_together():
         assert key in str(info.value)
 
 
+def test_first_call_names_one_tool():
+    validate(composed("llm=local"), PROVIDERS)  # the preset's own: first_call=search
+    validate(composed("llm.first_call=search.open"), PROVIDERS)
+    with pytest.raises(ConfigError, match=r"llm.first_call='search open'"):
+        validate(composed("llm.first_call='search open'"), PROVIDERS)
+
+
 def test_context_strategy_and_its_parameters_are_checked():
     cfg = composed("agent.context.strategy=round_window", "agent.context.keep_rounds=4")
     validate(cfg, PROVIDERS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,10 @@ class LLMConfig:
     # example added to its system prompt (a file in src/deepledger/prompts/).
     tool_protocol: str | None = None
     worked_example: str | None = None
+    # A tool ("server.tool" or "tool") that the first reply of each task calls: the reply
+    # is prefilled with the opening of that call (XML protocol, a provider that continues
+    # a prefill), so a model that would answer from memory searches first.
+    first_call: str | None = None
 
 
 @dataclass
@@ -111,8 +116,15 @@ class AgentRoleConfig:
 class ContextConfig:
     """Which messages go into each request (see context/strategy.py)."""
 
-    strategy: str = "keep_tool_results"  # keep_tool_results | round_window
-    keep_rounds: int = 8  # round_window: rounds kept after the system prompt and the task
+    strategy: str = "keep_tool_results"  # keep_tool_results | round_window | compaction
+    # round_window, compaction: rounds kept unchanged after the system prompt and the task
+    keep_rounds: int = 8
+    # compaction (context/compaction.py): due when the estimated request reaches this
+    # fraction of llm.max_context_length; done only if the rounds it replaces hold at
+    # least min_saving of the request; the notes get at most summary_max_tokens.
+    compact_at: float = 0.8
+    min_saving: float = 0.25
+    summary_max_tokens: int = 1024
 
 
 @dataclass
@@ -195,7 +207,7 @@ class Config:
 
 SCHEMA_NAME = "deepledger_schema"
 TOOL_PROTOCOLS = ("xml", "native")
-CONTEXT_STRATEGIES = ("keep_tool_results", "round_window")  # context/strategy.py
+CONTEXT_STRATEGIES = ("keep_tool_results", "round_window", "compaction")  # context/
 
 
 def register_schemas() -> None:
@@ -277,6 +289,10 @@ def _llm_problems(llm: Any, known_providers: tuple[str, ...]) -> list[str]:
         problems.append(
             f"llm.worked_example={llm.worked_example!r}: no such prompt in src/deepledger/prompts/."
         )
+    if llm.first_call is not None and not re.fullmatch(r"[\w-]+(\.[\w-]+)?", llm.first_call):
+        problems.append(
+            f"llm.first_call={llm.first_call!r}: name one tool, as server.tool or tool."
+        )
     if llm.retry.max_attempts < 1:
         problems.append(f"llm.retry.max_attempts={llm.retry.max_attempts} must be at least 1.")
     return problems
@@ -301,6 +317,20 @@ def _agent_problems(agent: Any) -> list[str]:
     if agent.context.keep_rounds < 1:
         problems.append(
             f"agent.context.keep_rounds={agent.context.keep_rounds} must be at least 1."
+        )
+    context = agent.context
+    if not 0 < context.compact_at < 1:
+        problems.append(
+            f"agent.context.compact_at={context.compact_at} must be between 0 and 1 "
+            "(a fraction of llm.max_context_length)."
+        )
+    if not 0 <= context.min_saving < 1:
+        problems.append(
+            f"agent.context.min_saving={context.min_saving} must be at least 0 and below 1."
+        )
+    if context.summary_max_tokens < 1:
+        problems.append(
+            f"agent.context.summary_max_tokens={context.summary_max_tokens} must be positive."
         )
     if agent.tool_protocol not in TOOL_PROTOCOLS:
         problems.append(

@@ -141,6 +141,16 @@ async def test_the_number_of_boxed_retries_is_configurable():
     assert state.final_answer is None
 
 
+async def test_the_last_boxed_retry_starts_inside_the_box_where_prefill_works():
+    state = ended(FINISHED)
+    llm = ScriptedLLM(["no box", "still none", "330} metres"], supports_prefill=True)
+    journal = await finalize(OFF, state, llm)
+    assert [c.messages[-1].role for c in llm.calls] == [Role.USER, Role.USER, Role.ASSISTANT]
+    assert llm.calls[2].messages[-1].content == "\\boxed{"
+    assert (state.final_answer, state.provenance) == ("330", Provenance.BOXED_RETRY)
+    assert [c["prefill"] for c in journal.of("closing_call")] == [None, None, "\\boxed{"]
+
+
 async def test_the_summarize_prompt_carries_format_rules_and_forbids_tools():
     llm = ScriptedLLM(["\\boxed{330}"])
     await finalize(OFF, ended(FINISHED), llm)

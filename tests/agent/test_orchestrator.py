@@ -11,6 +11,7 @@ from deepledger.agent.boxed import last_boxed
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.rollback import RollbackReason
 from deepledger.agent.state import Provenance
+from deepledger.context.compaction import Compaction
 from deepledger.context.strategy import RoundWindow
 from deepledger.context.trim import OMITTED_PLACEHOLDER
 from deepledger.errors import ContextOverflowError
@@ -177,6 +178,45 @@ async def test_unusable_replies_are_rolled_back_and_never_become_answers(bad_rep
     assert journal.of("rollback")[0]["reason"] == reason.value
 
 
+async def test_a_rejected_reply_given_again_word_for_word_is_kept():
+    """Greedy decoding repeats itself: the second identical reply ends the rollbacks."""
+    broken = "<use_mcp_tool><server_name>kb</server_name>"
+    llm = ScriptedLLM(responder=restate, steps=[broken, broken, "\\boxed{x}"])
+    orchestrator, journal = await make(llm, cap=5)
+    state = await orchestrator.run("task")
+    assert len(state.rollbacks) == 1 and journal.of("rollback_repeated")
+    assert not journal.of("rollback_cap_reached")
+    errors = [m.content for m in state.history if m.kind is MessageKind.TOOL_RESULTS]
+    assert "not closed" in errors[0] and state.final_answer == "x"
+
+
+async def test_first_call_prefills_the_first_reply_with_the_calls_opening():
+    """llm.first_call: the model writes only the argument; the call is whole and runs."""
+    llm = ScriptedLLM(
+        responder=restate, steps=['capital of Peru"}\n', "\\boxed{Lima}"], supports_prefill=True
+    )
+    orchestrator, journal = await make(llm)
+    tool = ToolInfo("kb", "lookup", "Look up facts.", LOOKUP_SCHEMA)
+    orchestrator.first_call = XmlProtocol().forced_call(tool)
+    state = await orchestrator.run("task")
+    first, second = llm.calls[0], llm.calls[1]
+    assert first.messages[-1].content.endswith('<arguments>\n{"query": "')
+    assert "</arguments>" in first.settings.stop
+    assert second.messages[-1].content.startswith("[kb.lookup result]\nfacts about capital of Peru")
+    assert second.settings.stop == () and second.messages[-2].content.endswith("</use_mcp_tool>")
+    assert state.tool_calls == 1 and state.final_answer == "Lima"
+    assert [c["forced_call"] for c in journal.of("llm_call")] == [True, False]
+
+
+async def test_a_reply_that_stops_right_after_its_arguments_is_a_call():
+    """The closing tag was a stop sequence or left out: the call is still read."""
+    unclosed = call("Peru").removesuffix("</use_mcp_tool>") + "\n"
+    llm = ScriptedLLM(responder=restate, steps=[unclosed, "\\boxed{Lima}"])
+    orchestrator, _ = await make(llm)
+    state = await orchestrator.run("task")
+    assert state.tool_calls == 1 and not state.rollbacks
+
+
 async def test_a_repeated_query_is_rolled_back():
     llm = ScriptedLLM(
         responder=restate, steps=[call("same"), call("same"), call("other"), "\\boxed{x}"]
@@ -188,8 +228,8 @@ async def test_a_repeated_query_is_rolled_back():
 
 
 async def test_the_rollback_cap_keeps_the_turn():
-    broken = "<use_mcp_tool><server_name>kb</server_name>"
-    llm = ScriptedLLM(responder=restate, steps=[broken, broken, broken, "\\boxed{x}"])
+    broken = [f"<use_mcp_tool><server_name>kb{i}</server_name>" for i in range(3)]
+    llm = ScriptedLLM(responder=restate, steps=[*broken, "\\boxed{x}"])
     orchestrator, journal = await make(llm, cap=2)
     state = await orchestrator.run("task")
     assert len(state.rollbacks) == 2 and journal.of("rollback_cap_reached")
@@ -303,3 +343,31 @@ async def test_round_window_sends_the_task_and_the_last_rounds_only():
     kinds = [m.kind for m in closing]
     M = MessageKind
     assert kinds == [M.SYSTEM, M.TASK, M.MODEL, M.TOOL_RESULTS, M.MODEL, M.INJECTED]
+
+
+async def test_compaction_near_the_window_end_lets_a_long_task_finish():
+    """Replies keep calling the tool; near the window's end the older rounds become
+    notes, the guard then counts the compacted request, and the task ends answered."""
+
+    def model(messages, tools):
+        if messages[-1].content.startswith("You keep the notes"):
+            return "Task goal: the task. Confirmed facts: q1 to q3 looked up."
+        done = sum(m.kind is MessageKind.TOOL_RESULTS for m in messages)
+        notes = any("Notes on the earlier work" in m.content for m in messages)
+        return "\\boxed{done}" if notes and done >= 2 else call(f"q{len(messages)}")
+
+    llm = ScriptedLLM(responder=model)
+    strategy = Compaction(2, compact_at=0.8, min_saving=0.1)
+    orchestrator, journal = await make(llm, window=1900, context=strategy)
+    state = await orchestrator.run("task")
+    assert state.end_reason is EndReason.MODEL_FINISHED and state.final_answer == "done"
+    compacted = journal.of("compacted")
+    assert compacted and compacted[0]["tokens_after"] < compacted[0]["tokens_before"]
+    after = next(c.messages for c in llm.calls if any("Notes on" in m.content for m in c.messages))
+    assert after[2].kind is MessageKind.INJECTED and len(after) < len(state.history)
+    broken = [c for c in journal.of("llm_call") if c["prefix_broken"]]
+    assert len(broken) == len(compacted)  # the cache restarts once per compaction only
+    assert any(c["purpose"] == "compaction" for c in journal.of("closing_call"))
+    # Without it, the same model runs out of window.
+    orchestrator, _ = await make(ScriptedLLM(responder=model), window=1900)
+    assert (await orchestrator.run("task")).end_reason is EndReason.WINDOW_EXHAUSTED

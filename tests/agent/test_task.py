@@ -107,3 +107,35 @@ def test_a_model_profile_is_checked():
     else:
         raise AssertionError("an invalid profile was accepted")
     assert "llm.tool_protocol='json'" in message and "llm.worked_example='missing.md'" in message
+
+
+async def solve_with(tmp_path, *overrides, prefill=True):
+    cfg = composed("agent.tool_protocol=xml", "agent.main_agent.tools=[time]", *overrides)
+    llm = ScriptedLLM(responder=lambda messages, tools: "\\boxed{noon}", supports_prefill=prefill)
+    manager = ToolManager(tool_servers(cfg))
+    journal = Journal(tmp_path / "journal.jsonl")
+    try:
+        await AgentFactory(cfg, llm, manager).solve("What time is it?", journal)
+    finally:
+        journal.close()
+        await manager.aclose()
+    return llm, journal
+
+
+async def test_first_call_prefills_the_named_tool_where_it_can(tmp_path):
+    llm, journal = await solve_with(tmp_path, "llm.first_call=time.get_current_time")
+    opening = llm.calls[0].messages[-1].content
+    assert opening.endswith('<tool_name>get_current_time</tool_name>\n<arguments>\n{"timezone": "')
+    assert not journal.of("first_call_skipped")
+
+
+async def test_first_call_is_skipped_with_the_reason_where_it_cannot(tmp_path):
+    cases = [
+        (("llm.first_call=search",), True, "this agent has no tool search"),
+        (("llm.first_call=get_current_time", "llm.tool_protocol=native"), True, "native protocol"),
+        (("llm.first_call=get_current_time",), False, "cannot continue a prefill"),
+    ]
+    for overrides, prefill, reason in cases:
+        llm, journal = await solve_with(tmp_path, *overrides, prefill=prefill)
+        assert reason in journal.of("first_call_skipped")[0]["reason"]
+        assert llm.calls[0].messages[-1].role.value != "assistant"

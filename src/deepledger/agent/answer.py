@@ -18,7 +18,9 @@ on, the final retry          any way         generate (boxed retries); no box ->
 Post-mortems are written only when ``agent.retry_with_summary`` is on. "Generate" means:
 append the summarize prompt (the benchmark's format rules, no tools) and ask; when the
 reply has no box, remove it and ask again with a note that the box was missing, up to
-``max_final_answer_retries`` times. Every answer records its :class:`Provenance`.
+``max_final_answer_retries`` times; the last of these replies starts inside the box
+(``\\boxed{`` as a prefill) when the provider continues prefills. Every answer records
+its :class:`Provenance`.
 
 A sub-agent (``boxed=False``) has no box to find: its last reply is its report, and when
 its turns run out it is asked once for the report.
@@ -38,6 +40,7 @@ from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.messages import EndReason, Message, ToolSpec
 from deepledger.prompts import render
 
+BOX_OPENING = "\\boxed{"
 FAILURE_TYPES = ("incomplete", "blocked", "misdirected", "format_missed")
 _FAILURE_TYPE = re.compile(r"failure type\W*(" + "|".join(FAILURE_TYPES) + r")", re.IGNORECASE)
 _ANY_TYPE = re.compile(r"\b(" + "|".join(FAILURE_TYPES) + r")\b", re.IGNORECASE)
@@ -122,8 +125,15 @@ class AnswerGenerator:
 
     async def _generate(self, state: RunState, call: _Caller) -> None:
         prompts = [Message.injected(self.summary_prompt)]
-        for attempt in range(max(1, self.policy.max_final_answer_retries)):
-            text = await call.ask(prompts, purpose="summary")
+        attempts = max(1, self.policy.max_final_answer_retries)
+        for attempt in range(attempts):
+            # The last chance, when the provider continues a prefill: the reply starts
+            # inside the box, so even a model that never boxes gives an answer.
+            last = attempt > 0 and attempt == attempts - 1 and call.llm.supports_prefill
+            if last:
+                text = BOX_OPENING + await call.ask(prompts, "summary", prefill=BOX_OPENING)
+            else:
+                text = await call.ask(prompts, purpose="summary")
             state.final_text = text
             answer = last_boxed(text)
             if answer is not None:
@@ -142,9 +152,7 @@ class AnswerGenerator:
     async def _post_mortem(self, state: RunState, call: _Caller, prefill: bool) -> None:
         prompt = [Message.injected(render("post_mortem.md"))]
         prefix = render("post_mortem_prefill.md") if prefill else ""
-        if prefix:
-            prompt.append(Message.assistant(prefix))
-        text = await call.ask(prompt, purpose="post_mortem")
+        text = await call.ask(prompt, purpose="post_mortem", prefill=prefix)
         if not text.strip():  # the call failed or said nothing: there is no post-mortem
             call.journal.write("post_mortem", text=None, failure_type=None, prefilled=bool(prefix))
             return
@@ -182,7 +190,11 @@ class _Caller:
     requests: RequestBuilder  # the loop's context strategy and keep_tool_result
     state: RunState
 
-    async def ask(self, prompts: list[Message], purpose: str) -> str:
+    async def ask(self, prompts: list[Message], purpose: str, prefill: str = "") -> str:
+        """The reply's text. With ``prefill`` the request ends with it as the start of
+        the reply, and the text returned is the model's continuation only."""
+        if prefill:
+            prompts = [*prompts, Message.assistant(prefill)]
         request = self.requests(self.state.history, closing=prompts)
         try:
             response = await self.llm.generate(request, self.tools, self.settings)
@@ -194,6 +206,7 @@ class _Caller:
             "closing_call",
             purpose=purpose,
             message=response.message,
+            prefill=prefill or None,
             usage=response.usage,
             stop_reason=response.stop_reason,
         )

@@ -12,21 +12,27 @@ The same class runs the main agent and every sub-agent; only its inputs differ.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from deepledger.agent.answer import AnswerGenerator
 from deepledger.agent.boxed import last_boxed
 from deepledger.agent.rollback import call_key, review_reply
 from deepledger.agent.state import RunState
-from deepledger.context.guard import check_window, drop_last_exchange
+from deepledger.context.compaction import Compaction
+from deepledger.context.guard import (
+    WindowVerdict,
+    check_window,
+    drop_last_exchange,
+    estimate_final_request,
+)
 from deepledger.context.strategy import ContextStrategy, KeepToolResults, RequestBuilder
 from deepledger.errors import ContextOverflowError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import Price, UsageLedger
-from deepledger.messages import EndReason, LLMResponse, Message, StopReason, ToolResult
+from deepledger.messages import EndReason, LLMResponse, Message, StopReason, ToolResult, Usage
 from deepledger.tools.manager import TaskTools
-from deepledger.tools.protocol import ParsedCalls, ToolProtocol
+from deepledger.tools.protocol import ForcedCall, ParsedCalls, ToolProtocol
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,7 @@ class Orchestrator:
         journal: Journal,
         price: Price | None = None,
         context: ContextStrategy | None = None,
+        first_call: ForcedCall | None = None,
     ) -> None:
         self.llm = llm
         self.tools = tools
@@ -62,6 +69,11 @@ class Orchestrator:
         self.journal = journal
         self.price = price
         self._request = RequestBuilder(context or KeepToolResults(), limits.keep_tool_result)
+        # The call the first kept reply makes (llm.first_call): the request ends with its
+        # opening as a prefill, and the model's part is joined into a whole call.
+        self.first_call = first_call
+        self._rejected_reply: str | None = None  # the reply the last rollback refused
+        self._compacted_since_call = False  # the last usage predates a compaction
 
     async def run(self, task_text: str, ledger: UsageLedger | None = None) -> RunState:
         """Work on the task until the loop ends, then finalize the answer."""
@@ -94,6 +106,8 @@ class Orchestrator:
         if state.turn >= self.limits.max_turns:
             state.end_reason = EndReason.TURNS_EXHAUSTED
             return
+        if isinstance(self._request.strategy, Compaction):
+            await self._compact_if_due(state, self._request.strategy)
         if not self._window_fits(state):
             return
         response = await self._ask(state)
@@ -111,18 +125,56 @@ class Orchestrator:
         await self._run_tools(state, parsed)
 
     def _window_fits(self, state: RunState) -> bool:
-        verdict = check_window(
-            state.history,
-            last_usage=state.ledger.last_usage,
+        if self._compacted_since_call:
+            # The last call's usage describes the request before the compaction: count
+            # the compacted request itself instead.
+            verdict = self._check_window(self._request.strategy.select(state.history), None)
+            if not verdict.fits:
+                kept, _ = drop_last_exchange(state.history)
+                self._end_on_window(state, list(kept), estimate=verdict.estimate.total)
+            return verdict.fits
+        verdict = self._check_window(state.history, state.ledger.last_usage)
+        if verdict.fits:
+            return True
+        self._end_on_window(state, list(verdict.history), estimate=verdict.estimate.total)
+        return False
+
+    def _check_window(self, messages: list[Message], last_usage: Usage | None) -> WindowVerdict:
+        return check_window(
+            messages,
+            last_usage=last_usage,
             summary_prompt=self.finalizer.summary_prompt,
             max_context_length=self.limits.max_context_length,
             max_tokens=self.settings.max_tokens,
             counter=self.llm.token_counter,
         )
-        if verdict.fits:
-            return True
-        self._end_on_window(state, list(verdict.history), estimate=verdict.estimate.total)
-        return False
+
+    async def _compact_if_due(self, state: RunState, compaction: Compaction) -> None:
+        """Replace older rounds with notes when the request nears the window's end."""
+        request = compaction.select(state.history)
+        usage = None if self._compacted_since_call else state.ledger.last_usage
+        estimate = estimate_final_request(
+            request,
+            last_usage=usage,
+            summary_prompt=self.finalizer.summary_prompt,
+            max_tokens=self.settings.max_tokens,
+            counter=self.llm.token_counter,
+        )
+        window = self.limits.max_context_length
+        if not compaction.due(estimate.total, window):
+            return
+        changed = await compaction.compact(
+            state.history,
+            llm=self.llm,
+            settings=self.settings,
+            counter=self.llm.token_counter,
+            window=window,
+            journal=self.journal,
+            ledger=state.ledger,
+            turn=state.turn + 1,
+            keep_tool_result=self.limits.keep_tool_result,
+        )
+        self._compacted_since_call = self._compacted_since_call or changed
 
     def _end_on_window(self, state: RunState, history: list[Message], **why: object) -> None:
         dropped = len(state.history) - len(history)
@@ -138,6 +190,11 @@ class Orchestrator:
 
     async def _ask(self, state: RunState) -> LLMResponse | None:
         request = self._request(state.history)
+        forced = self.first_call if state.turn == 0 else None
+        settings = self.settings
+        if forced:
+            request = [*request, Message.assistant(forced.opening)]
+            settings = replace(settings, stop=(*settings.stop, forced.stop))
         state.prefix_breaks += self._request.last_prefix_broken
         if self._request.last_repairs:
             self.journal.write(
@@ -147,7 +204,7 @@ class Orchestrator:
             )
         try:
             response = await self.llm.generate(
-                request, self.protocol.specs(self.tools.tools), self.settings
+                request, self.protocol.specs(self.tools.tools), settings
             )
         except ContextOverflowError as exc:
             # The provider counted more than our estimate: same outcome as the guard.
@@ -155,6 +212,10 @@ class Orchestrator:
             self._end_on_window(state, list(kept), provider_said=str(exc))
             return None
         state.ledger.record(response)
+        self._compacted_since_call = False
+        if forced:
+            joined = replace(response.message, content=forced.join(response.message.content))
+            response = replace(response, message=joined)
         if response.stop_reason is StopReason.CONTEXT_OVERFLOW:
             # The window ran out mid-reply: the reply is incomplete, so it is not kept.
             kept, _ = drop_last_exchange(state.history)
@@ -170,6 +231,7 @@ class Orchestrator:
             prefix_broken=self._request.last_prefix_broken,
             prefix_broken_by=self._request.last_prefix_broken_by,
             blanked_tool_results=blanked,
+            forced_call=forced is not None,
             usage=response.usage,
             stop_reason=response.stop_reason,
         )
@@ -183,6 +245,12 @@ class Orchestrator:
         rollback = review_reply(response.text, parsed, state.seen_call_keys)
         if rollback is None:
             return False
+        if state.consecutive_rollbacks and response.text == self._rejected_reply:
+            # Asked again, the model said the same thing (greedy decoding does): more
+            # asking will not change it, so keep it as if the cap had been reached.
+            self.journal.write("rollback_repeated", turn=state.turn + 1, reason=rollback.reason)
+            return False
+        self._rejected_reply = response.text
         state.rollbacks.append(rollback)
         state.consecutive_rollbacks += 1
         self.journal.write(

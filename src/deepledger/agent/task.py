@@ -23,7 +23,7 @@ from deepledger.llm.factory import settings_from_config
 from deepledger.llm.usage import UsageLedger, find_price
 from deepledger.prompts import render
 from deepledger.tools.manager import LocalTool, TaskTools, ToolInfo, ToolManager
-from deepledger.tools.protocol import make_protocol
+from deepledger.tools.protocol import ForcedCall, ToolProtocol, make_protocol
 
 SUBTASK_SCHEMA = {
     "type": "object",
@@ -143,7 +143,32 @@ class AgentFactory:
             journal=journal,
             price=self.price,
             context=context,
+            first_call=self._first_call(protocol, tools, journal),
         )
+
+    def _first_call(
+        self, protocol: ToolProtocol, tools: TaskTools, journal: Journal
+    ) -> ForcedCall | None:
+        """How the first reply is made to call ``llm.first_call``, or ``None`` (with the
+        reason in the journal) when this agent, protocol or model cannot."""
+        wanted = self.cfg.llm.first_call
+        if not wanted:
+            return None
+        tool = next((t for t in tools.tools if wanted in (t.qualified_name, t.name)), None)
+        forced = protocol.forced_call(tool) if tool else None
+        why = (
+            f"this agent has no tool {wanted}"
+            if tool is None
+            else f"the {protocol.name} protocol cannot prefill a call"
+            if forced is None
+            else "the model's provider cannot continue a prefill"
+            if not self.llm.supports_prefill
+            else None
+        )
+        if why:
+            journal.write("first_call_skipped", tool=wanted, reason=why)
+            return None
+        return forced
 
     def _subagent_tool(self, server: str, parent: Journal, ledger: UsageLedger) -> LocalTool:
         name = server.removeprefix("agent-")

@@ -14,6 +14,8 @@ never separates a call from its result, in either protocol.
 - ``keep_tool_results`` (the default): every message, as the first seed's runtime does;
   ``keep_tool_result`` alone decides what is blanked.
 - ``round_window``: the system prompt, the task, and the last ``keep_rounds`` rounds.
+- ``compaction`` (``compaction.py``): the system prompt, the task, notes the model wrote
+  on the older rounds, and the last ``keep_rounds`` rounds; made near the window's end.
 """
 
 from __future__ import annotations
@@ -102,6 +104,15 @@ def make_strategy(cfg: Any) -> ContextStrategy:
         return KeepToolResults()
     if cfg.strategy == "round_window":
         return RoundWindow(cfg.keep_rounds)
+    if cfg.strategy == "compaction":
+        from deepledger.context.compaction import Compaction  # it needs this module
+
+        return Compaction(
+            cfg.keep_rounds,
+            compact_at=cfg.compact_at,
+            min_saving=cfg.min_saving,
+            summary_max_tokens=cfg.summary_max_tokens,
+        )
     raise ConfigError(
         f"agent.context.strategy={cfg.strategy!r} is not a strategy; "
         f"use one of {', '.join(CONTEXT_STRATEGIES)}."

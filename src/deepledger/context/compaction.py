@@ -1,0 +1,212 @@
+"""Compaction: older rounds replaced by notes the model writes, once the window is near full.
+
+The request becomes the system prompt, the task, one message of notes on the earlier
+work (task goal, confirmed facts, key decisions, open leads), and the last
+``keep_rounds`` rounds unchanged. The stored history is never changed: the strategy
+remembers its notes and how many rounds they stand for, and picks from the history
+like any other strategy, cutting only at round boundaries.
+
+When. Every compaction rewrites the start of the request, so a provider's prompt cache
+starts over; between compactions the request only grows at the end and the cache keeps
+hitting. Compacting a little every turn would pay the cache break every turn for small
+savings. So compaction waits for the brink, and then takes a large bite:
+
+- it is due when the window guard's estimate of the request (the same terms: the
+  prompt, the summarize prompt, the reply budget, slack) reaches ``compact_at`` of the
+  window (default 0.8);
+- it happens only if the rounds it would replace hold at least ``min_saving`` of the
+  request's tokens (default 0.25): a smaller saving does not pay for the cache break;
+- the notes must be shorter than what they replace, so a compaction never grows the
+  request.
+
+A summary call that fails or comes back empty leaves the request as it was; this is
+journaled, and it is not tried again until another round has been added.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from deepledger.context.strategy import split_rounds
+from deepledger.context.tokens import TokenCounter, count_messages
+from deepledger.context.trim import trim_tool_results
+from deepledger.errors import ConfigError, LLMError
+from deepledger.journal import Journal
+from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.usage import UsageLedger
+from deepledger.messages import Message, MessageKind, Role
+from deepledger.prompts import render
+
+log = logging.getLogger(__name__)
+
+# A tool result is cut to this many characters in the transcript the notes are written
+# from: the notes keep facts, not pages, and the summary call must fit the window too.
+RESULT_CHARS = 2000
+MIN_RESULT_CHARS = 200
+
+
+@dataclass
+class Compaction:
+    keep_rounds: int
+    compact_at: float = 0.8
+    min_saving: float = 0.25
+    summary_max_tokens: int = 1024
+    name: str = "compaction"
+    notes: Message | None = field(default=None, init=False)
+    covered: int = field(default=0, init=False)  # rounds of the history the notes replace
+    compactions: int = field(default=0, init=False)
+    _failed_at_rounds: int = field(default=-1, init=False)
+
+    def __post_init__(self) -> None:
+        if self.keep_rounds < 1:
+            raise ConfigError(f"agent.context.keep_rounds={self.keep_rounds} must be at least 1.")
+        if not 0 < self.compact_at < 1:
+            raise ConfigError(
+                f"agent.context.compact_at={self.compact_at} must be between 0 and 1 "
+                "(a fraction of llm.max_context_length)."
+            )
+        if not 0 <= self.min_saving < 1:
+            raise ConfigError(
+                f"agent.context.min_saving={self.min_saving} must be at least 0 and below 1."
+            )
+
+    def select(self, history: Sequence[Message]) -> list[Message]:
+        head, rounds = split_rounds(history)
+        notes = [self.notes] if self.notes is not None else []
+        return head + notes + [m for round_ in rounds[self.covered :] for m in round_]
+
+    def due(self, estimated_tokens: int, window: int) -> bool:
+        return estimated_tokens >= self.compact_at * window
+
+    async def compact(
+        self,
+        history: Sequence[Message],
+        *,
+        llm: LLMClient,
+        settings: GenerationSettings,
+        counter: TokenCounter,
+        window: int,
+        journal: Journal,
+        ledger: UsageLedger,
+        turn: int,
+        keep_tool_result: int = -1,
+    ) -> bool:
+        """Replace older rounds with notes; whether the request changed. Sizes are
+        those of the request as sent, after ``keep_tool_result``."""
+        head, rounds = split_rounds(history)
+        upto = len(rounds) - self.keep_rounds
+        if upto <= self.covered or self._failed_at_rounds == len(rounds):
+            return False  # nothing old enough to replace, or this very state just failed
+        recent = [m for round_ in rounds[upto:] for m in round_]
+
+        def sent_tokens(notes: Message | None) -> int:
+            """The request's size with ``notes`` in place of the older rounds, as sent
+            (after keep_tool_result)."""
+            picked = head + ([notes] if notes else []) + recent
+            return count_messages(counter, trim_tool_results(picked, keep_tool_result))
+
+        before = count_messages(counter, trim_tool_results(self.select(history), keep_tool_result))
+        if before - sent_tokens(self.notes) < self.min_saving * before:
+            journal.write(
+                "compaction_skipped",
+                turn=turn,
+                reason="saving below agent.context.min_saving",
+                request_tokens=before,
+                without_older_rounds=sent_tokens(self.notes),
+            )
+            self._failed_at_rounds = len(rounds)
+            return False
+        old = [m for round_ in rounds[self.covered : upto] for m in round_]
+        prompt = self._prompt(head, old, counter, window - self.summary_max_tokens)
+        text, why = await self._summarize(prompt, llm, settings, ledger, journal, turn)
+        notes = Message.injected(render("compacted.md", summary=text)) if text else None
+        if notes is not None and sent_tokens(notes) >= before:
+            notes, why = None, "the notes were not shorter than the rounds they replace"
+        if notes is None:
+            log.warning("compaction at turn %d left the history as it was: %s", turn, why)
+            journal.write("compaction_failed", turn=turn, reason=why, rounds=upto - self.covered)
+            self._failed_at_rounds = len(rounds)
+            return False
+        replaced = upto - self.covered
+        self.notes, self.covered = notes, upto
+        self.compactions += 1
+        journal.write(
+            "compacted",
+            turn=turn,
+            rounds_replaced=replaced,
+            rounds_kept=len(rounds) - upto,
+            tokens_before=before,
+            tokens_after=sent_tokens(notes),
+            notes=text,
+        )
+        return True
+
+    def _prompt(
+        self, head: list[Message], old: list[Message], counter: TokenCounter, budget: int
+    ) -> str:
+        task = next((m.content for m in head if m.kind is MessageKind.TASK), "")
+        earlier = self.notes.content if self.notes is not None else "(none yet)"
+        limit = RESULT_CHARS
+        while True:
+            text = transcript(old, limit)
+            prompt = render("compact.md", task=task, earlier=earlier, transcript=text)
+            if counter.count(prompt) < budget or limit <= MIN_RESULT_CHARS:
+                return prompt
+            limit //= 2
+
+    async def _summarize(
+        self,
+        prompt: str,
+        llm: LLMClient,
+        settings: GenerationSettings,
+        ledger: UsageLedger,
+        journal: Journal,
+        turn: int,
+    ) -> tuple[str, str]:
+        """(the notes, or "" and why there are none)."""
+        asked = GenerationSettings(
+            max_tokens=min(settings.max_tokens, self.summary_max_tokens),
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            extra_body=settings.extra_body,
+        )
+        try:
+            response = await llm.generate([Message.task(prompt)], settings=asked)
+        except LLMError as exc:
+            return "", f"the summary call failed: {exc}"
+        ledger.record(response)
+        journal.write(
+            "closing_call",
+            purpose="compaction",
+            turn=turn,
+            message=response.message,
+            usage=response.usage,
+            stop_reason=response.stop_reason,
+        )
+        text = response.text.split("</think>")[-1].strip()
+        return (text, "") if text else ("", "the summary came back empty")
+
+
+def transcript(messages: Sequence[Message], result_chars: int = RESULT_CHARS) -> str:
+    """The messages as plain text, tool results cut to ``result_chars`` characters: the
+    summary call reads it as a document, so it needs no tool pairing in any protocol."""
+    lines = []
+    for message in messages:
+        if message.kind is MessageKind.TOOL_RESULTS or message.role is Role.TOOL:
+            texts = [r.content for r in message.tool_results] or [message.content]
+            for text in texts:
+                cut = text if len(text) <= result_chars else text[:result_chars] + " [...]"
+                lines.append(f"[tool result]\n{cut}")
+        elif message.role is Role.ASSISTANT:
+            lines.append(f"[agent]\n{message.content}".rstrip())
+            lines += [
+                f"[agent calls {c.server_name + '.' if c.server_name else ''}{c.name}] "
+                f"{c.raw_arguments or c.arguments}"
+                for c in message.tool_calls
+                if c.name not in message.content  # XML calls are in the text already
+            ]
+        else:
+            lines.append(f"[note to the agent]\n{message.content}")
+    return "\n\n".join(lines)

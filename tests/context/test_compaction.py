@@ -1,0 +1,142 @@
+"""Compaction: notes written by the model replace older rounds, near the window's end."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from deepledger.config import ContextConfig
+from deepledger.context.compaction import Compaction, transcript
+from deepledger.context.pairing import pairing_problems
+from deepledger.context.strategy import RequestBuilder, make_strategy, split_rounds
+from deepledger.context.tokens import count_messages, default_counter
+from deepledger.errors import ConfigError, TransientLLMError
+from deepledger.journal import Journal
+from deepledger.llm.base import GenerationSettings
+from deepledger.llm.scripted import ScriptedLLM
+from deepledger.llm.usage import UsageLedger
+from deepledger.messages import MessageKind
+from tests.context.test_strategy import SEEDS, random_history
+
+COUNTER = default_counter()
+NOTES = "Task goal: find it. Confirmed facts: none. Key decisions: none. Open leads: all."
+
+
+async def compact(strategy: Compaction, history, llm, keep=-1) -> tuple[bool, Journal]:
+    journal = Journal(None)
+    changed = await strategy.compact(
+        history,
+        llm=llm,
+        settings=GenerationSettings(max_tokens=500),
+        counter=COUNTER,
+        window=100_000,
+        journal=journal,
+        ledger=UsageLedger(),
+        turn=9,
+        keep_tool_result=keep,
+    )
+    return changed, journal
+
+
+def padded(seed: int):
+    """A random history whose tool results are long enough to be worth compacting."""
+    pad = " facts" * 200
+    return [
+        m
+        if m.kind is not MessageKind.TOOL_RESULTS
+        else replace(
+            m,
+            content=m.content + pad if m.content else "",
+            tool_results=tuple(replace(r, content=r.content + pad) for r in m.tool_results),
+        )
+        for m in random_history(seed)
+    ]
+
+
+@pytest.mark.parametrize("keep_rounds", [1, 2, 4])
+@pytest.mark.parametrize("keep", [-1, 0, 2])
+async def test_compaction_keeps_pairing_head_and_the_notes_and_never_grows(keep_rounds, keep):
+    for seed in SEEDS[:120]:
+        history = padded(seed)
+        strategy = Compaction(keep_rounds, min_saving=0.0)
+        before = RequestBuilder(Compaction(keep_rounds), keep)(history)
+        changed, journal = await compact(strategy, history, ScriptedLLM([NOTES]), keep)
+        head, rounds = split_rounds(history)
+        builder = RequestBuilder(strategy, keep)
+        request = builder(history)
+        assert pairing_problems(request) == [] and builder.last_repairs == [], seed
+        assert request[:2] == history[:2], seed  # the system prompt and the task
+        assert count_messages(COUNTER, request) <= count_messages(COUNTER, before), seed
+        if len(rounds) <= keep_rounds:
+            assert not changed and request == before, seed
+            continue
+        if not changed:  # the old rounds were shorter than the notes: nothing to gain
+            assert "not shorter" in journal.of("compaction_failed")[0]["reason"], seed
+            assert request == before, seed
+            continue
+        assert request[2].kind is MessageKind.INJECTED and NOTES in request[2].content, seed
+        kept = [m for r in rounds[-keep_rounds:] for m in r]
+        assert (
+            builder(history)[3:] == RequestBuilder(Compaction(keep_rounds), keep)(head + kept)[2:]
+        ), seed
+        assert journal.of("compacted")[0]["rounds_replaced"] == len(rounds) - keep_rounds
+
+
+async def test_notes_ride_along_and_the_next_compaction_builds_on_them():
+    history = padded(11)
+    strategy = Compaction(1, min_saving=0.0)
+    llm = ScriptedLLM([NOTES, "Task goal: find it. Confirmed facts: more."])
+    assert (await compact(strategy, history, llm))[0]
+    grown = history + padded(12)[2:]  # more rounds after the first compaction
+    changed, _ = await compact(strategy, grown, llm)
+    assert changed and strategy.compactions == 2
+    second_prompt = llm.calls[1].messages[0].content
+    assert NOTES in second_prompt  # the earlier notes are part of what is summarized
+    assert "Confirmed facts: more." in strategy.select(grown)[2].content
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("", "came back empty"),
+        (TransientLLMError("server down"), "the summary call failed"),
+        ("word " * 3000, "not shorter"),
+    ],
+    ids=["empty", "error", "longer"],
+)
+async def test_a_failed_summary_leaves_the_request_as_it_was(reply, reason):
+    history = padded(11)
+    strategy = Compaction(1, min_saving=0.0)
+    before = strategy.select(history)
+    changed, journal = await compact(strategy, history, ScriptedLLM([reply]))
+    assert not changed and strategy.select(history) == before
+    assert reason in journal.of("compaction_failed")[0]["reason"]
+    # Not tried again on the same history: only once another round has come.
+    assert not (await compact(strategy, history, ScriptedLLM([])))[0]
+
+
+async def test_a_small_saving_is_not_worth_breaking_the_cache():
+    history = padded(11)
+    strategy = Compaction(1, min_saving=0.99)
+    changed, journal = await compact(strategy, history, ScriptedLLM([]))
+    assert not changed and journal.of("compaction_skipped")
+
+
+def test_the_transcript_is_plain_text_with_long_results_cut():
+    history = padded(3)
+    text = transcript(history[2:], result_chars=50)
+    assert "[agent]\nreply 1" in text and "[tool result]" in text and " [...]" in text
+
+
+def test_compaction_settings_are_checked():
+    made = make_strategy(ContextConfig("compaction", 3, compact_at=0.7, min_saving=0.1))
+    assert isinstance(made, Compaction) and (made.keep_rounds, made.compact_at) == (3, 0.7)
+    for bad, key in [
+        (dict(keep_rounds=0), "keep_rounds=0"),
+        (dict(keep_rounds=2, compact_at=1.0), "compact_at=1.0"),
+        (dict(keep_rounds=2, compact_at=0.0), "compact_at=0.0"),
+        (dict(keep_rounds=2, min_saving=1.0), "min_saving=1.0"),
+    ]:
+        with pytest.raises(ConfigError, match=rf"agent\.context\.{key}"):
+            Compaction(**bad)
