@@ -26,7 +26,9 @@ usage:
   deepledger bench [OVERRIDES...]           run a benchmark suite
   deepledger run question="..." [OVERRIDES] answer one question
   deepledger report RUN_DIR [RUN_DIR...]    rebuild a run's summary and report
-  deepledger replay RUN_DIR [OVERRIDES]     replay a run's journals under another policy
+  deepledger replay RUN_DIR [KEY=VALUE...]  a run's cost under other context policies
+                                            (agent.context.*, agent.keep_tool_result,
+                                            llm.max_context_length; --price MODEL)
   deepledger COMMAND --help                 Hydra's help: config groups and keys
   deepledger bench --cfg job [OVERRIDES]    print the composed config and stop
 
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         "bench": lambda a: _hydra_command("bench", a, _bench),
         "run": lambda a: _hydra_command("run", a, _run),
         "report": _report,
-        "replay": _not_yet("replay"),
+        "replay": _replay,
     }
     if command not in handlers:
         print(f"deepledger: unknown command {command!r}.\n\n{USAGE}", file=sys.stderr)
@@ -213,9 +215,23 @@ def _report(run_dirs: list[str]) -> int:
     return 0 if combined["complete"] else 1
 
 
-def _not_yet(name: str) -> Callable[[list[str]], int]:
-    def handler(_args: list[str]) -> int:
-        print(f"deepledger {name}: not available in this version yet.", file=sys.stderr)
-        return EXIT_USAGE
+def _replay(args: list[str]) -> int:
+    """Replay a finished run's journals under other context policies; no model calls."""
+    from deepledger.bench.replay import run_replay
 
-    return handler
+    price = None
+    if "--price" in args:
+        at = args.index("--price")
+        if at + 1 >= len(args):
+            raise ConfigError("--price needs a model name from the price list.")
+        price = args[at + 1]
+        args = args[:at] + args[at + 2 :]
+    if not args or args[0].startswith("-") or "=" in args[0]:
+        print(
+            "usage: deepledger replay RUN_DIR [agent.context.strategy=... KEY=VALUE ...] "
+            "[--price MODEL]",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    print(run_replay(Path(args[0]), args[1:], price))
+    return 0

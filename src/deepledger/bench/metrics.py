@@ -43,6 +43,9 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   ``max_turns`` (turns exhausted), ``window_exhausted``, ``error`` (an ``error`` end
   reason, or an errored task without one) and ``unknown`` — they sum to ``tasks.total``.
 - ``extra``: whatever the caller passed (config digest, run dir...), unchanged.
+- ``token_economics`` (added by the bench and report commands, from the journals): the
+  prompt per turn, its growth against the quadratic arithmetic, the cache-read share
+  and the policy's saving against keep-everything (``bench/economics.py``).
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ import statistics
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
+
+from deepledger.bench.economics import economics_line
 
 TOKEN_FIELDS = ("input", "output", "cache_read", "cache_write")
 END_REASONS = {
@@ -259,6 +264,7 @@ def format_summary(summary: dict) -> str:
         ("turns", _distribution_line(summary["turns"])),
         ("tool calls", _distribution_line(summary["tool_calls"])),
         ("prefix breaks", _distribution_line(summary.get("prefix_breaks") or {})),
+        ("context", economics_line(summary.get("token_economics"))),
         (
             "end reasons",
             " · ".join(

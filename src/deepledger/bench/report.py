@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from deepledger.bench.economics import token_economics
 from deepledger.bench.metrics import format_summary, summarize
 from deepledger.bench.rundir import (
     MANIFEST,
@@ -44,5 +45,6 @@ def rebuild_summary(root: Path) -> str:
         tasks_expected=manifest.get("tasks_expected"),
         extra={"run_dir": str(root), "rebuilt": True},
     )
+    summary["token_economics"] = token_economics(root)
     write_json_atomic(root / SUMMARY, summary)
     return format_summary(summary)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from deepledger.bench.economics import token_economics
 from deepledger.bench.judge import Judge, make_judge
 from deepledger.bench.metrics import format_summary, summarize
 from deepledger.bench.progress import Progress
@@ -48,6 +50,7 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
             tasks_expected=len(loaded.tasks),
             extra={"run_dir": str(root), "skipped_lines": loaded.problems},
         )
+        summary["token_economics"] = await asyncio.to_thread(token_economics, root)
         run_dir.write_summary(summary)
         run_dir.finish()
     finally:

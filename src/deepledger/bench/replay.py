@@ -1,0 +1,257 @@
+"""``deepledger replay RUN_DIR [KEY=VALUE ...] [--price MODEL]``: choose a policy cheaply.
+
+Reads the run's recorded configuration (``manifest.json``) and journals, replays them
+under the recorded policy (checked against what the provider counted) and under the
+policies to compare (``context/replay.py``), prints one line per policy — calls, billed
+input tokens, the share a prompt cache could serve, estimated cost with and without
+caching, attempts the window guard would have ended, compactions — and writes every
+figure, per call, to ``RUN_DIR/replay.json``.
+
+With no ``KEY=VALUE``, the comparison is the standard set: keep everything, keep the
+last 5 tool results, a window of the last 5 rounds, and compaction keeping 5 rounds.
+With them (``agent.context.*``, ``agent.keep_tool_result``, ``llm.max_context_length``),
+the recorded policy is compared with that one policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from deepledger.agent.answer import summary_prompt
+from deepledger.config import ContextConfig, closest_key
+from deepledger.context.replay import (
+    Policy,
+    PolicyReplay,
+    attempts,
+    counting_error,
+    replay,
+)
+from deepledger.context.strategy import make_strategy
+from deepledger.context.tokens import TokenCounter, default_counter
+from deepledger.errors import ConfigError
+from deepledger.llm.usage import Price, find_price
+
+# What a replay may change; everything else is what the run was.
+REPLAY_KEYS = (
+    *(f"agent.context.{f.name}" for f in dataclasses.fields(ContextConfig)),
+    "agent.keep_tool_result",
+    "llm.max_context_length",
+)
+STANDARD_KEEP = 5
+
+
+def run_replay(run_dir: Path, overrides: list[str], price_model: str | None = None) -> str:
+    """Replay ``run_dir``; the table to print. Writes ``run_dir/replay.json``."""
+    cfg = recorded_config(run_dir)
+    recorded = policy_of("recorded", cfg)
+    if overrides:
+        candidate, window = apply_overrides(cfg, overrides)
+        policies = [recorded, candidate]
+    else:
+        window = cfg["llm"]["max_context_length"]
+        policies = [recorded, *standard_policies(cfg)]
+    journals = list(attempts(run_dir))
+    counter = counter_for(cfg["llm"])
+    common = {
+        "counter": counter,
+        "max_tokens": cfg["llm"]["max_tokens"],
+        "summary_prompt": summary_prompt(cfg["benchmark"].get("answer_format") or ""),
+    }
+    results = [
+        replay(
+            journals,
+            policy,
+            max_context_length=cfg["llm"]["max_context_length"] if i == 0 else window,
+            recorded_policy=i == 0,
+            **common,
+        )
+        for i, policy in enumerate(policies)
+    ]
+    model = price_model or cfg["llm"]["model_name"]
+    price = find_price(model, OmegaConf.create(cfg.get("pricing") or {}))
+    if price_model and price is None:
+        raise ConfigError(f"--price {price_model}: no such model in the run's price list.")
+    error = counting_error(results[0])
+    write_json(run_dir / "replay.json", results, error, price, model, counter)
+    return format_table(results, error, price, model, len(journals), counter)
+
+
+def recorded_config(run_dir: Path) -> dict[str, Any]:
+    manifest = run_dir / "manifest.json"
+    if not manifest.is_file():
+        raise ConfigError(f"{run_dir} is not a run directory: it has no manifest.json.")
+    try:
+        config = json.loads(manifest.read_text(encoding="utf-8"))["config"]
+        config["llm"]["max_context_length"], config["agent"]["context"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"{manifest} does not hold a run configuration this version can read ({exc})."
+        ) from None
+    return config
+
+
+def context_config(values: dict[str, Any]) -> ContextConfig:
+    known = {f.name for f in dataclasses.fields(ContextConfig)}
+    return ContextConfig(**{k: v for k, v in values.items() if k in known})
+
+
+def policy_of(name: str, cfg: dict[str, Any]) -> Policy:
+    agent = cfg["agent"]
+    return Policy(name, context_config(agent["context"]), agent["keep_tool_result"])
+
+
+def standard_policies(cfg: dict[str, Any]) -> list[Policy]:
+    k = STANDARD_KEEP
+    return [
+        Policy("keep everything", ContextConfig("keep_tool_results"), -1),
+        Policy(f"keep {k} tool results", ContextConfig("keep_tool_results"), k),
+        Policy(f"round window {k}", ContextConfig("round_window", k), -1),
+        Policy(f"compaction, keep {k} rounds", ContextConfig("compaction", k), -1),
+    ]
+
+
+def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> tuple[Policy, int]:
+    context = dict(cfg["agent"]["context"])
+    keep = cfg["agent"]["keep_tool_result"]
+    window = cfg["llm"]["max_context_length"]
+    for override in overrides:
+        key, sep, raw = override.partition("=")
+        if not sep or key not in REPLAY_KEYS:
+            close = closest_key(key, list(REPLAY_KEYS))
+            hint = f" (did you mean {close}?)" if close else ""
+            raise ConfigError(
+                f"replay cannot change {override!r}{hint}: it takes KEY=VALUE for "
+                + ", ".join(REPLAY_KEYS)
+                + "."
+            )
+        value = _parse(key, raw)
+        if key == "agent.keep_tool_result":
+            keep = value
+        elif key == "llm.max_context_length":
+            window = value
+        else:
+            context[key.rsplit(".", 1)[1]] = value
+    _check(context, keep, window)
+    name = ", ".join(overrides)
+    return Policy(name, context_config(context), keep), window
+
+
+def _parse(key: str, raw: str) -> Any:
+    kind = {f.name: f.type for f in dataclasses.fields(ContextConfig)}.get(key.rsplit(".", 1)[1])
+    wanted = "int" if key in ("agent.keep_tool_result", "llm.max_context_length") else kind
+    try:
+        if wanted == "int":
+            return int(raw)
+        if wanted == "float":
+            return float(raw)
+    except ValueError:
+        raise ConfigError(f"{key}={raw!r}: not a number.") from None
+    return raw
+
+
+def _check(context: dict[str, Any], keep: int, window: int) -> None:
+    make_strategy(context_config(context))  # names a bad strategy or parameter
+    if keep < -1:
+        raise ConfigError(
+            f"agent.keep_tool_result={keep}: use -1 (keep all), 0 (none) or N > 0 (the last N)."
+        )
+    if window <= 0:
+        raise ConfigError(f"llm.max_context_length={window} must be positive.")
+
+
+def counter_for(llm: dict[str, Any]) -> TokenCounter:
+    """The run's model's own counter where there is one (``llm=local``)."""
+    if llm.get("provider") == "local" and not llm.get("chat_format"):
+        try:
+            from deepledger.llm.local import bundled_model
+            from deepledger.llm.local_template import LocalTemplate
+
+            path = Path(llm["model_path"]).expanduser() if llm.get("model_path") else None
+            return LocalTemplate(path or bundled_model())
+        except Exception:  # not installed here: count with the default, as stated
+            pass
+    return default_counter()
+
+
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:,.4f}"
+
+
+def format_table(
+    results: list[PolicyReplay],
+    error: dict[str, float] | None,
+    price: Price | None,
+    model: str,
+    attempts_count: int,
+    counter: TokenCounter,
+) -> str:
+    lines = [
+        f"Replayed {attempts_count} attempt journals; tokens counted with {counter.name}; "
+        f"costs at {model} prices" + ("" if price else " (not in the price list: no costs)"),
+        "",
+        f"{'policy':<40} {'calls':>6} {'input tokens':>13} {'cacheable':>9} "
+        f"{'cost':>10} {'cost cached':>12} {'guard':>6} {'compact':>7}",
+    ]
+    for result in results:
+        cached = result.cached_tokens / result.input_tokens if result.input_tokens else 0.0
+        lines.append(
+            f"{result.policy.name[:40]:<40} {len(result.calls):>6} {result.input_tokens:>13,} "
+            f"{cached:>9.0%} {_money(result.cost(price, False)):>10} "
+            f"{_money(result.cost(price, True)):>12} {len(result.guard_fired):>6} "
+            f"{result.compactions:>7}"
+        )
+    if error:
+        lines += [
+            "",
+            f"Recorded policy against the provider's counts ({error['calls_compared']} calls): "
+            f"total {error['total_relative_error']:+.1%}, mean per call "
+            f"{error['mean_relative_error']:.1%}, largest {error['max_relative_error']:.1%}.",
+        ]
+    lines += [
+        "guard: attempts the window guard would have ended early (replay stops there); "
+        "cacheable: input a prompt cache could serve (the prefix shared with the previous "
+        "request).",
+        "Details per call: replay.json.",
+    ]
+    return "\n".join(lines)
+
+
+def write_json(
+    path: Path,
+    results: list[PolicyReplay],
+    error: dict[str, float] | None,
+    price: Price | None,
+    model: str,
+    counter: TokenCounter,
+) -> None:
+    payload = {
+        "counter": counter.name,
+        "priced_as": model,
+        "recorded_policy_error": error,
+        "policies": [
+            {
+                "name": r.policy.name,
+                "context": dataclasses.asdict(r.policy.context),
+                "keep_tool_result": r.policy.keep_tool_result,
+                "input_tokens": r.input_tokens,
+                "cacheable_tokens": r.cached_tokens,
+                "output_tokens": r.output_tokens,
+                "cost": r.cost(price, False),
+                "cost_with_cache": r.cost(price, True),
+                "prompt_tokens_per_turn": r.per_turn(),
+                "guard_fired": [{"journal": j, "turn": t} for j, t in r.guard_fired],
+                "compactions": r.compactions,
+                "calls": [dataclasses.asdict(c) for c in r.calls],
+            }
+            for r in results
+        ],
+    }
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    tmp.replace(path)

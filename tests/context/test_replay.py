@@ -1,0 +1,227 @@
+"""Policy replay over journals written by the real agent loop, and its command."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
+from deepledger.agent.orchestrator import LoopLimits, Orchestrator
+from deepledger.bench.economics import economics_line, token_economics
+from deepledger.bench.replay import run_replay
+from deepledger.context.strategy import make_strategy
+from deepledger.errors import ConfigError
+from deepledger.journal import Journal
+from deepledger.llm.base import GenerationSettings
+from deepledger.llm.scripted import ScriptedLLM
+from deepledger.messages import MessageKind
+from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
+from deepledger.tools.protocol import make_protocol
+from tests.test_config import composed
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+
+
+def call(query: str) -> str:
+    return (
+        "<use_mcp_tool><server_name>kb</server_name><tool_name>lookup</tool_name>"
+        f'<arguments>{{"query": "{query}"}}</arguments></use_mcp_tool>'
+    )
+
+
+async def lookup(arguments):
+    return f"A page about {arguments['query']}. " + "Facts and figures. " * 120
+
+
+def researcher(turns: int):
+    def model(messages, tools):
+        done = sum(m.kind is MessageKind.TOOL_RESULTS for m in messages)
+        if messages[-1].kind is MessageKind.INJECTED:
+            return "\\boxed{42}"
+        return call(f"q{done}") if done < turns else "Found it: \\boxed{42}"
+
+    return model
+
+
+async def record_run(run_dir: Path, *overrides: str, tasks: int = 2, turns: int = 9) -> dict:
+    """A run directory as `deepledger bench` leaves it, written by the real loop."""
+    cfg = composed(
+        "llm=openai_compatible",
+        "llm.model_name=gpt-4.1",
+        "llm.max_tokens=500",
+        "agent.max_final_answer_retries=1",
+        *overrides,
+    )
+    config = write_manifest(run_dir, OmegaConf.to_container(cfg, resolve=True))
+    for n in range(tasks):
+        tools = ToolManager({}).for_task(
+            [], local_tools=[LocalTool(ToolInfo("kb", "lookup", "Look up.", SCHEMA), lookup)]
+        )
+        await tools.start()
+        journal = Journal(run_dir / "tasks" / f"task-{n}" / "attempt-1-retry-0.jsonl")
+        context = make_strategy(cfg.agent.context)
+        orchestrator = Orchestrator(
+            llm=ScriptedLLM(responder=researcher(turns + n)),
+            tools=tools,
+            protocol=make_protocol(cfg.agent.tool_protocol),
+            settings=GenerationSettings(max_tokens=cfg.llm.max_tokens),
+            system_prompt="You research. " * 50,
+            limits=LoopLimits(20, cfg.llm.max_context_length, cfg.agent.keep_tool_result),
+            finalizer=AnswerGenerator(
+                AnswerPolicy(max_final_answer_retries=1),
+                summary_prompt=summary_prompt(cfg.benchmark.answer_format or ""),
+                keep_tool_result=cfg.agent.keep_tool_result,
+                context=context,
+            ),
+            journal=journal,
+            context=context,
+        )
+        await orchestrator.run(f"Question {n}?")
+        journal.close()
+        await tools.aclose()
+    return config
+
+
+def write_manifest(run_dir: Path, config: dict) -> dict:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "manifest.json").write_text(json.dumps({"config": config}))
+    return config
+
+
+def policies(run_dir: Path) -> dict[str, dict]:
+    data = json.loads((run_dir / "replay.json").read_text())
+    return {p["name"]: p for p in data["policies"]} | {"_": data}
+
+
+async def test_the_recorded_policy_replays_to_the_recorded_counts_and_others_compare(tmp_path):
+    await record_run(tmp_path, "llm.max_context_length=64000")
+    table = run_replay(tmp_path, [])
+    found = policies(tmp_path)
+    recorded = found["recorded"]
+    # Same counter as the run's (scripted) model: every call reproduced exactly.
+    assert found["_"]["recorded_policy_error"]["max_relative_error"] == 0
+    assert all(c["input_tokens"] == c["recorded_input_tokens"] for c in recorded["calls"])
+    everything = found["keep everything"]
+    assert everything["input_tokens"] == recorded["input_tokens"]  # it was keep-everything
+    assert found["keep 5 tool results"]["input_tokens"] < everything["input_tokens"]
+    assert found["round window 5"]["input_tokens"] < found["keep 5 tool results"]["input_tokens"]
+    # Keeping everything is append-only: all but each conversation's first request cacheable.
+    assert everything["cacheable_tokens"] > 0.8 * everything["input_tokens"]
+    assert found["round window 5"]["cacheable_tokens"] < everything["cacheable_tokens"]
+    per_turn = everything["prompt_tokens_per_turn"]
+    assert per_turn == sorted(per_turn) and len(per_turn) == 11  # grows every turn
+    assert "keep everything" in table and "round window 5" in table and "+0.0%" in table
+
+
+async def test_a_small_window_shows_where_the_guard_fires_and_compaction_avoids_it(tmp_path):
+    await record_run(tmp_path, "llm.max_context_length=64000")
+    run_replay(tmp_path, ["llm.max_context_length=6000"])
+    small = policies(tmp_path)["llm.max_context_length=6000"]
+    assert [g["journal"] for g in small["guard_fired"]] == [
+        "task-0/attempt-1-retry-0",
+        "task-1/attempt-1-retry-0",
+    ]
+    run_replay(
+        tmp_path,
+        [
+            "llm.max_context_length=6000",
+            "agent.context.strategy=compaction",
+            "agent.context.keep_rounds=2",
+        ],
+    )
+    compacted = next(p for n, p in policies(tmp_path).items() if "compaction" in n)
+    assert compacted["guard_fired"] == [] and compacted["compactions"] >= 2
+    assert any(c["purpose"] == "compaction" for c in compacted["calls"])
+
+
+async def test_a_recorded_compaction_is_replayed_with_its_notes(tmp_path):
+    await record_run(
+        tmp_path,
+        "llm.max_context_length=6000",
+        "agent.context.strategy=compaction",
+        "agent.context.keep_rounds=2",
+    )
+    run_replay(tmp_path, [])
+    found = policies(tmp_path)
+    recorded = found["recorded"]
+    assert recorded["compactions"] >= 2
+    replayed = [c for c in recorded["calls"] if c["recorded_input_tokens"]]
+    assert all(c["input_tokens"] == c["recorded_input_tokens"] for c in replayed)
+    assert any(c["purpose"] == "compaction" and c["input_tokens"] for c in recorded["calls"])
+    # In this window, keeping everything would have ended both attempts early.
+    assert recorded["guard_fired"] == [] and len(found["keep everything"]["guard_fired"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["agent.context.strategi=round_window"], "did you mean agent.context.strategy"),
+        (["agent.context.strategy=sliding"], "agent.context.strategy='sliding'"),
+        (["agent.context.strategy=round_window", "agent.context.keep_rounds=0"], "keep_rounds=0"),
+        (["agent.context.strategy=compaction", "agent.context.compact_at=1.5"], "compact_at=1.5"),
+        (["agent.keep_tool_result=-4"], "agent.keep_tool_result=-4"),
+        (["agent.keep_tool_result=five"], "not a number"),
+        (["llm.model_name=gpt-5"], "replay cannot change"),
+    ],
+)
+async def test_bad_replay_settings_are_named(tmp_path, overrides, message):
+    await record_run(tmp_path, tasks=1, turns=1)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        run_replay(tmp_path, overrides)
+
+
+async def test_runs_it_cannot_replay_are_refused_with_the_reason(tmp_path):
+    with pytest.raises(ConfigError, match="not a run directory"):
+        run_replay(tmp_path, [])
+    await record_run(tmp_path, tasks=1, turns=1)
+    journal = next((tmp_path / "tasks").glob("*/attempt-*.jsonl"))
+    old = [json.loads(line) for line in journal.read_text().splitlines()]
+    for event in old:
+        event.pop("system_prompt", None)
+    journal.write_text("".join(json.dumps(e) + "\n" for e in old))
+    with pytest.raises(ConfigError, match="older deepledger"):
+        run_replay(tmp_path, [])
+
+
+def test_the_replay_command(tmp_path):
+    asyncio.run(record_run(tmp_path, tasks=1, turns=3))
+    done = subprocess.run(
+        [sys.executable, "-m", "deepledger", "replay", str(tmp_path), "--price", "gpt-4.1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "costs at gpt-4.1 prices" in done.stdout and "compaction, keep 5 rounds" in done.stdout
+    assert (tmp_path / "replay.json").is_file()
+    usage = subprocess.run(
+        [sys.executable, "-m", "deepledger", "replay"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert usage.returncode == 2 and "usage: deepledger replay RUN_DIR" in usage.stderr
+
+
+async def test_token_economics_puts_the_run_beside_the_quadratic_arithmetic(tmp_path):
+    await record_run(tmp_path / "all", "llm.max_context_length=64000")
+    everything = token_economics(tmp_path / "all")
+    curve = everything["input_tokens_per_turn"]
+    assert len(curve) == 11 and curve == sorted(curve)
+    assert everything["added_per_turn"] > 400  # a ~500-token page a turn
+    predicted = everything["keep_everything_predicted_per_attempt"]
+    assert predicted == pytest.approx(everything["keep_everything_replayed_per_attempt"], 0.1)
+    assert everything["saving_vs_keep_everything"] == 0
+    assert everything["cacheable_share"] > 0.8
+    await record_run(tmp_path / "keep5", "llm.max_context_length=64000", "agent.keep_tool_result=5")
+    keep5 = token_economics(tmp_path / "keep5")
+    assert 0.2 < keep5["saving_vs_keep_everything"] < 1
+    assert "saves" in economics_line(keep5) and "+" in economics_line(keep5)
+    assert token_economics(tmp_path / "nothing") == {
+        "unavailable": f"{tmp_path / 'nothing'} is not a run directory: it has no manifest.json."
+    }
