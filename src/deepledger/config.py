@@ -363,8 +363,9 @@ def _tool_problems(tools: Any, agent: Any) -> list[str]:
     roles |= {f"agent.sub_agents.{n}": role for n, role in agent.sub_agents.items()}
     for where, role in roles.items():
         for tool in role.tools:
-            if tool not in tools and not _names_sub_agent(tool, agent):
-                known = ", ".join([*tools, *(f"agent-{n}" for n in agent.sub_agents)]) or "none"
+            if tool not in tools and tool != "memory" and not _names_sub_agent(tool, agent):
+                sub_agents = [f"agent-{n}" for n in agent.sub_agents]
+                known = ", ".join([*tools, *sub_agents, "memory"])
                 problems.append(
                     f"{where}.tools names {tool!r}, which is not defined (known: {known})."
                 )

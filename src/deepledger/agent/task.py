@@ -9,6 +9,7 @@ parent's journal, and returns the sub-agent's report as the tool result.
 
 from __future__ import annotations
 
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.state import RunState
+from deepledger.context.compaction import Compaction
 from deepledger.context.strategy import make_strategy
 from deepledger.journal import Journal
 from deepledger.llm.base import LLMClient
@@ -23,6 +25,7 @@ from deepledger.llm.factory import settings_from_config
 from deepledger.llm.usage import UsageLedger, find_price
 from deepledger.prompts import render
 from deepledger.tools.manager import LocalTool, TaskTools, ToolInfo, ToolManager
+from deepledger.tools.memory import MEMORY_TOOL, MemoryStore, memory_folder, memory_tools
 from deepledger.tools.protocol import ForcedCall, ToolProtocol, make_protocol
 
 SUBTASK_SCHEMA = {
@@ -85,16 +88,23 @@ class AgentFactory:
         role_description: str = "",
     ) -> RunState:
         ledger = UsageLedger(self.price)
-        servers = [t for t in role.tools if not t.startswith("agent-")]
+        servers = [t for t in role.tools if not t.startswith("agent-") and t != MEMORY_TOOL]
         local = [
             self._subagent_tool(t, journal, ledger) for t in role.tools if t.startswith("agent-")
         ]
+        memory = None
+        if MEMORY_TOOL in role.tools:
+            folder = memory_folder(journal.path)
+            memory = MemoryStore(folder or Path(tempfile.mkdtemp(prefix="deepledger-memory-")))
+            local += memory_tools(memory)
         tools = self.manager.for_task(servers, role.tool_blacklist, local)
         try:
             await tools.start()
             for server, why in tools.unavailable.items():
                 journal.write("tool_server_unavailable", server=server, reason=why)
-            orchestrator = self._orchestrator(role, tools, journal, prompt, boxed, role_description)
+            orchestrator = self._orchestrator(
+                role, tools, journal, prompt, boxed, role_description, memory
+            )
             return await orchestrator.run(text, ledger)
         finally:
             await tools.aclose()
@@ -107,6 +117,7 @@ class AgentFactory:
         prompt: str,
         boxed: bool,
         role_description: str,
+        memory: MemoryStore | None = None,
     ) -> Orchestrator:
         agent, llm = self.cfg.agent, self.cfg.llm
         protocol = make_protocol(llm.tool_protocol or agent.tool_protocol)
@@ -125,6 +136,8 @@ class AgentFactory:
             max_consecutive_rollbacks=role.max_consecutive_rollbacks,
         )
         context = make_strategy(agent.context)
+        if memory is not None and isinstance(context, Compaction):
+            context.memory_index = memory.names  # re-offered with every compaction's notes
         finalizer = AnswerGenerator(
             self.policy,
             summary_prompt=summary_prompt(self.cfg.benchmark.answer_format),

@@ -26,7 +26,7 @@ journaled, and it is not tried again until another round has been added.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from deepledger.context.strategy import split_rounds
@@ -57,6 +57,9 @@ class Compaction:
     notes: Message | None = field(default=None, init=False)
     covered: int = field(default=0, init=False)  # rounds of the history the notes replace
     compactions: int = field(default=0, init=False)
+    # The names of the agent's memory notes (tools/memory.py), when it has the tool: the
+    # index goes into every compaction's notes, so the agent knows what it can read back.
+    memory_index: Callable[[], list[str]] | None = field(default=None, init=False)
     _failed_at_rounds: int = field(default=-1, init=False)
 
     def __post_init__(self) -> None:
@@ -121,7 +124,7 @@ class Compaction:
         old = [m for round_ in rounds[self.covered : upto] for m in round_]
         prompt = self._prompt(head, old, counter, window - self.summary_max_tokens)
         text, why = await self._summarize(prompt, llm, settings, ledger, journal, turn)
-        notes = Message.injected(render("compacted.md", summary=text)) if text else None
+        notes = Message.injected(self._notes_text(text)) if text else None
         if notes is not None and sent_tokens(notes) >= before:
             notes, why = None, "the notes were not shorter than the rounds they replace"
         if notes is None:
@@ -142,6 +145,13 @@ class Compaction:
             notes=text,
         )
         return True
+
+    def _notes_text(self, summary: str) -> str:
+        text = render("compacted.md", summary=summary)
+        names = self.memory_index() if self.memory_index else []
+        if names:
+            text += "\n\n" + render("compacted_memory.md", names=", ".join(names))
+        return text
 
     def _prompt(
         self, head: list[Message], old: list[Message], counter: TokenCounter, budget: int

@@ -277,6 +277,11 @@ def _error(text: str) -> ToolResult:
     return ToolResult("", text, is_error=True)
 
 
+class ToolRefusal(Exception):
+    """An in-process tool turning down a call (a bad name, a missing note): the model
+    sees the message as an error result; nothing is logged as a failure."""
+
+
 @dataclass(frozen=True)
 class LocalTool:
     """A tool run in-process (a sub-agent), offered to the model like any MCP tool."""
@@ -467,6 +472,8 @@ def schema_problem(info: ToolInfo, arguments: dict[str, Any]) -> str | None:
 async def _run_local(tool: LocalTool, arguments: dict[str, Any]) -> ToolResult:
     try:
         return ToolResult("", await tool.run(arguments), name=tool.info.name)
+    except ToolRefusal as exc:  # the call was wrong, the tool is fine: no traceback
+        return _error(f"{tool.info.qualified_name}: {exc}")
     except Exception as exc:  # a sub-agent's failure must not end its parent's task
         log.exception("in-process tool %s failed", tool.info.qualified_name)
         return _error(f"{tool.info.qualified_name} failed: {type(exc).__name__}: {exc}")
