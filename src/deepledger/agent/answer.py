@@ -205,6 +205,7 @@ class _Caller:
         self.journal.write(
             "closing_call",
             purpose=purpose,
+            prompts=prompts,
             message=response.message,
             prefill=prefill or None,
             usage=response.usage,

@@ -82,7 +82,11 @@ class Orchestrator:
             ledger=ledger if ledger is not None else UsageLedger(self.price),
         )
         self.journal.write(
-            "task_started", task=task_text, tools=[t.qualified_name for t in self.tools.tools]
+            "task_started",
+            task=task_text,
+            tools=[t.qualified_name for t in self.tools.tools],
+            system_prompt=self.system_prompt,  # with the journal, all a replay needs
+            protocol=self.protocol.name,
         )
         while state.end_reason is None:
             await self._turn(state)
