@@ -12,4 +12,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 exec .venv/bin/deepledger bench benchmark=worldfacts llm=local \
-  agent.context_compress_limit=1 "$@"
+  agent.context_compress_limit=1 benchmark.execution.max_concurrent=1 "$@"

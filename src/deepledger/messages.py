@@ -61,6 +61,7 @@ class EndReason(StrEnum):
     MODEL_FINISHED = "model_finished"  # the model answered without asking for tools
     TURNS_EXHAUSTED = "turns_exhausted"  # max_turns was reached
     WINDOW_EXHAUSTED = "window_exhausted"  # the window guard stopped the loop
+    LOOPING = "looping"  # the same reply got the same results, turn after turn
 
 
 @dataclass(frozen=True)

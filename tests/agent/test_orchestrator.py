@@ -371,3 +371,26 @@ async def test_compaction_near_the_window_end_lets_a_long_task_finish():
     # Without it, the same model runs out of window.
     orchestrator, _ = await make(ScriptedLLM(responder=model), window=1900)
     assert (await orchestrator.run("task")).end_reason is EndReason.WINDOW_EXHAUSTED
+
+
+async def test_the_same_turn_over_and_over_ends_the_loop_as_looping():
+    stuck = "I will look it up: <use_mcp_tool><server_name>kb</server_name>"
+    llm = ScriptedLLM(responder=lambda messages, tools: stuck)
+    orchestrator, journal = await make(llm, max_turns=50, cap=0)
+    state = await orchestrator.run("task")
+    assert state.end_reason is EndReason.LOOPING and state.turn == 3
+    assert journal.of("looping")[0]["repeats"] == 2
+
+
+async def test_the_same_reply_with_new_results_is_not_a_loop():
+    counter = iter(range(100))
+
+    async def changing(arguments):
+        return f"reading {next(counter)}"
+
+    llm = ScriptedLLM(responder=lambda messages, tools: call("news"))
+    orchestrator, _ = await make(llm, max_turns=6, cap=0)
+    info = orchestrator.tools.tools[0]  # kb.lookup, made to answer differently each time
+    orchestrator.tools.local[(info.server, info.name)] = LocalTool(info, changing)
+    state = await orchestrator.run("task")
+    assert state.end_reason is EndReason.TURNS_EXHAUSTED and state.turn == 6

@@ -4,8 +4,9 @@ Per turn: check the window guard, ask the model (with the ``keep_tool_result``-t
 copy of the history), roll the reply back if it is unusable, keep it (recording any
 ``\\boxed{}`` as an intermediate answer), run its tool calls, append the results. The
 loop ends when the model answers without tools (``MODEL_FINISHED``), ``max_turns``
-replies have been kept (``TURNS_EXHAUSTED``), or the window guard stops it
-(``WINDOW_EXHAUSTED``); then the state goes to finalization.
+replies have been kept (``TURNS_EXHAUSTED``), the window guard stops it
+(``WINDOW_EXHAUSTED``), or the same turn comes back over and over (``LOOPING``); then
+the state goes to finalization.
 
 The same class runs the main agent and every sub-agent; only its inputs differ.
 """
@@ -33,6 +34,9 @@ from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import EndReason, LLMResponse, Message, StopReason, ToolResult, Usage
 from deepledger.tools.manager import TaskTools
 from deepledger.tools.protocol import ForcedCall, ParsedCalls, ToolProtocol
+
+# A turn repeated this many times over (the same reply, the same results) ends the loop.
+REPEATS_TO_STOP = 2
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,19 @@ class Orchestrator:
             state.end_reason = EndReason.MODEL_FINISHED
             return
         await self._run_tools(state, parsed)
+        self._stop_if_looping(state)
+
+    def _stop_if_looping(self, state: RunState) -> None:
+        """End the loop when the newest turn (reply and results) repeats the one before
+        it for the ``REPEATS_TO_STOP``-th time: nothing new will come of another turn."""
+        history = state.history
+        same = len(history) >= 4 and [m.text_for_counting() for m in history[-2:]] == [
+            m.text_for_counting() for m in history[-4:-2]
+        ]
+        state.repeated_turns = state.repeated_turns + 1 if same else 0
+        if state.repeated_turns >= REPEATS_TO_STOP:
+            state.end_reason = EndReason.LOOPING
+            self.journal.write("looping", turn=state.turn, repeats=state.repeated_turns)
 
     def _window_fits(self, state: RunState) -> bool:
         if self._compacted_since_call:

@@ -27,6 +27,7 @@ class RunState:
     intermediate_answers: list[str] = field(default_factory=list)  # boxes seen on the way
     rollbacks: list[Rollback] = field(default_factory=list)
     consecutive_rollbacks: int = 0
+    repeated_turns: int = 0  # kept turns in a row identical to the one before
     seen_call_keys: set[str] = field(default_factory=set)
     tool_calls: int = 0
     # Requests that did not start with the whole previous request (keep_tool_result

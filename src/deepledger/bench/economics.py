@@ -98,10 +98,11 @@ def _growth(everything: PolicyReplay, attempts_count: int) -> tuple[float, ...]:
     return (round(first, 1), round(added, 1), round(turns, 2), round(predicted), round(actual))
 
 
-def economics_line(economics: dict[str, Any] | None) -> str:
-    """One line for the terminal summary."""
+def economics_line(summary: dict[str, Any]) -> str:
+    """One line for the terminal summary; empty when the summary has no figures."""
+    economics = summary.get("token_economics")
     if not economics or "unavailable" in economics:
-        return "-"
+        return ""
     parts = []
     curve = economics["input_tokens_per_turn"]
     if curve:

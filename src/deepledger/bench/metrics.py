@@ -40,7 +40,8 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   whole previous request (``keep_tool_result`` blanked an older result, or a context
   strategy dropped a round): past that point a provider's prompt cache misses.
 - ``end_reasons``: how each task's last turn loop ended: ``answered`` (model finished),
-  ``max_turns`` (turns exhausted), ``window_exhausted``, ``error`` (an ``error`` end
+  ``max_turns`` (turns exhausted), ``window_exhausted``, ``looping`` (the same reply and
+  results over and over), ``error`` (an ``error`` end
   reason, or an errored task without one) and ``unknown`` — they sum to ``tasks.total``.
 - ``extra``: whatever the caller passed (config digest, run dir...), unchanged.
 - ``token_economics`` (added by the bench and report commands, from the journals): the
@@ -62,6 +63,7 @@ END_REASONS = {
     "model_finished": "answered",
     "turns_exhausted": "max_turns",
     "window_exhausted": "window_exhausted",
+    "looping": "looping",
     "error": "error",
 }
 
@@ -264,7 +266,7 @@ def format_summary(summary: dict) -> str:
         ("turns", _distribution_line(summary["turns"])),
         ("tool calls", _distribution_line(summary["tool_calls"])),
         ("prefix breaks", _distribution_line(summary.get("prefix_breaks") or {})),
-        ("context", economics_line(summary.get("token_economics"))),
+        *([("context", economics)] if (economics := economics_line(summary)) else []),
         (
             "end reasons",
             " · ".join(

@@ -18,11 +18,13 @@ against the window the model really has.
 Requests. With the template inside the GGUF file (no ``llm.chat_format``) and no native
 tool specs, the client renders each prompt itself with that template and sends it to
 the completion endpoint (``local_template.py``): that is what lets a reply continue a
-prefill, and counts tokens exactly. The server keeps the evaluated state of recent
-prompts in RAM (``--cache``), so tasks taking turns on the one model each resume from
-their own conversation; the prefix a prompt shares with recently evaluated ones is
-reported as cache reads (an estimate of what the cache served). Native tool calls go
-through the chat endpoint.
+prefill, and counts tokens exactly. llama.cpp evaluates a prompt only from the first
+token that differs from what it evaluated last; that shared prefix is reported as cache
+reads. So one task at a time (``benchmark.execution.max_concurrent=1``) is fastest
+here: the one server answers one request at a time anyway, and interleaved tasks would
+each start from the shared system prompt. llama.cpp's RAM cache of several prompt
+states would fix the interleaving, but each state copies the whole logits buffer: the
+server grew past 4 GB. Native tool calls go through the chat endpoint.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections import deque
 from pathlib import Path
 from typing import IO
 
@@ -63,10 +64,6 @@ INSTALL_HINT = (
 )
 STARTUP_TIMEOUT_SECONDS = 120.0
 STOP_GRACE_SECONDS = 10.0
-CACHE_BYTES = 2 << 30  # llama.cpp's prompt-state cache, in RAM
-# How many evaluated sequences the reuse estimate compares a prompt with (about what the
-# cache holds for a small model's 8k window).
-RECENT_STATES = 32
 
 
 def bundled_model() -> Path:
@@ -125,12 +122,11 @@ class LlamaServer:
             str(port),
             "--n_ctx",
             str(self.context_size),
-            # Keep the evaluated state of recent prompts: concurrent tasks take turns on
-            # the one model, and each resumes from its own conversation, not from zero.
-            "--cache",
-            "true",
-            "--cache_size",
-            str(CACHE_BYTES),
+            # Logits for the last position only: the server's default keeps them for
+            # every position (for prompt logprobs, unused here), n_ctx x the vocabulary:
+            # 800 MB of a 1 GB server at 4k tokens.
+            "--logits_all",
+            "false",
         ]
         if self.chat_format:
             command += ["--chat_format", self.chat_format]
@@ -259,9 +255,9 @@ class LocalModelClient(LLMClient):
         # to apply, so then every request goes through the chat endpoint.
         self._template: LocalTemplate | None = None
         self._template_loaded = chat_format is not None
-        # The token sequences the server has evaluated lately (prompt and reply): its
-        # cache resumes a prompt from the longest of them it shares a start with.
-        self._evaluated: deque[list[int]] = deque(maxlen=RECENT_STATES)
+        # The tokens the server evaluated last (prompt and reply): it evaluates a new
+        # prompt only from the first token that differs.
+        self._evaluated: list[int] = []
 
     @property
     def template(self) -> LocalTemplate | None:
@@ -329,7 +325,7 @@ class LocalModelClient(LLMClient):
         """One request as a completion of the prompt rendered here."""
         prompt = template.render(to_wire_messages(messages))
         tokens = await asyncio.to_thread(template.tokens, prompt)
-        reused = max((common_prefix(seen, tokens) for seen in self._evaluated), default=0)
+        reused = common_prefix(self._evaluated, tokens)
         request: dict[str, object] = {
             "model": self.model,
             "prompt": prompt,
@@ -347,7 +343,7 @@ class LocalModelClient(LLMClient):
         usage = completion.get("usage") or {}
         text = choice.get("text") or ""
         finish = choice.get("finish_reason")
-        self._evaluated.append(tokens + template.tokens(text)[template.bos_count :])
+        self._evaluated = tokens + template.tokens(text)[template.bos_count :]
         return LLMResponse(
             message=Message.assistant(text),
             stop_reason=STOP_REASONS.get(finish or "", StopReason.OTHER),

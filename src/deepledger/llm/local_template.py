@@ -6,9 +6,9 @@ completion, which buys three things the chat endpoint cannot give:
 - **prefill**: a trailing assistant message is continued, not closed and answered (the
   chat endpoint always opens a fresh assistant turn);
 - **exact token counts** for the window guard, with the model's own vocabulary;
-- **the reusable prefix**: llama.cpp resumes a prompt from the longest evaluated
-  sequence it shares a start with and evaluates only the rest, so that shared prefix is
-  this server's "cache read".
+- **the reusable prefix**: llama.cpp evaluates a prompt only from the first token that
+  differs from what it evaluated last, so that shared prefix is this server's "cache
+  read".
 
 Only the vocabulary is loaded (``vocab_only``): a tenth of a second and a few MB, not the
 weights, which live in the server process.
@@ -17,6 +17,7 @@ weights, which live in the server process.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -92,16 +93,18 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 @contextlib.contextmanager
 def _quiet_stderr() -> Iterator[None]:
-    """Send fd 2 to /dev/null for the duration (C libraries write there directly)."""
-    try:
-        saved = os.dup(2)
-    except OSError:  # no stderr at all: nothing to silence
-        yield
-        return
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    """Silence stderr for the duration: fd 2, where C code writes, and ``sys.stderr``,
+    where llama-cpp-python's log callback prints."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            saved = os.dup(2)
+        except OSError:  # no stderr at all: nothing more to silence
+            yield
+            return
+        try:
+            with open(os.devnull, "wb") as null:
+                os.dup2(null.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
