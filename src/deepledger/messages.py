@@ -181,7 +181,12 @@ class Message:
     def text_for_counting(self) -> str:
         """Everything in this message that occupies the context window, as text."""
         parts = [self.content]
-        parts += [f"{c.name} {c.raw_arguments or json.dumps(c.arguments)}" for c in self.tool_calls]
+        parts += [
+            f"{c.name} {c.raw_arguments or json.dumps(c.arguments)}"
+            for c in self.tool_calls
+            # XML calls are written in the content already; native ones travel beside it
+            if not (c.raw_arguments and c.raw_arguments in self.content)
+        ]
         if self.role is Role.TOOL:
             parts += [r.content for r in self.tool_results]
         return "\n".join(p for p in parts if p)

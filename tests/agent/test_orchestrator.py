@@ -369,7 +369,7 @@ async def test_compaction_near_the_window_end_lets_a_long_task_finish():
     assert len(broken) == len(compacted)  # the cache restarts once per compaction only
     assert any(c["purpose"] == "compaction" for c in journal.of("closing_call"))
     # Without it, the same model runs out of window.
-    orchestrator, _ = await make(ScriptedLLM(responder=model), window=1900)
+    orchestrator, _ = await make(ScriptedLLM(responder=model), window=1900, max_turns=30)
     assert (await orchestrator.run("task")).end_reason is EndReason.WINDOW_EXHAUSTED
 
 

@@ -122,12 +122,14 @@ async def test_the_recorded_policy_replays_to_the_recorded_counts_and_others_com
 
 async def test_a_small_window_shows_where_the_guard_fires_and_compaction_avoids_it(tmp_path):
     await record_run(tmp_path, "llm.max_context_length=64000")
-    run_replay(tmp_path, ["llm.max_context_length=6000"])
-    small = policies(tmp_path)["llm.max_context_length=6000"]
+    table = run_replay(tmp_path, ["llm.max_context_length=6000"])  # the standard set, smaller
+    small = policies(tmp_path)["keep everything"]
     assert [g["journal"] for g in small["guard_fired"]] == [
         "task-0/attempt-1-retry-0",
         "task-1/attempt-1-retry-0",
     ]
+    assert policies(tmp_path)["recorded"]["guard_fired"] == []  # the recorded run is the truth
+    assert "compaction, keep 5 rounds" in table
     run_replay(
         tmp_path,
         [

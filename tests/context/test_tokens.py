@@ -66,3 +66,14 @@ def test_native_tool_results_are_counted():
     empty = count_messages(counter, [Message.native_tool_results([ToolResult("c", "")])])
     full = count_messages(counter, [Message.native_tool_results([ToolResult("c", "x" * 400)])])
     assert full - empty == 100
+
+
+def test_a_call_written_in_the_text_is_counted_once_and_a_native_one_counted_too():
+    from deepledger.messages import Message, ToolCall
+
+    raw = '{"query": "Lima"}'
+    block = f"<use_mcp_tool>...<arguments>{raw}</arguments></use_mcp_tool>"
+    xml = Message.assistant(block, [ToolCall.from_raw("c1", "search", raw, "search")])
+    assert xml.text_for_counting() == block
+    native = Message.assistant("", [ToolCall.from_raw("c1", "search", raw)])
+    assert native.text_for_counting() == f"search {raw}"

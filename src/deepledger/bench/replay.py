@@ -8,9 +8,10 @@ caching, attempts the window guard would have ended, compactions — and writes 
 figure, per call, to ``RUN_DIR/replay.json``.
 
 With no ``KEY=VALUE``, the comparison is the standard set: keep everything, keep the
-last 5 tool results, a window of the last 5 rounds, and compaction keeping 5 rounds.
-With them (``agent.context.*``, ``agent.keep_tool_result``, ``llm.max_context_length``),
-the recorded policy is compared with that one policy.
+last 5 tool results, a window of the last 5 rounds, and compaction keeping 5 rounds;
+with only ``llm.max_context_length=N``, the same set on a model with an N-token window
+(where the window guard and compaction act). With ``agent.context.*`` or
+``agent.keep_tool_result``, the recorded policy is compared with that one policy.
 """
 
 from __future__ import annotations
@@ -44,17 +45,18 @@ REPLAY_KEYS = (
     "llm.max_context_length",
 )
 STANDARD_KEEP = 5
+WINDOW_KEY = "llm.max_context_length"
 
 
 def run_replay(run_dir: Path, overrides: list[str], price_model: str | None = None) -> str:
     """Replay ``run_dir``; the table to print. Writes ``run_dir/replay.json``."""
     cfg = recorded_config(run_dir)
     recorded = policy_of("recorded", cfg)
-    if overrides:
+    if overrides and not all(o.startswith(WINDOW_KEY + "=") for o in overrides):
         candidate, window = apply_overrides(cfg, overrides)
         policies = [recorded, candidate]
-    else:
-        window = cfg["llm"]["max_context_length"]
+    else:  # the standard set, at the run's window or the one given
+        _, window = apply_overrides(cfg, overrides)
         policies = [recorded, *standard_policies(cfg)]
     journals = list(attempts(run_dir))
     counter = counter_for(cfg["llm"])
