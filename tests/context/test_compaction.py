@@ -23,7 +23,9 @@ COUNTER = default_counter()
 NOTES = "Task goal: find it. Confirmed facts: none. Key decisions: none. Open leads: all."
 
 
-async def compact(strategy: Compaction, history, llm, keep=-1) -> tuple[bool, Journal]:
+async def compact(
+    strategy: Compaction, history, llm, keep=-1, urgent=False
+) -> tuple[bool, Journal]:
     journal = Journal(None)
     changed = await strategy.compact(
         history,
@@ -35,6 +37,7 @@ async def compact(strategy: Compaction, history, llm, keep=-1) -> tuple[bool, Jo
         ledger=UsageLedger(),
         turn=9,
         keep_tool_result=keep,
+        urgent=urgent,
     )
     return changed, journal
 
@@ -121,6 +124,9 @@ async def test_a_small_saving_is_not_worth_breaking_the_cache():
     strategy = Compaction(1, min_saving=0.99)
     changed, journal = await compact(strategy, history, ScriptedLLM([]))
     assert not changed and journal.of("compaction_skipped")
+    # ...unless the window guard would end the loop otherwise: then any saving is taken.
+    changed, _ = await compact(strategy, history, ScriptedLLM([NOTES]), urgent=True)
+    assert changed
 
 
 def test_the_transcript_is_plain_text_with_long_results_cut():

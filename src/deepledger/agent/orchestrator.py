@@ -194,6 +194,7 @@ class Orchestrator:
             ledger=state.ledger,
             turn=state.turn + 1,
             keep_tool_result=self.limits.keep_tool_result,
+            urgent=estimate.total >= window,
         )
         self._compacted_since_call = self._compacted_since_call or changed
 

@@ -140,8 +140,26 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> tuple[Policy, 
         else:
             context[key.rsplit(".", 1)[1]] = value
     _check(context, keep, window)
-    name = ", ".join(overrides)
-    return Policy(name, context_config(context), keep), window
+    policy = context_config(context)
+    name = describe(policy, keep) + (
+        "" if window == cfg["llm"]["max_context_length"] else f", {window:,} window"
+    )
+    return Policy(name, policy, keep), window
+
+
+def describe(context: ContextConfig, keep: int) -> str:
+    """A policy's name for the table: what it keeps, in a few words."""
+    kept = "" if keep == -1 else f"keep {keep} tool results"
+    if context.strategy == "round_window":
+        base = f"round window {context.keep_rounds}"
+    elif context.strategy == "compaction":
+        base = (
+            f"compaction {context.keep_rounds} rounds at {context.compact_at:g}, "
+            f"min {context.min_saving:g}"
+        )
+    else:
+        return kept or "keep everything"
+    return f"{base}, {kept}" if kept else base
 
 
 def _parse(key: str, raw: str) -> Any:
@@ -197,13 +215,13 @@ def format_table(
         f"Replayed {attempts_count} attempt journals; tokens counted with {counter.name}; "
         f"costs at {model} prices" + ("" if price else " (not in the price list: no costs)"),
         "",
-        f"{'policy':<40} {'calls':>6} {'input tokens':>13} {'cacheable':>9} "
+        f"{'policy':<44} {'calls':>6} {'input tokens':>13} {'cacheable':>9} "
         f"{'cost':>10} {'cost cached':>12} {'guard':>6} {'compact':>7}",
     ]
     for result in results:
         cached = result.cached_tokens / result.input_tokens if result.input_tokens else 0.0
         lines.append(
-            f"{result.policy.name[:40]:<40} {len(result.calls):>6} {result.input_tokens:>13,} "
+            f"{result.policy.name[:44]:<44} {len(result.calls):>6} {result.input_tokens:>13,} "
             f"{cached:>9.0%} {_money(result.cost(price, False)):>10} "
             f"{_money(result.cost(price, True)):>12} {len(result.guard_fired):>6} "
             f"{result.compactions:>7}"

@@ -16,6 +16,7 @@ savings. So compaction waits for the brink, and then takes a large bite:
   window (default 0.8);
 - it happens only if the rounds it would replace hold at least ``min_saving`` of the
   request's tokens (default 0.25): a smaller saving does not pay for the cache break;
+  except when the window guard would otherwise end the loop, where any saving is taken;
 - the notes must be shorter than what they replace, so a compaction never grows the
   request.
 
@@ -95,9 +96,11 @@ class Compaction:
         ledger: UsageLedger,
         turn: int,
         keep_tool_result: int = -1,
+        urgent: bool = False,
     ) -> bool:
         """Replace older rounds with notes; whether the request changed. Sizes are
-        those of the request as sent, after ``keep_tool_result``."""
+        those of the request as sent, after ``keep_tool_result``. ``urgent``: the window
+        guard would end the loop otherwise, so any saving is worth it."""
         head, rounds = split_rounds(history)
         upto = len(rounds) - self.keep_rounds
         if upto <= self.covered or self._failed_at_rounds == len(rounds):
@@ -111,7 +114,7 @@ class Compaction:
             return count_messages(counter, trim_tool_results(picked, keep_tool_result))
 
         before = count_messages(counter, trim_tool_results(self.select(history), keep_tool_result))
-        if before - sent_tokens(self.notes) < self.min_saving * before:
+        if not urgent and before - sent_tokens(self.notes) < self.min_saving * before:
             journal.write(
                 "compaction_skipped",
                 turn=turn,
@@ -119,7 +122,6 @@ class Compaction:
                 request_tokens=before,
                 without_older_rounds=sent_tokens(self.notes),
             )
-            self._failed_at_rounds = len(rounds)
             return False
         old = [m for round_ in rounds[self.covered : upto] for m in round_]
         prompt = self._prompt(head, old, counter, window - self.summary_max_tokens)

@@ -298,7 +298,8 @@ class _Conversation:
             return
         old = [m for r in rounds[strategy.covered : upto] for m in r]
         old_tokens = sum(self._size(m) for m in old)
-        if old_tokens < strategy.min_saving * sum(self._size(m) for m in request):
+        urgent = not self._fits()  # the guard would end the loop: any saving goes
+        if not urgent and old_tokens < strategy.min_saving * sum(self._size(m) for m in request):
             return
         notes_tokens = min(strategy.summary_max_tokens, max(50, old_tokens // 10))
         placeholder = " ".join(["note"] * max(1, notes_tokens - 2 * PER_MESSAGE_OVERHEAD))
