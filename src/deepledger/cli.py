@@ -171,6 +171,7 @@ async def _answer_one(cfg: Any) -> int:
     from hydra.core.hydra_config import HydraConfig
 
     from deepledger.agent.task import AgentFactory
+    from deepledger.bench.suite import note_writer
     from deepledger.config import tool_servers
     from deepledger.journal import Journal
     from deepledger.llm.factory import create_client
@@ -183,13 +184,17 @@ async def _answer_one(cfg: Any) -> int:
         folder = await asyncio.to_thread(lambda: Path(cfg.task_file).resolve().parent)
         servers["reader"].args.extend(["--root", str(folder)])
     manager = ToolManager(servers, log_dir=run_dir / "tool_servers")
+    writer = note_writer(cfg, config_dir())
     llm = create_client(cfg.llm)
     try:
-        state = await AgentFactory(cfg, llm, manager).solve(cfg.question, journal, cfg.task_file)
+        factory = AgentFactory(cfg, llm, manager, note_writer=writer)
+        state = await factory.solve(cfg.question, journal, cfg.task_file)
     finally:
         journal.close()
         await manager.aclose()
         await llm.aclose()
+        if writer is not None:
+            await writer.llm.aclose()
     print(f"Answer: {state.final_answer if state.final_answer is not None else '(none)'}")
     print(
         f"({state.provenance.value}; {state.end_reason.value} after {state.turn} turns, "

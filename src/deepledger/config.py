@@ -125,6 +125,9 @@ class ContextConfig:
     compact_at: float = 0.8
     min_saving: float = 0.25
     summary_max_tokens: int = 1024
+    # compaction: an llm preset (conf/llm/<name>.yaml) that writes the notes instead of
+    # the agent's own model, e.g. a cheaper one; null: the agent's model.
+    summary_llm: str | None = None
 
 
 @dataclass

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from deepledger.config import ContextConfig
-from deepledger.context.compaction import Compaction, transcript
+from deepledger.context.compaction import Compaction, NoteWriter, transcript
 from deepledger.context.pairing import pairing_problems
 from deepledger.context.strategy import RequestBuilder, make_strategy, split_rounds
 from deepledger.context.tokens import count_messages, default_counter
@@ -15,9 +15,10 @@ from deepledger.errors import ConfigError, TransientLLMError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
-from deepledger.llm.usage import UsageLedger
+from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import MessageKind
 from tests.context.test_strategy import SEEDS, random_history
+from tests.test_config import composed
 
 COUNTER = default_counter()
 NOTES = "Task goal: find it. Confirmed facts: none. Key decisions: none. Open leads: all."
@@ -146,3 +147,39 @@ def test_compaction_settings_are_checked():
     ]:
         with pytest.raises(ConfigError, match=rf"agent\.context\.{key}"):
             Compaction(**bad)
+
+
+async def test_another_model_can_write_the_notes_at_its_own_price():
+    history = padded(11)
+    strategy = Compaction(1, min_saving=0.0)
+    writer = ScriptedLLM([NOTES])
+    strategy.writer = NoteWriter(
+        writer, GenerationSettings(max_tokens=300), Price(1.0, 2.0, 0.1, 1.0)
+    )
+    ledger = UsageLedger()
+    agent = ScriptedLLM([])  # must not be asked
+    changed = await strategy.compact(
+        history,
+        llm=agent,
+        settings=GenerationSettings(max_tokens=500),
+        counter=COUNTER,
+        window=100_000,
+        journal=Journal(None),
+        ledger=ledger,
+        turn=3,
+    )
+    assert changed and len(writer.calls) == 1 and writer.calls[0].settings.max_tokens == 300
+    assert ledger.calls[0].cost is not None and ledger.calls[0].cost > 0
+
+
+def test_the_notes_model_is_an_llm_preset_named_in_config():
+    from deepledger.bench.suite import note_writer
+    from deepledger.cli import config_dir
+
+    cfg = composed("agent.context.strategy=compaction", "agent.context.summary_llm=local")
+    writer = note_writer(cfg, config_dir())
+    assert writer is not None and writer.llm.model == "SmolLM2-135M-Instruct"
+    assert note_writer(composed("agent.context.summary_llm=local"), config_dir()) is None
+    bad = composed("agent.context.strategy=compaction", "agent.context.summary_llm=nope")
+    with pytest.raises(ConfigError, match=r"agent\.context\.summary_llm='nope' is not an llm"):
+        note_writer(bad, config_dir())

@@ -17,7 +17,7 @@ from typing import Any
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.state import RunState
-from deepledger.context.compaction import Compaction
+from deepledger.context.compaction import Compaction, NoteWriter
 from deepledger.context.strategy import make_strategy
 from deepledger.journal import Journal
 from deepledger.llm.base import LLMClient
@@ -56,10 +56,16 @@ def task_text(question: str, file_path: str | None = None) -> str:
 
 class AgentFactory:
     def __init__(
-        self, cfg: Any, llm: LLMClient, manager: ToolManager, policy: AnswerPolicy | None = None
+        self,
+        cfg: Any,
+        llm: LLMClient,
+        manager: ToolManager,
+        policy: AnswerPolicy | None = None,
+        note_writer: NoteWriter | None = None,
     ) -> None:
         self.cfg = cfg
         self.llm = llm
+        self.note_writer = note_writer  # agent.context.summary_llm, built once per run
         self.manager = manager
         self.policy = policy or policy_from_config(cfg.agent)
         self.price = find_price(cfg.llm.model_name, cfg.pricing)
@@ -136,8 +142,10 @@ class AgentFactory:
             max_consecutive_rollbacks=role.max_consecutive_rollbacks,
         )
         context = make_strategy(agent.context)
-        if memory is not None and isinstance(context, Compaction):
-            context.memory_index = memory.names  # re-offered with every compaction's notes
+        if isinstance(context, Compaction):
+            context.writer = self.note_writer
+            if memory is not None:
+                context.memory_index = memory.names  # re-offered with every compaction
         finalizer = AnswerGenerator(
             self.policy,
             summary_prompt=summary_prompt(self.cfg.benchmark.answer_format),

@@ -36,6 +36,7 @@ from deepledger.bench.judge import Judge, Judgement
 from deepledger.bench.progress import Progress
 from deepledger.bench.rundir import RunDirectory
 from deepledger.bench.tasks import Task
+from deepledger.context.compaction import NoteWriter
 from deepledger.llm.base import LLMClient
 from deepledger.llm.usage import find_price
 from deepledger.messages import Usage
@@ -57,6 +58,7 @@ class BenchmarkRunner:
         run_dir: RunDirectory,
         judge: Judge | None,
         progress: Progress | None = None,
+        note_writer: NoteWriter | None = None,
     ) -> None:
         # Every task reads dozens of settings; on OmegaConf nodes each read costs
         # microseconds of resolution (a millisecond a task, all on the event loop), on
@@ -66,6 +68,7 @@ class BenchmarkRunner:
         self.tools = tools
         self.run_dir = run_dir
         self.judge = judge
+        self.note_writer = note_writer
         self.progress = progress or Progress(plain=True)
         self.retry_limit = cfg.agent.context_compress_limit
         self.pass_at_k = cfg.benchmark.execution.pass_at_k
@@ -181,7 +184,7 @@ class BenchmarkRunner:
         self, task: Task, attempt: int, index: int, post_mortems: list[str]
     ) -> dict[str, Any]:
         policy = policy_from_config(self.cfg.agent, is_final_retry=index == self.retry_limit)
-        factory = AgentFactory(self.cfg, self.llm, self.tools, policy)
+        factory = AgentFactory(self.cfg, self.llm, self.tools, policy, self.note_writer)
         journal = await asyncio.to_thread(self.run_dir.journal, task.task_id, attempt, index)
         journal.write(
             "retry_started",

@@ -18,9 +18,11 @@ from deepledger.bench.rundir import RunDirectory
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import Task, load_tasks
 from deepledger.config import LLMConfig, tool_servers
+from deepledger.context.compaction import NoteWriter
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.factory import create_client, settings_from_config
+from deepledger.llm.usage import find_price
 from deepledger.tools.manager import ToolManager
 
 log = logging.getLogger(__name__)
@@ -30,6 +32,7 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
     """Run (or resume) the suite into ``root``; return the summary it wrote."""
     loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks)
     judge_llm = judge_model(cfg, loaded.tasks, conf_dir)  # a missing key fails before any work
+    writer = note_writer(cfg, conf_dir)
     run_dir = RunDirectory(root)
     try:
         for problem in loaded.problems:
@@ -42,7 +45,7 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
                 "run:\n  " + "\n  ".join(differences),
                 file=sys.stderr,
             )
-        records = await _run_tasks(cfg, run_dir, loaded.tasks, judge_llm)
+        records = await _run_tasks(cfg, run_dir, loaded.tasks, judge_llm, writer)
         summary = summarize(
             records,
             pass_at_k=cfg.benchmark.execution.pass_at_k,
@@ -64,18 +67,27 @@ async def _run_tasks(
     run_dir: RunDirectory,
     tasks: list[Task],
     judge_llm: tuple[LLMClient, GenerationSettings] | None,
+    writer: NoteWriter | None = None,
 ) -> list[dict[str, Any]]:
     llm = create_client(cfg.llm)
     tools = ToolManager(tool_servers(cfg), log_dir=run_dir.root / "tool_servers")
     try:
         judge = build_judge(cfg, judge_llm)
         runner = BenchmarkRunner(
-            cfg, llm=llm, tools=tools, run_dir=run_dir, judge=judge, progress=Progress()
+            cfg,
+            llm=llm,
+            tools=tools,
+            run_dir=run_dir,
+            judge=judge,
+            progress=Progress(),
+            note_writer=writer,
         )
         return await runner.run(tasks)
     finally:
         await tools.aclose()
         await llm.aclose()
+        if writer is not None:
+            await writer.llm.aclose()
         if judge_llm is not None:
             await judge_llm[0].aclose()
 
@@ -112,10 +124,24 @@ def build_judge(cfg: Any, model: tuple[LLMClient, GenerationSettings] | None) ->
     )
 
 
-def load_llm_preset(name: str, conf_dir: Path) -> Any:
-    """``conf/llm/<name>.yaml`` checked against the llm schema."""
+def load_llm_preset(name: str, conf_dir: Path, key: str = "benchmark.judge.llm") -> Any:
+    """``conf/llm/<name>.yaml`` checked against the llm schema; ``key`` names the setting."""
     path = conf_dir / "llm" / f"{name}.yaml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in (conf_dir / "llm").glob("*.yaml")))
-        raise ConfigError(f"benchmark.judge.llm={name!r} is not an llm preset (known: {known}).")
+        raise ConfigError(f"{key}={name!r} is not an llm preset (known: {known}).")
     return OmegaConf.merge(OmegaConf.structured(LLMConfig), OmegaConf.load(path))
+
+
+def note_writer(cfg: Any, conf_dir: Path) -> NoteWriter | None:
+    """The model that writes compaction notes (``agent.context.summary_llm``), built
+    before any task runs so a missing key fails early."""
+    name = cfg.agent.context.summary_llm
+    if not name or cfg.agent.context.strategy != "compaction":
+        return None
+    preset = load_llm_preset(name, conf_dir, "agent.context.summary_llm")
+    return NoteWriter(
+        create_client(preset),
+        settings_from_config(preset),
+        find_price(preset.model_name, cfg.pricing),
+    )

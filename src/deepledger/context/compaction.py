@@ -36,7 +36,7 @@ from deepledger.context.trim import trim_tool_results
 from deepledger.errors import ConfigError, LLMError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
-from deepledger.llm.usage import UsageLedger
+from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import Message, MessageKind, Role
 from deepledger.prompts import render
 
@@ -46,6 +46,15 @@ log = logging.getLogger(__name__)
 # from: the notes keep facts, not pages, and the summary call must fit the window too.
 RESULT_CHARS = 2000
 MIN_RESULT_CHARS = 200
+
+
+@dataclass(frozen=True)
+class NoteWriter:
+    """The model that writes compaction notes when it is not the agent's own."""
+
+    llm: LLMClient
+    settings: GenerationSettings
+    price: Price | None = None
 
 
 @dataclass
@@ -61,6 +70,8 @@ class Compaction:
     # The names of the agent's memory notes (tools/memory.py), when it has the tool: the
     # index goes into every compaction's notes, so the agent knows what it can read back.
     memory_index: Callable[[], list[str]] | None = field(default=None, init=False)
+    # Another model that writes the notes (agent.context.summary_llm), else the agent's.
+    writer: NoteWriter | None = field(default=None, init=False)
     _failed_at_rounds: int = field(default=-1, init=False)
 
     def __post_init__(self) -> None:
@@ -178,6 +189,9 @@ class Compaction:
         turn: int,
     ) -> tuple[str, str]:
         """(the notes, or "" and why there are none)."""
+        price = None
+        if self.writer is not None:
+            llm, settings, price = self.writer.llm, self.writer.settings, self.writer.price
         asked = GenerationSettings(
             max_tokens=min(settings.max_tokens, self.summary_max_tokens),
             temperature=settings.temperature,
@@ -188,7 +202,7 @@ class Compaction:
             response = await llm.generate([Message.task(prompt)], settings=asked)
         except LLMError as exc:
             return "", f"the summary call failed: {exc}"
-        ledger.record(response)
+        ledger.record(response, price)
         journal.write(
             "closing_call",
             purpose="compaction",

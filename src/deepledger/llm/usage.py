@@ -66,8 +66,10 @@ class UsageLedger:
     # (which describes this conversation's own window).
     delegated: list[CallRecord] = field(default_factory=list)
 
-    def record(self, response: LLMResponse) -> CallRecord:
-        cost = self.price.cost(response.usage) if self.price else None
+    def record(self, response: LLMResponse, price: Price | None = None) -> CallRecord:
+        """Add one call; ``price``: the model's, when it is not this ledger's."""
+        price = price or self.price
+        cost = price.cost(response.usage) if price else None
         call = CallRecord(response.model, response.usage, cost, response.stop_reason)
         self.calls.append(call)
         return call
