@@ -205,3 +205,22 @@ async def test_a_model_that_cannot_start_fails_every_task_at_once(tmp_path):
         assert again.value is first.value and time.monotonic() - started < 1
     finally:
         await client.aclose()
+
+
+async def test_a_server_that_dies_mid_run_fails_the_calls_with_its_log():
+    client = LocalModelClient(
+        "m", model_path=bundled_model(), context_size=1024, timeout_seconds=60
+    )
+    asked = [Message.task("Say hello.")]
+    try:
+        await client.generate(asked, settings=GenerationSettings(max_tokens=4))
+        client.server.process.kill()
+        client.server.process.wait(10)
+        with pytest.raises(LLMError, match="exited with code -9 during the run") as died:
+            await client.generate(asked, settings=GenerationSettings(max_tokens=4))
+        assert "deepledger-local-model-" in str(died.value) and "resume" in str(died.value)
+        with pytest.raises(LLMError) as again:  # at once, not after a round of retries
+            await client.generate(asked)
+        assert again.value is died.value
+    finally:
+        await client.aclose()

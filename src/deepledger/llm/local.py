@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import IO
 
 from deepledger.context.tokens import TokenCounter, default_counter
-from deepledger.errors import ConfigError, LLMError
+from deepledger.errors import ConfigError, FatalLLMError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.local_template import LocalTemplate, common_prefix
 from deepledger.llm.openai import STOP_REASONS, OpenAIChatClient, to_wire_messages
@@ -181,6 +181,10 @@ class LlamaServer:
             )
         return False
 
+    def exit_code(self) -> int | None:
+        """The server's exit code if it has stopped by itself, else ``None``."""
+        return self.process.poll() if self.process is not None else None
+
     @property
     def log_path(self) -> str:
         return getattr(self.log_file, "name", "(no log)")
@@ -280,6 +284,8 @@ class LocalModelClient(LLMClient):
         return self.template or default_counter()
 
     async def _ensure_started(self) -> OpenAIChatClient:
+        if self._start_failed is not None:  # it failed to start, or died since
+            raise self._start_failed
         if self._chat is None:
             self._starting = self._starting or asyncio.Lock()
             async with self._starting:
@@ -358,7 +364,19 @@ class LocalModelClient(LLMClient):
         )
 
     def classify_error(self, exc: Exception) -> LLMError | None:
-        return self._chat.classify_error(exc) if self._chat else None
+        if self._chat is None:
+            return None
+        died = self.server.exit_code()
+        if died is not None:
+            # No retry brings it back; every later call gets the same answer at once.
+            self._start_failed = FatalLLMError(
+                f"The local model server exited with code {died} during the run; its "
+                f"output is in {self.server.log_path}. Run the same command again to "
+                "resume: finished tasks are kept.",
+                provider=self.provider,
+            )
+            return self._start_failed
+        return self._chat.classify_error(exc)
 
     async def aclose(self) -> None:
         chat, self._chat = self._chat, None
