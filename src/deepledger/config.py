@@ -362,6 +362,11 @@ def _tool_problems(tools: Any, agent: Any) -> list[str]:
             problems.append(f"tools.{name}.url is empty: a {server.transport} server needs one.")
         if server.scope not in SCOPES:
             problems.append(f"tools.{name}.scope={server.scope!r}: use shared or task.")
+    if "memory" in tools:
+        problems.append(
+            "tools.memory: 'memory' is the name of the built-in memory tool "
+            "(src/deepledger/tools/memory.py); give this server another name."
+        )
     roles = {"agent.main_agent": agent.main_agent}
     roles |= {f"agent.sub_agents.{n}": role for n, role in agent.sub_agents.items()}
     for where, role in roles.items():

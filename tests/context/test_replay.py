@@ -228,3 +228,14 @@ async def test_token_economics_puts_the_run_beside_the_quadratic_arithmetic(tmp_
     assert token_economics(tmp_path / "nothing") == {
         "unavailable": f"{tmp_path / 'nothing'} is not a run directory: it has no manifest.json."
     }
+
+
+async def test_a_killed_runs_journals_and_torn_lines_are_left_out(tmp_path):
+    await record_run(tmp_path, tasks=1, turns=2)
+    journal = next((tmp_path / "tasks").glob("*/attempt-*.jsonl"))
+    whole = run_replay(tmp_path, [])
+    copy = journal.with_name("attempt-1-retry-0.interrupted-20260101T000000.jsonl")
+    copy.write_text(journal.read_text() + '{"event": "llm_call", "tur')  # cut by a crash
+    journal.write_text(journal.read_text() + '{"ts": "cut sh')
+    assert run_replay(tmp_path, []) == whole
+    assert "unavailable" not in token_economics(tmp_path)

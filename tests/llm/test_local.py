@@ -224,3 +224,10 @@ async def test_a_server_that_dies_mid_run_fails_the_calls_with_its_log():
         assert again.value is died.value
     finally:
         await client.aclose()
+
+
+def test_native_tool_calls_leave_the_local_model_without_prefill():
+    client = LocalModelClient(
+        "m", model_path=bundled_model(), context_size=1024, timeout_seconds=10, native_tools=True
+    )
+    assert client.template is not None and not client.supports_prefill

@@ -102,3 +102,24 @@ async def test_the_notes_index_comes_back_with_every_compaction(tmp_path):
     notes = strategy.select(history)[2].content
     assert changed and NOTES in notes
     assert "memory notes (read one with memory.read): populations, sources" in notes
+
+
+def test_a_configured_server_named_memory_is_refused():
+    cfg = composed("+tools.memory={command: server-memory}")
+    with pytest.raises(ConfigError, match="'memory' is the name of the built-in memory tool"):
+        validate(cfg, PROVIDERS)
+
+
+def test_a_redone_attempt_starts_without_the_killed_runs_notes(tmp_path):
+    from deepledger.bench.rundir import RunDirectory
+
+    run = RunDirectory(tmp_path)
+    first = run.journal("t1", 1, 0)
+    first.write("task_started")
+    first.close()
+    notes = memory_folder(first.path)
+    MemoryStore(notes).write("facts", "from the killed run")
+    again = run.journal("t1", 1, 0)  # the retry is redone after a crash
+    again.close()
+    assert MemoryStore(memory_folder(again.path)).names() == []
+    assert [p.name.split(".")[0] for p in notes.parent.iterdir()] == ["attempt-1"]

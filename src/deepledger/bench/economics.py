@@ -35,6 +35,13 @@ def token_economics(run_dir: Path) -> dict[str, Any]:
         journals = list(attempts(run_dir))
     except ConfigError as exc:
         return {"unavailable": str(exc)}
+    try:
+        return _economics(cfg, journals)
+    except (KeyError, TypeError, ValueError) as exc:  # a journal this version cannot read
+        return {"unavailable": f"a journal could not be replayed: {type(exc).__name__}: {exc}"}
+
+
+def _economics(cfg: dict[str, Any], journals: list[Any]) -> dict[str, Any]:
     common = {
         "counter": counter_for(cfg["llm"]),
         "max_context_length": cfg["llm"]["max_context_length"],

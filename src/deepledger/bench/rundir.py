@@ -10,7 +10,9 @@
         progress.jsonl             the task's own journal: each finished retry and attempt
         attempt-A-retry-R.jsonl    the agent's journal of one run of the loop
         attempt-A-retry-R.subagents/  sub-agent journals
+        memory/attempt-A/          the memory tool's notes, shared by the attempt's retries
       tool_servers/*.stderr.log    what the tool servers wrote on stderr
+      replay.json                  what `deepledger replay` computed last
 
 Resume: the same command with the same run directory. Tasks whose newest line in
 ``benchmark_results.jsonl`` says ``finished`` are done and are not run or judged again
@@ -44,6 +46,7 @@ from typing import Any
 from deepledger import __version__
 from deepledger.errors import ConfigError
 from deepledger.journal import Journal
+from deepledger.tools.memory import memory_folder
 
 RESULTS = "benchmark_results.jsonl"
 SUMMARY = "summary.json"
@@ -228,6 +231,10 @@ class RunDirectory:
             subagents = path.with_suffix(".subagents")
             if subagents.exists():
                 subagents.rename(path.with_suffix(f".interrupted-{stamp}.subagents"))
+            # The attempt starts afresh, so do its memory notes (tools/memory.py).
+            memory = memory_folder(path)
+            if retry == 0 and memory is not None and memory.exists():
+                memory.rename(memory.with_name(f"{memory.name}.interrupted-{stamp}"))
         return Journal(path)
 
     def interrupted_usages(self, task_id: str) -> list[dict[str, int]]:

@@ -202,7 +202,7 @@ class Compaction:
             response = await llm.generate([Message.task(prompt)], settings=asked)
         except LLMError as exc:
             return "", f"the summary call failed: {exc}"
-        ledger.record(response, price)
+        ledger.record_aside(response, price)  # the guard's last usage stays the loop's
         journal.write(
             "closing_call",
             purpose="compaction",
@@ -231,7 +231,8 @@ def transcript(messages: Sequence[Message], result_chars: int = RESULT_CHARS) ->
                 f"[agent calls {c.server_name + '.' if c.server_name else ''}{c.name}] "
                 f"{c.raw_arguments or c.arguments}"
                 for c in message.tool_calls
-                if c.name not in message.content  # XML calls are in the text already
+                # XML calls are written in the text already; native ones travel beside it
+                if not (c.raw_arguments and c.raw_arguments in message.content)
             ]
         else:
             lines.append(f"[note to the agent]\n{message.content}")

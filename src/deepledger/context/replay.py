@@ -25,13 +25,13 @@ Assumptions, stated because they bound what a replay can say:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deepledger.bench.rundir import read_jsonl
 from deepledger.context.compaction import Compaction
 from deepledger.context.guard import check_window, drop_last_exchange
 from deepledger.context.strategy import RequestBuilder, make_strategy, split_rounds
@@ -118,11 +118,15 @@ class RecordedAttempt:
 
 def attempts(run_dir: Path) -> Iterator[RecordedAttempt]:
     """Every finished or interrupted attempt journal under ``run_dir/tasks``."""
-    journals = sorted((run_dir / "tasks").glob("*/attempt-*.jsonl"))
+    journals = sorted(
+        path
+        for path in (run_dir / "tasks").glob("*/attempt-*.jsonl")
+        if ".interrupted-" not in path.name  # a killed run's, redone in its own journal
+    )
     if not journals:
         raise ConfigError(f"{run_dir} has no task journals (tasks/*/attempt-*.jsonl) to replay.")
     for path in journals:
-        events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        events = read_jsonl(path)  # a line a crash cut short is skipped
         started = next((e for e in events if e["event"] == "task_started"), None)
         if started is None:
             continue  # the attempt never began its loop

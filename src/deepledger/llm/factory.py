@@ -85,6 +85,7 @@ def _build_local(cfg: Any) -> LLMClient:
         context_size=cfg.max_context_length,
         timeout_seconds=cfg.timeout_seconds,
         chat_format=cfg.chat_format,
+        native_tools=cfg.tool_protocol == "native",
     )
 
 

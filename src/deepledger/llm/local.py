@@ -246,8 +246,10 @@ class LocalModelClient(LLMClient):
         timeout_seconds: float,
         chat_format: str | None = None,
         log_file: IO[bytes] | None = None,
+        native_tools: bool = False,
     ) -> None:
         super().__init__(model)
+        self.native_tools = native_tools
         self.server = LlamaServer(
             model_path, context_size=context_size, chat_format=chat_format, log_file=log_file
         )
@@ -277,7 +279,8 @@ class LocalModelClient(LLMClient):
 
     @property
     def supports_prefill(self) -> bool:  # type: ignore[override]
-        return self.template is not None
+        # Native tool calls go through the chat endpoint, which cannot continue a reply.
+        return self.template is not None and not self.native_tools
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -318,6 +321,7 @@ class LocalModelClient(LLMClient):
         chat = await self._ensure_started()
         template = self.template
         if template is None or tools or any(m.role is Role.TOOL for m in messages):
+            self._evaluated = []  # what the chat endpoint evaluated is not known here
             return await chat._call(messages, tools, settings)
         return await self._complete(chat, template, messages, settings)
 

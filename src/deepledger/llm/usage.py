@@ -74,6 +74,15 @@ class UsageLedger:
         self.calls.append(call)
         return call
 
+    def record_aside(self, response: LLMResponse, price: Price | None = None) -> CallRecord:
+        """A call made for this conversation but not in it (compaction notes): in the
+        totals, not in ``last_usage``, which the window guard reads."""
+        price = price or self.price
+        cost = price.cost(response.usage) if price else None
+        call = CallRecord(response.model, response.usage, cost, response.stop_reason)
+        self.delegated.append(call)
+        return call
+
     def absorb(self, other: UsageLedger) -> None:
         """Count a sub-agent's calls (and its own sub-agents') in this task's totals."""
         self.delegated += [*other.calls, *other.delegated]
