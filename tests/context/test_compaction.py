@@ -185,3 +185,23 @@ def test_the_notes_model_is_an_llm_preset_named_in_config():
     bad = composed("agent.context.strategy=compaction", "agent.context.summary_llm=nope")
     with pytest.raises(ConfigError, match=r"agent\.context\.summary_llm='nope' is not an llm"):
         note_writer(bad, config_dir())
+
+
+async def test_the_transcript_is_cut_to_the_note_writers_window():
+    history = padded(11)
+    strategy = Compaction(1, min_saving=0.0)
+    writer = ScriptedLLM([NOTES])
+    strategy.writer = NoteWriter(writer, GenerationSettings(max_tokens=100), None, 2000)
+    changed = await strategy.compact(
+        history,
+        llm=ScriptedLLM([]),
+        settings=GenerationSettings(max_tokens=500),
+        counter=COUNTER,
+        window=100_000,
+        journal=Journal(None),
+        ledger=UsageLedger(),
+        turn=3,
+    )
+    sent = writer.calls[0].messages[0].content
+    assert changed and COUNTER.count(sent) < 2000 - strategy.summary_max_tokens
+    assert " [...]" in sent  # long results were cut to make it fit

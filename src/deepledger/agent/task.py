@@ -98,10 +98,13 @@ class AgentFactory:
         local = [
             self._subagent_tool(t, journal, ledger) for t in role.tools if t.startswith("agent-")
         ]
-        memory = None
+        memory, scratch = None, None
         if MEMORY_TOOL in role.tools:
             folder = memory_folder(journal.path)
-            memory = MemoryStore(folder or Path(tempfile.mkdtemp(prefix="deepledger-memory-")))
+            if folder is None:  # no journal on disk (tests): notes last as long as the task
+                scratch = tempfile.TemporaryDirectory(prefix="deepledger-memory-")
+                folder = Path(scratch.name)
+            memory = MemoryStore(folder)
             local += memory_tools(memory)
         tools = self.manager.for_task(servers, role.tool_blacklist, local)
         try:
@@ -114,6 +117,8 @@ class AgentFactory:
             return await orchestrator.run(text, ledger)
         finally:
             await tools.aclose()
+            if scratch is not None:
+                scratch.cleanup()
 
     def _orchestrator(
         self,

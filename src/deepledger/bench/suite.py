@@ -144,4 +144,5 @@ def note_writer(cfg: Any, conf_dir: Path) -> NoteWriter | None:
         create_client(preset),
         settings_from_config(preset),
         find_price(preset.model_name, cfg.pricing),
+        preset.max_context_length,
     )

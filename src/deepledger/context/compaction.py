@@ -55,6 +55,7 @@ class NoteWriter:
     llm: LLMClient
     settings: GenerationSettings
     price: Price | None = None
+    max_context_length: int = 128_000  # its window: the transcript is cut to fit it
 
 
 @dataclass
@@ -135,7 +136,12 @@ class Compaction:
             )
             return False
         old = [m for round_ in rounds[self.covered : upto] for m in round_]
-        prompt = self._prompt(head, old, counter, window - self.summary_max_tokens)
+        # The summary call must fit the window of the model that writes the notes.
+        writer_counter, writer_window = counter, window
+        if self.writer is not None:
+            writer_counter = self.writer.llm.token_counter
+            writer_window = self.writer.max_context_length
+        prompt = self._prompt(head, old, writer_counter, writer_window - self.summary_max_tokens)
         text, why = await self._summarize(prompt, llm, settings, ledger, journal, turn)
         notes = Message.injected(self._notes_text(text)) if text else None
         if notes is not None and sent_tokens(notes) >= before:
