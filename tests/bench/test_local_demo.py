@@ -68,3 +68,13 @@ def test_the_bundled_model_runs_two_demo_tasks_end_to_end(tmp_path):
     )
     assert replayed.returncode == 0, replayed.stderr
     assert "tokens counted with gguf:" in replayed.stdout and "round window 5" in replayed.stdout
+
+
+def test_a_local_run_with_concurrent_tasks_is_told_one_at_a_time_is_faster():
+    from deepledger.bench.suite import concurrency_advice
+    from tests.test_config import composed
+
+    advice = concurrency_advice(composed("llm=local", "benchmark.execution.max_concurrent=4"))
+    assert advice and "benchmark.execution.max_concurrent=1 is faster" in advice
+    assert concurrency_advice(composed("llm=local", "benchmark.execution.max_concurrent=1")) is None
+    assert concurrency_advice(composed("llm=openai_compatible")) is None

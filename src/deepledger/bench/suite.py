@@ -37,6 +37,8 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
     try:
         for problem in loaded.problems:
             print(f"deepledger: skipped {problem}", file=sys.stderr)
+        if advice := concurrency_advice(cfg):
+            print(f"deepledger: {advice}", file=sys.stderr)
         config = OmegaConf.to_container(cfg, resolve=True)
         differences = run_dir.start(config, argv, tasks=len(loaded.tasks))
         if differences:
@@ -90,6 +92,19 @@ async def _run_tasks(
             await writer.llm.aclose()
         if judge_llm is not None:
             await judge_llm[0].aclose()
+
+
+def concurrency_advice(cfg: Any) -> str | None:
+    """A word when the suite's concurrency works against its model: the bundled model's
+    one server answers one request at a time and reuses only the prompt it saw last."""
+    concurrent = cfg.benchmark.execution.max_concurrent
+    if cfg.llm.provider != "local" or concurrent <= 1:
+        return None
+    return (
+        f"llm=local answers one request at a time; with benchmark.execution."
+        f"max_concurrent={concurrent} the tasks interleave and each re-reads its whole "
+        "prompt. benchmark.execution.max_concurrent=1 is faster."
+    )
 
 
 def judge_model(
