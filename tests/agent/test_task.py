@@ -73,15 +73,9 @@ def test_an_attached_file_is_named_in_the_task(tmp_path):
     assert task_text("Plain question.") == "Plain question."
 
 
-async def test_a_model_profile_sets_the_protocol_and_adds_its_worked_example(tmp_path):
-    """llm.tool_protocol overrides the agent's; llm.worked_example joins the prompt."""
-    cfg = composed(
-        "agent.tool_protocol=xml",
-        "agent.main_agent.tools=[time]",
-        "llm.tool_protocol=native",
-        "llm.worked_example=example_small_model.md",
-    )
-    llm = ScriptedLLM(responder=lambda messages, tools: "\\boxed{noon}")
+async def solve_with(tmp_path, *overrides, prefill=True):
+    cfg = composed("agent.tool_protocol=xml", "agent.main_agent.tools=[time]", *overrides)
+    llm = ScriptedLLM(responder=lambda messages, tools: "\\boxed{noon}", supports_prefill=prefill)
     manager = ToolManager(tool_servers(cfg))
     journal = Journal(tmp_path / "journal.jsonl")
     try:
@@ -89,6 +83,17 @@ async def test_a_model_profile_sets_the_protocol_and_adds_its_worked_example(tmp
     finally:
         journal.close()
         await manager.aclose()
+    return llm, journal
+
+
+async def test_a_model_profile_sets_the_protocol_and_adds_its_worked_example(tmp_path):
+    """llm.tool_protocol overrides the agent's; llm.worked_example joins the prompt."""
+    llm, _ = await solve_with(
+        tmp_path,
+        "llm.tool_protocol=native",
+        "llm.worked_example=example_small_model.md",
+        prefill=False,
+    )
     first = llm.calls[0]
     assert first.tools  # native: the tools go on the wire as functions
     assert "# A worked example" in first.messages[0].content
@@ -107,19 +112,6 @@ def test_a_model_profile_is_checked():
     else:
         raise AssertionError("an invalid profile was accepted")
     assert "llm.tool_protocol='json'" in message and "llm.worked_example='missing.md'" in message
-
-
-async def solve_with(tmp_path, *overrides, prefill=True):
-    cfg = composed("agent.tool_protocol=xml", "agent.main_agent.tools=[time]", *overrides)
-    llm = ScriptedLLM(responder=lambda messages, tools: "\\boxed{noon}", supports_prefill=prefill)
-    manager = ToolManager(tool_servers(cfg))
-    journal = Journal(tmp_path / "journal.jsonl")
-    try:
-        await AgentFactory(cfg, llm, manager).solve("What time is it?", journal)
-    finally:
-        journal.close()
-        await manager.aclose()
-    return llm, journal
 
 
 async def test_first_call_prefills_the_named_tool_where_it_can(tmp_path):

@@ -25,7 +25,7 @@ NOTES = "Task goal: find it. Confirmed facts: none. Key decisions: none. Open le
 
 
 async def compact(
-    strategy: Compaction, history, llm, keep=-1, urgent=False
+    strategy: Compaction, history, llm, keep=-1, urgent=False, ledger=None
 ) -> tuple[bool, Journal]:
     journal = Journal(None)
     changed = await strategy.compact(
@@ -35,7 +35,7 @@ async def compact(
         counter=COUNTER,
         window=100_000,
         journal=journal,
-        ledger=UsageLedger(),
+        ledger=ledger if ledger is not None else UsageLedger(),
         turn=9,
         keep_tool_result=keep,
         urgent=urgent,
@@ -158,16 +158,7 @@ async def test_another_model_can_write_the_notes_at_its_own_price():
     )
     ledger = UsageLedger()
     agent = ScriptedLLM([])  # must not be asked
-    changed = await strategy.compact(
-        history,
-        llm=agent,
-        settings=GenerationSettings(max_tokens=500),
-        counter=COUNTER,
-        window=100_000,
-        journal=Journal(None),
-        ledger=ledger,
-        turn=3,
-    )
+    changed, _ = await compact(strategy, history, agent, ledger=ledger)
     assert changed and len(writer.calls) == 1 and writer.calls[0].settings.max_tokens == 300
     # Priced as the writer, and aside from the loop's calls: the guard's last usage is
     # still the conversation's own.
@@ -192,16 +183,7 @@ async def test_the_transcript_is_cut_to_the_note_writers_window():
     strategy = Compaction(1, min_saving=0.0)
     writer = ScriptedLLM([NOTES])
     strategy.writer = NoteWriter(writer, GenerationSettings(max_tokens=100), None, 2000)
-    changed = await strategy.compact(
-        history,
-        llm=ScriptedLLM([]),
-        settings=GenerationSettings(max_tokens=500),
-        counter=COUNTER,
-        window=100_000,
-        journal=Journal(None),
-        ledger=UsageLedger(),
-        turn=3,
-    )
+    changed, _ = await compact(strategy, history, ScriptedLLM([]))
     sent = writer.calls[0].messages[0].content
     assert changed and COUNTER.count(sent) < 2000 - strategy.summary_max_tokens
     assert " [...]" in sent  # long results were cut to make it fit

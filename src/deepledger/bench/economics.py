@@ -52,7 +52,6 @@ def _economics(cfg: dict[str, Any], journals: list[Any]) -> dict[str, Any]:
     everything = replay(
         journals, Policy("keep everything", ContextConfig(), -1), recorded_policy=True, **common
     )
-    loop = [c for c in recorded.calls if c.purpose == "loop"]
     billed = sum(c.recorded_input_tokens or 0 for c in recorded.calls)
     cache_read = sum(
         (e.get("usage") or {}).get("cache_read_tokens") or 0
@@ -63,7 +62,7 @@ def _economics(cfg: dict[str, Any], journals: list[Any]) -> dict[str, Any]:
     first, added, turns, predicted, actual = _growth(everything, len(journals))
     kept_everything = everything.input_tokens
     return {
-        "input_tokens_per_turn": _recorded_per_turn(loop),
+        "input_tokens_per_turn": recorded.per_turn(recorded=True),
         "first_turn_tokens": first,
         "added_per_turn": added,
         "mean_turns": turns,
@@ -81,14 +80,6 @@ def _economics(cfg: dict[str, Any], journals: list[Any]) -> dict[str, Any]:
         else None,
         "counted_with": common["counter"].name,
     }
-
-
-def _recorded_per_turn(loop: list[Any]) -> list[float]:
-    by_turn: dict[int, list[int]] = {}
-    for call in loop:
-        if call.recorded_input_tokens:
-            by_turn.setdefault(call.turn, []).append(call.recorded_input_tokens)
-    return [round(sum(v) / len(v), 1) for _, v in sorted(by_turn.items())]
 
 
 def _growth(everything: PolicyReplay, attempts_count: int) -> tuple[float, ...]:

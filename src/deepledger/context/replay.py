@@ -25,7 +25,6 @@ Assumptions, stated because they bound what a replay can say:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,12 +32,12 @@ from typing import Any
 
 from deepledger.bench.rundir import read_jsonl
 from deepledger.context.compaction import Compaction
-from deepledger.context.guard import check_window, drop_last_exchange
+from deepledger.context.guard import WindowEstimate, check_window, drop_last_exchange
 from deepledger.context.strategy import RequestBuilder, make_strategy, split_rounds
 from deepledger.context.tokens import PER_MESSAGE_OVERHEAD, TokenCounter, count_messages
 from deepledger.errors import ConfigError
 from deepledger.llm.usage import Price
-from deepledger.messages import Message, MessageKind, Role, ToolCall, ToolResult
+from deepledger.messages import Message, MessageKind, Role, ToolCall, ToolResult, Usage
 from deepledger.prompts import render
 from deepledger.tools.protocol import make_protocol
 
@@ -89,19 +88,17 @@ class PolicyReplay:
     def cost(self, price: Price | None, cached: bool) -> float | None:
         if price is None:
             return None
-        read = price.cache_read if price.cache_read is not None else price.input
-        uncached = self.input_tokens - (self.cached_tokens if cached else 0)
-        total = uncached * price.input + self.output_tokens * price.output
-        if cached:
-            total += self.cached_tokens * read
-        return total / 1_000_000
+        read = self.cached_tokens if cached else 0
+        return price.cost(Usage(self.input_tokens, self.output_tokens, cache_read_tokens=read))
 
-    def per_turn(self) -> list[float]:
-        """Mean prompt tokens of the loop calls at each turn, over the attempts."""
+    def per_turn(self, recorded: bool = False) -> list[float]:
+        """Mean prompt tokens of the loop calls at each turn, over the attempts: as
+        replayed, or (``recorded``) as the provider counted them."""
         by_turn: dict[int, list[int]] = {}
         for c in self.calls:
-            if c.purpose == "loop":
-                by_turn.setdefault(c.turn, []).append(c.input_tokens)
+            tokens = c.recorded_input_tokens if recorded else c.input_tokens
+            if c.purpose == "loop" and tokens:
+                by_turn.setdefault(c.turn, []).append(tokens)
         return [round(sum(v) / len(v), 1) for _, v in sorted(by_turn.items())]
 
 
@@ -290,12 +287,13 @@ class _Conversation:
         strategy = self.strategy
         assert isinstance(strategy, Compaction)
         request = strategy.select(self.history)
-        estimate = (
-            sum(self._size(m) for m in request)
-            + math.ceil(1.5 * self.counter.count(self.summary_prompt))
-            + self.max_tokens
-            + 1000
-        )
+        # The guard's own formula, from the sizes counted once per message here.
+        estimate = WindowEstimate(
+            prior_tokens=sum(self._size(m) for m in request[:-1]),
+            newest_message_tokens=self._size(request[-1]),
+            summary_prompt_tokens=self.counter.count(self.summary_prompt),
+            reply_budget=self.max_tokens,
+        ).total
         head, rounds = split_rounds(self.history)
         upto = len(rounds) - strategy.keep_rounds
         if not strategy.due(estimate, self.window) or upto <= strategy.covered:

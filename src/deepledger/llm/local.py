@@ -50,7 +50,12 @@ from deepledger.context.tokens import TokenCounter, default_counter
 from deepledger.errors import ConfigError, FatalLLMError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.local_template import LocalTemplate, common_prefix
-from deepledger.llm.openai import STOP_REASONS, OpenAIChatClient, to_wire_messages
+from deepledger.llm.openai import (
+    STOP_REASONS,
+    OpenAIChatClient,
+    sampling_fields,
+    to_wire_messages,
+)
 from deepledger.messages import LLMResponse, Message, Role, StopReason, ToolSpec, Usage
 
 log = logging.getLogger(__name__)
@@ -336,18 +341,8 @@ class LocalModelClient(LLMClient):
         prompt = template.render(to_wire_messages(messages))
         tokens = await asyncio.to_thread(template.tokens, prompt)
         reused = common_prefix(self._evaluated, tokens)
-        request: dict[str, object] = {
-            "model": self.model,
-            "prompt": prompt,
-            "max_tokens": settings.max_tokens,
-        }
-        if settings.temperature is not None:
-            request["temperature"] = settings.temperature
-        if settings.top_p is not None:
-            request["top_p"] = settings.top_p
-        if settings.stop:
-            request["stop"] = list(settings.stop)
-        request |= settings.extra_body
+        request = {"model": self.model, "prompt": prompt, "max_tokens": settings.max_tokens}
+        request |= sampling_fields(settings)
         completion = await chat.post(f"{chat.base_url}/completions", request)
         choice = completion["choices"][0]
         usage = completion.get("usage") or {}

@@ -116,13 +116,7 @@ class OpenAIChatClient(LLMClient):
         }
         if tools:
             request["tools"] = [to_wire_tool(t) for t in tools]
-        if settings.temperature is not None:
-            request["temperature"] = settings.temperature
-        if settings.top_p is not None:
-            request["top_p"] = settings.top_p
-        if settings.stop:
-            request["stop"] = list(settings.stop)
-        request |= settings.extra_body
+        request |= sampling_fields(settings)
         if self.supports_prefill and messages and messages[-1].role is Role.ASSISTANT:
             request |= {"continue_final_message": True, "add_generation_prompt": False}
         return self._from_wire(await self.post(self._url, request), messages)
@@ -202,6 +196,19 @@ class OpenAIChatClient(LLMClient):
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+
+
+def sampling_fields(settings: GenerationSettings) -> dict[str, Any]:
+    """The request fields ``settings`` set (chat and completion requests alike); unset
+    ones are left to the server, and ``extra_body`` goes last so it can override."""
+    fields: dict[str, Any] = {}
+    if settings.temperature is not None:
+        fields["temperature"] = settings.temperature
+    if settings.top_p is not None:
+        fields["top_p"] = settings.top_p
+    if settings.stop:
+        fields["stop"] = list(settings.stop)
+    return fields | dict(settings.extra_body)
 
 
 def error_message(raw: bytes, fallback: str) -> str:

@@ -68,20 +68,21 @@ class UsageLedger:
 
     def record(self, response: LLMResponse, price: Price | None = None) -> CallRecord:
         """Add one call; ``price``: the model's, when it is not this ledger's."""
-        price = price or self.price
-        cost = price.cost(response.usage) if price else None
-        call = CallRecord(response.model, response.usage, cost, response.stop_reason)
+        call = self._priced(response, price)
         self.calls.append(call)
         return call
 
     def record_aside(self, response: LLMResponse, price: Price | None = None) -> CallRecord:
         """A call made for this conversation but not in it (compaction notes): in the
         totals, not in ``last_usage``, which the window guard reads."""
-        price = price or self.price
-        cost = price.cost(response.usage) if price else None
-        call = CallRecord(response.model, response.usage, cost, response.stop_reason)
+        call = self._priced(response, price)
         self.delegated.append(call)
         return call
+
+    def _priced(self, response: LLMResponse, price: Price | None) -> CallRecord:
+        price = price or self.price
+        cost = price.cost(response.usage) if price else None
+        return CallRecord(response.model, response.usage, cost, response.stop_reason)
 
     def absorb(self, other: UsageLedger) -> None:
         """Count a sub-agent's calls (and its own sub-agents') in this task's totals."""
