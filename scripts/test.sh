@@ -4,5 +4,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The report tests open reports in headless Chromium: Debian's package (no browser is
+# downloaded). Without it those tests fail rather than skip under this script.
+if ! command -v chromium >/dev/null 2>&1; then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "Installing Debian's chromium for the report tests"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  else
+    echo "chromium is missing and apt-get is not here: install Chromium to run the report tests" >&2
+  fi
+fi
+export DEEPLEDGER_REQUIRE_BROWSER=1
 .venv/bin/ruff check src tests
 .venv/bin/python -m pytest "$@"

@@ -25,7 +25,9 @@ deepledger {__version__} — a deep-research agent runtime
 usage:
   deepledger bench [OVERRIDES...]           run a benchmark suite
   deepledger run question="..." [OVERRIDES] answer one question
-  deepledger report RUN_DIR [RUN_DIR...]    rebuild a run's summary and report
+  deepledger report RUN_DIR [RUN_DIR...] [--out FILE]
+                                            rebuild a run's summary and HTML report;
+                                            several: compare them in one report
   deepledger replay RUN_DIR [KEY=VALUE...]  a run's cost under other context policies
                                             (agent.context.*, agent.keep_tool_result,
                                             llm.max_context_length; --price MODEL)
@@ -204,19 +206,42 @@ async def _answer_one(cfg: Any) -> int:
     return 0
 
 
-def _report(run_dirs: list[str]) -> int:
-    """One run: rebuild its summary from its results. Several: average them."""
+def _report(args: list[str]) -> int:
+    """One run: rebuild its summary and report. Several: average them and write one
+    report comparing them (``--out FILE``, else beside the runs)."""
     from deepledger.bench.aggregate import aggregate, format_aggregate
+    from deepledger.bench.metrics import format_summary
     from deepledger.bench.report import rebuild_summary
+    from deepledger.report.compare import default_output, write_comparison
+    from deepledger.report.page import write_run_report
 
-    if not run_dirs:
-        print("usage: deepledger report RUN_DIR [RUN_DIR...]", file=sys.stderr)
+    out = None
+    if "--out" in args:
+        at = args.index("--out")
+        if at + 1 >= len(args):
+            raise ConfigError("--out needs the path of the comparison file to write.")
+        out = Path(args[at + 1])
+        args = args[:at] + args[at + 2 :]
+    if not args or any(a.startswith("-") for a in args):
+        print("usage: deepledger report RUN_DIR [RUN_DIR...] [--out FILE]", file=sys.stderr)
         return EXIT_USAGE
+    run_dirs = [Path(d) for d in args]
     if len(run_dirs) == 1:
-        print(rebuild_summary(Path(run_dirs[0])))
+        summary = rebuild_summary(run_dirs[0])
+        print(format_summary(summary))
+        print(f"Report: {write_run_report(run_dirs[0], summary)}")
         return 0
-    combined = aggregate([Path(d) for d in run_dirs])
+    summaries = {}
+    for run_dir in run_dirs:
+        try:
+            summaries[run_dir] = summary = rebuild_summary(run_dir)
+            write_run_report(run_dir, summary)
+        except DeepLedgerError as exc:
+            print(f"deepledger: {exc}", file=sys.stderr)
+    combined = aggregate(run_dirs)
     print(format_aggregate(combined))
+    path = write_comparison(run_dirs, summaries, out or default_output(run_dirs))
+    print(f"Comparison: {path}")
     return 0 if combined["complete"] else 1
 
 

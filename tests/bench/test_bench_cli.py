@@ -58,6 +58,8 @@ def test_bench_produces_the_run_directory(tmp_path):
     assert summary["post_mortems"]["with"]["attempts"] == 1
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["config"]["agent"]["context_compress_limit"] == 2
+    assert f"Report: {run_dir / 'report.html'}" in done.stdout
+    assert 'id="report-data"' in (run_dir / "report.html").read_text()
     assert manifest["runs"][0]["versions"]["deepledger"] and manifest["runs"][0]["finished_at"]
     assert {r["task_id"] for r in results(run_dir)} == {"easy/1", "hard #2", "näive 3", "open-4"}
     journals = sorted(p.name for p in (run_dir / "tasks").glob("hard_2-*/attempt-*.jsonl"))

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.report.browser import open_report
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -68,6 +70,18 @@ def test_the_bundled_model_runs_two_demo_tasks_end_to_end(tmp_path):
     )
     assert replayed.returncode == 0, replayed.stderr
     assert "tokens counted with gguf:" in replayed.stdout and "round window 5" in replayed.stdout
+
+    # The report bench wrote, in a browser: both tasks, the first one's trajectory.
+    assert f"Report: {run_dir / 'report.html'}" in done.stdout
+    with open_report(run_dir / "report.html") as visit:
+        page = visit.page
+        page.wait_for_selector("#chart-prompt canvas")
+        assert page.locator("#task-table tbody tr").count() == 2
+        page.click("#task-table tbody tr")
+        page.wait_for_selector("#chart-task canvas")
+        assert page.locator("#trajectory .ev.tool").count() >= 1  # the forced search
+        visit.screenshot("report-local-demo.png")
+    assert visit.problems == [] and visit.requests == []
 
 
 def test_a_local_run_with_concurrent_tasks_is_told_one_at_a_time_is_faster():

@@ -37,7 +37,7 @@ def token_economics(run_dir: Path) -> dict[str, Any]:
         return {"unavailable": str(exc)}
     try:
         return _economics(cfg, journals)
-    except (KeyError, TypeError, ValueError) as exc:  # a journal this version cannot read
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a journal we cannot read
         return {"unavailable": f"a journal could not be replayed: {type(exc).__name__}: {exc}"}
 
 

@@ -65,16 +65,22 @@ def run_replay(run_dir: Path, overrides: list[str], price_model: str | None = No
         "max_tokens": cfg["llm"]["max_tokens"],
         "summary_prompt": summary_prompt(cfg["benchmark"].get("answer_format") or ""),
     }
-    results = [
-        replay(
-            journals,
-            policy,
-            max_context_length=cfg["llm"]["max_context_length"] if i == 0 else window,
-            recorded_policy=i == 0,
-            **common,
-        )
-        for i, policy in enumerate(policies)
-    ]
+    try:
+        results = [
+            replay(
+                journals,
+                policy,
+                max_context_length=cfg["llm"]["max_context_length"] if i == 0 else window,
+                recorded_policy=i == 0,
+                **common,
+            )
+            for i, policy in enumerate(policies)
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ConfigError(
+            f"A journal in {run_dir / 'tasks'} could not be replayed ({type(exc).__name__}: "
+            f"{exc}): it was written by another version, or edited."
+        ) from exc
     model = price_model or cfg["llm"]["model_name"]
     price = find_price(model, OmegaConf.create(cfg.get("pricing") or {}))
     if price_model and price is None:

@@ -13,6 +13,7 @@
         memory/attempt-A/          the memory tool's notes, shared by the attempt's retries
       tool_servers/*.stderr.log    what the tool servers wrote on stderr
       replay.json                  what `deepledger replay` computed last
+      report.html                  the run in a browser (`deepledger report` rebuilds it)
 
 Resume: the same command with the same run directory. Tasks whose newest line in
 ``benchmark_results.jsonl`` says ``finished`` are done and are not run or judged again
@@ -44,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from deepledger import __version__
-from deepledger.errors import ConfigError
+from deepledger.errors import ConfigError, DeepLedgerError
 from deepledger.journal import Journal
 from deepledger.tools.memory import memory_folder
 
@@ -81,11 +82,42 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
+    """Replace ``path`` whole: readers see the old file or the new one, never a part.
+    The file is private to its owner unless ``mode`` says otherwise."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        json.dump(data, out, indent=2, ensure_ascii=False)
-        out.write("\n")
-    os.replace(temporary, path)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(text)
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def load_manifest(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run directory's manifest and the config of its newest run; a clear error for
+    a folder that is not a run directory or whose manifest cannot be read."""
+    path = root / MANIFEST
+    if not root.is_dir():
+        raise DeepLedgerError(f"{root} is not a folder.")
+    if not path.is_file():
+        raise DeepLedgerError(
+            f"{root} is not a deepledger run directory (no {MANIFEST}). Pass the folder a "
+            "`deepledger bench` run wrote (its hydra.run.dir)."
+        )
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        config = manifest["runs"][-1]["config"] if manifest.get("runs") else manifest["config"]
+        config["benchmark"]["name"], config["benchmark"]["execution"]["pass_at_k"]  # needed
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, IndexError) as exc:
+        raise DeepLedgerError(f"{path} is unreadable or incomplete ({exc!r}).") from exc
+    return manifest, config
 
 
 def append_line(path: Path, record: dict[str, Any]) -> None:

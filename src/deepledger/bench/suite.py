@@ -23,6 +23,7 @@ from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.factory import create_client, settings_from_config
 from deepledger.llm.usage import find_price
+from deepledger.report.page import write_run_report
 from deepledger.tools.manager import ToolManager
 
 log = logging.getLogger(__name__)
@@ -58,10 +59,28 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
         summary["token_economics"] = await asyncio.to_thread(token_economics, root)
         run_dir.write_summary(summary)
         run_dir.finish()
+        report = await asyncio.to_thread(_write_report, root, summary)
     finally:
         run_dir.close()
     print(format_summary(summary))
+    if report is not None:
+        print(f"Report: {report}")
     return summary
+
+
+def _write_report(root: Path, summary: dict[str, Any]) -> Path | None:
+    """The run's HTML report. A report that cannot be written costs the run nothing:
+    its results and summary are on disk, and ``deepledger report`` can try again."""
+    try:
+        return write_run_report(root, summary)
+    except Exception as exc:
+        log.exception("the report could not be written")
+        print(
+            f"deepledger: the HTML report could not be written ({type(exc).__name__}: {exc}); "
+            f"the results are complete. Try again with: deepledger report {root}",
+            file=sys.stderr,
+        )
+        return None
 
 
 async def _run_tasks(

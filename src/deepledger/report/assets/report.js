@@ -1,0 +1,412 @@
+// The deepledger report viewer: reads the JSON written into this page and draws the
+// run (or the comparison of runs), the task table and one task's trajectory at a time.
+// Every text from a run goes into the page as text (textContent), never as markup: a
+// model's reply or a tool result may hold anything.
+
+const DATA = JSON.parse(document.getElementById("report-data").textContent);
+const PACKED = JSON.parse(document.getElementById("report-packed").textContent);
+const main = document.getElementById("report");
+
+// -- small helpers -------------------------------------------------------------------
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "text") node.textContent = value;
+    else if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+const isNum = (v) => typeof v === "number" && Number.isFinite(v);
+const fmtInt = (v) => (isNum(v) ? Math.round(v).toLocaleString("en-US") : "–");
+const fmtPct = (v) => (isNum(v) ? `${(100 * v).toFixed(1)}%` : "n/a");
+const fmtCost = (v) => (isNum(v) ? `$${v < 1 ? v.toFixed(4) : v.toFixed(2)}` : "unknown");
+function fmtTokens(v) {
+  if (!isNum(v)) return "–";
+  if (Math.abs(v) >= 1e6) return `${(v / 1e6).toFixed(2)}M`;
+  if (Math.abs(v) >= 1e4) return `${(v / 1e3).toFixed(1)}k`;
+  return fmtInt(v);
+}
+function fmtSeconds(s) {
+  if (!isNum(s)) return "–";
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = Math.round(s % 60);
+  return h ? `${h}h ${m}m ${r}s` : m ? `${m}m ${r}s` : `${r}s`;
+}
+const section = (id, title, ...children) => el("section", { id }, el("h2", { text: title }), ...children);
+const card = (label, value, note) =>
+  el("div", { class: "card" }, el("div", { class: "label", text: label }),
+    el("div", { class: "value", text: value }), note ? el("div", { class: "note", text: note }) : null);
+const kvTable = (rows) =>
+  el("table", { class: "kv" }, el("tbody", {}, rows.map(([k, v]) =>
+    el("tr", {}, el("th", { text: k }), el("td", { text: v === null || v === undefined ? "–" : String(v) })))));
+const banner = (kind, ...children) => el("div", { class: `banner ${kind}` }, ...children);
+const statusBadge = (status) => el("span", { class: `status ${status}`, text: status });
+
+// A layer whose dataset is empty (no compactions in this run, say) is left out: Vega
+// would warn about the empty extent of its fields.
+function withoutEmptyLayers(spec, datasets) {
+  if (!spec.layer) return spec;
+  const layer = spec.layer.filter((l) => !(l.data && l.data.name && !(datasets[l.data.name] || []).length));
+  return { ...spec, layer: layer.length ? layer : spec.layer.slice(0, 1) };
+}
+
+async function draw(target, spec, datasets) {
+  try {
+    const full = { ...withoutEmptyLayers(spec, datasets), datasets: { ...(spec.datasets || {}), ...datasets } };
+    await window.vegaEmbed(target, full, { actions: false, renderer: "canvas" });
+  } catch (error) {
+    target.replaceChildren(el("p", { class: "err", text: `This chart could not be drawn: ${error}` }));
+    throw error;
+  }
+}
+
+async function unpack(base64) {
+  const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return JSON.parse(await new Response(stream).text());
+}
+
+// -- the run -------------------------------------------------------------------------
+function runBanners(run) {
+  const out = [];
+  if (run.state === "unfinished") {
+    out.push(banner("info",
+      `This run has not finished: it is running now, or was stopped before its end. ` +
+      `${run.tasks_shown} tasks are shown (those without a result are marked unfinished)` +
+      (run.tasks_not_started ? `; ${run.tasks_not_started} more have not started.` : ".") +
+      ` Rebuild this page at any time with: `, el("code", { text: `deepledger report ${run.dir}` })));
+  }
+  if (run.missing && run.missing.length) {
+    out.push(banner("warn", `${run.missing.length} part(s) of the run directory could not be read; the report shows the rest.`,
+      el("details", {}, el("summary", { text: "what is missing" }),
+        el("ul", {}, run.missing.map((m) => el("li", { text: m }))))));
+  }
+  if (run.recorded_version && run.recorded_version !== run.deepledger_version) {
+    out.push(banner("info", `Recorded by deepledger ${run.recorded_version}; read by ${run.deepledger_version}.`));
+  }
+  return out;
+}
+
+function summaryCards(run) {
+  const s = run.summary || {};
+  const t = s.tasks || {};
+  const tokens = (s.tokens || {}).total || {};
+  const turns = s.turns || {}, calls = s.tool_calls || {};
+  return el("div", { class: "cards", id: "run-cards" },
+    card("accuracy (pass@1)", fmtPct(s.accuracy), `${fmtInt(s.correct_first_attempt)} of ${fmtInt(t.judged)} judged`),
+    card(`pass@${s.k ?? "k"}`, fmtPct(s.pass_at_k), `${fmtInt(s.correct_any_attempt)} correct in any attempt`),
+    card("tasks", `${fmtInt(t.finished)} finished`,
+      `${fmtInt(t.errors)} errors · ${t.expected ? fmtInt(t.expected) + " expected" : "expected unknown"}`),
+    card("input tokens", fmtTokens(tokens.input), `cache read ${fmtTokens(tokens.cache_read)} · cache write ${fmtTokens(tokens.cache_write)}`),
+    card("output tokens", fmtTokens(tokens.output), (s.judge_tokens || {}).input
+      ? `the judge's model: ${fmtTokens(s.judge_tokens.input)} in · ${fmtTokens(s.judge_tokens.output)} out` : "the judge used no model"),
+    card("cost", fmtCost(s.cost_total), s.cost_unknown_tasks ? `${s.cost_unknown_tasks} tasks unpriced` : `${fmtCost(s.cost_mean_per_task)} per task`),
+    card("turns per task", isNum(turns.mean) ? turns.mean.toFixed(1) : "–", `median ${turns.median ?? "–"} · max ${turns.max ?? "–"}`),
+    card("tool calls per task", isNum(calls.mean) ? calls.mean.toFixed(1) : "–", `median ${calls.median ?? "–"} · max ${calls.max ?? "–"}`),
+    card("wall time", fmtSeconds(run.wall_seconds), run.sessions > 1 ? `over ${run.sessions} sessions (resumed)` : run.state),
+  );
+}
+
+function groupTable(title, groups, unit) {
+  const rows = Object.entries(groups || {});
+  if (!rows.length) return null;
+  return el("div", {}, el("h3", { text: title }), el("table", {},
+    el("thead", {}, el("tr", {}, el("th", { text: "" }), el("th", { class: "num", text: unit }),
+      el("th", { class: "num", text: "correct" }), el("th", { class: "num", text: "accuracy" }))),
+    el("tbody", {}, rows.map(([name, g]) => el("tr", {}, el("td", { text: name }),
+      el("td", { class: "num", text: fmtInt(g.tasks ?? g.attempts) }),
+      el("td", { class: "num", text: `${fmtInt(g.correct)} / ${fmtInt(g.judged)}` }),
+      el("td", { class: "num", text: fmtPct(g.accuracy) }))))));
+}
+
+function economicsRows(e) {
+  if (!e) return [["token economics", "not recorded"]];
+  if (e.unavailable) return [["token economics", `unavailable: ${e.unavailable}`]];
+  const rows = [];
+  for (const [key, value] of Object.entries(e)) {
+    if (Array.isArray(value) || (value && typeof value === "object")) continue;
+    rows.push([key.replaceAll("_", " "), isNum(value) ? (Math.abs(value) < 1 && value !== 0 ? fmtPct(value) : fmtInt(value)) : value]);
+  }
+  return rows;
+}
+
+function runSection(run) {
+  const s = run.summary || {};
+  const config = Object.entries(run.config).filter(([, v]) => v !== null && v !== undefined).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : v]);
+  const ends = Object.entries(s.end_reasons || {}).map(([k, v]) => [k, fmtInt(v)]);
+  const pm = s.post_mortems || {};
+  return section("run", "Run",
+    summaryCards(run),
+    el("div", { class: "grid2", style: "margin-top:14px" },
+      el("div", { class: "panel" }, el("h3", { text: "Configuration" }), kvTable([
+        ["run directory", run.dir], ["benchmark", run.benchmark],
+        ["command-line overrides", (run.overrides || []).join(" ") || "none"], ...config,
+        ["started", run.started_at], ["finished", run.finished_at || "not yet"]])),
+      el("div", { class: "panel" },
+        groupTable("Accuracy by answer provenance", s.by_provenance, "tasks"),
+        groupTable("First attempt vs carried-over post-mortems", {
+          "no post-mortem carried": pm.without || {}, "post-mortem(s) carried": pm.with || {} }, "attempts"),
+        el("h3", { text: "End reasons" }), kvTable(ends)),
+      el("div", { class: "panel" }, el("h3", { text: "Token economics" }), kvTable(economicsRows(s.token_economics)))));
+}
+
+function chartsSection() {
+  const ds = DATA.datasets;
+  const panel = (id, title, note) => el("div", { class: id === "chart-prompt" ? "panel wide" : "panel" }, el("h3", { text: title }),
+    note ? el("p", { class: "muted", text: note }) : null, el("div", { class: "chart", id }));
+  const node = section("charts", "Tokens and turns", el("div", { class: "grid2" },
+    panel("chart-prompt", "Prompt tokens per turn against the window",
+      `One line per attempt (${DATA.lines_drawn} of ${DATA.tasks.length} tasks drawn); ` +
+      `marks show where the window guard, a compaction or the loop check acted.`),
+    panel("chart-cumulative", "Cumulative billed input tokens, with and without a cache",
+      "Every model call of the run in the order made: all input tokens, and those the provider did not serve from its cache."),
+    panel("chart-turns", "Turns per task", null)));
+  queueMicrotask(async () => {
+    await draw(node.querySelector("#chart-prompt"), DATA.charts.prompt_run,
+      { calls: ds.calls, marks: ds.marks, window: ds.window });
+    await draw(node.querySelector("#chart-cumulative"), DATA.charts.cumulative, { cumulative: ds.cumulative });
+    await draw(node.querySelector("#chart-turns"), DATA.charts.turns, { turns: ds.turns });
+  });
+  return node;
+}
+
+// -- the task table ------------------------------------------------------------------
+const COLUMNS = [
+  ["id", "task", "text"], ["status", "status", "status"], ["answer", "answer", "text"],
+  ["ground_truth", "ground truth", "text"], ["attempts", "attempts", "num"],
+  ["post_mortems", "post-mortems", "num"], ["turns", "turns", "num"],
+  ["tool_calls", "tool calls", "num"], ["input_tokens", "input", "tokens"],
+  ["output_tokens", "output", "tokens"], ["cache_read_tokens", "cache read", "tokens"],
+  ["cost", "cost", "cost"], ["end_reason", "end reason", "text"],
+  ["provenance", "provenance", "text"], ["seconds", "time", "seconds"],
+  ["judgement", "judgement", "text"],
+];
+
+function taskSection(tasks, onOpen) {
+  const state = { sort: null, descending: false, text: "", status: "", end: "", provenance: "" };
+  const options = (key) => ["", ...new Set(tasks.map((t) => t[key]).filter((v) => v))];
+  const select = (key, label) => el("select", { "aria-label": label, id: `filter-${key}`,
+    onchange: (e) => { state[key === "end_reason" ? "end" : key] = e.target.value; refresh(); } },
+    options(key).map((v) => el("option", { value: v, text: v || `any ${label}` })));
+  const search = el("input", { type: "search", id: "filter-text", placeholder: "filter: task id, question, answer, judgement…",
+    oninput: (e) => { state.text = e.target.value.toLowerCase(); refresh(); } });
+  const count = el("span", { class: "count", id: "task-count" });
+  const head = el("tr", {}, COLUMNS.map(([key, label, type]) => el("th", {
+    class: ["num", "tokens", "cost", "seconds"].includes(type) ? "num" : null, "data-key": key, text: label,
+    onclick: () => { state.descending = state.sort === key ? !state.descending : false; state.sort = key; refresh(); } })));
+  const body = el("tbody");
+  const table = el("table", { id: "task-table" }, el("thead", {}, head), body);
+  const rows = tasks.map((task, index) => {
+    const tr = el("tr", { "data-index": index, title: task.question, onclick: () => onOpen(index) },
+      COLUMNS.map(([key, , type]) => cell(task[key], type)));
+    return { task, tr, haystack: [task.id, task.question, task.answer, task.ground_truth, task.judgement].join("\n").toLowerCase() };
+  });
+  function refresh() {
+    let shown = rows.filter(({ task, haystack }) =>
+      (!state.text || haystack.includes(state.text)) && (!state.status || task.status === state.status) &&
+      (!state.end || task.end_reason === state.end) && (!state.provenance || task.provenance === state.provenance));
+    if (state.sort) {
+      const key = state.sort, sign = state.descending ? -1 : 1;
+      shown = [...shown].sort((a, b) => compare(a.task[key], b.task[key], sign));
+    }
+    for (const th of head.children) {
+      th.setAttribute("aria-sort", th.dataset.key === state.sort ? (state.descending ? "descending" : "ascending") : "none");
+    }
+    body.replaceChildren(...shown.map((r) => r.tr));
+    count.textContent = `${shown.length} of ${rows.length} tasks`;
+  }
+  refresh();
+  return section("tasks", "Tasks",
+    el("div", { class: "filters" }, search, select("status", "status"), select("end_reason", "end reason"),
+      select("provenance", "provenance"), count),
+    el("div", { class: "table-wrap" }, table));
+}
+
+function compare(a, b, sign) {
+  const missing = (v) => v === null || v === undefined || v === "";
+  if (missing(a) && missing(b)) return 0;
+  if (missing(a)) return 1; // empty cells last, either way
+  if (missing(b)) return -1;
+  if (isNum(a) && isNum(b)) return sign * (a - b);
+  return sign * String(a).localeCompare(String(b), undefined, { numeric: true });
+}
+
+function cell(value, type) {
+  if (type === "status") return el("td", {}, statusBadge(value));
+  if (type === "num") return el("td", { class: "num", text: fmtInt(value) });
+  if (type === "tokens") return el("td", { class: "num", text: fmtTokens(value) });
+  if (type === "cost") return el("td", { class: "num", text: isNum(value) ? fmtCost(value) : "–" });
+  if (type === "seconds") return el("td", { class: "num", text: fmtSeconds(value) });
+  const text = value === null || value === undefined ? "" : String(value);
+  return el("td", { class: "clip", title: text, text });
+}
+
+// -- one task's trajectory -------------------------------------------------------------
+function preBlock(text) { return el("pre", { text: text ?? "" }); }
+function collapsible(summary, text, open) {
+  return el("details", { open: open || null }, el("summary", { text: summary }), preBlock(text));
+}
+const ev = (kind, head, ...children) => el("div", { class: `ev ${kind}` }, el("div", { class: "head", text: head }), ...children);
+const argsText = (call) => call.raw_arguments || JSON.stringify(call.arguments ?? {}, null, 1);
+
+function usageText(u) {
+  if (!u) return "";
+  return `${fmtInt(u.input_tokens)} in · ${fmtInt(u.output_tokens)} out` +
+    (u.cache_read_tokens ? ` · ${fmtInt(u.cache_read_tokens)} from cache` : "") +
+    (u.cache_write_tokens ? ` · ${fmtInt(u.cache_write_tokens)} written to cache` : "");
+}
+
+const RENDER = {
+  retry_started: (e) => ev("notice", `attempt ${e.attempt} · retry ${e.retry}${e.final_retry ? " (final retry)" : ""}`,
+    `carries ${e.carried_post_mortems ?? 0} post-mortem(s) from earlier retries`),
+  task_started: (e) => ev("request", `task started · tools: ${(e.tools || []).join(", ") || "none"}` + (e.protocol ? ` · protocol ${e.protocol}` : ""),
+    collapsible(e.task && e.task.includes("\n") ? "the task as sent (with what it carries)" : "the task as sent", e.task, false)),
+  llm_call: (e) => ev("request", `turn ${e.turn} request: ${e.messages} messages sent` +
+    (e.left_out_messages ? ` · ${e.left_out_messages} left out by the context strategy` : "") +
+    (e.blanked_tool_results ? ` · ${e.blanked_tool_results} tool results blanked (keep_tool_result)` : "") +
+    (e.prefix_broken ? ` · cached prefix broken${e.prefix_broken_by ? " by " + e.prefix_broken_by : ""}` : "") +
+    (e.forced_call ? " · first call prefilled" : "") + ` · ${usageText(e.usage)} · stop: ${e.stop_reason}`),
+  assistant: (e) => {
+    const m = e.message || {};
+    return ev("assistant", `turn ${e.turn} · assistant` + (e.boxed ? ` · boxed: ${e.boxed}` : ""),
+      m.reasoning ? collapsible("reasoning", m.reasoning, false) : null,
+      el("div", { class: "text", text: m.content || ((m.tool_calls || []).length ? "(tool calls only: see the results below)" : "(no text)") }));
+  },
+  tool_results: (e) => ev("tool", `turn ${e.turn} · ${(e.results || []).length} tool result(s)`,
+    (e.results || []).map((r, i) => {
+      const c = (e.calls || [])[i];
+      const name = c ? `${c.server_name ? c.server_name + "." : ""}${c.name}` : r.name || "tool";
+      const text = r.content || "";
+      return el("div", { class: "call" },
+        c ? el("div", {}, "→ ", el("code", { text: name }), " ", el("span", { class: "muted", text: argsText(c) })) : null,
+        el("details", { open: text.length <= 300 || null },
+          el("summary", { class: r.is_error ? "err" : null, text: `${r.is_error ? "error from" : "result of"} ${name} (${fmtInt(text.length)} characters)` }),
+          preBlock(text)));
+    })),
+  rollback: (e) => ev("rollback", `turn ${e.turn} rolled back: ${e.reason}`, e.detail ? el("div", { text: e.detail }) : null,
+    collapsible("the rejected reply", e.reply, false)),
+  rollback_repeated: (e) => ev("rollback", `turn ${e.turn}: the model gave the rejected reply again (${e.reason}); it is kept`),
+  rollback_cap_reached: (e) => ev("rollback", `turn ${e.turn}: rollback cap reached; the reply is kept`),
+  pairing_repaired: (e) => ev("notice", `turn ${e.turn}: the request's call/result pairing was repaired`, preBlock(JSON.stringify(e.problems, null, 1))),
+  window_exhausted: (e) => ev("guard", `window guard at turn ${e.turn}: ` +
+    (e.provider_said ? `the provider reported an overflow (${e.provider_said})` : `estimate ${fmtInt(e.estimate)} ≥ window ${fmtInt(e.limit)}`) +
+    ` · ${e.dropped_messages} message(s) dropped, the loop ends`),
+  compacted: (e) => ev("compaction", `compaction before turn ${e.turn}: ${e.rounds_replaced} round(s) replaced by notes, ` +
+    `${e.rounds_kept} kept · older rounds ${fmtInt(e.tokens_before)} → notes ${fmtInt(e.tokens_after)} tokens`, collapsible("the notes", e.notes, false)),
+  compaction_skipped: (e) => ev("compaction", `compaction skipped before turn ${e.turn}: ${e.reason} (request ${fmtInt(e.request_tokens)}, without older rounds ${fmtInt(e.without_older_rounds)})`),
+  compaction_failed: (e) => ev("compaction", `compaction failed before turn ${e.turn}: ${e.reason}`),
+  looping: (e) => ev("guard", `turn ${e.turn}: the same turn ${e.repeats} times in a row; the loop ends (looping)`),
+  loop_ended: (e) => ev("notice", `loop ended: ${e.end_reason} after ${e.turns} turn(s)`),
+  closing_call: (e) => ev("closing", `closing call: ${e.purpose}${e.turn ? " (turn " + e.turn + ")" : ""} · ${usageText(e.usage)}` + (e.prefill ? ` · reply prefilled with ${JSON.stringify(e.prefill)}` : ""),
+    el("div", { class: "text", text: ((e.message || {}).content) || "(empty reply)" })),
+  closing_call_failed: (e) => ev("closing", `closing call ${e.purpose} failed: ${e.reason}`),
+  answer_skipped: (e) => ev("notice", `no answer asked for: ${e.reason}`),
+  final_answer: (e) => ev("answer", `final answer · provenance: ${e.provenance}`, el("div", { class: "text", text: e.answer ?? "(none)" })),
+  post_mortem: (e) => ev("postmortem", `post-mortem` + (e.failure_type ? ` · failure type: ${e.failure_type}` : "") + (e.prefilled ? " · prefilled" : ""),
+    el("div", { class: "text", text: e.text ?? "(none written)" })),
+  task_finished: (e) => ev("notice", `finished: ${e.end_reason} · answer: ${e.answer ?? "(none)"} · provenance ${e.provenance} · ${e.turns} turns · ${e.tool_calls} tool calls · ${e.rollbacks} rollbacks · ${usageText(e.usage)} · ${fmtCost(e.cost)}`),
+  first_call_skipped: (e) => ev("notice", `first call to ${e.tool} not prefilled: ${e.reason}`),
+  tool_server_unavailable: (e) => ev("notice", `tool server ${e.server} unavailable: ${e.reason}`),
+};
+
+function renderEvent(e) {
+  const render = RENDER[e.event];
+  if (render) return render(e);
+  const { event, ts, ...rest } = e;
+  return ev("notice", event, preBlock(JSON.stringify(rest, null, 1)));
+}
+
+async function openTask(index, tableRows) {
+  const task = DATA.tasks[index];
+  if (!task) return;
+  for (const tr of document.querySelectorAll("#task-table tbody tr.selected")) tr.classList.remove("selected");
+  document.querySelector(`#task-table tr[data-index="${index}"]`)?.classList.add("selected");
+  const target = document.getElementById("trajectory");
+  target.replaceChildren(el("p", { class: "loading", text: `Opening ${task.id}…` }));
+  const payload = await unpack(PACKED[index]);
+  const chart = el("div", { class: "chart", id: "chart-task" });
+  const header = el("div", { class: "panel" },
+    el("h3", {}, `${task.id} `, statusBadge(task.status)),
+    kvTable([["question", task.question], ["ground truth", task.ground_truth], ["answer", task.answer],
+      ["provenance", task.provenance], ["judgement", task.judgement], ["end reason", task.end_reason],
+      ["attempts", task.attempts], ["turns · tool calls", `${fmtInt(task.turns)} · ${fmtInt(task.tool_calls)}`],
+      ["tokens", `${fmtInt(task.input_tokens)} in · ${fmtInt(task.output_tokens)} out · ${fmtInt(task.cache_read_tokens)} from cache`],
+      ["cost", fmtCost(task.cost)], ["journals", task.dir]]));
+  const journals = payload.journals.map((j) => el("details", { class: "journal", open: true },
+    el("summary", { text: `${j.label} — ${j.events.length} events · ${j.journal}` }),
+    el("div", { class: "body" }, j.events.map(renderEvent))));
+  target.replaceChildren(header,
+    el("div", { class: "panel", style: "margin-top:12px" }, el("h3", { text: "Prompt tokens per turn" }), chart),
+    ...(journals.length ? journals : [el("p", { class: "muted", text: "No journal was found for this task." })]));
+  if (location.hash !== `#task=${index}`) history.replaceState(null, "", `#task=${index}`);
+  await draw(chart, DATA.charts.prompt_task, { calls: payload.calls, marks: payload.marks, window: DATA.datasets.window });
+}
+
+function renderRun() {
+  const run = DATA.run;
+  document.getElementById("subtitle").textContent =
+    `${run.benchmark} · ${run.state === "finished" ? "finished" : "not finished"} · ` +
+    `report written ${run.generated_at} by deepledger ${run.deepledger_version}`;
+  document.getElementById("banners").replaceChildren(...runBanners(run));
+  const trajectory = section("trajectory-section", "Trajectory",
+    el("div", { id: "trajectory" }, el("p", { class: "muted", text: "Click a task in the table to see its trajectory." })));
+  main.replaceChildren(runSection(run), chartsSection(), taskSection(DATA.tasks, (i) => openTask(i)), trajectory);
+  const wanted = /^#task=(\d+)$/.exec(location.hash);
+  if (wanted) openTask(Number(wanted[1]));
+}
+
+// -- several runs side by side ---------------------------------------------------------
+function renderComparison() {
+  document.getElementById("subtitle").textContent =
+    `${DATA.runs.length} runs compared · written ${DATA.generated_at} by deepledger ${DATA.deepledger_version}`;
+  const problems = DATA.runs.filter((r) => r.problem || r.state !== "finished");
+  document.getElementById("banners").replaceChildren(...problems.map((r) =>
+    banner(r.problem ? "warn" : "info", `${r.label}: ${r.problem || "not finished: its figures cover the tasks done so far"}`)));
+  const head = ["run", "tasks", "accuracy", "pass@k", "input tokens", "cache read", "output tokens", "cost", "turns (mean)", "wall time", "report"];
+  const runs = el("table", { id: "runs-table" }, el("thead", {}, el("tr", {}, head.map((h) => el("th", { text: h })))),
+    el("tbody", {}, DATA.runs.map((r) => el("tr", {}, el("td", { title: r.dir, text: r.label }),
+      el("td", { class: "num", text: `${fmtInt(r.finished)} / ${r.expected ? fmtInt(r.expected) : "?"}` }),
+      el("td", { class: "num", text: fmtPct(r.accuracy) }), el("td", { class: "num", text: fmtPct(r.pass_at_k) }),
+      el("td", { class: "num", text: fmtTokens(r.input_tokens) }), el("td", { class: "num", text: fmtTokens(r.cache_read_tokens) }),
+      el("td", { class: "num", text: fmtTokens(r.output_tokens) }), el("td", { class: "num", text: fmtCost(r.cost) }),
+      el("td", { class: "num", text: isNum(r.turns_mean) ? r.turns_mean.toFixed(1) : "–" }),
+      el("td", { class: "num", text: fmtSeconds(r.wall_seconds) }),
+      el("td", {}, r.report ? el("a", { href: r.report, text: "open" }) : "–")))));
+  const charts = el("div", { class: "grid2" },
+    el("div", { class: "panel" }, el("h3", { text: "Accuracy (pass@1)" }), el("div", { class: "chart", id: "chart-accuracy" })),
+    el("div", { class: "panel" }, el("h3", { text: "Cost" }), el("div", { class: "chart", id: "chart-cost" })));
+  queueMicrotask(async () => {
+    await draw(charts.querySelector("#chart-accuracy"), DATA.charts.accuracy, { runs: DATA.runs.filter((r) => isNum(r.accuracy)) });
+    await draw(charts.querySelector("#chart-cost"), DATA.charts.cost, { runs: DATA.runs.filter((r) => isNum(r.cost)) });
+  });
+  let onlyDiffering = true;
+  const body = el("tbody");
+  const refresh = () => {
+    const rows = DATA.tasks.filter((t) => !onlyDiffering || t.differs);
+    body.replaceChildren(...rows.map((t) => el("tr", { title: t.question }, el("td", { class: "clip", text: t.id }),
+      t.cells.map((status) => el("td", {}, status ? statusBadge(status) : el("span", { class: "muted", text: "not run" }))))));
+    count.textContent = `${rows.length} of ${DATA.tasks.length} tasks`;
+  };
+  const count = el("span", { class: "count", id: "task-count" });
+  const toggle = el("label", {}, el("input", { type: "checkbox", checked: true, id: "only-differing",
+    onchange: (e) => { onlyDiffering = e.target.checked; refresh(); } }), " only tasks whose outcome differs between runs");
+  const table = el("table", { id: "task-table" }, el("thead", {}, el("tr", {}, el("th", { text: "task" }),
+    DATA.runs.map((r) => el("th", { text: r.label, title: r.dir })))), body);
+  refresh();
+  main.replaceChildren(section("runs", "Runs", el("div", { class: "table-wrap" }, runs), charts),
+    section("tasks", "Tasks, run by run", el("div", { class: "filters" }, toggle, count), el("div", { class: "table-wrap" }, table)));
+}
+
+if (DATA.kind === "comparison") renderComparison();
+else renderRun();
+window.addEventListener("hashchange", () => {
+  const wanted = /^#task=(\d+)$/.exec(location.hash);
+  if (wanted && DATA.kind === "run") openTask(Number(wanted[1]));
+});
+document.body.dataset.ready = "true";

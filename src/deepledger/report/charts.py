@@ -1,0 +1,154 @@
+"""The report's charts as Vega-Lite specs, built with altair.
+
+Every spec reads named datasets (``calls``, ``marks``, ``window``...) that the page fills
+in: the run's charts from the data written into the page, a task's chart from that
+task's trajectory when the reader opens it. The specs themselves carry no data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+
+HEIGHT = 260
+MARK_COLORS = {
+    "window guard": "#c0392b",
+    "compaction": "#2471a3",
+    "compaction failed": "#af7ac5",
+    "looping": "#d68910",
+}
+
+
+def _spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    return chart.to_dict()
+
+
+def _window_rule() -> alt.Chart:
+    return (
+        alt.Chart(alt.Data(name="window"))
+        .mark_rule(color="#c0392b", strokeDash=[6, 4])
+        .encode(y=alt.Y("tokens:Q"), tooltip=[alt.Tooltip("label:N", title="")])
+    )
+
+
+def _mark_points() -> alt.Chart:
+    kinds = list(MARK_COLORS)
+    return (
+        alt.Chart(alt.Data(name="marks"))
+        .mark_point(filled=True, size=40, opacity=0.75)
+        .encode(
+            x=alt.X("turn:Q"),
+            y=alt.Y("input:Q"),
+            color=alt.Color(
+                "kind:N",
+                title="event",
+                scale=alt.Scale(domain=kinds, range=[MARK_COLORS[k] for k in kinds]),
+            ),
+            shape=alt.Shape("kind:N", title="event", scale=alt.Scale(domain=kinds)),
+            tooltip=["kind:N", "label:N", "turn:Q", alt.Tooltip("input:Q", format=",")],
+        )
+    )
+
+
+def prompt_tokens_run() -> dict[str, Any]:
+    """Every trajectory's prompt tokens per turn (one thin line each) against the
+    model's window, with the turns where the guard, a compaction or the loop check
+    acted."""
+    lines = (
+        alt.Chart(alt.Data(name="calls"))
+        .mark_line(strokeWidth=1, opacity=0.35, color="#566573")
+        .encode(
+            x=alt.X("turn:Q", title="turn", axis=alt.Axis(format="d", tickMinStep=1)),
+            y=alt.Y("input:Q", title="prompt tokens"),
+            detail="key:N",
+            tooltip=["label:N", "turn:Q", alt.Tooltip("input:Q", format=",")],
+        )
+    )
+    return _spec(
+        alt.layer(lines, _window_rule(), _mark_points()).properties(
+            width="container", height=HEIGHT
+        )
+    )
+
+
+def prompt_tokens_task() -> dict[str, Any]:
+    """One task's prompt tokens per turn, a line per attempt and retry."""
+    lines = (
+        alt.Chart(alt.Data(name="calls"))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("turn:Q", title="turn", axis=alt.Axis(format="d", tickMinStep=1)),
+            y=alt.Y("input:Q", title="prompt tokens"),
+            color=alt.Color("run:N", title="attempt · retry"),
+            tooltip=[
+                "run:N",
+                "turn:Q",
+                alt.Tooltip("input:Q", format=",", title="prompt tokens"),
+                alt.Tooltip("cache_read:Q", format=",", title="cache read"),
+                alt.Tooltip("output:Q", format=",", title="output tokens"),
+            ],
+        )
+    )
+    return _spec(
+        alt.layer(lines, _window_rule(), _mark_points())
+        .resolve_scale(color="independent", shape="independent")
+        .properties(width="container", height=HEIGHT)
+    )
+
+
+def cumulative_input() -> dict[str, Any]:
+    """Input tokens billed over the run's calls, as a provider without a prompt cache
+    bills them and the part a cache did not serve."""
+    return _spec(
+        alt.Chart(alt.Data(name="cumulative"))
+        .mark_line()
+        .encode(
+            x=alt.X("call:Q", title="model calls, in the order they were made"),
+            y=alt.Y("tokens:Q", title="cumulative input tokens"),
+            color=alt.Color("series:N", title="", legend=alt.Legend(orient="top-left")),
+            tooltip=["series:N", "call:Q", alt.Tooltip("tokens:Q", format=",")],
+        )
+        .properties(width="container", height=HEIGHT)
+    )
+
+
+def turns_histogram() -> dict[str, Any]:
+    return _spec(
+        alt.Chart(alt.Data(name="turns"))
+        .mark_bar(color="#5d6d7e")
+        .encode(
+            x=alt.X(
+                "turns:Q",
+                bin=alt.Bin(maxbins=40, minstep=1),
+                title="turns per task",
+                axis=alt.Axis(format="d"),
+            ),
+            y=alt.Y("count():Q", title="tasks"),
+            tooltip=[alt.Tooltip("count():Q", title="tasks")],
+        )
+        .properties(width="container", height=HEIGHT)
+    )
+
+
+def runs_bars(field: str, title: str, fmt: str) -> dict[str, Any]:
+    """One bar per run (the comparison report)."""
+    return _spec(
+        alt.Chart(alt.Data(name="runs"))
+        .mark_bar(color="#2e86c1")
+        .encode(
+            x=alt.X("label:N", title="", sort=None, axis=alt.Axis(labelLimit=240, labelAngle=-20)),
+            y=alt.Y(f"{field}:Q", title=title),
+            tooltip=["label:N", alt.Tooltip(f"{field}:Q", format=fmt, title=title)],
+        )
+        .properties(width="container", height=HEIGHT)
+    )
+
+
+def all_specs() -> dict[str, dict[str, Any]]:
+    return {
+        "prompt_run": prompt_tokens_run(),
+        "prompt_task": prompt_tokens_task(),
+        "cumulative": cumulative_input(),
+        "turns": turns_histogram(),
+    }

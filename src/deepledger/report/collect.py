@@ -1,0 +1,379 @@
+"""Read a run directory into the report's data.
+
+Works on a finished run, on one still going and on one that was killed: tasks with a
+line in ``benchmark_results.jsonl`` are shown as judged; tasks with journals but no line
+yet are ``unfinished`` (running, or stopped before their end); tasks the suite expected
+that have not started are counted. A journal this version cannot read is listed under
+``missing`` instead of stopping the report.
+
+Long texts are clipped so that a report of 1,000 long tasks stays small enough to open:
+the journal path is in the report, and the journal keeps every character.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from deepledger import __version__
+from deepledger.bench.rundir import RESULTS, latest_records, load_manifest, read_jsonl, safe_name
+
+TEXT_LIMIT = 6_000  # characters of a reply, task text, post-mortem or notes kept inline
+RESULT_LIMIT = 2_500  # characters of one tool result kept inline
+FIELD_LIMIT = 1_500  # characters of any other string (arguments, rollback details...)
+QUESTION_LIMIT = 400  # characters of the question in the task table
+_JOURNAL = re.compile(r"^attempt-(\d+)-retry-(\d+)\.jsonl$")
+# Recorded for the replay, not for reading: large and the same in every journal.
+_DROPPED_FIELDS = {"system_prompt", "prompts"}
+
+
+@dataclass
+class RunData:
+    """Everything the page shows; ``trajectories[i]`` belongs to ``tasks[i]``."""
+
+    run: dict[str, Any]
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    trajectories: list[list[dict[str, Any]]] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)  # every model call, in time order
+    marks: list[dict[str, Any]] = field(default_factory=list)  # guard, compaction, looping
+
+
+def collect(root: Path, summary: dict[str, Any]) -> RunData:
+    """The report's data for ``root``; ``summary`` is the run's metrics (summary.json)."""
+    manifest, config = load_manifest(root)
+    records = latest_records(read_jsonl(root / RESULTS))
+    data = RunData(run=_run_facts(root, manifest, config, summary))
+    missing: list[str] = data.run["missing"]
+    task_dirs = _task_dirs(root)
+    ids = list(records)
+    for task_dir in task_dirs.values():  # tasks with journals and no result line yet
+        task_id = _task_id_of(task_dir)
+        if task_id is not None and task_id not in records:
+            ids.append(task_id)
+    live = data.run["state"] == "unfinished"
+    for index, task_id in enumerate(ids):
+        task_dir = task_dirs.get(safe_name(task_id))
+        trajectory, calls, marks = [], [], []
+        if task_dir is not None:
+            try:
+                trajectory, calls, marks = _trajectory(root, task_dir, index)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                missing.append(f"{task_dir.name}: a journal this version cannot read ({exc!r})")
+        elif task_id in records:
+            missing.append(f"{task_id}: no journals in tasks/ (moved or deleted)")
+        row = _row(task_id, records.get(task_id), trajectory, live)
+        row["dir"] = task_dir.relative_to(root).as_posix() if task_dir else None
+        data.tasks.append(row)
+        data.trajectories.append(trajectory)
+        data.calls += calls
+        data.marks += marks
+    data.calls.sort(key=lambda c: c.get("ts") or "")
+    expected = manifest.get("tasks_expected")
+    data.run["tasks_shown"] = len(data.tasks)
+    data.run["tasks_not_started"] = max(0, expected - len(data.tasks)) if expected else 0
+    return data
+
+
+# -- the run --------------------------------------------------------------------------
+def _run_facts(
+    root: Path, manifest: dict[str, Any], config: dict[str, Any], summary: dict[str, Any]
+) -> dict[str, Any]:
+    runs = manifest.get("runs") or []
+    started = runs[0].get("started_at") if runs else manifest.get("created_at")
+    finished = runs[-1].get("finished_at") if runs else None
+    return {
+        "dir": str(root),
+        "benchmark": config["benchmark"]["name"],
+        "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "deepledger_version": __version__,
+        "recorded_version": (runs[-1].get("versions") or {}).get("deepledger") if runs else None,
+        "state": "finished" if finished else "unfinished",
+        "started_at": started,
+        "finished_at": finished,
+        "sessions": len(runs),  # a resumed run has several
+        "wall_seconds": wall_seconds(runs),
+        "config": config_highlights(config, _hydra_choices(root)),
+        "overrides": _hydra_overrides(root),
+        "summary": summary,
+        "missing": [],
+    }
+
+
+def config_highlights(config: dict[str, Any], choices: dict[str, Any]) -> dict[str, Any]:
+    """The settings a reader of a run asks about first (``choices``: the config groups
+    the run was started with, ``agent=keep5_compress5`` and so on)."""
+    llm, agent = config.get("llm") or {}, config.get("agent") or {}
+    context = agent.get("context") or {}
+    execution = (config.get("benchmark") or {}).get("execution") or {}
+    main = agent.get("main_agent") or {}
+    return {
+        "llm": f"{llm.get('provider', '?')}: {llm.get('model_name', '?')}",
+        "llm preset": choices.get("llm"),
+        "llm.max_context_length": llm.get("max_context_length"),
+        "llm.max_tokens": llm.get("max_tokens"),
+        "llm.temperature": llm.get("temperature"),
+        "agent preset": choices.get("agent"),
+        "agent.keep_tool_result": agent.get("keep_tool_result"),
+        "agent.context_compress_limit": agent.get("context_compress_limit"),
+        "agent.context.strategy": context.get("strategy"),
+        "agent.context.keep_rounds": context.get("keep_rounds"),
+        "agent.main_agent.max_turns": main.get("max_turns"),
+        "agent.main_agent.tools": main.get("tools"),
+        "tool protocol": llm.get("tool_protocol") or agent.get("tool_protocol"),
+        "benchmark.execution.pass_at_k": execution.get("pass_at_k"),
+        "benchmark.execution.max_concurrent": execution.get("max_concurrent"),
+    }
+
+
+def _hydra_choices(root: Path) -> dict[str, Any]:
+    try:
+        choices = OmegaConf.load(root / ".hydra" / "hydra.yaml").hydra.runtime.choices
+        return dict(OmegaConf.to_container(choices))
+    except Exception:  # not started through Hydra, or an older layout: presets unknown
+        return {}
+
+
+def _hydra_overrides(root: Path) -> list[str]:
+    try:
+        return [str(o) for o in OmegaConf.load(root / ".hydra" / "overrides.yaml")]
+    except Exception:
+        return []
+
+
+def wall_seconds(runs: list[dict[str, Any]]) -> float | None:
+    """Time spent running, summed over the sessions of a resumed run (the last one up
+    to now if it is still going)."""
+    total = 0.0
+    for run in runs:
+        try:
+            start = datetime.fromisoformat(run["started_at"])
+            end = datetime.fromisoformat(run["finished_at"]) if run.get("finished_at") else None
+        except (KeyError, TypeError, ValueError):
+            return None
+        if end is None:
+            end = datetime.now(start.tzinfo)
+        total += max(0.0, (end - start).total_seconds())
+    return round(total, 1) if runs else None
+
+
+# -- tasks ----------------------------------------------------------------------------
+def _task_dirs(root: Path) -> dict[str, Path]:
+    tasks = root / "tasks"
+    if not tasks.is_dir():
+        return {}
+    return {p.name: p for p in sorted(tasks.iterdir()) if p.is_dir()}
+
+
+def _task_id_of(task_dir: Path) -> str | None:
+    for journal in _journals(task_dir):
+        for event in read_jsonl(journal[2]):
+            if event.get("event") == "retry_started" and event.get("task_id"):
+                return str(event["task_id"])
+    return None
+
+
+def _journals(task_dir: Path) -> list[tuple[int, int, Path]]:
+    """The task's attempt journals in order (a killed run's ``.interrupted`` ones are
+    left out: the retry was run again)."""
+    found = []
+    for path in task_dir.glob("attempt-*.jsonl"):
+        match = _JOURNAL.match(path.name)
+        if match:
+            found.append((int(match[1]), int(match[2]), path))
+    return sorted(found)
+
+
+def _row(
+    task_id: str, record: dict[str, Any] | None, trajectory: list[dict[str, Any]], live: bool
+) -> dict[str, Any]:
+    if record is None:  # journals only: running now, or stopped before its end
+        return _unfinished_row(task_id, trajectory, live)
+    usage = record.get("usage") or {}
+    attempts = record.get("attempts") or []
+    judgement = record.get("judgement") or {}
+    status = record.get("status")
+    if status == "finished":
+        correct = record.get("correct")
+        status = {True: "correct", False: "wrong", None: "unjudged"}[correct]
+    return {
+        "id": task_id,
+        "question": clip(record.get("question") or "", QUESTION_LIMIT),
+        "ground_truth": _text(record.get("ground_truth")),
+        "answer": _text(record.get("final_answer")),
+        "status": status or "unknown",
+        "judgement": clip(judgement.get("reason") or record.get("error") or "", FIELD_LIMIT),
+        "judge": judgement.get("judge"),
+        "attempts": len(attempts),
+        "post_mortems": max((a.get("carried_post_mortems") or 0 for a in attempts), default=0),
+        "turns": record.get("turns"),
+        "tool_calls": record.get("tool_calls"),
+        "input_tokens": usage.get("input_tokens"),
+        "output_tokens": usage.get("output_tokens"),
+        "cache_read_tokens": usage.get("cache_read_tokens"),
+        "cache_write_tokens": usage.get("cache_write_tokens"),
+        "cost": record.get("cost"),
+        "end_reason": record.get("end_reason"),
+        "provenance": record.get("provenance"),
+        "seconds": record.get("elapsed_seconds"),
+    }
+
+
+def _unfinished_row(task_id: str, trajectory: list[dict[str, Any]], live: bool) -> dict[str, Any]:
+    events = [e for journal in trajectory for e in journal["events"]]
+    usage = {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0}
+    for event in events:
+        if event["event"] in ("llm_call", "closing_call"):
+            for name in usage:
+                usage[name] += (event.get("usage") or {}).get(name) or 0
+    question = next((e.get("task") for e in events if e["event"] == "task_started"), "")
+    return {
+        "id": task_id,
+        "question": clip(question or "", QUESTION_LIMIT),
+        "ground_truth": None,
+        "answer": None,
+        "status": "unfinished",
+        "judgement": "running now" if live else "stopped before it finished",
+        "judge": None,
+        "attempts": max((j["attempt"] for j in trajectory), default=0),
+        "post_mortems": max((j.get("carried_post_mortems") or 0 for j in trajectory), default=0),
+        "turns": sum(1 for e in events if e["event"] == "assistant"),
+        "tool_calls": sum(
+            len(e.get("calls") or []) for e in events if e["event"] == "tool_results"
+        ),
+        **usage,
+        "cache_write_tokens": None,
+        "cost": None,
+        "end_reason": None,
+        "provenance": None,
+        "seconds": None,
+    }
+
+
+# -- trajectories ---------------------------------------------------------------------
+def _trajectory(
+    root: Path, task_dir: Path, index: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The task's journals (sub-agent runs after the run that called them), its model
+    calls and its marks for the run's charts."""
+    trajectory, calls, marks = [], [], []
+    for attempt, retry, path in _journals(task_dir):
+        label = f"attempt {attempt} · retry {retry}"
+        runs = [(label, path)]
+        subagents = path.with_suffix(".subagents")
+        if subagents.is_dir():
+            runs += [
+                (f"{label} · sub-agent {p.stem}", p) for p in sorted(subagents.glob("*.jsonl"))
+            ]
+        for name, journal in runs:
+            events = read_jsonl(journal)
+            started = next((e for e in events if e.get("event") == "retry_started"), {})
+            trajectory.append(
+                {
+                    "label": name,
+                    "attempt": attempt,
+                    "retry": retry,
+                    "subagent": journal is not path,
+                    "journal": journal.relative_to(root).as_posix(),
+                    "carried_post_mortems": started.get("carried_post_mortems"),
+                    "events": [compact_event(e) for e in events],
+                }
+            )
+            if journal is path:
+                calls += _calls(events, index, label)
+                marks += _marks(events, index, label)
+    return trajectory, calls, marks
+
+
+def _calls(events: list[dict[str, Any]], task: int, label: str) -> list[dict[str, Any]]:
+    out = []
+    for event in events:
+        if event.get("event") not in ("llm_call", "closing_call"):
+            continue
+        usage = event.get("usage") or {}
+        out.append(
+            {
+                "task": task,
+                "run": label,
+                "turn": event.get("turn"),
+                "kind": "loop" if event["event"] == "llm_call" else event.get("purpose"),
+                "ts": event.get("ts"),
+                "input": usage.get("input_tokens") or 0,
+                "cache_read": usage.get("cache_read_tokens") or 0,
+                "output": usage.get("output_tokens") or 0,
+            }
+        )
+    return out
+
+
+_MARKS = {
+    "window_exhausted": "window guard",
+    "compacted": "compaction",
+    "compaction_failed": "compaction failed",
+    "looping": "looping",
+}
+
+
+def _marks(events: list[dict[str, Any]], task: int, label: str) -> list[dict[str, Any]]:
+    """Where the guard, a compaction or the loop check acted, at the prompt size of the
+    call that came before (so the mark sits on the task's curve)."""
+    out, tokens = [], 0
+    for event in events:
+        kind = event.get("event")
+        if kind == "llm_call":
+            tokens = (event.get("usage") or {}).get("input_tokens") or 0
+        elif kind in _MARKS:
+            out.append(
+                {
+                    "task": task,
+                    "run": label,
+                    "turn": event.get("turn"),
+                    "kind": _MARKS[kind],
+                    "input": event.get("tokens_before") or event.get("estimate") or tokens,
+                }
+            )
+    return out
+
+
+def compact_event(event: dict[str, Any]) -> dict[str, Any]:
+    """One journal event as the viewer shows it: long texts clipped, replay-only fields
+    dropped."""
+    kind = event.get("event")
+    out: dict[str, Any] = {}
+    for key, value in event.items():
+        if key in _DROPPED_FIELDS:
+            continue
+        if key == "results" and kind == "tool_results" and isinstance(value, list):
+            out[key] = [_clip_all(r, RESULT_LIMIT) for r in value]
+        elif key in ("message", "task", "text", "notes", "reply", "answer"):
+            out[key] = _clip_all(value, TEXT_LIMIT)
+        else:
+            out[key] = _clip_all(value, FIELD_LIMIT)
+    return out
+
+
+def _clip_all(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return clip(value, limit)
+    if isinstance(value, dict):
+        return {k: _clip_all(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clip_all(v, limit) for v in value]
+    return value
+
+
+def clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n… [{len(text) - limit:,} more characters in the journal]"
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return clip(value if isinstance(value, str) else json.dumps(value), FIELD_LIMIT)

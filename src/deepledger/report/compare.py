@@ -1,0 +1,167 @@
+"""Several runs in one report: accuracy and cost side by side, and task by task which
+run solved what (e.g. a Hydra multirun over ``agent.keep_tool_result=-1,0,5``).
+
+Each run is labelled by the settings in which it differs from the others. A folder that
+is not a readable run is listed with the reason, and the others are still compared.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from deepledger import __version__
+from deepledger.bench.rundir import (
+    RESULTS,
+    latest_records,
+    load_manifest,
+    read_jsonl,
+    write_text_atomic,
+)
+from deepledger.errors import DeepLedgerError
+from deepledger.report import charts
+from deepledger.report.collect import QUESTION_LIMIT, clip, wall_seconds
+from deepledger.report.page import REPORT, render
+
+COMPARISON = "comparison.html"
+_NOT_SETTINGS = ("run_dir", "hydra", "output_dir", "data_dir", "metadata_file")
+LABEL_KEYS = 4  # differing settings named in a run's label
+
+
+def default_output(run_dirs: list[Path]) -> Path:
+    """Beside the runs: their common parent folder (a multirun's sweep folder)."""
+    resolved = [d.resolve() for d in run_dirs]
+    common = Path(os.path.commonpath(resolved))
+    if common in resolved or common == Path(common.anchor):
+        common = Path.cwd()
+    return common / COMPARISON
+
+
+def write_comparison(
+    run_dirs: list[Path], summaries: dict[Path, dict[str, Any]], out: Path
+) -> Path:
+    """Write the comparison of ``run_dirs`` to ``out``; ``summaries`` holds the summary of
+    each run that could be read (the others are listed with their problem)."""
+    runs, configs, records = [], [], []
+    for run_dir in run_dirs:
+        entry: dict[str, Any] = {"dir": str(run_dir), "label": run_dir.name}
+        try:
+            manifest, config = load_manifest(run_dir)
+            if run_dir not in summaries:
+                raise DeepLedgerError("no summary could be made")
+        except DeepLedgerError as exc:
+            runs.append({**entry, "problem": str(exc)})
+            configs.append(None)
+            records.append({})
+            continue
+        entry.update(_figures(run_dir, manifest, summaries[run_dir], out))
+        runs.append(entry)
+        configs.append(_flat(config))
+        records.append(latest_records(read_jsonl(run_dir / RESULTS)))
+    if all(c is None for c in configs):
+        raise DeepLedgerError(
+            "None of the folders is a readable run: " + "; ".join(r["problem"] for r in runs)
+        )
+    for run, label in zip(runs, _labels(configs, [Path(r["dir"]) for r in runs]), strict=True):
+        run["label"] = label
+    payload = {
+        "kind": "comparison",
+        "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "deepledger_version": __version__,
+        "runs": runs,
+        "tasks": _task_matrix(records),
+        "charts": {
+            "accuracy": charts.runs_bars("accuracy", "accuracy (pass@1)", ".1%"),
+            "cost": charts.runs_bars("cost", "cost (USD)", "$.4f"),
+        },
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(
+        out, render(f"deepledger · {len(runs)} runs compared", payload, []), mode=0o644
+    )
+    return out
+
+
+def _figures(
+    run_dir: Path, manifest: dict[str, Any], summary: dict[str, Any], out: Path
+) -> dict[str, Any]:
+    runs = manifest.get("runs") or []
+    tokens = (summary.get("tokens") or {}).get("total") or {}
+    tasks = summary.get("tasks") or {}
+    report = run_dir / REPORT
+    return {
+        "state": "finished" if runs and runs[-1].get("finished_at") else "unfinished",
+        "finished": tasks.get("finished"),
+        "expected": tasks.get("expected"),
+        "accuracy": summary.get("accuracy"),
+        "pass_at_k": summary.get("pass_at_k"),
+        "input_tokens": tokens.get("input"),
+        "cache_read_tokens": tokens.get("cache_read"),
+        "output_tokens": tokens.get("output"),
+        "cost": summary.get("cost_total") if not summary.get("cost_unknown_tasks") else None,
+        "turns_mean": (summary.get("turns") or {}).get("mean"),
+        "wall_seconds": wall_seconds(runs),
+        "report": Path(os.path.relpath(report.resolve(), out.parent.resolve())).as_posix()
+        if report.is_file()
+        else None,
+    }
+
+
+def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    flat: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if any(part in name for part in _NOT_SETTINGS):
+            continue
+        if isinstance(value, dict):
+            flat |= _flat(value, f"{name}.")
+        else:
+            flat[name] = repr(value) if not isinstance(value, str) else value
+    return flat
+
+
+def _labels(configs: list[dict[str, str] | None], dirs: list[Path]) -> list[str]:
+    """Each run's differing settings (``agent.keep_tool_result=5``), else its folder."""
+    known = [c for c in configs if c is not None]
+    keys = sorted({k for c in known for k in c} if known else set())
+    differing = [k for k in keys if len({c.get(k) for c in known}) > 1]
+    labels = []
+    for config, run_dir in zip(configs, dirs, strict=True):
+        if config is None or not differing:
+            labels.append(run_dir.name)
+            continue
+        named = [f"{k}={config.get(k, '(unset)')}" for k in differing[:LABEL_KEYS]]
+        more = len(differing) - LABEL_KEYS
+        labels.append(", ".join(named) + (f" (+{more} more)" if more > 0 else ""))
+    if len(set(labels)) < len(labels):  # same settings: tell them apart by folder
+        labels = [f"{label} · {d.name}" for label, d in zip(labels, dirs, strict=True)]
+    return labels
+
+
+def _task_matrix(records: list[dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    ids: dict[str, None] = {}
+    for run in records:
+        ids |= dict.fromkeys(run)
+    rows = []
+    for task_id in ids:
+        cells = [_status(run.get(task_id)) for run in records]
+        question = next((r[task_id].get("question") for r in records if task_id in r), "")
+        rows.append(
+            {
+                "id": task_id,
+                "question": clip(question or "", QUESTION_LIMIT),
+                "cells": cells,
+                "differs": len(set(cells)) > 1,
+            }
+        )
+    return rows
+
+
+def _status(record: dict[str, Any] | None) -> str | None:
+    if record is None:
+        return None
+    if record.get("status") != "finished":
+        return "error"
+    return {True: "correct", False: "wrong", None: "unjudged"}[record.get("correct")]

@@ -1,0 +1,157 @@
+"""Write the report as one HTML file that opens anywhere, offline.
+
+The file holds everything: the viewer's stylesheet and script (``assets/``), the Vega,
+Vega-Lite and vega-embed libraries (vl-convert's bundle, no CDN), the chart specs, the
+run's data as JSON, and each task's trajectory gzip-compressed and base64-encoded, so a
+run of 1,000 tasks stays a file a browser opens at once: a trajectory is decompressed
+(with the browser's own DecompressionStream) when the reader opens that task.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import json
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import vl_convert
+
+from deepledger.bench.rundir import write_text_atomic
+from deepledger.report import charts
+from deepledger.report.collect import FIELD_LIMIT, RESULT_LIMIT, TEXT_LIMIT, RunData, collect
+
+REPORT = "report.html"
+MAX_LINES = 400  # trajectories drawn in the run's prompt-tokens chart (evenly chosen)
+MAX_MARKS = 3_000
+MAX_POINTS = 1_500  # points per series of the cumulative chart
+
+
+@functools.cache
+def chart_library() -> str:
+    """Vega, Vega-Lite (the version altair writes specs for) and vega-embed, as one
+    script that sets ``window.vegaEmbed``."""
+    version = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    return vl_convert.javascript_bundle(vl_version=version)
+
+
+def _asset(name: str) -> str:
+    return resources.files("deepledger.report").joinpath("assets", name).read_text("utf-8")
+
+
+def _json_for_script(value: Any) -> str:
+    """JSON that cannot end its <script> element early, whatever the model wrote."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _packed(value: Any) -> str:
+    raw = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return base64.b64encode(gzip.compress(raw, compresslevel=6)).decode("ascii")
+
+
+def render(title: str, payload: dict[str, Any], packed: list[str]) -> str:
+    """The page: ``payload`` is read by the viewer at once, ``packed`` on demand."""
+    page = _asset("page.html")
+    parts = {
+        "<!--TITLE-->": _escape(title),
+        "/*STYLE*/": _asset("report.css"),
+        "/*CHART_LIBRARY*/": chart_library().replace("</script", "<\\/script"),
+        "/*DATA*/": _json_for_script(payload),
+        "/*PACKED*/": _json_for_script(packed),
+        "/*VIEWER*/": _asset("report.js"),
+    }
+    # One pass: text put in is never searched for markers again.
+    pattern = re.compile("|".join(re.escape(marker) for marker in parts))
+    return pattern.sub(lambda found: parts[found.group(0)], page)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# -- one run --------------------------------------------------------------------------
+def write_run_report(root: Path, summary: dict[str, Any]) -> Path:
+    """Write ``root/report.html`` (atomically) and return its path."""
+    data = collect(root, summary)
+    window = data.run["config"].get("llm.max_context_length")
+    payload = {
+        "kind": "run",
+        "run": data.run,
+        "tasks": data.tasks,
+        "charts": charts.all_specs(),
+        "datasets": {
+            "calls": _run_lines(data),
+            "marks": [_labelled(m, data) for m in data.marks[:MAX_MARKS]],
+            "window": _window(window),
+            "cumulative": _cumulative(data.calls),
+            "turns": [{"turns": t["turns"]} for t in data.tasks if t["turns"] is not None],
+        },
+        "limits": {"text": TEXT_LIMIT, "result": RESULT_LIMIT, "field": FIELD_LIMIT},
+        "lines_drawn": min(MAX_LINES, len(data.tasks)),
+    }
+    calls, marks = _by_task(data.calls), _by_task(data.marks)
+    packed = [
+        _packed(
+            {
+                "journals": data.trajectories[i],
+                "calls": [c for c in calls.get(i, []) if c["kind"] == "loop"],
+                "marks": [_labelled(m, data) for m in marks.get(i, [])],
+            }
+        )
+        for i in range(len(data.tasks))
+    ]
+    title = f"{data.run['benchmark']} · {data.run['config']['llm']} · {root.name}"
+    path = root / REPORT
+    write_text_atomic(path, render(title, payload, packed), mode=0o644)
+    return path
+
+
+def _window(window: Any) -> list[dict[str, Any]]:
+    if not isinstance(window, int):
+        return []
+    return [{"tokens": window, "label": f"window: {window:,} tokens (llm.max_context_length)"}]
+
+
+def _labelled(item: dict[str, Any], data: RunData) -> dict[str, Any]:
+    return {**item, "label": f"{data.tasks[item['task']]['id']} · {item['run']}"}
+
+
+def _run_lines(data: RunData) -> list[dict[str, Any]]:
+    """The loop's calls of at most MAX_LINES tasks, spread evenly over the run."""
+    count = len(data.tasks)
+    step = max(1, -(-count // MAX_LINES))
+    chosen = set(range(0, count, step))
+    return [
+        {
+            "key": f"{c['task']}/{c['run']}",
+            "label": f"{data.tasks[c['task']]['id']} · {c['run']}",
+            "turn": c["turn"],
+            "input": c["input"],
+        }
+        for c in data.calls
+        if c["kind"] == "loop" and c["task"] in chosen
+    ]
+
+
+def _cumulative(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    step = max(1, -(-len(calls) // MAX_POINTS))
+    rows, billed, uncached = [], 0, 0
+    for number, call in enumerate(calls, start=1):
+        billed += call["input"]
+        uncached += max(0, call["input"] - call["cache_read"])
+        if number % step == 0 or number == len(calls):
+            rows.append({"call": number, "series": "without a cache", "tokens": billed})
+            rows.append({"call": number, "series": "not served from cache", "tokens": uncached})
+    return rows
+
+
+def _by_task(items: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    grouped: dict[int, list[dict[str, Any]]] = {}
+    for item in items:
+        grouped.setdefault(item["task"], []).append(item)
+    return grouped

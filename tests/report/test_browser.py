@@ -1,0 +1,106 @@
+"""Reports opened in a real browser: they render with no console error, reach for no
+network, show every task, a trajectory and the token charts."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from deepledger.bench.report import rebuild_summary
+from deepledger.report.compare import write_comparison
+from deepledger.report.page import write_run_report
+from deepledger.testing.synthetic_run import make_run
+from tests.report.browser import open_report
+from tests.report.helpers import CONF, quick_summary, runs_keeping
+
+HOSTILE = '</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
+
+
+def add_hostile_result(root: Path) -> None:
+    """A tool result holding markup, as a fetched web page would."""
+    journal = next((root / "tasks").glob("*/attempt-1-retry-0.jsonl"))
+    events = [json.loads(line) for line in journal.read_text().splitlines()]
+    for event in events:
+        if event["event"] == "tool_results":
+            event["results"][0]["content"] = HOSTILE
+            break
+    journal.write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def test_a_one_task_report_renders_offline_with_its_trajectory(tmp_path):
+    root = make_run(tmp_path / "run", tasks=1, conf_dir=CONF, seed=3)
+    add_hostile_result(root)
+    report = write_run_report(root, rebuild_summary(root))
+    with open_report(report) as visit:
+        page = visit.page
+        page.wait_for_selector("#chart-prompt canvas")
+        page.wait_for_selector("#chart-cumulative canvas")
+        page.wait_for_selector("#chart-turns canvas")
+        assert page.locator("#task-table tbody tr").count() == 1
+        page.click("#task-table tbody tr")
+        page.wait_for_selector("#chart-task canvas")
+        assert page.locator("#trajectory .journal").count() >= 1
+        assert page.locator("#trajectory .ev.assistant").count() >= 1
+        assert page.locator("#trajectory .ev.tool").count() >= 1
+        # The markup in the tool result is shown as text, and none of it ran.
+        assert page.get_by_text("window.pwned = 1", exact=False).count() >= 1
+        assert page.evaluate("window.pwned") is None
+        assert page.evaluate("location.hash") == "#task=0"
+        visit.screenshot("report-one-task.png")
+    assert visit.problems == []
+    assert visit.requests == []
+
+
+def test_a_500_task_report_opens_and_its_table_sorts_and_filters(tmp_path):
+    root = make_run(tmp_path / "run", tasks=503, conf_dir=CONF, unfinished=3, errors=2)
+    started = time.perf_counter()
+    report = write_run_report(root, quick_summary(root))
+    elapsed = time.perf_counter() - started
+    print(f"500-task report: {report.stat().st_size / 1e6:.1f} MB in {elapsed:.1f} s")
+    with open_report(report, "#task=42") as visit:
+        page = visit.page
+        page.wait_for_selector("#chart-prompt canvas")
+        page.wait_for_selector("#chart-task canvas")  # the task in the address, opened
+        assert "synthetic-0042" in page.locator("#trajectory h3").first.inner_text()
+        assert page.locator("#task-table tbody tr").count() == 503
+        assert page.locator("#task-count").inner_text() == "503 of 503 tasks"
+        page.select_option("#filter-status", "unfinished")
+        assert page.locator("#task-table tbody tr").count() == 3
+        page.select_option("#filter-status", "error")
+        assert page.locator("#task-table tbody tr").count() == 2
+        page.select_option("#filter-status", "")
+        page.fill("#filter-text", "synthetic-010")
+        assert page.locator("#task-table tbody tr").count() == 10
+        page.fill("#filter-text", "")
+        page.click("#task-table th[data-key=turns]")
+        page.click("#task-table th[data-key=turns]")  # descending
+        turns = [
+            int(t) for t in page.locator("#task-table tbody tr td:nth-child(7)").all_inner_texts()
+        ]
+        assert turns[:50] == sorted(turns[:50], reverse=True) and turns[0] > turns[-1]
+        assert "has not finished" in page.locator("#banners").inner_text()
+        visit.screenshot("report-500-tasks.png", full_page=False)
+    assert visit.problems == []
+    assert visit.requests == []
+
+
+def test_a_comparison_of_runs_renders_with_their_differences(tmp_path):
+    runs = runs_keeping(tmp_path, (-1, 5), tasks=12)
+    summaries = {r: quick_summary(r) for r in runs}
+    for run in runs:
+        write_run_report(run, summaries[run])
+    out = write_comparison(runs, summaries, tmp_path / "comparison.html")
+    with open_report(out) as visit:
+        page = visit.page
+        page.wait_for_selector("#chart-accuracy canvas")
+        page.wait_for_selector("#chart-cost canvas")
+        labels = page.locator("#runs-table tbody td:first-child").all_inner_texts()
+        assert labels == ["agent.keep_tool_result=-1", "agent.keep_tool_result=5"]
+        differing = page.locator("#task-table tbody tr").count()
+        page.uncheck("#only-differing")
+        assert page.locator("#task-table tbody tr").count() == 12 >= differing
+        assert page.locator("#runs-table a").first.get_attribute("href") == "keep-1/report.html"
+        visit.screenshot("report-comparison.png")
+    assert visit.problems == []
+    assert visit.requests == []

@@ -1,0 +1,146 @@
+"""What the report reads from a run directory, and what it does with bad ones."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deepledger.bench.report import rebuild_summary
+from deepledger.errors import DeepLedgerError
+from deepledger.report import page as page_module
+from deepledger.report.collect import RESULT_LIMIT, collect
+from deepledger.report.compare import _labels, default_output
+from deepledger.report.page import REPORT, write_run_report
+from deepledger.testing.synthetic_run import make_run
+from tests.report.helpers import CONF, embedded, runs_keeping
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_finished_run_gives_a_row_and_a_trajectory_per_task(tmp_path):
+    root = make_run(tmp_path / "run", tasks=6, conf_dir=CONF, errors=1)
+    data, trajectories = embedded(write_run_report(root, rebuild_summary(root)))
+    assert data["run"]["state"] == "finished"
+    assert [t["id"] for t in data["tasks"]] == [f"synthetic-{i:04d}" for i in range(6)]
+    assert data["tasks"][-1]["status"] == "error"
+    assert {t["status"] for t in data["tasks"][:-1]} <= {"correct", "wrong"}
+    assert len(trajectories) == 6
+    first = trajectories[0]
+    assert first["journals"][0]["journal"].startswith("tasks/synthetic-0000-")
+    events = [e["event"] for e in first["journals"][0]["events"]]
+    assert events[:3] == ["retry_started", "task_started", "llm_call"]
+    assert "system_prompt" not in first["journals"][0]["events"][1]  # replay-only, large
+    assert first["calls"] and all(c["kind"] == "loop" for c in first["calls"])
+    assert data["datasets"]["window"][0]["tokens"] == 32_000
+    assert data["run"]["summary"]["token_economics"].get("unavailable") is None
+    assert (root / REPORT).stat().st_mode & 0o777 == 0o644
+
+
+def test_a_run_in_progress_marks_unfinished_and_unstarted_tasks(tmp_path):
+    root = make_run(tmp_path / "run", tasks=5, conf_dir=CONF, unfinished=2, not_started=4)
+    data = collect(root, rebuild_summary(root))
+    assert data.run["state"] == "unfinished"
+    assert [t["status"] for t in data.tasks[-2:]] == ["unfinished", "unfinished"]
+    assert data.tasks[-1]["turns"] > 0 and data.tasks[-1]["input_tokens"] > 0
+    assert data.tasks[-1]["question"].startswith("What is the")
+    assert data.run["tasks_not_started"] == 4
+
+
+def test_long_tool_results_are_clipped_and_say_where_the_rest_is(tmp_path):
+    root = make_run(tmp_path / "run", tasks=1, conf_dir=CONF)
+    journal = next((root / "tasks").glob("*/attempt-1-retry-0.jsonl"))
+    events = [json.loads(line) for line in journal.read_text().splitlines()]
+    first = next(e for e in events if e["event"] == "tool_results")
+    first["results"][0]["content"] = "x" * (RESULT_LIMIT + 5_000)
+    journal.write_text("".join(json.dumps(e) + "\n" for e in events))
+    _, trajectories = embedded(write_run_report(root, rebuild_summary(root)))
+    shown = next(
+        e for e in trajectories[0]["journals"][0]["events"] if e["event"] == "tool_results"
+    )["results"][0]["content"]
+    assert shown.startswith("x" * RESULT_LIMIT)
+    assert shown.endswith("[5,000 more characters in the journal]")
+
+
+def test_an_unreadable_journal_is_listed_not_fatal(tmp_path):
+    root = make_run(tmp_path / "run", tasks=3, conf_dir=CONF)
+    journal = next((root / "tasks").glob("synthetic-0001-*/attempt-1-retry-0.jsonl"))
+    with journal.open("a") as out:
+        out.write('{"event": "llm_call", "usage": "not a dict"}\n{"event": "torn li')
+    data, _ = embedded(write_run_report(root, rebuild_summary(root)))
+    assert len(data["tasks"]) == 3
+    assert any("synthetic-0001" in m and "cannot read" in m for m in data["run"]["missing"])
+
+
+def test_a_folder_that_is_not_a_run_gets_a_clear_error(tmp_path):
+    with pytest.raises(DeepLedgerError, match="not a deepledger run directory"):
+        collect(tmp_path, {})
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(DeepLedgerError, match=r"manifest\.json is unreadable"):
+        collect(tmp_path, {})
+
+
+def test_a_report_that_fails_midway_leaves_the_old_one_whole(tmp_path, monkeypatch):
+    root = make_run(tmp_path / "run", tasks=2, conf_dir=CONF)
+    report = write_run_report(root, rebuild_summary(root))
+    before = report.read_bytes()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(page_module, "render", broken)
+    with pytest.raises(RuntimeError):
+        write_run_report(root, rebuild_summary(root))
+    assert report.read_bytes() == before
+    assert [p.name for p in root.iterdir() if p.name.startswith(".report")] == []
+
+
+def test_runs_are_labelled_by_the_settings_they_differ_in(tmp_path):
+    configs = [
+        {"agent.keep_tool_result": "-1", "llm.model_name": "m"},
+        {"agent.keep_tool_result": "5", "llm.model_name": "m"},
+        None,
+    ]
+    dirs = [tmp_path / "0", tmp_path / "1", tmp_path / "junk"]
+    assert _labels(configs, dirs) == [
+        "agent.keep_tool_result=-1",
+        "agent.keep_tool_result=5",
+        "junk",
+    ]
+    same = [{"a": "1"}, {"a": "1"}]
+    assert _labels(same, dirs[:2]) == ["0", "1"]
+    assert (
+        default_output([tmp_path / "0", tmp_path / "1"]) == tmp_path.resolve() / "comparison.html"
+    )
+
+
+def deepledger(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "deepledger", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_report_command_rebuilds_one_run_and_compares_several(tmp_path):
+    runs = runs_keeping(tmp_path, (0, 5), tasks=3)
+    single = deepledger("report", str(runs[0]))
+    assert single.returncode == 0, single.stderr
+    assert f"Report: {runs[0] / REPORT}" in single.stdout
+    both = deepledger("report", str(runs[0]), str(runs[1]), str(tmp_path / "missing"))
+    assert both.returncode == 1  # one folder is no run: the average says so
+    assert "missing" in both.stderr
+    comparison = tmp_path / "comparison.html"
+    assert f"Comparison: {comparison.resolve()}" in both.stdout
+    data, _ = embedded(comparison)
+    assert [r.get("problem") is None for r in data["runs"]] == [True, True, False]
+    assert (runs[1] / REPORT).is_file()
+    out = deepledger("report", str(runs[0]), str(runs[1]), "--out", str(tmp_path / "x" / "c.html"))
+    assert out.returncode == 0 and (tmp_path / "x" / "c.html").is_file()
+    usage = deepledger("report", "--out")
+    assert usage.returncode != 0
