@@ -80,6 +80,12 @@ def test_a_500_task_report_opens_and_its_table_sorts_and_filters(tmp_path):
         ]
         assert turns[:50] == sorted(turns[:50], reverse=True) and turns[0] > turns[-1]
         assert "has not finished" in page.locator("#banners").inner_text()
+        page.click("#task-table th[data-key=post_mortems]")
+        page.click("#task-table th[data-key=post_mortems]")  # tasks with a retry first
+        page.click("#task-table tbody tr:first-child")
+        carried = page.locator("#trajectory .ev.postmortem", has_text="this retry carries")
+        carried.first.wait_for()
+        assert "Failure type: incomplete" in carried.first.inner_text()
         visit.screenshot("report-500-tasks.png", full_page=False)
     assert visit.problems == []
     assert visit.requests == []

@@ -322,7 +322,18 @@ function renderEvent(e) {
   return ev("notice", event, preBlock(JSON.stringify(rest, null, 1)));
 }
 
-async function openTask(index, tableRows) {
+// The post-mortems a retry carries: those written by the earlier retries of its attempt.
+function carriedInto(journal, journals) {
+  if (journal.subagent || !journal.carried_post_mortems) return null;
+  const earlier = journals.filter((j) => !j.subagent && j.attempt === journal.attempt && j.retry < journal.retry);
+  const texts = earlier.flatMap((j) => j.events.filter((e) => e.event === "post_mortem" && e.text)
+    .map((e) => [j.label, e]));
+  return ev("postmortem", `this retry carries ${journal.carried_post_mortems} post-mortem(s) from earlier retries`,
+    texts.map(([label, e]) => el("div", {}, el("div", { class: "head", text: `from ${label}` +
+      (e.failure_type ? ` · failure type: ${e.failure_type}` : "") }), el("div", { class: "text", text: e.text }))));
+}
+
+async function openTask(index) {
   const task = DATA.tasks[index];
   if (!task) return;
   for (const tr of document.querySelectorAll("#task-table tbody tr.selected")) tr.classList.remove("selected");
@@ -340,7 +351,7 @@ async function openTask(index, tableRows) {
       ["cost", fmtCost(task.cost)], ["journals", task.dir]]));
   const journals = payload.journals.map((j) => el("details", { class: "journal", open: true },
     el("summary", { text: `${j.label} — ${j.events.length} events · ${j.journal}` }),
-    el("div", { class: "body" }, j.events.map(renderEvent))));
+    el("div", { class: "body" }, carriedInto(j, payload.journals), j.events.map(renderEvent))));
   target.replaceChildren(header,
     el("div", { class: "panel", style: "margin-top:12px" }, el("h3", { text: "Prompt tokens per turn" }), chart),
     ...(journals.length ? journals : [el("p", { class: "muted", text: "No journal was found for this task." })]));
