@@ -213,7 +213,7 @@ def _report(args: list[str]) -> int:
     from deepledger.bench.metrics import format_summary
     from deepledger.bench.report import rebuild_summary
     from deepledger.report.compare import default_output, write_comparison
-    from deepledger.report.page import write_run_report
+    from deepledger.report.page import REPORT, write_run_report
 
     out = None
     if "--out" in args:
@@ -226,6 +226,11 @@ def _report(args: list[str]) -> int:
         print("usage: deepledger report RUN_DIR [RUN_DIR...] [--out FILE]", file=sys.stderr)
         return EXIT_USAGE
     run_dirs = [Path(d) for d in args]
+    if len(run_dirs) == 1 and out is not None:
+        raise ConfigError(
+            f"--out names the comparison of several runs; one run's report is {REPORT} in "
+            "its run directory."
+        )
     if len(run_dirs) == 1:
         summary = rebuild_summary(run_dirs[0])
         print(format_summary(summary))
@@ -238,6 +243,8 @@ def _report(args: list[str]) -> int:
             write_run_report(run_dir, summary)
         except DeepLedgerError as exc:
             print(f"deepledger: {exc}", file=sys.stderr)
+        except Exception as exc:  # one run's report must not cost the comparison
+            print(f"deepledger: {run_dir}: its report failed ({exc!r})", file=sys.stderr)
     combined = aggregate(run_dirs)
     print(format_aggregate(combined))
     path = write_comparison(run_dirs, summaries, out or default_output(run_dirs))

@@ -46,7 +46,7 @@ def test_a_one_task_report_renders_offline_with_its_trajectory(tmp_path):
         # The markup in the tool result is shown as text, and none of it ran.
         assert page.get_by_text("window.pwned = 1", exact=False).count() >= 1
         assert page.evaluate("window.pwned") is None
-        assert page.evaluate("location.hash") == "#task=0"
+        assert page.evaluate("location.hash") == "#task=synthetic-0000"
         visit.screenshot("report-one-task.png")
     assert visit.problems == []
     assert visit.requests == []
@@ -58,7 +58,7 @@ def test_a_500_task_report_opens_and_its_table_sorts_and_filters(tmp_path):
     report = write_run_report(root, quick_summary(root))
     elapsed = time.perf_counter() - started
     print(f"500-task report: {report.stat().st_size / 1e6:.1f} MB in {elapsed:.1f} s")
-    with open_report(report, "#task=42") as visit:
+    with open_report(report, "#task=synthetic-0042") as visit:
         page = visit.page
         page.wait_for_selector("#chart-prompt canvas")
         page.wait_for_selector("#chart-task canvas")  # the task in the address, opened
@@ -106,7 +106,7 @@ def test_a_comparison_of_runs_renders_with_their_differences(tmp_path):
         differing = page.locator("#task-table tbody tr").count()
         page.uncheck("#only-differing")
         assert page.locator("#task-table tbody tr").count() == 12 >= differing
-        assert page.locator("#runs-table a").first.get_attribute("href") == "keep-1/report.html"
+        assert page.locator("#runs-table a").first.get_attribute("href") == "./keep-1/report.html"
         visit.screenshot("report-comparison.png")
     assert visit.problems == []
     assert visit.requests == []

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from deepledger.bench.report import rebuild_summary
+from deepledger.bench.rundir import RunDirectory
 from deepledger.errors import DeepLedgerError
 from deepledger.report import page as page_module
-from deepledger.report.collect import RESULT_LIMIT, collect
+from deepledger.report.collect import RESULT_LIMIT, collect, wall_seconds
 from deepledger.report.compare import _labels, default_output
 from deepledger.report.page import REPORT, write_run_report
 from deepledger.testing.synthetic_run import make_run
@@ -43,7 +45,7 @@ def test_a_finished_run_gives_a_row_and_a_trajectory_per_task(tmp_path):
 def test_a_run_in_progress_marks_unfinished_and_unstarted_tasks(tmp_path):
     root = make_run(tmp_path / "run", tasks=5, conf_dir=CONF, unfinished=2, not_started=4)
     data = collect(root, rebuild_summary(root))
-    assert data.run["state"] == "unfinished"
+    assert data.run["state"] == "stopped"  # no process holds it
     assert [t["status"] for t in data.tasks[-2:]] == ["unfinished", "unfinished"]
     assert data.tasks[-1]["turns"] > 0 and data.tasks[-1]["input_tokens"] > 0
     assert data.tasks[-1]["question"].startswith("What is the")
@@ -144,3 +146,73 @@ def test_the_report_command_rebuilds_one_run_and_compares_several(tmp_path):
     assert out.returncode == 0 and (tmp_path / "x" / "c.html").is_file()
     usage = deepledger("report", "--out")
     assert usage.returncode != 0
+
+
+def test_a_lone_surrogate_from_a_model_does_not_stop_the_report(tmp_path):
+    root = make_run(tmp_path / "run", tasks=1, conf_dir=CONF)
+    journal = next((root / "tasks").glob("*/attempt-1-retry-0.jsonl"))
+    with journal.open("a") as out:  # as Journal writes one: an escape in the JSON
+        out.write('{"event": "assistant", "turn": 9, "message": {"content": "half \\ud83d"}}\n')
+    _, trajectories = embedded(write_run_report(root, rebuild_summary(root)))
+    last = trajectories[0]["journals"][0]["events"][-1]
+    assert last["message"]["content"] == "half \ud83d"
+
+
+def test_wall_time_counts_a_killed_session_up_to_its_last_write():
+    def at(seconds: int) -> str:
+        return datetime.fromtimestamp(1_700_000_000 + seconds, UTC).isoformat()
+
+    runs = [
+        {"started_at": at(0), "finished_at": None},  # killed; its last write at 100 s
+        {"started_at": at(1_000), "finished_at": at(1_600)},
+    ]
+    activity = [datetime.fromisoformat(at(t)) for t in (50, 100, 1_200, 1_600)]
+    assert wall_seconds(runs, live=False, activity=activity) == 700
+    runs[1]["finished_at"] = None  # the second one still going: up to now
+    assert wall_seconds(runs, live=True, activity=activity) > 10**6
+    assert wall_seconds(runs, live=False, activity=activity) == 700
+
+
+def test_a_run_held_by_a_process_is_running_and_one_without_is_stopped(tmp_path):
+    root = make_run(tmp_path / "run", tasks=2, conf_dir=CONF, unfinished=1)
+    held = RunDirectory(root)
+    try:
+        data = collect(root, {})
+        assert data.run["state"] == "running"
+        assert data.tasks[-1]["judgement"] == "running now"
+    finally:
+        held.close()
+    data = collect(root, {})
+    assert data.run["state"] == "stopped"
+    assert data.tasks[-1]["judgement"].startswith("stopped before it finished")
+
+
+def test_sub_agent_and_interrupted_journals(tmp_path):
+    root = make_run(tmp_path / "run", tasks=2, conf_dir=CONF, unfinished=1)
+    task_dir = next((root / "tasks").glob("synthetic-0001-*"))
+    main = task_dir / "attempt-1-retry-0.jsonl"
+    before = collect(root, {}).tasks[-1]
+    nested = task_dir / "attempt-1-retry-0.subagents"
+    for name in ("browsing-10", "browsing-2", "browsing-2.subagents/browsing-1"):
+        (nested / name).parent.mkdir(parents=True, exist_ok=True)
+        (nested / f"{name}.jsonl").write_text(main.read_text())
+    (task_dir / "attempt-1-retry-0.interrupted-20261130T000000.jsonl").write_text(main.read_text())
+    data = collect(root, {})
+    labels = [j["label"] for j in data.trajectories[-1]]
+    assert labels == [
+        "attempt 1 · retry 0",
+        "attempt 1 · retry 0 · sub-agent browsing-2",
+        "attempt 1 · retry 0 · sub-agent browsing-2 › browsing-1",
+        "attempt 1 · retry 0 · sub-agent browsing-10",
+    ]
+    row = data.tasks[-1]
+    assert row["turns"] == before["turns"]  # the loop's turns, as a finished record counts
+    assert row["input_tokens"] == 4 * before["input_tokens"]  # sub-agents' tokens are the task's
+    kinds = {c["kind"] for c in data.calls if c["task"] == 1}
+    assert kinds == {"loop", "subagent", "interrupted"}
+
+
+def test_out_is_for_comparisons(tmp_path):
+    root = make_run(tmp_path / "run", tasks=1, conf_dir=CONF)
+    done = deepledger("report", str(root), "--out", str(tmp_path / "c.html"))
+    assert done.returncode != 0 and "--out names the comparison" in done.stderr

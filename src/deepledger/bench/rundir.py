@@ -120,6 +120,21 @@ def load_manifest(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return manifest, config
 
 
+def run_is_live(root: Path) -> bool:
+    """Whether a deepledger process holds ``root`` now (a run still going), found
+    without waiting: a killed run's lock went with its process."""
+    try:
+        with (root / ".lock").open("rb") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    except OSError:  # no lock file: never run, or not a run directory
+        return False
+    return False
+
+
 def append_line(path: Path, record: dict[str, Any]) -> None:
     """Append one JSON line in a single write, flushed to disk. If a crash left the last
     line unfinished, start on a new line so the new record is not glued to it."""

@@ -15,20 +15,29 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from deepledger import __version__
-from deepledger.bench.rundir import RESULTS, latest_records, load_manifest, read_jsonl, safe_name
+from deepledger.bench.rundir import (
+    RESULTS,
+    latest_records,
+    load_manifest,
+    read_jsonl,
+    run_is_live,
+    safe_name,
+)
 
 TEXT_LIMIT = 6_000  # characters of a reply, task text, post-mortem or notes kept inline
 RESULT_LIMIT = 2_500  # characters of one tool result kept inline
 FIELD_LIMIT = 1_500  # characters of any other string (arguments, rollback details...)
 QUESTION_LIMIT = 400  # characters of the question in the task table
 _JOURNAL = re.compile(r"^attempt-(\d+)-retry-(\d+)\.jsonl$")
+_INTERRUPTED = re.compile(r"^attempt-(\d+)-retry-(\d+)\.interrupted-.*\.jsonl$")
+STATUS = {True: "correct", False: "wrong", None: "unjudged"}
 # Recorded for the replay, not for reading: large and the same in every journal.
 _DROPPED_FIELDS = {"system_prompt", "prompts"}
 
@@ -40,7 +49,10 @@ class RunData:
     run: dict[str, Any]
     tasks: list[dict[str, Any]] = field(default_factory=list)
     trajectories: list[list[dict[str, Any]]] = field(default_factory=list)
-    calls: list[dict[str, Any]] = field(default_factory=list)  # every model call, in time order
+    # Every model call, in time order: the loop's ("loop"), the closing calls (their
+    # purpose), sub-agents' ("subagent") and those of retries a killed run left
+    # ("interrupted"), which the task's usage counts too.
+    calls: list[dict[str, Any]] = field(default_factory=list)
     marks: list[dict[str, Any]] = field(default_factory=list)  # guard, compaction, looping
 
 
@@ -56,7 +68,7 @@ def collect(root: Path, summary: dict[str, Any]) -> RunData:
         task_id = _task_id_of(task_dir)
         if task_id is not None and task_id not in records:
             ids.append(task_id)
-    live = data.run["state"] == "unfinished"
+    live = data.run["state"] == "running"
     for index, task_id in enumerate(ids):
         task_dir = task_dirs.get(safe_name(task_id))
         trajectory, calls, marks = [], [], []
@@ -65,6 +77,7 @@ def collect(root: Path, summary: dict[str, Any]) -> RunData:
                 trajectory, calls, marks = _trajectory(root, task_dir, index)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 missing.append(f"{task_dir.name}: a journal this version cannot read ({exc!r})")
+                trajectory, calls, marks = [], [], []
         elif task_id in records:
             missing.append(f"{task_id}: no journals in tasks/ (moved or deleted)")
         row = _row(task_id, records.get(task_id), trajectory, live)
@@ -73,7 +86,7 @@ def collect(root: Path, summary: dict[str, Any]) -> RunData:
         data.trajectories.append(trajectory)
         data.calls += calls
         data.marks += marks
-    data.calls.sort(key=lambda c: c.get("ts") or "")
+    data.calls.sort(key=lambda c: str(c.get("ts") or ""))
     expected = manifest.get("tasks_expected")
     data.run["tasks_shown"] = len(data.tasks)
     data.run["tasks_not_started"] = max(0, expected - len(data.tasks)) if expected else 0
@@ -87,17 +100,20 @@ def _run_facts(
     runs = manifest.get("runs") or []
     started = runs[0].get("started_at") if runs else manifest.get("created_at")
     finished = runs[-1].get("finished_at") if runs else None
+    live = not finished and run_is_live(root)
     return {
         "dir": str(root),
         "benchmark": config["benchmark"]["name"],
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
         "deepledger_version": __version__,
         "recorded_version": (runs[-1].get("versions") or {}).get("deepledger") if runs else None,
-        "state": "finished" if finished else "unfinished",
+        # finished; running (a process holds the directory); or stopped: killed or
+        # crashed before its end (the same bench command resumes it)
+        "state": "finished" if finished else "running" if live else "stopped",
         "started_at": started,
         "finished_at": finished,
         "sessions": len(runs),  # a resumed run has several
-        "wall_seconds": wall_seconds(runs),
+        "wall_seconds": wall_seconds(runs, live=live, activity=last_writes(root)),
         "config": config_highlights(config, _hydra_choices(root)),
         "overrides": _hydra_overrides(root),
         "summary": summary,
@@ -146,20 +162,43 @@ def _hydra_overrides(root: Path) -> list[str]:
         return []
 
 
-def wall_seconds(runs: list[dict[str, Any]]) -> float | None:
-    """Time spent running, summed over the sessions of a resumed run (the last one up
-    to now if it is still going)."""
+def wall_seconds(
+    runs: list[dict[str, Any]], *, live: bool, activity: list[datetime]
+) -> float | None:
+    """Time spent running, summed over the sessions of a resumed run. A session that
+    has no end on record was killed: it is counted up to the last file it wrote
+    (``activity``), and the last session of a live run up to now."""
+    try:
+        starts = [datetime.fromisoformat(run["started_at"]) for run in runs]
+        ends = [
+            datetime.fromisoformat(r["finished_at"]) if r.get("finished_at") else None for r in runs
+        ]
+    except (KeyError, TypeError, ValueError):
+        return None
     total = 0.0
-    for run in runs:
-        try:
-            start = datetime.fromisoformat(run["started_at"])
-            end = datetime.fromisoformat(run["finished_at"]) if run.get("finished_at") else None
-        except (KeyError, TypeError, ValueError):
-            return None
-        if end is None:
+    for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
+        if end is None and live and i == len(runs) - 1:
             end = datetime.now(start.tzinfo)
+        elif end is None:
+            later = starts[i + 1] if i + 1 < len(starts) else None
+            end = max(
+                (t for t in activity if t >= start and (later is None or t < later)),
+                default=start,
+            )
         total += max(0.0, (end - start).total_seconds())
     return round(total, 1) if runs else None
+
+
+def last_writes(root: Path) -> list[datetime]:
+    """When each results, progress and journal file of the run was last written."""
+    paths = [root / RESULTS, *(root / "tasks").rglob("*.jsonl")]
+    times = []
+    for path in paths:
+        try:
+            times.append(datetime.fromtimestamp(path.stat().st_mtime, UTC))
+        except OSError:
+            continue
+    return times
 
 
 # -- tasks ----------------------------------------------------------------------------
@@ -172,21 +211,35 @@ def _task_dirs(root: Path) -> dict[str, Path]:
 
 def _task_id_of(task_dir: Path) -> str | None:
     for journal in _journals(task_dir):
-        for event in read_jsonl(journal[2]):
-            if event.get("event") == "retry_started" and event.get("task_id"):
+        for event in events_of(journal[2]):
+            if event["event"] == "retry_started" and event.get("task_id"):
                 return str(event["task_id"])
     return None
 
 
-def _journals(task_dir: Path) -> list[tuple[int, int, Path]]:
-    """The task's attempt journals in order (a killed run's ``.interrupted`` ones are
-    left out: the retry was run again)."""
+def events_of(journal: Path) -> list[dict[str, Any]]:
+    """The journal's events: JSON objects with an event name (anything else on a line is
+    no event this version knows)."""
+    return [
+        e for e in read_jsonl(journal) if isinstance(e, dict) and isinstance(e.get("event"), str)
+    ]
+
+
+def _journals(task_dir: Path, pattern: re.Pattern[str] = _JOURNAL) -> list[tuple[int, int, Path]]:
+    """The task's attempt journals in order. A killed run's ``.interrupted`` ones
+    (``pattern=_INTERRUPTED``) are not shown, the retry was run again, but their calls
+    were paid for."""
     found = []
     for path in task_dir.glob("attempt-*.jsonl"):
-        match = _JOURNAL.match(path.name)
+        match = pattern.match(path.name)
         if match:
             found.append((int(match[1]), int(match[2]), path))
     return sorted(found)
+
+
+def _natural(path: Path) -> list[Any]:
+    """``browsing-2`` before ``browsing-10``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.as_posix())]
 
 
 def _row(
@@ -200,7 +253,7 @@ def _row(
     status = record.get("status")
     if status == "finished":
         correct = record.get("correct")
-        status = {True: "correct", False: "wrong", None: "unjudged"}[correct]
+        status = STATUS.get(correct, "unknown") if isinstance(correct, bool | None) else "unknown"
     return {
         "id": task_id,
         "question": clip(record.get("question") or "", QUESTION_LIMIT),
@@ -225,27 +278,28 @@ def _row(
 
 
 def _unfinished_row(task_id: str, trajectory: list[dict[str, Any]], live: bool) -> dict[str, Any]:
+    """A task with journals and no result: its figures so far. Turns and tool calls are
+    the main loop's (as in a finished task's record); tokens include its sub-agents'."""
     events = [e for journal in trajectory for e in journal["events"]]
+    loop = [e for journal in trajectory if not journal["subagent"] for e in journal["events"]]
     usage = {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0}
     for event in events:
         if event["event"] in ("llm_call", "closing_call"):
             for name in usage:
                 usage[name] += (event.get("usage") or {}).get(name) or 0
-    question = next((e.get("task") for e in events if e["event"] == "task_started"), "")
+    question = next((e.get("task") for e in loop if e["event"] == "task_started"), "")
     return {
         "id": task_id,
         "question": clip(question or "", QUESTION_LIMIT),
         "ground_truth": None,
         "answer": None,
         "status": "unfinished",
-        "judgement": "running now" if live else "stopped before it finished",
+        "judgement": "running now" if live else "stopped before it finished (resume the run)",
         "judge": None,
         "attempts": max((j["attempt"] for j in trajectory), default=0),
         "post_mortems": max((j.get("carried_post_mortems") or 0 for j in trajectory), default=0),
-        "turns": sum(1 for e in events if e["event"] == "assistant"),
-        "tool_calls": sum(
-            len(e.get("calls") or []) for e in events if e["event"] == "tool_results"
-        ),
+        "turns": sum(1 for e in loop if e["event"] == "assistant"),
+        "tool_calls": sum(len(e.get("calls") or []) for e in loop if e["event"] == "tool_results"),
         **usage,
         "cache_write_tokens": None,
         "cost": None,
@@ -259,20 +313,20 @@ def _unfinished_row(task_id: str, trajectory: list[dict[str, Any]], live: bool) 
 def _trajectory(
     root: Path, task_dir: Path, index: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The task's journals (sub-agent runs after the run that called them), its model
-    calls and its marks for the run's charts."""
+    """The task's journals (sub-agent runs after the run that called them, nested ones
+    included), its model calls and its marks for the run's charts."""
     trajectory, calls, marks = [], [], []
     for attempt, retry, path in _journals(task_dir):
         label = f"attempt {attempt} · retry {retry}"
         runs = [(label, path)]
         subagents = path.with_suffix(".subagents")
         if subagents.is_dir():
-            runs += [
-                (f"{label} · sub-agent {p.stem}", p) for p in sorted(subagents.glob("*.jsonl"))
-            ]
+            for journal in sorted(subagents.rglob("*.jsonl"), key=_natural):
+                names = journal.relative_to(subagents).with_suffix("").as_posix()
+                runs.append((f"{label} · sub-agent {names.replace('.subagents/', ' › ')}", journal))
         for name, journal in runs:
-            events = read_jsonl(journal)
-            started = next((e for e in events if e.get("event") == "retry_started"), {})
+            events = events_of(journal)
+            started = next((e for e in events if e["event"] == "retry_started"), {})
             trajectory.append(
                 {
                     "label": name,
@@ -284,16 +338,22 @@ def _trajectory(
                     "events": [compact_event(e) for e in events],
                 }
             )
+            calls += _calls(events, index, name, None if journal is path else "subagent")
             if journal is path:
-                calls += _calls(events, index, label)
                 marks += _marks(events, index, label)
+    for attempt, retry, path in _journals(task_dir, _INTERRUPTED):
+        label = f"attempt {attempt} · retry {retry} (interrupted)"
+        calls += _calls(events_of(path), index, label, "interrupted")
     return trajectory, calls, marks
 
 
-def _calls(events: list[dict[str, Any]], task: int, label: str) -> list[dict[str, Any]]:
+def _calls(
+    events: list[dict[str, Any]], task: int, label: str, kind: str | None
+) -> list[dict[str, Any]]:
+    """The journal's model calls; ``kind`` overrides loop/closing-call purpose."""
     out = []
     for event in events:
-        if event.get("event") not in ("llm_call", "closing_call"):
+        if event["event"] not in ("llm_call", "closing_call"):
             continue
         usage = event.get("usage") or {}
         out.append(
@@ -301,7 +361,8 @@ def _calls(events: list[dict[str, Any]], task: int, label: str) -> list[dict[str
                 "task": task,
                 "run": label,
                 "turn": event.get("turn"),
-                "kind": "loop" if event["event"] == "llm_call" else event.get("purpose"),
+                "kind": kind
+                or ("loop" if event["event"] == "llm_call" else str(event.get("purpose"))),
                 "ts": event.get("ts"),
                 "input": usage.get("input_tokens") or 0,
                 "cache_read": usage.get("cache_read_tokens") or 0,
@@ -324,7 +385,7 @@ def _marks(events: list[dict[str, Any]], task: int, label: str) -> list[dict[str
     call that came before (so the mark sits on the task's curve)."""
     out, tokens = [], 0
     for event in events:
-        kind = event.get("event")
+        kind = event["event"]
         if kind == "llm_call":
             tokens = (event.get("usage") or {}).get("input_tokens") or 0
         elif kind in _MARKS:
@@ -349,12 +410,23 @@ def compact_event(event: dict[str, Any]) -> dict[str, Any]:
         if key in _DROPPED_FIELDS:
             continue
         if key == "results" and kind == "tool_results" and isinstance(value, list):
-            out[key] = [_clip_all(r, RESULT_LIMIT) for r in value]
+            out[key] = [_result(r) for r in value]
         elif key in ("message", "task", "text", "notes", "reply", "answer"):
             out[key] = _clip_all(value, TEXT_LIMIT)
         else:
             out[key] = _clip_all(value, FIELD_LIMIT)
     return out
+
+
+def _result(result: Any) -> Any:
+    """A tool result clipped, with the length it had (``chars``)."""
+    if not isinstance(result, dict):
+        return _clip_all(result, RESULT_LIMIT)
+    content = result.get("content")
+    return {
+        **_clip_all(result, RESULT_LIMIT),
+        "chars": len(content) if isinstance(content, str) else None,
+    }
 
 
 def _clip_all(value: Any, limit: int) -> Any:

@@ -18,11 +18,18 @@ from deepledger.bench.rundir import (
     latest_records,
     load_manifest,
     read_jsonl,
+    run_is_live,
     write_text_atomic,
 )
 from deepledger.errors import DeepLedgerError
 from deepledger.report import charts
-from deepledger.report.collect import QUESTION_LIMIT, clip, wall_seconds
+from deepledger.report.collect import (
+    QUESTION_LIMIT,
+    STATUS,
+    clip,
+    last_writes,
+    wall_seconds,
+)
 from deepledger.report.page import REPORT, render
 
 COMPARISON = "comparison.html"
@@ -71,7 +78,7 @@ def write_comparison(
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
         "deepledger_version": __version__,
         "runs": runs,
-        "tasks": _task_matrix(records),
+        "tasks": _task_matrix(records, [c is not None for c in configs]),
         "charts": {
             "accuracy": charts.runs_bars("accuracy", "accuracy (pass@1)", ".1%"),
             "cost": charts.runs_bars("cost", "cost (USD)", "$.4f"),
@@ -88,11 +95,12 @@ def _figures(
     run_dir: Path, manifest: dict[str, Any], summary: dict[str, Any], out: Path
 ) -> dict[str, Any]:
     runs = manifest.get("runs") or []
+    finished = bool(runs and runs[-1].get("finished_at"))
     tokens = (summary.get("tokens") or {}).get("total") or {}
     tasks = summary.get("tasks") or {}
     report = run_dir / REPORT
     return {
-        "state": "finished" if runs and runs[-1].get("finished_at") else "unfinished",
+        "state": "finished" if finished else "unfinished",
         "finished": tasks.get("finished"),
         "expected": tasks.get("expected"),
         "accuracy": summary.get("accuracy"),
@@ -102,7 +110,9 @@ def _figures(
         "output_tokens": tokens.get("output"),
         "cost": summary.get("cost_total") if not summary.get("cost_unknown_tasks") else None,
         "turns_mean": (summary.get("turns") or {}).get("mean"),
-        "wall_seconds": wall_seconds(runs),
+        "wall_seconds": wall_seconds(
+            runs, live=not finished and run_is_live(run_dir), activity=last_writes(run_dir)
+        ),
         "report": Path(os.path.relpath(report.resolve(), out.parent.resolve())).as_posix()
         if report.is_file()
         else None,
@@ -140,7 +150,11 @@ def _labels(configs: list[dict[str, str] | None], dirs: list[Path]) -> list[str]
     return labels
 
 
-def _task_matrix(records: list[dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+def _task_matrix(
+    records: list[dict[str, dict[str, Any]]], readable: list[bool]
+) -> list[dict[str, Any]]:
+    """A row per task: its status in each run. It ``differs`` when the runs that could
+    be read disagree (a run that could not be read has no say)."""
     ids: dict[str, None] = {}
     for run in records:
         ids |= dict.fromkeys(run)
@@ -153,7 +167,7 @@ def _task_matrix(records: list[dict[str, dict[str, Any]]]) -> list[dict[str, Any
                 "id": task_id,
                 "question": clip(question or "", QUESTION_LIMIT),
                 "cells": cells,
-                "differs": len(set(cells)) > 1,
+                "differs": len({c for c, ok in zip(cells, readable, strict=True) if ok}) > 1,
             }
         )
     return rows
@@ -163,5 +177,6 @@ def _status(record: dict[str, Any] | None) -> str | None:
     if record is None:
         return None
     if record.get("status") != "finished":
-        return "error"
-    return {True: "correct", False: "wrong", None: "unjudged"}[record.get("correct")]
+        return "error" if record.get("status") == "error" else "unknown"
+    correct = record.get("correct")
+    return STATUS.get(correct, "unknown") if isinstance(correct, bool | None) else "unknown"

@@ -43,14 +43,18 @@ def _asset(name: str) -> str:
     return resources.files("deepledger.report").joinpath("assets", name).read_text("utf-8")
 
 
+_UNSAFE_IN_SCRIPT = re.compile("[<\u2028\u2029\ud800-\udfff]")
+
+
 def _json_for_script(value: Any) -> str:
-    """JSON that cannot end its <script> element early, whatever the model wrote."""
+    """JSON that cannot end its <script> element early, whatever the model wrote, and
+    that encodes as UTF-8: a lone surrogate (a model can write one) becomes an escape."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return _UNSAFE_IN_SCRIPT.sub(lambda c: f"\\u{ord(c.group(0)):04x}", text)
 
 
 def _packed(value: Any) -> str:
-    raw = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    raw = _json_for_script(value).encode("utf-8")
     return base64.b64encode(gzip.compress(raw, compresslevel=6)).decode("ascii")
 
 
@@ -79,20 +83,25 @@ def write_run_report(root: Path, summary: dict[str, Any]) -> Path:
     """Write ``root/report.html`` (atomically) and return its path."""
     data = collect(root, summary)
     window = data.run["config"].get("llm.max_context_length")
+    drawn = _drawn(len(data.tasks))
     payload = {
         "kind": "run",
         "run": data.run,
         "tasks": data.tasks,
         "charts": charts.all_specs(),
         "datasets": {
-            "calls": _run_lines(data),
-            "marks": [_labelled(m, data) for m in data.marks[:MAX_MARKS]],
+            "calls": _run_lines(data, drawn),
+            "marks": [_labelled(m, data) for m in data.marks if m["task"] in drawn][:MAX_MARKS],
             "window": _window(window),
             "cumulative": _cumulative(data.calls),
-            "turns": [{"turns": t["turns"]} for t in data.tasks if t["turns"] is not None],
+            "turns": [
+                {"turns": t["turns"]}
+                for t in data.tasks
+                if t["turns"] is not None and t["status"] != "unfinished"
+            ],
         },
         "limits": {"text": TEXT_LIMIT, "result": RESULT_LIMIT, "field": FIELD_LIMIT},
-        "lines_drawn": min(MAX_LINES, len(data.tasks)),
+        "lines_drawn": len(drawn),
     }
     calls, marks = _by_task(data.calls), _by_task(data.marks)
     packed = [
@@ -121,11 +130,14 @@ def _labelled(item: dict[str, Any], data: RunData) -> dict[str, Any]:
     return {**item, "label": f"{data.tasks[item['task']]['id']} · {item['run']}"}
 
 
-def _run_lines(data: RunData) -> list[dict[str, Any]]:
-    """The loop's calls of at most MAX_LINES tasks, spread evenly over the run."""
-    count = len(data.tasks)
+def _drawn(count: int) -> set[int]:
+    """The tasks whose lines the run's chart draws: at most MAX_LINES, spread evenly."""
     step = max(1, -(-count // MAX_LINES))
-    chosen = set(range(0, count, step))
+    return set(range(0, count, step))
+
+
+def _run_lines(data: RunData, chosen: set[int]) -> list[dict[str, Any]]:
+    """The loop's calls of the ``chosen`` tasks."""
     return [
         {
             "key": f"{c['task']}/{c['run']}",

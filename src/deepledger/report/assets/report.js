@@ -33,9 +33,10 @@ function fmtTokens(v) {
   if (Math.abs(v) >= 1e4) return `${(v / 1e3).toFixed(1)}k`;
   return fmtInt(v);
 }
-function fmtSeconds(s) {
-  if (!isNum(s)) return "–";
-  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = Math.round(s % 60);
+function fmtSeconds(seconds) {
+  if (!isNum(seconds)) return "–";
+  const s = Math.round(seconds);
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
   return h ? `${h}h ${m}m ${r}s` : m ? `${m}m ${r}s` : `${r}s`;
 }
 const section = (id, title, ...children) => el("section", { id }, el("h2", { text: title }), ...children);
@@ -57,6 +58,11 @@ function withoutEmptyLayers(spec, datasets) {
 }
 
 async function draw(target, spec, datasets) {
+  const own = Object.entries(datasets).filter(([name]) => name !== "window");
+  if (own.every(([, rows]) => !rows.length)) {
+    target.replaceChildren(el("p", { class: "muted", text: "No data yet." }));
+    return;
+  }
   try {
     const full = { ...withoutEmptyLayers(spec, datasets), datasets: { ...(spec.datasets || {}), ...datasets } };
     await window.vegaEmbed(target, full, { actions: false, renderer: "canvas" });
@@ -75,9 +81,10 @@ async function unpack(base64) {
 // -- the run -------------------------------------------------------------------------
 function runBanners(run) {
   const out = [];
-  if (run.state === "unfinished") {
+  if (run.state !== "finished") {
     out.push(banner("info",
-      `This run has not finished: it is running now, or was stopped before its end. ` +
+      (run.state === "running" ? "This run has not finished: it is running now. "
+        : "This run has not finished: it was stopped before its end (run the same bench command to resume it). ") +
       `${run.tasks_shown} tasks are shown (those without a result are marked unfinished)` +
       (run.tasks_not_started ? `; ${run.tasks_not_started} more have not started.` : ".") +
       ` Rebuild this page at any time with: `, el("code", { text: `deepledger report ${run.dir}` })));
@@ -125,15 +132,19 @@ function groupTable(title, groups, unit) {
       el("td", { class: "num", text: fmtPct(g.accuracy) }))))));
 }
 
+// Shares and savings are fractions; means and slopes keep a decimal; the rest are counts.
+function economicsValue(key, value) {
+  if (!isNum(value)) return value;
+  if (key.endsWith("_share") || key.startsWith("saving")) return fmtPct(value);
+  if (key.startsWith("mean") || key === "added_per_turn") return value.toLocaleString("en-US", { maximumFractionDigits: 1 });
+  return fmtInt(value);
+}
+
 function economicsRows(e) {
   if (!e) return [["token economics", "not recorded"]];
   if (e.unavailable) return [["token economics", `unavailable: ${e.unavailable}`]];
-  const rows = [];
-  for (const [key, value] of Object.entries(e)) {
-    if (Array.isArray(value) || (value && typeof value === "object")) continue;
-    rows.push([key.replaceAll("_", " "), isNum(value) ? (Math.abs(value) < 1 && value !== 0 ? fmtPct(value) : fmtInt(value)) : value]);
-  }
-  return rows;
+  return Object.entries(e).filter(([, v]) => !(Array.isArray(v) || (v && typeof v === "object")))
+    .map(([key, value]) => [key.replaceAll("_", " "), economicsValue(key, value)]);
 }
 
 function runSection(run) {
@@ -283,10 +294,11 @@ const RENDER = {
       const c = (e.calls || [])[i];
       const name = c ? `${c.server_name ? c.server_name + "." : ""}${c.name}` : r.name || "tool";
       const text = r.content || "";
+      const length = isNum(r.chars) ? r.chars : text.length;
       return el("div", { class: "call" },
         c ? el("div", {}, "→ ", el("code", { text: name }), " ", el("span", { class: "muted", text: argsText(c) })) : null,
         el("details", { open: text.length <= 300 || null },
-          el("summary", { class: r.is_error ? "err" : null, text: `${r.is_error ? "error from" : "result of"} ${name} (${fmtInt(text.length)} characters)` }),
+          el("summary", { class: r.is_error ? "err" : null, text: `${r.is_error ? "error from" : "result of"} ${name} (${fmtInt(length)} characters)` }),
           preBlock(text)));
     })),
   rollback: (e) => ev("rollback", `turn ${e.turn} rolled back: ${e.reason}`, e.detail ? el("div", { text: e.detail }) : null,
@@ -298,7 +310,7 @@ const RENDER = {
     (e.provider_said ? `the provider reported an overflow (${e.provider_said})` : `estimate ${fmtInt(e.estimate)} ≥ window ${fmtInt(e.limit)}`) +
     ` · ${e.dropped_messages} message(s) dropped, the loop ends`),
   compacted: (e) => ev("compaction", `compaction before turn ${e.turn}: ${e.rounds_replaced} round(s) replaced by notes, ` +
-    `${e.rounds_kept} kept · older rounds ${fmtInt(e.tokens_before)} → notes ${fmtInt(e.tokens_after)} tokens`, collapsible("the notes", e.notes, false)),
+    `${e.rounds_kept} kept · request ${fmtInt(e.tokens_before)} → ${fmtInt(e.tokens_after)} tokens`, collapsible("the notes", e.notes, false)),
   compaction_skipped: (e) => ev("compaction", `compaction skipped before turn ${e.turn}: ${e.reason} (request ${fmtInt(e.request_tokens)}, without older rounds ${fmtInt(e.without_older_rounds)})`),
   compaction_failed: (e) => ev("compaction", `compaction failed before turn ${e.turn}: ${e.reason}`),
   looping: (e) => ev("guard", `turn ${e.turn}: the same turn ${e.repeats} times in a row; the loop ends (looping)`),
@@ -333,14 +345,26 @@ function carriedInto(journal, journals) {
       (e.failure_type ? ` · failure type: ${e.failure_type}` : "") }), el("div", { class: "text", text: e.text }))));
 }
 
+// The address names the open task by its id (positions move as a live run finishes tasks).
+const taskHash = (task) => `#task=${encodeURIComponent(task.id)}`;
+function taskFromHash() {
+  const wanted = /^#task=(.+)$/.exec(location.hash);
+  if (!wanted) return -1;
+  const id = decodeURIComponent(wanted[1]);
+  return DATA.tasks.findIndex((t) => t.id === id);
+}
+let opening = 0; // the newest openTask wins when clicks overtake each other
+
 async function openTask(index) {
   const task = DATA.tasks[index];
   if (!task) return;
+  const mine = ++opening;
   for (const tr of document.querySelectorAll("#task-table tbody tr.selected")) tr.classList.remove("selected");
   document.querySelector(`#task-table tr[data-index="${index}"]`)?.classList.add("selected");
   const target = document.getElementById("trajectory");
   target.replaceChildren(el("p", { class: "loading", text: `Opening ${task.id}…` }));
   const payload = await unpack(PACKED[index]);
+  if (mine !== opening) return;
   const chart = el("div", { class: "chart", id: "chart-task" });
   const header = el("div", { class: "panel" },
     el("h3", {}, `${task.id} `, statusBadge(task.status)),
@@ -355,21 +379,21 @@ async function openTask(index) {
   target.replaceChildren(header,
     el("div", { class: "panel", style: "margin-top:12px" }, el("h3", { text: "Prompt tokens per turn" }), chart),
     ...(journals.length ? journals : [el("p", { class: "muted", text: "No journal was found for this task." })]));
-  if (location.hash !== `#task=${index}`) history.replaceState(null, "", `#task=${index}`);
+  if (location.hash !== taskHash(task)) history.replaceState(null, "", taskHash(task));
   await draw(chart, DATA.charts.prompt_task, { calls: payload.calls, marks: payload.marks, window: DATA.datasets.window });
 }
 
 function renderRun() {
   const run = DATA.run;
   document.getElementById("subtitle").textContent =
-    `${run.benchmark} · ${run.state === "finished" ? "finished" : "not finished"} · ` +
+    `${run.benchmark} · ${run.state === "finished" ? "finished" : run.state === "running" ? "running" : "stopped before its end"} · ` +
     `report written ${run.generated_at} by deepledger ${run.deepledger_version}`;
   document.getElementById("banners").replaceChildren(...runBanners(run));
   const trajectory = section("trajectory-section", "Trajectory",
     el("div", { id: "trajectory" }, el("p", { class: "muted", text: "Click a task in the table to see its trajectory." })));
   main.replaceChildren(runSection(run), chartsSection(), taskSection(DATA.tasks, (i) => openTask(i)), trajectory);
-  const wanted = /^#task=(\d+)$/.exec(location.hash);
-  if (wanted) openTask(Number(wanted[1]));
+  const wanted = taskFromHash();
+  if (wanted >= 0) openTask(wanted);
 }
 
 // -- several runs side by side ---------------------------------------------------------
@@ -388,7 +412,7 @@ function renderComparison() {
       el("td", { class: "num", text: fmtTokens(r.output_tokens) }), el("td", { class: "num", text: fmtCost(r.cost) }),
       el("td", { class: "num", text: isNum(r.turns_mean) ? r.turns_mean.toFixed(1) : "–" }),
       el("td", { class: "num", text: fmtSeconds(r.wall_seconds) }),
-      el("td", {}, r.report ? el("a", { href: r.report, text: "open" }) : "–")))));
+      el("td", {}, r.report ? el("a", { href: "./" + r.report.split("/").map(encodeURIComponent).join("/"), text: "open" }) : "–")))));
   const charts = el("div", { class: "grid2" },
     el("div", { class: "panel" }, el("h3", { text: "Accuracy (pass@1)" }), el("div", { class: "chart", id: "chart-accuracy" })),
     el("div", { class: "panel" }, el("h3", { text: "Cost" }), el("div", { class: "chart", id: "chart-cost" })));
@@ -417,7 +441,7 @@ function renderComparison() {
 if (DATA.kind === "comparison") renderComparison();
 else renderRun();
 window.addEventListener("hashchange", () => {
-  const wanted = /^#task=(\d+)$/.exec(location.hash);
-  if (wanted && DATA.kind === "run") openTask(Number(wanted[1]));
+  const wanted = DATA.kind === "run" ? taskFromHash() : -1;
+  if (wanted >= 0) openTask(wanted);
 });
 document.body.dataset.ready = "true";
