@@ -263,6 +263,9 @@ def _row(
         "judgement": clip(judgement.get("reason") or record.get("error") or "", FIELD_LIMIT),
         "judge": judgement.get("judge"),
         "attempts": len(attempts),
+        # pass@1 counts the first attempt: with pass@k a task solved on a later one is
+        # "correct" in status and wrong here.
+        "first_attempt": _first_attempt(attempts),
         "post_mortems": max((a.get("carried_post_mortems") or 0 for a in attempts), default=0),
         "turns": record.get("turns"),
         "tool_calls": record.get("tool_calls"),
@@ -275,6 +278,11 @@ def _row(
         "provenance": record.get("provenance"),
         "seconds": record.get("elapsed_seconds"),
     }
+
+
+def _first_attempt(attempts: list[dict[str, Any]]) -> str | None:
+    correct = attempts[0].get("correct") if attempts and isinstance(attempts[0], dict) else None
+    return STATUS[correct] if isinstance(correct, bool) else None
 
 
 def _unfinished_row(task_id: str, trajectory: list[dict[str, Any]], live: bool) -> dict[str, Any]:
@@ -297,6 +305,7 @@ def _unfinished_row(task_id: str, trajectory: list[dict[str, Any]], live: bool) 
         "judgement": "running now" if live else "stopped before it finished (resume the run)",
         "judge": None,
         "attempts": max((j["attempt"] for j in trajectory), default=0),
+        "first_attempt": None,
         "post_mortems": max((j.get("carried_post_mortems") or 0 for j in trajectory), default=0),
         "turns": sum(1 for e in loop if e["event"] == "assistant"),
         "tool_calls": sum(len(e.get("calls") or []) for e in loop if e["event"] == "tool_results"),

@@ -51,7 +51,7 @@ _WORDS = [
 
 
 def config_for(conf_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]:
-    cfg = compose(conf_dir, ["benchmark=worldfacts", *(overrides or [])])
+    cfg = compose(Path(conf_dir).resolve(), ["benchmark=worldfacts", *(overrides or [])])
     return OmegaConf.to_container(cfg, resolve=True)
 
 

@@ -200,6 +200,9 @@ const COLUMNS = [
 ];
 
 function taskSection(tasks, onOpen) {
+  // With pass@k, a task solved on a later attempt is "correct": show the first attempt too.
+  const columns = (DATA.run.summary || {}).k > 1
+    ? [...COLUMNS.slice(0, 2), ["first_attempt", "1st attempt", "status"], ...COLUMNS.slice(2)] : COLUMNS;
   const state = { sort: null, descending: false, text: "", status: "", end: "", provenance: "" };
   const options = (key) => ["", ...new Set(tasks.map((t) => t[key]).filter((v) => v))];
   const select = (key, label) => el("select", { "aria-label": label, id: `filter-${key}`,
@@ -208,14 +211,14 @@ function taskSection(tasks, onOpen) {
   const search = el("input", { type: "search", id: "filter-text", placeholder: "filter: task id, question, answer, judgement…",
     oninput: (e) => { state.text = e.target.value.toLowerCase(); refresh(); } });
   const count = el("span", { class: "count", id: "task-count" });
-  const head = el("tr", {}, COLUMNS.map(([key, label, type]) => el("th", {
+  const head = el("tr", {}, columns.map(([key, label, type]) => el("th", {
     class: ["num", "tokens", "cost", "seconds"].includes(type) ? "num" : null, "data-key": key, text: label,
     onclick: () => { state.descending = state.sort === key ? !state.descending : false; state.sort = key; refresh(); } })));
   const body = el("tbody");
   const table = el("table", { id: "task-table" }, el("thead", {}, head), body);
   const rows = tasks.map((task, index) => {
     const tr = el("tr", { "data-index": index, title: task.question, onclick: () => onOpen(index) },
-      COLUMNS.map(([key, , type]) => cell(task[key], type)));
+      columns.map(([key, , type]) => cell(task[key], type)));
     return { task, tr, haystack: [task.id, task.question, task.answer, task.ground_truth, task.judgement].join("\n").toLowerCase() };
   });
   function refresh() {
@@ -249,7 +252,7 @@ function compare(a, b, sign) {
 }
 
 function cell(value, type) {
-  if (type === "status") return el("td", {}, statusBadge(value));
+  if (type === "status") return el("td", {}, value ? statusBadge(value) : "–");
   if (type === "num") return el("td", { class: "num", text: fmtInt(value) });
   if (type === "tokens") return el("td", { class: "num", text: fmtTokens(value) });
   if (type === "cost") return el("td", { class: "num", text: isNum(value) ? fmtCost(value) : "–" });
