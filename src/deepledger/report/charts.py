@@ -12,6 +12,8 @@ from typing import Any
 import altair as alt
 
 HEIGHT = 260
+# Turns are whole numbers: no label on a tick between two of them (a short run's axis).
+TURN_AXIS = alt.Axis(tickMinStep=1, labelExpr="datum.value % 1 ? '' : format(datum.value, 'd')")
 MARK_COLORS = {
     "window guard": "#c0392b",
     "compaction": "#2471a3",
@@ -59,7 +61,7 @@ def prompt_tokens_run() -> dict[str, Any]:
         alt.Chart(alt.Data(name="calls"))
         .mark_line(strokeWidth=1, opacity=0.35, color="#566573")
         .encode(
-            x=alt.X("turn:Q", title="turn", axis=alt.Axis(format="d", tickMinStep=1)),
+            x=alt.X("turn:Q", title="turn", axis=TURN_AXIS),
             y=alt.Y("input:Q", title="prompt tokens"),
             detail="key:N",
             tooltip=["label:N", "turn:Q", alt.Tooltip("input:Q", format=",")],
@@ -78,7 +80,7 @@ def prompt_tokens_task() -> dict[str, Any]:
         alt.Chart(alt.Data(name="calls"))
         .mark_line(point=True)
         .encode(
-            x=alt.X("turn:Q", title="turn", axis=alt.Axis(format="d", tickMinStep=1)),
+            x=alt.X("turn:Q", title="turn", axis=TURN_AXIS),
             y=alt.Y("input:Q", title="prompt tokens"),
             color=alt.Color("run:N", title="attempt · retry"),
             tooltip=[
