@@ -77,3 +77,19 @@ def test_a_call_written_in_the_text_is_counted_once_and_a_native_one_counted_too
     assert xml.text_for_counting() == block
     native = Message.assistant("", [ToolCall.from_raw("c1", "search", raw)])
     assert native.text_for_counting() == f"search {raw}"
+
+
+def test_a_remembering_counter_counts_each_text_once():
+    from deepledger.context.tokens import RememberingCounter
+
+    class Tally:
+        name = "tally"
+        calls = 0
+
+        def count(self, text: str) -> int:
+            Tally.calls += 1
+            return len(text)
+
+    counter = RememberingCounter(Tally())
+    assert [counter.count(t) for t in ("ab", "abc", "ab", "ab")] == [2, 3, 2, 2]
+    assert Tally.calls == 2 and counter.name == "tally"

@@ -34,7 +34,7 @@ from deepledger.context.replay import (
     replay,
 )
 from deepledger.context.strategy import make_strategy
-from deepledger.context.tokens import TokenCounter, default_counter
+from deepledger.context.tokens import RememberingCounter, TokenCounter, default_counter
 from deepledger.errors import ConfigError
 from deepledger.llm.usage import Price, find_price
 
@@ -192,7 +192,12 @@ def _check(context: dict[str, Any], keep: int, window: int) -> None:
 
 
 def counter_for(llm: dict[str, Any]) -> TokenCounter:
-    """The run's model's own counter where there is one (``llm=local``)."""
+    """The run's model's own counter where there is one (``llm=local``), remembering
+    its counts: every policy replayed counts the same messages."""
+    return RememberingCounter(_counter_for(llm))
+
+
+def _counter_for(llm: dict[str, Any]) -> TokenCounter:
     if llm.get("provider") == "local" and not llm.get("chat_format"):
         try:
             from deepledger.llm.local import bundled_model

@@ -53,6 +53,23 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int: ...
 
 
+class RememberingCounter:
+    """A counter that counts each distinct text once. A replay counts the same messages
+    under every policy it compares; an exact tokenizer (a GGUF vocabulary) takes most
+    of a large run's replay time otherwise."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.name = counter.name
+        self._counter = counter
+        self._counts: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        known = self._counts.get(text)
+        if known is None:
+            known = self._counts[text] = self._counter.count(text)
+        return known
+
+
 class CharCounter:
     """Fallback estimate: one token per four characters, rounded up."""
 
