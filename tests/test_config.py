@@ -78,11 +78,19 @@ def test_unknown_provider_is_rejected_with_the_choices():
 
 def test_several_problems_are_reported_together():
     cfg = composed(
-        "agent.keep_tool_result=-3", "agent.tool_protocol=json", "benchmark.execution.pass_at_k=0"
+        "agent.keep_tool_result=-3",
+        "agent.tool_protocol=json",
+        "benchmark.execution.pass_at_k=0",
+        "benchmark.execution.report_every_seconds=-1",
     )
     with pytest.raises(ConfigError) as info:
         validate(cfg, PROVIDERS)
-    for key in ("agent.keep_tool_result", "agent.tool_protocol", "benchmark.execution.pass_at_k"):
+    for key in (
+        "agent.keep_tool_result",
+        "agent.tool_protocol",
+        "benchmark.execution.pass_at_k",
+        "benchmark.execution.report_every_seconds",
+    ):
         assert key in str(info.value)
 
 

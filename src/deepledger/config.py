@@ -180,6 +180,9 @@ class ExecutionConfig:
     max_tasks: int | None = None  # None: all tasks
     max_concurrent: int = 5
     pass_at_k: int = 1
+    # While the run goes, report.html is rewritten this often (seconds) when tasks
+    # have finished since; 0: only at the end.
+    report_every_seconds: float = 300.0
 
 
 @dataclass
@@ -392,6 +395,11 @@ def _execution_problems(execution: Any) -> list[str]:
         )
     if execution.pass_at_k < 1:
         problems.append(f"benchmark.execution.pass_at_k={execution.pass_at_k} must be >= 1.")
+    if execution.report_every_seconds < 0:
+        problems.append(
+            f"benchmark.execution.report_every_seconds={execution.report_every_seconds} must "
+            "be >= 0 (0: the report is written at the end only)."
+        )
     if execution.max_tasks is not None and execution.max_tasks < 0:
         problems.append(
             f"benchmark.execution.max_tasks={execution.max_tasks} must be >= 0 or null."

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from deepledger.testing.fake_llm_server import FakeLLMServer
 from tests.bench.scripted_model import respond_http
+from tests.report.helpers import embedded
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = Path(__file__).with_name("suite")
@@ -86,7 +87,7 @@ def test_a_run_killed_with_sigkill_resumes_without_redoing_or_losing_work(tmp_pa
             server.openai_base_url, run_dir, "benchmark.execution.max_concurrent=1"
         )
         first = subprocess.Popen(
-            command,
+            [*command, "benchmark.execution.report_every_seconds=0.2"],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -102,6 +103,20 @@ def test_a_run_killed_with_sigkill_resumes_without_redoing_or_losing_work(tmp_pa
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
         assert hard_progress is not None, "the run never reached the hard task"
+        # The report written while the run went, and the one rebuilt after the kill.
+        live, _ = embedded(run_dir / "report.html")
+        assert live["run"]["state"] == "running" and live["tasks"]
+        rebuilt = subprocess.run(
+            [sys.executable, "-m", "deepledger", "report", str(run_dir)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert rebuilt.returncode == 0, rebuilt.stderr
+        after, _ = embedded(run_dir / "report.html")
+        assert after["run"]["state"] == "stopped"
+        assert {t["id"]: t["status"] for t in after["tasks"]}["hard #2"] == "unfinished"
         done_before = {r["task_id"] for r in results(run_dir)}
         seen_before = len(server.requests)
         second = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)

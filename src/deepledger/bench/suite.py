@@ -14,7 +14,7 @@ from deepledger.bench.economics import token_economics
 from deepledger.bench.judge import Judge, make_judge
 from deepledger.bench.metrics import format_summary, summarize
 from deepledger.bench.progress import Progress
-from deepledger.bench.rundir import RunDirectory
+from deepledger.bench.rundir import RESULTS, RunDirectory, latest_records, read_jsonl
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import Task, load_tasks
 from deepledger.config import LLMConfig, tool_servers
@@ -48,7 +48,13 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
                 "run:\n  " + "\n  ".join(differences),
                 file=sys.stderr,
             )
-        records = await _run_tasks(cfg, run_dir, loaded.tasks, judge_llm, writer)
+        live_report = asyncio.create_task(
+            _report_while_running(root, cfg, len(loaded.tasks)), name="live report"
+        )
+        try:
+            records = await _run_tasks(cfg, run_dir, loaded.tasks, judge_llm, writer)
+        finally:
+            live_report.cancel()
         summary = summarize(
             records,
             pass_at_k=cfg.benchmark.execution.pass_at_k,
@@ -66,6 +72,31 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
     if report is not None:
         print(f"Report: {report}")
     return summary
+
+
+async def _report_while_running(root: Path, cfg: Any, expected: int) -> None:
+    """Rewrite report.html every ``report_every_seconds`` while tasks finish, so a
+    browser refresh follows a long run. The token economics (a replay of every journal)
+    wait for the end."""
+    every = cfg.benchmark.execution.report_every_seconds
+    results, written = root / RESULTS, None
+    while every > 0:
+        await asyncio.sleep(every)
+        stamp = results.stat().st_mtime if results.exists() else None
+        if stamp is None or stamp == written:
+            continue
+        written = stamp
+        records = list(latest_records(read_jsonl(results)).values())
+        summary = summarize(
+            records,
+            pass_at_k=cfg.benchmark.execution.pass_at_k,
+            benchmark=cfg.benchmark.name,
+            tasks_expected=expected,
+            extra={"run_dir": str(root)},
+        )
+        summary["token_economics"] = {"unavailable": "computed when the run ends"}
+        if await asyncio.to_thread(_write_report, root, summary) is not None:
+            log.info("report.html rewritten with %d tasks", len(records))
 
 
 def _write_report(root: Path, summary: dict[str, Any]) -> Path | None:
