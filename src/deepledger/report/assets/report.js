@@ -176,7 +176,8 @@ function chartsSection() {
       `One line per attempt (${DATA.lines_drawn} of ${DATA.tasks.length} tasks drawn); ` +
       `marks show where the window guard, a compaction or the loop check acted.`),
     panel("chart-cumulative", "Cumulative billed input tokens, with and without a cache",
-      "Every model call of the run in the order made: all input tokens, and those the provider did not serve from its cache."),
+      "Every call of the agent's model in the order made (sub-agents' and interrupted retries' included, the judge's apart): " +
+      "all input tokens, and those the provider did not serve from its cache."),
     panel("chart-turns", "Turns per task", null)));
   queueMicrotask(async () => {
     await draw(node.querySelector("#chart-prompt"), DATA.charts.prompt_run,
