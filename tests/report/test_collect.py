@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -216,3 +217,14 @@ def test_out_is_for_comparisons(tmp_path):
     root = make_run(tmp_path / "run", tasks=1, conf_dir=CONF)
     done = deepledger("report", str(root), "--out", str(tmp_path / "c.html"))
     assert done.returncode != 0 and "--out names the comparison" in done.stderr
+
+
+def test_a_live_report_that_comes_after_the_end_of_the_run_writes_nothing(tmp_path):
+    from deepledger.bench.suite import _write_report
+
+    root = make_run(tmp_path / "run", tasks=1, conf_dir=CONF)
+    ended = threading.Event()
+    ended.set()
+    assert _write_report(root, rebuild_summary(root), ended) is None
+    assert not (root / REPORT).exists()
+    assert _write_report(root, rebuild_summary(root)) == root / REPORT

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +49,14 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
                 "run:\n  " + "\n  ".join(differences),
                 file=sys.stderr,
             )
+        ended = threading.Event()
         live_report = asyncio.create_task(
-            _report_while_running(root, cfg, len(loaded.tasks)), name="live report"
+            _report_while_running(root, cfg, len(loaded.tasks), ended), name="live report"
         )
         try:
             records = await _run_tasks(cfg, run_dir, loaded.tasks, judge_llm, writer)
         finally:
+            ended.set()  # a live report still being written must not replace the final one
             live_report.cancel()
         summary = summarize(
             records,
@@ -74,7 +77,9 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
     return summary
 
 
-async def _report_while_running(root: Path, cfg: Any, expected: int) -> None:
+async def _report_while_running(
+    root: Path, cfg: Any, expected: int, ended: threading.Event
+) -> None:
     """Rewrite report.html every ``report_every_seconds`` while tasks finish, so a
     browser refresh follows a long run. The token economics (a replay of every journal)
     wait for the end."""
@@ -95,17 +100,31 @@ async def _report_while_running(root: Path, cfg: Any, expected: int) -> None:
             extra={"run_dir": str(root)},
         )
         summary["token_economics"] = {"unavailable": "computed when the run ends"}
-        if await asyncio.to_thread(_write_report, root, summary) is not None:
+        if await asyncio.to_thread(_write_report, root, summary, ended) is not None:
             log.info("report.html rewritten with %d tasks", len(records))
 
 
-def _write_report(root: Path, summary: dict[str, Any]) -> Path | None:
+_one_report_at_a_time = threading.Lock()
+
+
+def _write_report(
+    root: Path, summary: dict[str, Any], ended: threading.Event | None = None
+) -> Path | None:
     """The run's HTML report. A report that cannot be written costs the run nothing:
-    its results and summary are on disk, and ``deepledger report`` can try again."""
+    its results and summary are on disk, and ``deepledger report`` can try again.
+
+    A live report (``ended`` given) is skipped once the run has ended: cancelling its
+    task does not stop a thread already writing, so the final report waits for the lock
+    and a live one that gets the lock after the end writes nothing."""
     try:
-        return write_run_report(root, summary)
+        with _one_report_at_a_time:
+            if ended is not None and ended.is_set():
+                return None
+            return write_run_report(root, summary)
     except Exception as exc:
         log.exception("the report could not be written")
+        if ended is not None:  # a live one: the final report will say it, once
+            return None
         print(
             f"deepledger: the HTML report could not be written ({type(exc).__name__}: {exc}); "
             f"the results are complete. Try again with: deepledger report {root}",
