@@ -50,6 +50,9 @@ def test_a_one_task_report_renders_offline_with_its_trajectory(tmp_path):
         visit.screenshot("report-one-task.png")
     assert visit.problems == []
     assert visit.requests == []
+    with open_report(report, "#task=50%") as visit:  # an address edited into nonsense
+        assert visit.page.locator("#task-table tbody tr").count() == 1
+    assert visit.problems == []
 
 
 def test_a_500_task_report_opens_and_its_table_sorts_and_filters(tmp_path):

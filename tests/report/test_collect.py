@@ -167,11 +167,17 @@ def test_wall_time_counts_a_killed_session_up_to_its_last_write():
         {"started_at": at(0), "finished_at": None},  # killed; its last write at 100 s
         {"started_at": at(1_000), "finished_at": at(1_600)},
     ]
-    activity = [datetime.fromisoformat(at(t)) for t in (50, 100, 1_200, 1_600)]
+    writes = [datetime.fromisoformat(at(t)) for t in (50, 100, 1_200, 1_600)]
+
+    def activity() -> list[datetime]:
+        return writes
+
     assert wall_seconds(runs, live=False, activity=activity) == 700
     runs[1]["finished_at"] = None  # the second one still going: up to now
     assert wall_seconds(runs, live=True, activity=activity) > 10**6
     assert wall_seconds(runs, live=False, activity=activity) == 700
+    naive = [{"started_at": "2020-01-01T00:00:00", "finished_at": "2020-01-01T00:01:00+00:00"}]
+    assert wall_seconds(naive, live=False, activity=activity) == 60  # no zone: UTC
 
 
 def test_a_run_held_by_a_process_is_running_and_one_without_is_stopped(tmp_path):

@@ -38,6 +38,7 @@ import re
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -72,7 +73,9 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     records = []
-    with path.open(encoding="utf-8") as lines:
+    # errors="replace": a read that lands mid-append may cut a character in two; that
+    # last line is no JSON anyway.
+    with path.open(encoding="utf-8", errors="replace") as lines:
         for line in lines:
             try:
                 records.append(json.loads(line))
@@ -118,6 +121,19 @@ def load_manifest(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     except (OSError, json.JSONDecodeError, KeyError, TypeError, IndexError) as exc:
         raise DeepLedgerError(f"{path} is unreadable or incomplete ({exc!r}).") from exc
     return manifest, config
+
+
+def _lock_soon(handle: Any, tries: int = 25, pause: float = 0.02) -> bool:
+    """Take the run directory's lock. A few tries: ``run_is_live`` (a report being
+    built) holds it for microseconds; a running bench holds it for good."""
+    for attempt in range(tries):
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if attempt + 1 < tries:
+                time.sleep(pause)
+    return False
 
 
 def run_is_live(root: Path) -> bool:
@@ -179,9 +195,7 @@ class RunDirectory:
                 f"Cannot write to the run directory {root} ({exc.strerror}). Choose another "
                 "with hydra.run.dir=..."
             ) from exc
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _lock_soon(self._lock):
             self._lock.close()
             raise ConfigError(
                 f"Another deepledger process is running in {root}. Wait for it to finish, or "

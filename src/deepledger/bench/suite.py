@@ -85,23 +85,33 @@ async def _report_while_running(
     wait for the end."""
     every = cfg.benchmark.execution.report_every_seconds
     results, written = root / RESULTS, None
-    while every > 0:
-        await asyncio.sleep(every)
-        stamp = results.stat().st_mtime if results.exists() else None
-        if stamp is None or stamp == written:
-            continue
-        written = stamp
+    execution = cfg.benchmark.execution
+
+    def write() -> Path | None:
         records = list(latest_records(read_jsonl(results)).values())
         summary = summarize(
             records,
-            pass_at_k=cfg.benchmark.execution.pass_at_k,
+            pass_at_k=execution.pass_at_k,
             benchmark=cfg.benchmark.name,
             tasks_expected=expected,
             extra={"run_dir": str(root)},
         )
         summary["token_economics"] = {"unavailable": "computed when the run ends"}
-        if await asyncio.to_thread(_write_report, root, summary, ended) is not None:
-            log.info("report.html rewritten with %d tasks", len(records))
+        return _write_report(root, summary, ended)
+
+    while every > 0:
+        await asyncio.sleep(every)
+        try:  # an appended file grows: size tells a change that a coarse clock may not
+            stamp = (results.stat().st_mtime_ns, results.stat().st_size)
+        except OSError:
+            continue  # no task finished yet
+        if stamp == written:
+            continue
+        try:
+            if await asyncio.to_thread(write) is not None:
+                written = stamp
+        except Exception:  # a live report is a convenience: never the run's end
+            log.exception("the live report could not be written")
 
 
 _one_report_at_a_time = threading.Lock()

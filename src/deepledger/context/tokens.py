@@ -61,12 +61,15 @@ class RememberingCounter:
     def __init__(self, counter: TokenCounter) -> None:
         self.name = counter.name
         self._counter = counter
-        self._counts: dict[str, int] = {}
+        # Keyed by a digest: the texts themselves (often built for counting) would stay
+        # alive as long as the counter, a second copy of the run's journals.
+        self._counts: dict[bytes, int] = {}
 
     def count(self, text: str) -> int:
-        known = self._counts.get(text)
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        known = self._counts.get(key)
         if known is None:
-            known = self._counts[text] = self._counter.count(text)
+            known = self._counts[key] = self._counter.count(text)
         return known
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -113,7 +114,7 @@ def _run_facts(
         "started_at": started,
         "finished_at": finished,
         "sessions": len(runs),  # a resumed run has several
-        "wall_seconds": wall_seconds(runs, live=live, activity=last_writes(root)),
+        "wall_seconds": wall_seconds(runs, live=live, activity=lambda: last_writes(root)),
         "config": config_highlights(config, _hydra_choices(root)),
         "overrides": _hydra_overrides(root),
         "summary": summary,
@@ -163,18 +164,18 @@ def _hydra_overrides(root: Path) -> list[str]:
 
 
 def wall_seconds(
-    runs: list[dict[str, Any]], *, live: bool, activity: list[datetime]
+    runs: list[dict[str, Any]], *, live: bool, activity: Callable[[], list[datetime]]
 ) -> float | None:
     """Time spent running, summed over the sessions of a resumed run. A session that
     has no end on record was killed: it is counted up to the last file it wrote
-    (``activity``), and the last session of a live run up to now."""
+    (``activity()``, asked only then), and the last session of a live run up to now."""
     try:
-        starts = [datetime.fromisoformat(run["started_at"]) for run in runs]
-        ends = [
-            datetime.fromisoformat(r["finished_at"]) if r.get("finished_at") else None for r in runs
-        ]
+        starts = [_utc(run["started_at"]) for run in runs]
+        ends = [_utc(r["finished_at"]) if r.get("finished_at") else None for r in runs]
     except (KeyError, TypeError, ValueError):
         return None
+    if any(end is None for end in ends[: len(ends) - live]):
+        writes = activity()
     total = 0.0
     for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
         if end is None and live and i == len(runs) - 1:
@@ -182,11 +183,17 @@ def wall_seconds(
         elif end is None:
             later = starts[i + 1] if i + 1 < len(starts) else None
             end = max(
-                (t for t in activity if t >= start and (later is None or t < later)),
+                (t for t in writes if t >= start and (later is None or t < later)),
                 default=start,
             )
         total += max(0.0, (end - start).total_seconds())
     return round(total, 1) if runs else None
+
+
+def _utc(stamp: str) -> datetime:
+    """An ISO time; one written without a zone (by hand, say) is taken as UTC."""
+    moment = datetime.fromisoformat(stamp)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def last_writes(root: Path) -> list[datetime]:

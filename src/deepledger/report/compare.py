@@ -111,7 +111,7 @@ def _figures(
         "cost": summary.get("cost_total") if not summary.get("cost_unknown_tasks") else None,
         "turns_mean": (summary.get("turns") or {}).get("mean"),
         "wall_seconds": wall_seconds(
-            runs, live=not finished and run_is_live(run_dir), activity=last_writes(run_dir)
+            runs, live=not finished and run_is_live(run_dir), activity=lambda: last_writes(run_dir)
         ),
         "report": Path(os.path.relpath(report.resolve(), out.parent.resolve())).as_posix()
         if report.is_file()

@@ -60,7 +60,7 @@ function withoutEmptyLayers(spec, datasets) {
 async function draw(target, spec, datasets) {
   const own = Object.entries(datasets).filter(([name]) => name !== "window");
   if (own.every(([, rows]) => !rows.length)) {
-    target.replaceChildren(el("p", { class: "muted", text: "No data yet." }));
+    target.replaceChildren(el("p", { class: "muted", text: "No data." }));
     return;
   }
   try {
@@ -354,8 +354,12 @@ const taskHash = (task) => `#task=${encodeURIComponent(task.id)}`;
 function taskFromHash() {
   const wanted = /^#task=(.+)$/.exec(location.hash);
   if (!wanted) return -1;
-  const id = decodeURIComponent(wanted[1]);
-  return DATA.tasks.findIndex((t) => t.id === id);
+  try {
+    const id = decodeURIComponent(wanted[1]);
+    return DATA.tasks.findIndex((t) => t.id === id);
+  } catch {
+    return -1; // an address edited by hand into something that is no task
+  }
 }
 let opening = 0; // the newest openTask wins when clicks overtake each other
 
