@@ -133,14 +133,14 @@ def turns_histogram() -> dict[str, Any]:
     )
 
 
-def runs_bars(field: str, title: str, fmt: str) -> dict[str, Any]:
+def runs_bars(field: str, title: str, fmt: str, axis_format: str) -> dict[str, Any]:
     """One bar per run (the comparison report)."""
     return _spec(
         alt.Chart(alt.Data(name="runs"))
         .mark_bar(color="#2e86c1")
         .encode(
             x=alt.X("label:N", title="", sort=None, axis=alt.Axis(labelLimit=240, labelAngle=-20)),
-            y=alt.Y(f"{field}:Q", title=title),
+            y=alt.Y(f"{field}:Q", title=title, axis=alt.Axis(format=axis_format)),
             tooltip=["label:N", alt.Tooltip(f"{field}:Q", format=fmt, title=title)],
         )
         .properties(width="container", height=HEIGHT)

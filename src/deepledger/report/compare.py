@@ -80,8 +80,8 @@ def write_comparison(
         "runs": runs,
         "tasks": _task_matrix(records, [c is not None for c in configs]),
         "charts": {
-            "accuracy": charts.runs_bars("accuracy", "accuracy (pass@1)", ".1%"),
-            "cost": charts.runs_bars("cost", "cost (USD)", "$.4f"),
+            "accuracy": charts.runs_bars("accuracy", "accuracy (pass@1)", ".1%", "%"),
+            "cost": charts.runs_bars("cost", "cost (USD)", "$.4f", "$,.2f"),
         },
     }
     out.parent.mkdir(parents=True, exist_ok=True)

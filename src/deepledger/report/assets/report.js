@@ -421,7 +421,7 @@ function renderComparison() {
       el("td", { class: "num", text: isNum(r.turns_mean) ? r.turns_mean.toFixed(1) : "–" }),
       el("td", { class: "num", text: fmtSeconds(r.wall_seconds) }),
       el("td", {}, r.report ? el("a", { href: "./" + r.report.split("/").map(encodeURIComponent).join("/"), text: "open" }) : "–")))));
-  const charts = el("div", { class: "grid2" },
+  const charts = el("div", { class: "grid2", style: "margin-top:14px" },
     el("div", { class: "panel" }, el("h3", { text: "Accuracy (pass@1)" }), el("div", { class: "chart", id: "chart-accuracy" })),
     el("div", { class: "panel" }, el("h3", { text: "Cost" }), el("div", { class: "chart", id: "chart-cost" })));
   queueMicrotask(async () => {
