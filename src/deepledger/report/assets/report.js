@@ -107,7 +107,7 @@ function summaryCards(run) {
   const turns = s.turns || {}, calls = s.tool_calls || {};
   return el("div", { class: "cards", id: "run-cards" },
     card("accuracy (pass@1)", fmtPct(s.accuracy), `${fmtInt(s.correct_first_attempt)} of ${fmtInt(t.judged)} judged`),
-    card(`pass@${s.k ?? "k"}`, fmtPct(s.pass_at_k), `${fmtInt(s.correct_any_attempt)} correct in any attempt`),
+    s.k > 1 ? card(`pass@${s.k}`, fmtPct(s.pass_at_k), `${fmtInt(s.correct_any_attempt)} correct in any attempt`) : null,
     card("tasks", `${fmtInt(t.finished)} finished`,
       `${fmtInt(t.errors)} errors · ${t.expected ? fmtInt(t.expected) + " expected" : "expected unknown"}`),
     card("input tokens", fmtTokens(tokens.input), `cache read ${fmtTokens(tokens.cache_read)} · cache write ${fmtTokens(tokens.cache_write)}`),
