@@ -16,13 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def deepledger(
-    *args: str, env_drop: tuple[str, ...] = (), cwd: Path = ROOT
+    *args: str, env_drop: tuple[str, ...] = (), cwd: Path = ROOT, timeout: float = 120
 ) -> subprocess.CompletedProcess:
+    """The command as a user types it (other tests use it too), its output captured."""
     exe = shutil.which("deepledger", path=str(Path(sys.executable).parent))
     command = [exe] if exe else [sys.executable, "-m", "deepledger"]
     env = {k: v for k, v in os.environ.items() if k not in env_drop}
     return subprocess.run(
-        [*command, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+        [*command, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
     )
 
 

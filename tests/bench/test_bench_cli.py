@@ -14,6 +14,7 @@ from pathlib import Path
 from deepledger.testing.fake_llm_server import FakeLLMServer
 from tests.bench.scripted_model import respond_http
 from tests.report.helpers import embedded
+from tests.test_cli import deepledger
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = Path(__file__).with_name("suite")
@@ -65,13 +66,7 @@ def test_bench_produces_the_run_directory(tmp_path):
     assert {r["task_id"] for r in results(run_dir)} == {"easy/1", "hard #2", "näive 3", "open-4"}
     journals = sorted(p.name for p in (run_dir / "tasks").glob("hard_2-*/attempt-*.jsonl"))
     assert journals == [f"attempt-1-retry-{n}.jsonl" for n in range(3)]
-    report = subprocess.run(
-        [sys.executable, "-m", "deepledger", "report", str(run_dir)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    report = deepledger("report", str(run_dir))
     assert report.returncode == 0 and "tiny: 4 tasks of 4 expected" in report.stdout
 
 
@@ -106,13 +101,7 @@ def test_a_run_killed_with_sigkill_resumes_without_redoing_or_losing_work(tmp_pa
         # The report written while the run went, and the one rebuilt after the kill.
         live, _ = embedded(run_dir / "report.html")
         assert live["run"]["state"] == "running" and live["tasks"]
-        rebuilt = subprocess.run(
-            [sys.executable, "-m", "deepledger", "report", str(run_dir)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        rebuilt = deepledger("report", str(run_dir), timeout=300)
         assert rebuilt.returncode == 0, rebuilt.stderr
         after, _ = embedded(run_dir / "report.html")
         assert after["run"]["state"] == "stopped"

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.report.browser import open_report
+from tests.test_cli import deepledger
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,13 +62,7 @@ def test_the_bundled_model_runs_two_demo_tasks_end_to_end(tmp_path):
     assert calls[0]["usage"]["input_tokens"] > 500  # the server's own count of the prompt
     assert any(c["usage"]["cache_read_tokens"] > 0 for c in calls[1:])  # its prompt cache
 
-    replayed = subprocess.run(
-        [sys.executable, "-m", "deepledger", "replay", str(run_dir)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    replayed = deepledger("replay", str(run_dir), timeout=300)
     assert replayed.returncode == 0, replayed.stderr
     assert "tokens counted with gguf:" in replayed.stdout and "round window 5" in replayed.stdout
 

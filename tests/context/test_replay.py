@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,9 +21,9 @@ from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
 from deepledger.tools.protocol import make_protocol
+from tests.test_cli import deepledger
 from tests.test_config import composed
 
-ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
 
 
@@ -194,19 +192,11 @@ async def test_runs_it_cannot_replay_are_refused_with_the_reason(tmp_path):
 
 def test_the_replay_command(tmp_path):
     asyncio.run(record_run(tmp_path, tasks=1, turns=3))
-    done = subprocess.run(
-        [sys.executable, "-m", "deepledger", "replay", str(tmp_path), "--price", "gpt-4.1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    done = deepledger("replay", str(tmp_path), "--price", "gpt-4.1")
     assert done.returncode == 0, done.stderr
     assert "costs at gpt-4.1 prices" in done.stdout and "compaction, keep 5 rounds" in done.stdout
     assert (tmp_path / "replay.json").is_file()
-    usage = subprocess.run(
-        [sys.executable, "-m", "deepledger", "replay"], capture_output=True, text=True, cwd=ROOT
-    )
+    usage = deepledger("replay")
     assert usage.returncode == 2 and "usage: deepledger replay RUN_DIR" in usage.stderr
 
 

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +17,7 @@ from deepledger.report.compare import _labels, default_output
 from deepledger.report.page import REPORT, write_run_report
 from deepledger.testing.synthetic_run import make_run
 from tests.report.helpers import CONF, embedded, runs_keeping
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.test_cli import deepledger
 
 
 def test_a_finished_run_gives_a_row_and_a_trajectory_per_task(tmp_path):
@@ -117,16 +113,6 @@ def test_runs_are_labelled_by_the_settings_they_differ_in(tmp_path):
     assert _labels(same, dirs[:2]) == ["0", "1"]
     assert (
         default_output([tmp_path / "0", tmp_path / "1"]) == tmp_path.resolve() / "comparison.html"
-    )
-
-
-def deepledger(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "deepledger", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
 
 

@@ -38,7 +38,7 @@ FIELD_LIMIT = 1_500  # characters of any other string (arguments, rollback detai
 QUESTION_LIMIT = 400  # characters of the question in the task table
 _JOURNAL = re.compile(r"^attempt-(\d+)-retry-(\d+)\.jsonl$")
 _INTERRUPTED = re.compile(r"^attempt-(\d+)-retry-(\d+)\.interrupted-.*\.jsonl$")
-STATUS = {True: "correct", False: "wrong", None: "unjudged"}
+_OUTCOMES = {True: "correct", False: "wrong", None: "unjudged"}
 # Recorded for the replay, not for reading: large and the same in every journal.
 _DROPPED_FIELDS = {"system_prompt", "prompts"}
 
@@ -65,8 +65,9 @@ def collect(root: Path, summary: dict[str, Any]) -> RunData:
     missing: list[str] = data.run["missing"]
     task_dirs = _task_dirs(root)
     ids = list(records)
-    for task_dir in task_dirs.values():  # tasks with journals and no result line yet
-        task_id = _task_id_of(task_dir)
+    recorded = {safe_name(task_id) for task_id in records}
+    for name, task_dir in task_dirs.items():  # tasks with journals and no result line yet
+        task_id = None if name in recorded else _task_id_of(task_dir)
         if task_id is not None and task_id not in records:
             ids.append(task_id)
     live = data.run["state"] == "running"
@@ -260,7 +261,7 @@ def _row(
     status = record.get("status")
     if status == "finished":
         correct = record.get("correct")
-        status = STATUS.get(correct, "unknown") if isinstance(correct, bool | None) else "unknown"
+        status = outcome(correct)
     return {
         "id": task_id,
         "question": clip(record.get("question") or "", QUESTION_LIMIT),
@@ -287,9 +288,14 @@ def _row(
     }
 
 
+def outcome(correct: Any) -> str:
+    """A judged task's status from its ``correct`` (None: no ground truth to judge by)."""
+    return _OUTCOMES[correct] if isinstance(correct, bool | None) else "unknown"
+
+
 def _first_attempt(attempts: list[dict[str, Any]]) -> str | None:
     correct = attempts[0].get("correct") if attempts and isinstance(attempts[0], dict) else None
-    return STATUS[correct] if isinstance(correct, bool) else None
+    return outcome(correct) if isinstance(correct, bool) else None
 
 
 def _unfinished_row(task_id: str, trajectory: list[dict[str, Any]], live: bool) -> dict[str, Any]:

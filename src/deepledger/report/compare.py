@@ -25,9 +25,9 @@ from deepledger.errors import DeepLedgerError
 from deepledger.report import charts
 from deepledger.report.collect import (
     QUESTION_LIMIT,
-    STATUS,
     clip,
     last_writes,
+    outcome,
     wall_seconds,
 )
 from deepledger.report.page import REPORT, render
@@ -178,5 +178,4 @@ def _status(record: dict[str, Any] | None) -> str | None:
         return None
     if record.get("status") != "finished":
         return "error" if record.get("status") == "error" else "unknown"
-    correct = record.get("correct")
-    return STATUS.get(correct, "unknown") if isinstance(correct, bool | None) else "unknown"
+    return outcome(record.get("correct"))
