@@ -11,6 +11,16 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
+# The python tools run model-written code under bubblewrap (its own PID namespace and
+# /proc, an unprivileged user, no network, only the interpreter's files): Debian's
+# package. Without it the sandbox falls back to weaker isolation and says so.
+if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  echo "Installing Debian's bubblewrap for the python sandbox"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq bubblewrap >/dev/null; } \
+    || echo "bubblewrap could not be installed: the python sandbox will say which isolation it has" >&2
+fi
 # [local]: llama.cpp for the bundled offline model. The first install builds it from
 # source (about 7 minutes on 2 cores); pip keeps the built wheel for later installs.
 echo "Installing deepledger, its tests and the local model server (the first time builds llama.cpp: several minutes)"

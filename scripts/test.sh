@@ -18,5 +18,7 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 export DEEPLEDGER_REQUIRE_BROWSER=1
+# setup.sh installs bubblewrap: the sandbox escape tests must run, not skip.
+export DEEPLEDGER_REQUIRE_SANDBOX=1
 .venv/bin/ruff check src tests
 .venv/bin/python -m pytest "$@"

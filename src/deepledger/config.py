@@ -68,6 +68,9 @@ class LLMConfig:
     # is prefilled with the opening of that call (XML protocol, a provider that continues
     # a prefill), so a model that would answer from memory searches first.
     first_call: str | None = None
+    # The model reads images (OpenAI image parts, Anthropic image blocks): images that
+    # tools return or tasks attach are sent to it; otherwise they are named in a note.
+    accepts_images: bool = False
 
 
 @dataclass
@@ -96,7 +99,14 @@ class ToolServerConfig:
     instances: int = 1  # shared servers: sessions (processes) that calls are spread over
     call_timeout_seconds: float = 60.0
     startup_timeout_seconds: float = 30.0
-    max_result_chars: int = 20_000  # longer results are cut, with a visible marker
+    # Longer results are archived in the run directory when the agent has the `archive`
+    # tool (the model gets the first preview_chars and a handle to read on), else cut
+    # with a visible marker.
+    max_result_chars: int = 20_000
+    preview_chars: int = 2_000
+    # Identical calls (same tool, same arguments) are answered once per run and then
+    # served from the run's cache, marked as cached in the journal: search servers.
+    cache_results: bool = False
     required: bool = False  # True: a server that cannot start fails the task
     description: str = ""  # shown to the model above the server's tools
 
@@ -198,6 +208,24 @@ class BenchmarkConfig:
 
 
 @dataclass
+class WebConfig:
+    """What URLs chosen by the model (or by a page it reads) may reach."""
+
+    # Loopback, private, link-local and cloud-metadata addresses are refused unless
+    # this is true (tests on loopback; a research intranet). Base URLs the user
+    # configures (SERPER_BASE_URL, llm.base_url, ...) are never filtered.
+    allow_private_networks: bool = False
+    # The backend of the web search servers (web_search, search_and_scrape_webpage):
+    # serper (SERPER_API_KEY), searxng (SEARXNG_BASE_URL), tavily (TAVILY_API_KEY),
+    # brave (BRAVE_API_KEY), or local: the offline corpus of the `search` tool.
+    search_backend: str = "serper"
+    # The page reader of the scrape-and-extract tool: jina (JINA_API_KEY; r.jina.ai or
+    # JINA_BASE_URL) or direct (fetched and converted here). auto: jina when its key is
+    # set, else direct.
+    scraper: str = "auto"
+
+
+@dataclass
 class Config:
     llm: LLMConfig = field(default_factory=LLMConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
@@ -207,6 +235,7 @@ class Config:
     # loosely here because OmegaConf cannot add a typed entry from the command line
     # (`+tools.mine={command: ..., args: [...]}` must work).
     tools: dict[str, Any] = field(default_factory=dict)
+    web: WebConfig = field(default_factory=WebConfig)
     question: str | None = None  # for `deepledger run`
     task_file: str | None = None  # for `deepledger run`: a file attached to the question
 
@@ -221,14 +250,20 @@ def register_schemas() -> None:
     ConfigStore.instance().store(name=SCHEMA_NAME, node=Config)
 
 
-SEARCH_SERVER = "search"
-SEARCH_CORPUS_ENV = "DEEPLEDGER_SEARCH_CORPUS"  # read by tools/servers/search.py
+SEARCH_CORPUS_ENV = "DEEPLEDGER_SEARCH_CORPUS"  # read by the search and page servers
+ALLOW_PRIVATE_ENV = "DEEPLEDGER_ALLOW_PRIVATE_NETWORKS"  # read by web/ssrf.py
+# Entries of `tools` that are settings, not servers.
+TOOL_SETTINGS = ("extract_llm",)
+# Tools that run inside deepledger rather than in a server: roles name them like servers.
+BUILTIN_TOOLS = ("memory", "archive", "jina_scrape_llm_summary")
 
 
 def tool_servers(cfg: Any) -> dict[str, Any]:
-    """Every ``tools.<name>`` entry checked against :class:`ToolServerConfig`."""
+    """Every ``tools.<name>`` server entry checked against :class:`ToolServerConfig`."""
     servers, problems = {}, []
     for name, entry in cfg.tools.items():
+        if name in TOOL_SETTINGS:
+            continue
         try:
             # Resolved first: the copy is detached from the config that interpolations
             # like ${benchmark.data.data_dir} refer to.
@@ -241,11 +276,29 @@ def tool_servers(cfg: Any) -> dict[str, Any]:
             problems.append(f"tools.{name}.{key}: {str(exc).splitlines()[0]}")
     if problems:
         raise ConfigError("Invalid tool server configuration:\n  - " + "\n  - ".join(problems))
-    corpus = cfg.benchmark.search_corpus
-    if corpus and SEARCH_SERVER in servers:
-        # The search server reads its corpus from this variable when no --corpus is given.
-        servers[SEARCH_SERVER].env[SEARCH_CORPUS_ENV] = str(Path(corpus).expanduser().resolve())
+    for server in servers.values():
+        server.env.update(server_environment(cfg))
     return servers
+
+
+def server_environment(cfg: Any) -> dict[str, str]:
+    """What every tool server learns from the config: the suite's search corpus (the
+    search servers index it, the page readers open its ``corpus://`` links) and whether
+    URLs the model chooses may reach private networks. Neither is a secret."""
+    env = {}
+    corpus = cfg.benchmark.search_corpus
+    if corpus:
+        env[SEARCH_CORPUS_ENV] = str(Path(corpus).expanduser().resolve())
+    if cfg.web.allow_private_networks:
+        env[ALLOW_PRIVATE_ENV] = "1"
+    return env
+
+
+def extract_llm_name(cfg: Any) -> str | None:
+    """``tools.extract_llm``: the llm preset the scrape-and-extract tool uses (None: the
+    agent's own model)."""
+    name = cfg.tools.get("extract_llm")
+    return str(name) if name else None
 
 
 def validate(cfg: Any, known_providers: tuple[str, ...]) -> None:
@@ -259,6 +312,7 @@ def validate(cfg: Any, known_providers: tuple[str, ...]) -> None:
             f"benchmark.search_corpus={corpus}: no such file or folder (relative paths are "
             "read from the working directory; run from the repository's root)."
         )
+    problems += _web_problems(cfg)
     if cfg.benchmark.judge.name not in JUDGES:
         problems.append(
             f"benchmark.judge.name={cfg.benchmark.judge.name!r}: use one of {', '.join(JUDGES)}."
@@ -365,21 +419,45 @@ def _tool_problems(tools: Any, agent: Any) -> list[str]:
             problems.append(f"tools.{name}.url is empty: a {server.transport} server needs one.")
         if server.scope not in SCOPES:
             problems.append(f"tools.{name}.scope={server.scope!r}: use shared or task.")
-    if "memory" in tools:
-        problems.append(
-            "tools.memory: 'memory' is the name of the built-in memory tool "
-            "(src/deepledger/tools/memory.py); give this server another name."
-        )
+    for builtin in BUILTIN_TOOLS:
+        if builtin in tools:
+            problems.append(
+                f"tools.{builtin}: {builtin!r} is the name of a tool built into deepledger "
+                "(see the README's tools table); give this server another name."
+            )
     roles = {"agent.main_agent": agent.main_agent}
     roles |= {f"agent.sub_agents.{n}": role for n, role in agent.sub_agents.items()}
     for where, role in roles.items():
         for tool in role.tools:
-            if tool not in tools and tool != "memory" and not _names_sub_agent(tool, agent):
+            if tool not in tools and tool not in BUILTIN_TOOLS and not _names_sub_agent(
+                tool, agent
+            ):
                 sub_agents = [f"agent-{n}" for n in agent.sub_agents]
-                known = ", ".join([*tools, *sub_agents, "memory"])
+                known = ", ".join([*tools, *sub_agents, *BUILTIN_TOOLS])
                 problems.append(
                     f"{where}.tools names {tool!r}, which is not defined (known: {known})."
                 )
+    return problems
+
+
+SEARCH_BACKENDS = ("serper", "searxng", "tavily", "brave", "local")
+SCRAPERS = ("auto", "jina", "direct")
+
+
+def _web_problems(cfg: Any) -> list[str]:
+    problems = []
+    if cfg.web.search_backend not in SEARCH_BACKENDS:
+        problems.append(
+            f"web.search_backend={cfg.web.search_backend!r}: use one of "
+            f"{', '.join(SEARCH_BACKENDS)}."
+        )
+    if cfg.web.scraper not in SCRAPERS:
+        problems.append(f"web.scraper={cfg.web.scraper!r}: use one of {', '.join(SCRAPERS)}.")
+    extract = cfg.tools.get("extract_llm")
+    if extract is not None and not isinstance(extract, str):
+        problems.append(
+            f"tools.extract_llm={extract!r}: name an llm preset (conf/llm/<name>.yaml) or null."
+        )
     return problems
 
 

@@ -30,7 +30,7 @@ import os
 import shutil
 import sys
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -42,6 +42,7 @@ from mcp.types import CONNECTION_CLOSED
 
 from deepledger.errors import DeepLedgerError
 from deepledger.messages import ToolCall, ToolResult
+from deepledger.tools.results import for_model, result_parts
 
 log = logging.getLogger(__name__)
 
@@ -83,19 +84,6 @@ def truncate(text: str, limit: int) -> str:
     if limit <= 0 or len(text) <= limit:
         return text
     return f"{text[:limit]}\n...[truncated: {len(text) - limit} more characters]"
-
-
-def result_text(result: Any) -> str:
-    """The text of an MCP ``CallToolResult``: text parts joined, other parts marked."""
-    parts = []
-    for item in result.content or ():
-        if getattr(item, "type", None) == "text":
-            parts.append(item.text)
-        else:
-            parts.append(f"[{getattr(item, 'type', 'non-text')} content omitted]")
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return "\n".join(parts)
 
 
 class McpConnection:
@@ -220,8 +208,8 @@ class McpConnection:
             problem = f"{self.name}.{tool} failed: {exc}"
         else:
             self.restarted_since_success = False
-            text = truncate(result_text(result), self.cfg.max_result_chars)
-            return ToolResult("", text, is_error=bool(result.is_error), name=tool)
+            text, images = result_parts(result, f"{self.name}.{tool}")
+            return ToolResult("", text, bool(result.is_error), tool, images=images)
         finally:
             self.in_flight -= 1
         return _error(problem + await self._recover(client, generation))
@@ -284,10 +272,22 @@ class ToolRefusal(Exception):
 
 @dataclass(frozen=True)
 class LocalTool:
-    """A tool run in-process (a sub-agent), offered to the model like any MCP tool."""
+    """A tool run in-process (a sub-agent, memory, the scraper), offered to the model
+    like any MCP tool. Its results are held to the same length limits as a server's."""
 
     info: ToolInfo
     run: Callable[[dict[str, Any]], Awaitable[str]]
+    max_result_chars: int = 20_000
+    preview_chars: int = 2_000
+
+
+@dataclass(frozen=True)
+class ResultPolicy:
+    """What one agent's tool results may hold on their way to the model."""
+
+    accepts_images: bool = False  # llm.accepts_images; else images become notes
+    archive: Any = None  # a tools.archive.ResultArchive: long results kept whole there
+    archive_callable: bool = False  # the model can call archive.read (else: cut)
 
 
 class ToolManager:
@@ -298,6 +298,9 @@ class ToolManager:
         self.log_dir = log_dir
         self._shared: dict[str, list[McpConnection]] = {}  # `instances` sessions each
         self._errlogs: dict[str, TextIO] = {}  # one per server, shared by its sessions
+        # Successful results of servers with cache_results, by (server, tool, arguments):
+        # the run's cache of identical calls.
+        self.cache: dict[tuple[str, str, str], ToolResult] = {}
 
     def connections(self, name: str, task_scoped: dict[str, McpConnection]) -> list[McpConnection]:
         """Every session of server ``name`` this task may use."""
@@ -330,11 +333,17 @@ class ToolManager:
         server_names: Iterable[str],
         blacklist: Iterable[str] = (),
         local_tools: Iterable[LocalTool] = (),
+        policy: ResultPolicy | None = None,
+        hidden_tools: Iterable[LocalTool] = (),
     ) -> TaskTools:
+        """One agent's tools. ``hidden_tools`` can be called but are not offered up
+        front (the archive's reader: a result's preview says how to call it)."""
         unknown = [n for n in server_names if n not in self.servers]
         if unknown:
             raise DeepLedgerError(f"tool server(s) not configured: {', '.join(unknown)}")
-        return TaskTools(self, list(server_names), set(blacklist), list(local_tools))
+        tools = TaskTools(self, list(server_names), set(blacklist), list(local_tools), policy)
+        tools.hidden = {(t.info.server, t.info.name): t for t in hidden_tools}
+        return tools
 
     async def aclose(self) -> None:
         await asyncio.gather(*(c.close() for pool in self._shared.values() for c in pool))
@@ -353,11 +362,14 @@ class TaskTools:
         server_names: list[str],
         blacklist: set[str],
         local_tools: list[LocalTool],
+        policy: ResultPolicy | None = None,
     ) -> None:
         self.manager = manager
         self.server_names = server_names
         self.blacklist = blacklist
         self.local = {(t.info.server, t.info.name): t for t in local_tools}
+        self.hidden: dict[tuple[str, str], LocalTool] = {}
+        self.policy = policy or ResultPolicy()
         self._task_scoped: dict[str, McpConnection] = {}
         self.tools: list[ToolInfo] = []
         self.unavailable: dict[str, str] = {}  # server -> why it was left out
@@ -390,12 +402,38 @@ class TaskTools:
         return tool.name in self.blacklist or tool.qualified_name in self.blacklist
 
     def find(self, server: str, name: str) -> ToolInfo | None:
-        return next((t for t in self.tools if t.server == server and t.name == name), None)
+        found = next((t for t in self.tools if t.server == server and t.name == name), None)
+        hidden = self.hidden.get((server, name))
+        return found or (hidden.info if hidden else None)
 
     async def call(self, call: ToolCall) -> ToolResult:
         """Run ``call`` and pair the result with its id. Never raises for tool failures."""
         result = await self._dispatch(call)
-        return ToolResult(call.id, result.content, result.is_error, name=call.name)
+        result = replace(result, call_id=call.id, name=call.name)
+        return self._fit(for_model(result, self.policy.accepts_images), call)
+
+    def _fit(self, result: ToolResult, call: ToolCall) -> ToolResult:
+        """A result within its tool's length limit: archived whole (when the model can
+        read the archive) with a preview, else cut with a visible marker."""
+        limit, preview = self._limits(call)
+        if limit <= 0 or len(result.content) <= limit:
+            return result
+        policy = self.policy
+        if policy.archive is not None and policy.archive_callable:
+            try:
+                return policy.archive.archived(result, min(preview, limit))
+            except OSError as exc:  # a full disk must not cost the task: cut instead
+                log.warning("could not archive a result of %s: %s", call.name, exc)
+        return replace(result, content=truncate(result.content, limit))
+
+    def _limits(self, call: ToolCall) -> tuple[int, int]:
+        info = self.find(call.server_name, call.name)
+        key = (info.server, info.name) if info else None
+        local = self.local.get(key) or self.hidden.get(key) if key else None
+        if local is not None:
+            return local.max_result_chars, local.preview_chars
+        cfg = self.manager.servers.get(info.server) if info else None
+        return (cfg.max_result_chars, cfg.preview_chars) if cfg else (0, 0)
 
     async def _dispatch(self, call: ToolCall) -> ToolResult:
         if call.parse_error:
@@ -406,11 +444,25 @@ class TaskTools:
         problem = schema_problem(info, call.arguments)
         if problem:
             return _error(f"Invalid arguments for {info.qualified_name}: {problem}")
-        local = self.local.get((info.server, info.name))
+        local = self.local.get((info.server, info.name)) or self.hidden.get(
+            (info.server, info.name)
+        )
         if local is not None:
             return await _run_local(local, call.arguments)
+        return await self._server_call(info, encodable(call.arguments))
+
+    async def _server_call(self, info: ToolInfo, arguments: dict[str, Any]) -> ToolResult:
+        """One call to an MCP server, answered from the run's cache when the server's
+        results are cacheable and the same call succeeded before."""
+        cacheable = self.manager.servers[info.server].cache_results
+        key = (info.server, info.name, json.dumps(arguments, sort_keys=True, ensure_ascii=False))
+        if cacheable and key in self.manager.cache:
+            return replace(self.manager.cache[key], cached=True)
         connection = self.manager.connection(info.server, self._task_scoped)
-        return await connection.call(info.name, encodable(call.arguments))
+        result = await connection.call(info.name, arguments)
+        if cacheable and not result.is_error:
+            self.manager.cache[key] = result
+        return result
 
     def _unknown_tool_message(self, call: ToolCall) -> str:
         where = f"{call.server_name}.{call.name}" if call.server_name else call.name
