@@ -173,8 +173,9 @@ async def _answer_one(cfg: Any) -> int:
     from hydra.core.hydra_config import HydraConfig
 
     from deepledger.agent.task import AgentFactory
-    from deepledger.bench.suite import note_writer
+    from deepledger.bench.suite import note_writer, page_scraper
     from deepledger.config import tool_servers
+    from deepledger.context.compaction import NoteWriter
     from deepledger.journal import Journal
     from deepledger.llm.factory import create_client
     from deepledger.tools.manager import ToolManager
@@ -187,16 +188,18 @@ async def _answer_one(cfg: Any) -> int:
         servers["reader"].args.extend(["--root", str(folder)])
     manager = ToolManager(servers, log_dir=run_dir / "tool_servers")
     writer = note_writer(cfg, config_dir())
+    scraper = page_scraper(cfg, config_dir())
     llm = create_client(cfg.llm)
     try:
-        factory = AgentFactory(cfg, llm, manager, note_writer=writer)
+        factory = AgentFactory(cfg, llm, manager, note_writer=writer, scraper=scraper)
         state = await factory.solve(cfg.question, journal, cfg.task_file)
     finally:
         journal.close()
         await manager.aclose()
         await llm.aclose()
-        if writer is not None:
-            await writer.llm.aclose()
+        for extra in (writer, scraper):
+            if extra is not None:
+                await (extra.llm if isinstance(extra, NoteWriter) else extra.model.llm).aclose()
     print(f"Answer: {state.final_answer if state.final_answer is not None else '(none)'}")
     print(
         f"({state.provenance.value}; {state.end_reason.value} after {state.turn} turns, "

@@ -64,5 +64,28 @@ def env() -> str:
     return " ".join(sorted(os.environ))
 
 
+CALLS = {"count": 0}
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+@server.tool()
+def counted(query: str) -> str:
+    """Answer with how many times any counted call reached this process."""
+    CALLS["count"] += 1
+    return f"{query}: call {CALLS['count']}"
+
+
+@server.tool()
+def picture() -> list:
+    """A caption and a one-pixel PNG, and a link to a resource."""
+    from mcp.types import ImageContent, ResourceLink, TextContent
+
+    return [
+        TextContent(type="text", text="a chart"),
+        ImageContent(type="image", data=PIXEL, mime_type="image/png"),
+        ResourceLink(type="resource_link", uri="file:///data/chart.csv", name="chart data"),
+    ]
+
+
 if __name__ == "__main__":
     server.run()

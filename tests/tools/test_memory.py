@@ -106,7 +106,7 @@ async def test_the_notes_index_comes_back_with_every_compaction(tmp_path):
 
 def test_a_configured_server_named_memory_is_refused():
     cfg = composed("+tools.memory={command: server-memory}")
-    with pytest.raises(ConfigError, match="'memory' is the name of the built-in memory tool"):
+    with pytest.raises(ConfigError, match="'memory' is the name of a tool built into deepledger"):
         validate(cfg, PROVIDERS)
 
 

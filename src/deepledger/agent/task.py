@@ -24,9 +24,12 @@ from deepledger.llm.base import LLMClient
 from deepledger.llm.factory import settings_from_config
 from deepledger.llm.usage import UsageLedger, find_price
 from deepledger.prompts import render
-from deepledger.tools.manager import LocalTool, TaskTools, ToolInfo, ToolManager
+from deepledger.tools.archive import ARCHIVE_TOOL, ResultArchive, archive_folder, archive_tools
+from deepledger.tools.manager import LocalTool, ResultPolicy, TaskTools, ToolInfo, ToolManager
 from deepledger.tools.memory import MEMORY_TOOL, MemoryStore, memory_folder, memory_tools
 from deepledger.tools.protocol import ForcedCall, ToolProtocol, make_protocol
+from deepledger.tools.scrape import SERVER as SCRAPE_TOOL
+from deepledger.tools.scrape import PageScraper
 
 SUBTASK_SCHEMA = {
     "type": "object",
@@ -62,9 +65,11 @@ class AgentFactory:
         manager: ToolManager,
         policy: AnswerPolicy | None = None,
         note_writer: NoteWriter | None = None,
+        scraper: PageScraper | None = None,
     ) -> None:
         self.cfg = cfg
         self.llm = llm
+        self.scraper = scraper  # the scrape-and-extract tool's model, built once per run
         self.note_writer = note_writer  # agent.context.summary_llm, built once per run
         self.manager = manager
         self.policy = policy or policy_from_config(cfg.agent)
@@ -94,7 +99,8 @@ class AgentFactory:
         role_description: str = "",
     ) -> RunState:
         ledger = UsageLedger(self.price)
-        servers = [t for t in role.tools if not t.startswith("agent-") and t != MEMORY_TOOL]
+        builtin = (MEMORY_TOOL, ARCHIVE_TOOL, SCRAPE_TOOL)
+        servers = [t for t in role.tools if not t.startswith("agent-") and t not in builtin]
         local = [
             self._subagent_tool(t, journal, ledger) for t in role.tools if t.startswith("agent-")
         ]
@@ -106,7 +112,14 @@ class AgentFactory:
                 folder = Path(scratch.name)
             memory = MemoryStore(folder)
             local += memory_tools(memory)
-        tools = self.manager.for_task(servers, role.tool_blacklist, local)
+        if SCRAPE_TOOL in role.tools:
+            local.append(self._scrape_tool(journal, ledger))
+        policy, archive = self._result_policy(role, journal)
+        listed = archive if ARCHIVE_TOOL in role.tools else []
+        hidden = archive if ARCHIVE_TOOL not in role.tools else []
+        tools = self.manager.for_task(
+            servers, role.tool_blacklist, [*local, *listed], policy, hidden_tools=hidden
+        )
         try:
             await tools.start()
             for server, why in tools.unavailable.items():
@@ -119,6 +132,25 @@ class AgentFactory:
             await tools.aclose()
             if scratch is not None:
                 scratch.cleanup()
+
+    def _result_policy(self, role: Any, journal: Journal) -> tuple[ResultPolicy, list[LocalTool]]:
+        """What this agent's tool results may hold: images if its model sees them; long
+        results archived beside the journal when the model can read the archive (an
+        XML call can name any tool; a native one only a declared tool)."""
+        folder = archive_folder(journal.path)
+        protocol = self.cfg.llm.tool_protocol or self.cfg.agent.tool_protocol
+        callable_ = ARCHIVE_TOOL in role.tools or protocol == "xml"
+        archive = ResultArchive(folder) if folder is not None and callable_ else None
+        policy = ResultPolicy(
+            accepts_images=self.cfg.llm.accepts_images,
+            archive=archive,
+            archive_callable=archive is not None,
+        )
+        return policy, archive_tools(archive) if archive is not None else []
+
+    def _scrape_tool(self, journal: Journal, ledger: UsageLedger) -> LocalTool:
+        scraper = self.scraper or PageScraper.for_agent(self.cfg, self.llm, self.price)
+        return scraper.tool(journal, ledger)
 
     def _orchestrator(
         self,
@@ -226,4 +258,4 @@ class AgentFactory:
             return state.final_answer or "The sub-agent ended without a report."
 
         info = ToolInfo(server, "run_subtask", description, SUBTASK_SCHEMA)
-        return LocalTool(info, run_subtask)
+        return LocalTool(info, run_subtask, max_result_chars=0)  # a report is never cut

@@ -29,6 +29,9 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   ``scored`` tasks that have one.
 - ``judge_tokens``: the LLM judge's own ``input`` and ``output`` tokens (a different
   model from the agent's, so not in ``tokens`` or the cost).
+- ``extraction_tokens``: of ``tokens``, what the page extractor used
+  (``scrape_and_extract_info``'s model calls): ``input``, ``output``, ``calls_tasks``
+  (tasks that made any). Part of the totals and the cost, shown apart.
 - ``tokens``: ``total`` and ``mean_per_task`` (over all tasks) of ``input`` (the whole
   prompt, cache included), ``output``, ``cache_read``, ``cache_write``. A task's usage is
   its record's ``usage``; if that is missing, the sum of its retries' ``usage``.
@@ -105,6 +108,7 @@ def summarize(
         "post_mortems": _post_mortem_split(records),
         "judge_score": _judge_score(records),
         "judge_tokens": _judge_tokens(records),
+        "extraction_tokens": _extraction_tokens(records),
         "tokens": {
             "total": tokens,
             "mean_per_task": {name: ratio(n, len(records)) for name, n in tokens.items()},
@@ -124,6 +128,16 @@ def _judge_tokens(records: list[dict]) -> dict[str, int]:
     return {
         "input": sum(u.get("input_tokens", 0) for u in usages),
         "output": sum(u.get("output_tokens", 0) for u in usages),
+    }
+
+
+def _extraction_tokens(records: list[dict]) -> dict[str, int]:
+    """What the page extractor's calls used, over the run (already in ``tokens``)."""
+    usages = [r.get("extraction_usage") or {} for r in records]
+    return {
+        "input": sum(u.get("input_tokens", 0) for u in usages),
+        "output": sum(u.get("output_tokens", 0) for u in usages),
+        "tasks": sum(1 for u in usages if u.get("input_tokens")),
     }
 
 
@@ -260,8 +274,19 @@ def format_summary(summary: dict) -> str:
     if summary["judge_score"]["scored"]:
         score = summary["judge_score"]
         rows.append(("judge score", f"mean {score['mean']:.3f} over {score['scored']}"))
+    extraction = summary.get("extraction_tokens") or {}
+    rows.append(("tokens", _tokens_line(summary["tokens"])))
+    if extraction.get("input"):
+        rows.append(
+            (
+                "  extraction",
+                f"{human_count(extraction['input'])} input · "
+                f"{human_count(extraction['output'])} output "
+                f"in {extraction['tasks']} tasks (pages read by scrape_and_extract_info; "
+                "included above)",
+            )
+        )
     rows += [
-        ("tokens", _tokens_line(summary["tokens"])),
         ("cost", _cost_line(summary)),
         ("turns", _distribution_line(summary["turns"])),
         ("tool calls", _distribution_line(summary["tool_calls"])),

@@ -41,6 +41,7 @@ from deepledger.llm.base import LLMClient
 from deepledger.llm.usage import find_price
 from deepledger.messages import Usage
 from deepledger.tools.manager import ToolManager
+from deepledger.tools.scrape import PageScraper
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class BenchmarkRunner:
         judge: Judge | None,
         progress: Progress | None = None,
         note_writer: NoteWriter | None = None,
+        scraper: PageScraper | None = None,
     ) -> None:
         # Every task reads dozens of settings; on OmegaConf nodes each read costs
         # microseconds of resolution (a millisecond a task, all on the event loop), on
@@ -69,6 +71,7 @@ class BenchmarkRunner:
         self.run_dir = run_dir
         self.judge = judge
         self.note_writer = note_writer
+        self.scraper = scraper
         self.progress = progress or Progress(plain=True)
         self.retry_limit = cfg.agent.context_compress_limit
         self.pass_at_k = cfg.benchmark.execution.pass_at_k
@@ -184,7 +187,9 @@ class BenchmarkRunner:
         self, task: Task, attempt: int, index: int, post_mortems: list[str]
     ) -> dict[str, Any]:
         policy = policy_from_config(self.cfg.agent, is_final_retry=index == self.retry_limit)
-        factory = AgentFactory(self.cfg, self.llm, self.tools, policy, self.note_writer)
+        factory = AgentFactory(
+            self.cfg, self.llm, self.tools, policy, self.note_writer, self.scraper
+        )
         journal = await asyncio.to_thread(self.run_dir.journal, task.task_id, attempt, index)
         journal.write(
             "retry_started",
@@ -222,6 +227,9 @@ def _retry_record(state: RunState, index: int, carried: int, journal: str | None
         "carried_post_mortems": carried,
         "usage": asdict(state.ledger.total),
         "cost": state.ledger.cost,
+        # Of which the page extractor's calls (scrape_and_extract_info), shown apart.
+        "extraction_usage": asdict(state.ledger.extraction_total),
+        "extraction_cost": state.ledger.extraction_cost,
         "journal": journal,
     }
 
@@ -231,6 +239,12 @@ def _spent(retries: list[dict[str, Any]]) -> tuple[Usage, float | None]:
     usage = sum((Usage(**r["usage"]) for r in retries), Usage())
     costs = [r["cost"] for r in retries]
     return usage, None if any(c is None for c in costs) else sum(costs)
+
+
+def _extraction_spent(retries: list[dict[str, Any]]) -> Usage:
+    """Tokens the page extractor used, part of the retries' usage (older records: 0)."""
+    return sum((Usage(**r["extraction_usage"]) for r in retries if r.get("extraction_usage")),
+               Usage())  # fmt: skip
 
 
 def _task_record(task: Task, attempts: list[dict[str, Any]], elapsed: float) -> dict[str, Any]:
@@ -259,6 +273,7 @@ def _task_record(task: Task, attempts: list[dict[str, Any]], elapsed: float) -> 
                 Usage(),
             )
         ),
+        "extraction_usage": asdict(_extraction_spent(retries)),
         "turns": sum(r["turns"] for r in retries),
         "tool_calls": sum(r["tool_calls"] for r in retries),
         "prefix_breaks": sum(r.get("prefix_breaks", 0) for r in retries),

@@ -18,7 +18,7 @@ from deepledger.bench.progress import Progress
 from deepledger.bench.rundir import RESULTS, RunDirectory, latest_records, read_jsonl
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import Task, load_tasks
-from deepledger.config import LLMConfig, tool_servers
+from deepledger.config import LLMConfig, extract_llm_name, tool_servers
 from deepledger.context.compaction import NoteWriter
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings, LLMClient
@@ -26,6 +26,7 @@ from deepledger.llm.factory import create_client, settings_from_config
 from deepledger.llm.usage import find_price
 from deepledger.report.page import write_run_report
 from deepledger.tools.manager import ToolManager
+from deepledger.tools.scrape import ExtractionModel, PageScraper
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
     loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks)
     judge_llm = judge_model(cfg, loaded.tasks, conf_dir)  # a missing key fails before any work
     writer = note_writer(cfg, conf_dir)
+    scraper = page_scraper(cfg, conf_dir)
     run_dir = RunDirectory(root)
     try:
         for problem in loaded.problems:
@@ -54,7 +56,7 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
             _report_while_running(root, cfg, len(loaded.tasks), ended), name="live report"
         )
         try:
-            records = await _run_tasks(cfg, run_dir, loaded.tasks, judge_llm, writer)
+            records = await _run_tasks(cfg, run_dir, loaded.tasks, judge_llm, writer, scraper)
         finally:
             ended.set()  # a live report still being written must not replace the final one
             live_report.cancel()
@@ -149,6 +151,7 @@ async def _run_tasks(
     tasks: list[Task],
     judge_llm: tuple[LLMClient, GenerationSettings] | None,
     writer: NoteWriter | None = None,
+    scraper: PageScraper | None = None,
 ) -> list[dict[str, Any]]:
     llm = create_client(cfg.llm)
     tools = ToolManager(tool_servers(cfg), log_dir=run_dir.root / "tool_servers")
@@ -162,6 +165,7 @@ async def _run_tasks(
             judge=judge,
             progress=Progress(),
             note_writer=writer,
+            scraper=scraper,
         )
         return await runner.run(tasks)
     finally:
@@ -169,6 +173,8 @@ async def _run_tasks(
         await llm.aclose()
         if writer is not None:
             await writer.llm.aclose()
+        if scraper is not None:
+            await scraper.model.llm.aclose()
         if judge_llm is not None:
             await judge_llm[0].aclose()
 
@@ -225,6 +231,22 @@ def load_llm_preset(name: str, conf_dir: Path, key: str = "benchmark.judge.llm")
         known = ", ".join(sorted(p.stem for p in (conf_dir / "llm").glob("*.yaml")))
         raise ConfigError(f"{key}={name!r} is not an llm preset (known: {known}).")
     return OmegaConf.merge(OmegaConf.structured(LLMConfig), OmegaConf.load(path))
+
+
+def page_scraper(cfg: Any, conf_dir: Path) -> PageScraper | None:
+    """The scrape-and-extract tool's own model (``tools.extract_llm``), built before any
+    task runs so a missing key fails early; None: each agent's own model reads pages."""
+    name = extract_llm_name(cfg)
+    if not name:
+        return None
+    preset = load_llm_preset(name, conf_dir, "tools.extract_llm")
+    model = ExtractionModel(
+        create_client(preset),
+        settings_from_config(preset),
+        find_price(preset.model_name, cfg.pricing),
+        preset.max_context_length,
+    )
+    return PageScraper(model, cfg.web.scraper, cfg.web.allow_private_networks)
 
 
 def note_writer(cfg: Any, conf_dir: Path) -> NoteWriter | None:

@@ -65,6 +65,9 @@ class UsageLedger:
     # Calls made on this task's behalf by sub-agents: in the totals, not in last_usage
     # (which describes this conversation's own window).
     delegated: list[CallRecord] = field(default_factory=list)
+    # Calls the scrape-and-extract tool made to boil pages down: in the totals, and
+    # reported apart (another model may make them, at another price).
+    extraction: list[CallRecord] = field(default_factory=list)
 
     def record(self, response: LLMResponse, price: Price | None = None) -> CallRecord:
         """Add one call; ``price``: the model's, when it is not this ledger's."""
@@ -79,6 +82,13 @@ class UsageLedger:
         self.delegated.append(call)
         return call
 
+    def record_extraction(self, response: LLMResponse, price: Price | None = None) -> CallRecord:
+        """A call the page extractor made for this conversation: in the totals, kept
+        apart in ``extraction_total``, never in ``last_usage``."""
+        call = self._priced(response, price)
+        self.extraction.append(call)
+        return call
+
     def _priced(self, response: LLMResponse, price: Price | None) -> CallRecord:
         price = price or self.price
         cost = price.cost(response.usage) if price else None
@@ -87,15 +97,29 @@ class UsageLedger:
     def absorb(self, other: UsageLedger) -> None:
         """Count a sub-agent's calls (and its own sub-agents') in this task's totals."""
         self.delegated += [*other.calls, *other.delegated]
+        self.extraction += other.extraction
 
     @property
     def total(self) -> Usage:
-        return sum((c.usage for c in [*self.calls, *self.delegated]), Usage())
+        return sum((c.usage for c in self._every()), Usage())
+
+    @property
+    def extraction_total(self) -> Usage:
+        return sum((c.usage for c in self.extraction), Usage())
+
+    @property
+    def extraction_cost(self) -> float | None:
+        if any(c.cost is None for c in self.extraction):
+            return None
+        return sum(c.cost for c in self.extraction)  # type: ignore[misc]
+
+    def _every(self) -> list[CallRecord]:
+        return [*self.calls, *self.delegated, *self.extraction]
 
     @property
     def cost(self) -> float | None:
         """Total USD, or ``None`` if any call's price is unknown."""
-        every = [*self.calls, *self.delegated]
+        every = self._every()
         if any(c.cost is None for c in every):
             return None
         return sum(c.cost for c in every)  # type: ignore[misc]
