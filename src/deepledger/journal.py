@@ -2,20 +2,28 @@
 
 One JSON object per line: ``{"ts": UTC ISO time, "event": name, ...data}``. Lines are
 flushed as they are written, so a run killed at any point leaves a readable journal up
-to its last event. Dataclasses (messages, usage) are written as plain dicts.
+to its last event. Dataclasses (messages, usage) are written as plain dicts; images as
+their type, source, size and sha256, never their data.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
+import hashlib
 import json
 from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Any, TextIO
 
+from deepledger.messages import ImagePart
+
 
 def to_jsonable(value: Any) -> Any:
+    if isinstance(value, ImagePart):
+        return image_record(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Enum):
@@ -27,6 +35,22 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     return value
+
+
+def image_record(image: ImagePart) -> dict[str, Any]:
+    """An image as the journal keeps it: what it was and a digest, not its base64 (one
+    screenshot is megabytes, and journals are read line by line). The digest tells two
+    images apart and matches the file the image came from."""
+    try:
+        digest = hashlib.sha256(base64.b64decode(image.data, validate=True)).hexdigest()
+    except (binascii.Error, ValueError):  # not valid base64: digest the text as it came
+        digest = hashlib.sha256(image.data.encode("utf-8", "surrogatepass")).hexdigest()
+    return {
+        "mime_type": image.mime_type,
+        "source": image.source,
+        "size_bytes": image.size_bytes,
+        "sha256": digest,
+    }
 
 
 class Journal:

@@ -113,13 +113,50 @@ def _repair(raw: str) -> Any:
 
 
 @dataclass(frozen=True)
+class ImagePart:
+    """An image a tool returned (or an attached image), for a model that accepts images.
+
+    ``data`` is the image itself, base64-encoded; ``source`` says where it came from (a
+    file name, a URL, a tool) so a note can name it when the model cannot see images.
+    """
+
+    mime_type: str
+    data: str
+    source: str = ""
+
+    @property
+    def size_bytes(self) -> int:
+        """The decoded size, from the base64 length (no decoding needed)."""
+        return len(self.data) * 3 // 4 - self.data[-2:].count("=")
+
+    @property
+    def data_url(self) -> str:
+        """The image as a ``data:`` URL (how OpenAI-compatible servers take inline images)."""
+        return f"data:{self.mime_type};base64,{self.data}"
+
+    def note(self, why: str) -> str:
+        """A short text standing in for the image where it cannot be sent."""
+        size = f"{max(1, round(self.size_bytes / 1024))} KB" if self.data else "size unknown"
+        return f"[image: {self.source or 'unnamed'}, {self.mime_type}, {size} — {why}]"
+
+
+@dataclass(frozen=True)
 class ToolResult:
-    """What running one :class:`ToolCall` produced. Errors are data the model sees."""
+    """What running one :class:`ToolCall` produced. Errors are data the model sees.
+
+    ``images`` go to a model that accepts images (``llm.accepts_images``), else they
+    are named in ``content``. ``cached``: served from the run's cache of identical calls.
+    ``archived``: the file the whole result was written to when it was too long for the
+    window (``content`` then holds a preview and how to read on).
+    """
 
     call_id: str
     content: str
     is_error: bool = False
     name: str = ""
+    images: tuple[ImagePart, ...] = ()
+    cached: bool = False
+    archived: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +176,9 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_results: tuple[ToolResult, ...] = ()
     reasoning: str | None = None  # separate reasoning text some servers return (not re-sent)
+    # Images attached to the message itself (a task's attachment); a tool result's images
+    # stay on its ToolResult, see ``all_images``.
+    images: tuple[ImagePart, ...] = ()
 
     # -- constructors: the only sanctioned way to build each kind -------------------
     @classmethod
@@ -146,8 +186,8 @@ class Message:
         return cls(Role.SYSTEM, MessageKind.SYSTEM, text)
 
     @classmethod
-    def task(cls, text: str) -> Message:
-        return cls(Role.USER, MessageKind.TASK, text)
+    def task(cls, text: str, images: tuple[ImagePart, ...] | list[ImagePart] = ()) -> Message:
+        return cls(Role.USER, MessageKind.TASK, text, images=tuple(images))
 
     @classmethod
     def injected(cls, text: str) -> Message:
@@ -177,6 +217,11 @@ class Message:
     @property
     def is_tool_results(self) -> bool:
         return self.kind is MessageKind.TOOL_RESULTS
+
+    @property
+    def all_images(self) -> tuple[ImagePart, ...]:
+        """Every image this message carries: its own, then its tool results' in order."""
+        return self.images + tuple(i for r in self.tool_results for i in r.images)
 
     def text_for_counting(self) -> str:
         """Everything in this message that occupies the context window, as text."""

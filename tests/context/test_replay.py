@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,12 +16,14 @@ from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_promp
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.bench.economics import economics_line, token_economics
 from deepledger.bench.replay import run_replay
+from deepledger.context.replay import Policy, attempts, decode_message, decode_result, replay
 from deepledger.context.strategy import make_strategy
+from deepledger.context.tokens import IMAGE_TOKENS, default_counter
 from deepledger.errors import ConfigError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
-from deepledger.messages import MessageKind
+from deepledger.messages import ImagePart, Message, MessageKind, ToolCall, ToolResult, Usage
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
 from deepledger.tools.protocol import make_protocol
 from tests.test_cli import deepledger
@@ -229,3 +234,93 @@ async def test_a_killed_runs_journals_and_torn_lines_are_left_out(tmp_path):
     journal.write_text(journal.read_text() + '{"ts": "cut sh')
     assert run_replay(tmp_path, []) == whole
     assert "unavailable" not in token_economics(tmp_path)
+
+
+SCREENSHOT = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4000  # a megabyte of pixels
+
+
+def write_image_journal(run_dir: Path, results: list[ToolResult]) -> Path:
+    """One native-protocol turn whose results carry images, as the loop journals it."""
+    path = run_dir / "tasks" / "task-0" / "attempt-1-retry-0.jsonl"
+    journal = Journal(path)
+    attached = ImagePart("image/jpeg", base64.b64encode(b"\xff\xd8" * 50).decode(), "q.jpg")
+    journal.write(
+        "task_started",
+        task="What does the page show?",
+        task_images=[attached],
+        tools=["web.screenshot"],
+        system_prompt="You research.",
+        protocol="native",
+    )
+    usage = Usage(100, 10)
+    journal.write("llm_call", turn=1, usage=usage)
+    calls = [ToolCall(r.call_id, "screenshot", {"url": "a"}) for r in results]
+    journal.write("assistant", turn=1, message=Message.assistant("", calls), boxed=None)
+    journal.write("tool_results", turn=1, calls=calls, results=results)
+    journal.write("llm_call", turn=2, usage=usage)
+    journal.close()
+    return path
+
+
+def test_the_journal_names_images_without_their_data_and_replay_counts_them(tmp_path):
+    data = base64.b64encode(SCREENSHOT).decode()
+    shot = ImagePart("image/png", data, "https://example.org/a")
+    results = [ToolResult("c1", "a page", name="screenshot", images=(shot, shot))]
+    path = write_image_journal(tmp_path, results)
+    text = path.read_text()
+    assert data[:1000] not in text and len(text) < 5000  # the base64 is 1.3 MB
+    written = [json.loads(line) for line in text.splitlines()][3]["results"][0]["images"]
+    assert (
+        written
+        == [
+            {
+                "mime_type": "image/png",
+                "source": "https://example.org/a",
+                "size_bytes": len(SCREENSHOT),
+                "sha256": hashlib.sha256(SCREENSHOT).hexdigest(),
+            }
+        ]
+        * 2
+    )
+
+    (recorded,) = attempts(tmp_path)
+    assert [i.mime_type for i in recorded.task_images] == ["image/jpeg"]
+    counter = default_counter()
+    policy = Policy("everything", composed().agent.context, -1)
+    calls = replay(
+        [recorded],
+        policy,
+        counter=counter,
+        max_context_length=64000,
+        max_tokens=500,
+        summary_prompt="Answer.",
+    ).calls
+    # The second request holds the attached image and the two screenshots: each counted
+    # as the fixed estimate, as at run time, though the journal has none of their data.
+    without = write_image_journal(tmp_path / "plain", [replace(results[0], images=())])
+    (plain,) = attempts(without.parents[2])
+    plain = replace(plain, task_images=())
+    plain_calls = replay(
+        [plain],
+        policy,
+        counter=counter,
+        max_context_length=64000,
+        max_tokens=500,
+        summary_prompt="Answer.",
+    ).calls
+    assert [c.input_tokens - p.input_tokens for c, p in zip(calls, plain_calls, strict=True)] == [
+        IMAGE_TOKENS,
+        3 * IMAGE_TOKENS,
+    ]
+
+
+def test_journals_from_before_images_still_load():
+    old_result = {"call_id": "c1", "content": "a page", "is_error": False, "name": "search"}
+    assert decode_result(old_result) == ToolResult("c1", "a page", name="search")
+    old_message = {"role": "user", "kind": "task", "content": "Q?", "tool_calls": []}
+    assert decode_message(old_message) == Message.task("Q?")
+    named = decode_result(
+        old_result
+        | {"images": [{"mime_type": "image/png", "source": "s", "size_bytes": 9, "sha256": "ab"}]}
+    )
+    assert [(i.mime_type, i.source, i.data) for i in named.images] == [("image/png", "s", "")]

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from deepledger.context.tokens import count_messages, default_counter
 from deepledger.context.trim import OMITTED_PLACEHOLDER, trim_tool_results
-from deepledger.messages import Message, MessageKind, Role, ToolCall, ToolResult
+from deepledger.messages import ImagePart, Message, MessageKind, Role, ToolCall, ToolResult
 
 
 def xml_history() -> list[Message]:
@@ -122,3 +125,30 @@ def test_injected_prompts_survive_keep_zero_in_a_mixed_history():
 def test_rejects_invalid_keep():
     with pytest.raises(ValueError, match="keep_tool_result"):
         trim_tool_results(xml_history(), -2)
+
+
+SHOT = ImagePart("image/png", "iVBORw0KGgo=", "shot.png")
+
+
+def with_images(history: list[Message]) -> list[Message]:
+    """Every tool result carries an image, as a screenshot tool's would."""
+    return [
+        replace(m, tool_results=tuple(replace(r, images=(SHOT,)) for r in m.tool_results))
+        if m.kind is MessageKind.TOOL_RESULTS
+        else m
+        for m in history
+    ]
+
+
+@pytest.mark.parametrize("build", [xml_history, native_history])
+def test_blanking_a_result_drops_its_images_with_its_text(build):
+    task = Message.task("What does the attached chart show?", [SHOT])
+    history = with_images(build())
+    history[1] = task
+    sent = trim_tool_results(history, 1)
+    results = [m for m in sent if m.kind is MessageKind.TOOL_RESULTS]
+    assert [len(m.all_images) for m in results] == [0, 0, len(results[-1].tool_results)]
+    assert all(r.content == OMITTED_PLACEHOLDER for m in results[:-1] for r in m.tool_results)
+    assert results[-1] == [m for m in history if m.kind is MessageKind.TOOL_RESULTS][-1]
+    assert sent[1] == task  # the task's attachment is never blanked
+    assert count_messages(default_counter(), sent) < count_messages(default_counter(), history)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 
@@ -16,6 +17,7 @@ from deepledger.testing.fake_llm_server import (
     FakeToolCall,
     FakeUsage,
     Fault,
+    RecordedImage,
     RecordedRequest,
     Reply,
     malformed_body,
@@ -368,3 +370,128 @@ def test_base_url_requires_start() -> None:
         assert server.base_url.startswith("http://127.0.0.1:")
         assert server.openai_base_url == server.base_url + "/v1"
     server.close()  # idempotent
+
+
+PIXELS = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64).decode()
+DATA_URL = f"data:image/png;base64,{PIXELS}"
+
+
+def anthropic_image(media_type: str = "image/png", data: str = PIXELS) -> dict:
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+
+
+@pytest.mark.asyncio
+async def test_content_parts_and_image_blocks_are_accepted_and_recorded() -> None:
+    openai_messages = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image_url", "image_url": {"url": DATA_URL}},
+                {"type": "image_url", "image_url": {"url": "https://example.org/a.png"}},
+            ],
+        }
+    ]
+    anthropic_messages = [
+        {"role": "user", "content": "Look at it."},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "s", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": [{"type": "text", "text": "a shot"}, anthropic_image()],
+                },
+                anthropic_image("image/webp"),
+            ],
+        },
+    ]
+    async with FakeLLMServer([Reply(text="a cat"), Reply(text="a dog")]) as server:
+        async with openai_client(server) as client:
+            await client.chat.completions.create(model="m", messages=openai_messages)
+        async with anthropic_client(server) as client:
+            await client.messages.create(model="m", max_tokens=9, messages=anthropic_messages)
+        server.assert_all_consumed()
+
+    oa, an = server.requests
+    assert oa.messages == openai_messages and an.messages == anthropic_messages
+    assert oa.images == [RecordedImage(0, "user", "image/png", PIXELS)]  # URLs are not inline
+    assert an.images == [
+        RecordedImage(2, "user", "image/png", PIXELS, tool_use_id="t1"),
+        RecordedImage(2, "user", "image/webp", PIXELS),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("messages", "refusal"),
+    [
+        (
+            [
+                {
+                    "role": "tool",
+                    "tool_call_id": "c",
+                    "content": [{"type": "image_url", "image_url": {"url": DATA_URL}}],
+                }
+            ],
+            "only allowed for messages with role 'user'",
+        ),
+        (
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,%%%"}}
+                    ],
+                }
+            ],
+            "not valid base64",
+        ),
+        (
+            [
+                {
+                    "role": "user",
+                    "content": [{"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}],
+                }
+            ],
+            "invalid image URL",
+        ),
+    ],
+)
+@pytest.mark.asyncio
+async def test_openai_image_parts_the_api_refuses_are_refused(messages, refusal) -> None:
+    async with FakeLLMServer([Reply(text="unused")]) as server:
+        async with openai_client(server) as client:
+            with pytest.raises(openai.BadRequestError, match=refusal):
+                await client.chat.completions.create(model="m", messages=messages)
+        assert len(server.pending) == 1 and len(server.unexpected) == 1
+        with pytest.raises(AssertionError, match="unexpected request"):
+            server.assert_all_consumed()
+
+
+@pytest.mark.parametrize(
+    ("content", "role", "refusal"),
+    [
+        ([anthropic_image("image/bmp")], "user", "media type 'image/bmp' is not supported"),
+        ([anthropic_image(data="")], "user", "not valid base64"),
+        ([anthropic_image()], "assistant", "only allowed in user turns"),
+        ([{"type": "text", "text": "  "}], "user", "non-whitespace text"),
+        (
+            [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "tool_use"}]}],
+            "user",
+            "cannot hold a 'tool_use' block",
+        ),
+    ],
+)
+@pytest.mark.asyncio
+async def test_anthropic_blocks_the_api_refuses_are_refused(content, role, refusal) -> None:
+    messages = [{"role": "user", "content": "hi"}] if role == "assistant" else []
+    messages.append({"role": role, "content": content})
+    async with FakeLLMServer([Reply(text="unused")]) as server:
+        async with anthropic_client(server) as client:
+            with pytest.raises(anthropic.BadRequestError, match=refusal):
+                await client.messages.create(model="m", max_tokens=9, messages=messages)
+        assert len(server.pending) == 1 and len(server.unexpected) == 1

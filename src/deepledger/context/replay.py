@@ -21,6 +21,8 @@ Assumptions, stated because they bound what a replay can say:
 - Tokens are counted with the run's model's counter (the GGUF vocabulary for
   ``llm=local``, tiktoken otherwise) plus a few tokens of framing per message; the
   replay of the recorded policy against the recorded counts states the error.
+- Journals keep no image data (only each image's type, source, size and digest), so an
+  image counts as the runtime's fixed estimate (``IMAGE_TOKENS``), as the guard does.
 """
 
 from __future__ import annotations
@@ -37,7 +39,15 @@ from deepledger.context.strategy import RequestBuilder, make_strategy, split_rou
 from deepledger.context.tokens import PER_MESSAGE_OVERHEAD, TokenCounter, count_messages
 from deepledger.errors import ConfigError
 from deepledger.llm.usage import Price
-from deepledger.messages import Message, MessageKind, Role, ToolCall, ToolResult, Usage
+from deepledger.messages import (
+    ImagePart,
+    Message,
+    MessageKind,
+    Role,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from deepledger.prompts import render
 from deepledger.tools.protocol import make_protocol
 
@@ -111,6 +121,7 @@ class RecordedAttempt:
     system_prompt: str
     task: str
     protocol: str
+    task_images: tuple[ImagePart, ...] = ()  # placeholders: journals keep no image data
 
 
 def attempts(run_dir: Path) -> Iterator[RecordedAttempt]:
@@ -134,7 +145,10 @@ def attempts(run_dir: Path) -> Iterator[RecordedAttempt]:
             )
         name = f"{path.parent.name}/{path.stem}"
         protocol = started.get("protocol", "xml")
-        yield RecordedAttempt(name, events, started["system_prompt"], started["task"], protocol)
+        images = decode_images(started.get("task_images"))
+        yield RecordedAttempt(
+            name, events, started["system_prompt"], started["task"], protocol, images
+        )
 
 
 def replay(
@@ -188,7 +202,10 @@ class _Conversation:
         self.strategy = make_strategy(policy.context)
         self.builder = RequestBuilder(self.strategy, policy.keep_tool_result)
         self.protocol = make_protocol(attempt.protocol)
-        self.history = [Message.system(attempt.system_prompt), Message.task(attempt.task)]
+        self.history = [
+            Message.system(attempt.system_prompt),
+            Message.task(attempt.task, attempt.task_images),
+        ]
         self._sizes: dict[int, tuple[Message, int]] = {}  # id -> (message, its tokens)
 
     def run(self) -> None:
@@ -198,7 +215,7 @@ class _Conversation:
                 self.history.append(decode_message(event["message"]))
             elif kind == "tool_results":
                 calls = [ToolCall(**c) for c in event["calls"]]
-                results = [ToolResult(**r) for r in event["results"]]
+                results = [decode_result(r) for r in event["results"]]
                 self.history.append(self.protocol.results_message(results, calls))
             elif kind == "window_exhausted":
                 self.history = list(drop_last_exchange(self.history)[0])
@@ -321,9 +338,21 @@ def decode_message(data: dict[str, Any]) -> Message:
         kind=MessageKind(data["kind"]),
         content=data.get("content") or "",
         tool_calls=tuple(ToolCall(**c) for c in data.get("tool_calls") or ()),
-        tool_results=tuple(ToolResult(**r) for r in data.get("tool_results") or ()),
+        tool_results=tuple(decode_result(r) for r in data.get("tool_results") or ()),
         reasoning=data.get("reasoning"),
+        images=decode_images(data.get("images")),
     )
+
+
+def decode_result(data: dict[str, Any]) -> ToolResult:
+    """A tool result as the journal wrote it; journals from before images load too."""
+    return ToolResult(**(data | {"images": decode_images(data.get("images"))}))
+
+
+def decode_images(records: Sequence[dict[str, Any]] | None) -> tuple[ImagePart, ...]:
+    """Placeholders for the images a journal names (it keeps no image data): they are
+    counted like any image (``IMAGE_TOKENS``) when a request is rebuilt."""
+    return tuple(ImagePart(r.get("mime_type", ""), "", r.get("source", "")) for r in records or ())
 
 
 def counting_error(replayed: PolicyReplay) -> dict[str, float] | None:

@@ -45,6 +45,12 @@ _TIKTOKEN_FILES = {
 DEFAULT_ENCODING = "o200k_base"
 # A message's framing (role markers, separators) costs a few tokens on every provider.
 PER_MESSAGE_OVERHEAD = 4
+# What one image costs, counted without decoding it: its base64 length says nothing of
+# its token cost, which the provider computes from the pixels. OpenAI bills a high-detail
+# 1024x1024 image 85 + 4 tiles x 170 = 765 tokens; Anthropic about width x height / 750,
+# some 1,400 for the same image, which the guard's 1.5 x margin on the newest message
+# covers. The exact figure arrives with the next call's reported usage.
+IMAGE_TOKENS = 765
 
 
 class TokenCounter(Protocol):
@@ -95,8 +101,13 @@ class TiktokenCounter:
 
 
 def count_messages(counter: TokenCounter, messages: list[Message] | tuple[Message, ...]) -> int:
-    """Estimated prompt size of ``messages``."""
-    return sum(counter.count(m.text_for_counting()) + PER_MESSAGE_OVERHEAD for m in messages)
+    """Estimated prompt size of ``messages``; each image is :data:`IMAGE_TOKENS`."""
+    return sum(
+        counter.count(m.text_for_counting())
+        + PER_MESSAGE_OVERHEAD
+        + IMAGE_TOKENS * len(m.all_images)
+        for m in messages
+    )
 
 
 @cache

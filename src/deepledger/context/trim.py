@@ -4,7 +4,8 @@ The stored history is never changed; :func:`trim_tool_results` returns a new lis
 messages of kind ``TOOL_RESULTS`` are candidates — the task, the system prompt, the
 model's replies and the prompts the runtime injects (summarize, post-mortem) are never
 blanked, whatever N is. A blanked message keeps its place, role and tool-call ids (so
-every call still has its result on the wire) and only its content is replaced.
+every call still has its result on the wire); its content is replaced and its images
+are dropped.
 
 - ``keep = -1``: everything is sent as it is
 - ``keep =  0``: every tool result is blanked
@@ -77,6 +78,7 @@ def _tool_result_positions(messages: list[Message]) -> list[int]:
 
 
 def _blank(message: Message, placeholder: str) -> Message:
-    results = tuple(replace(r, content=placeholder) for r in message.tool_results)
+    # Images go with the text: a blanked result's images are its bulk (some 765 tokens each).
+    results = tuple(replace(r, content=placeholder, images=()) for r in message.tool_results)
     content = placeholder if message.content else ""
-    return replace(message, content=content, tool_results=results)
+    return replace(message, content=content, tool_results=results, images=())

@@ -3,7 +3,9 @@
 Wire mapping: system prompts go to ``system``; an assistant's tool calls become
 ``tool_use`` blocks; a native tool-results message becomes a user turn of
 ``tool_result`` blocks; consecutive turns of one role are merged (the API wants
-alternation). A trailing assistant message is a prefill and loses trailing whitespace,
+alternation). Images become base64 ``image`` blocks: after the text of a user turn (a
+task's attachment, XML-protocol results), inside a ``tool_result``'s content for native
+results. A trailing assistant message is a prefill and loses trailing whitespace,
 which the API rejects.
 
 Prompt caching: the system prompt and the newest user turn carry
@@ -32,11 +34,13 @@ from deepledger.llm.base import (
     answered_natively,
 )
 from deepledger.messages import (
+    ImagePart,
     LLMResponse,
     Message,
     Role,
     StopReason,
     ToolCall,
+    ToolResult,
     ToolSpec,
     Usage,
 )
@@ -160,21 +164,33 @@ def to_wire(messages: list[Message]) -> tuple[list[dict[str, Any]], list[dict[st
 
 def _blocks(m: Message, native_calls: bool) -> list[dict[str, Any]]:
     if m.role is Role.TOOL:
-        return [
-            {
-                "type": "tool_result",
-                "tool_use_id": r.call_id,
-                "content": r.content,
-                "is_error": r.is_error,
-            }
-            for r in m.tool_results
-        ]
+        return [_tool_result_block(r) for r in m.tool_results]
     # Whitespace-only text blocks are rejected by the API.
     text = [{"type": "text", "text": m.content}] if m.content.strip() else []
+    if m.role is Role.USER:  # a task's attachment, or the images of XML-protocol results
+        return text + [_image_block(image) for image in m.all_images]
     calls = [
         {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in m.tool_calls
     ]
     return text + calls if native_calls else text
+
+
+def _tool_result_block(r: ToolResult) -> dict[str, Any]:
+    content: str | list[dict[str, Any]] = r.content
+    if r.images:  # a list of blocks only then: results without images go as before
+        text = [{"type": "text", "text": r.content}] if r.content.strip() else []
+        content = text + [_image_block(image) for image in r.images]
+    return {
+        "type": "tool_result",
+        "tool_use_id": r.call_id,
+        "content": content,
+        "is_error": r.is_error,
+    }
+
+
+def _image_block(image: ImagePart) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": image.mime_type, "data": image.data}
+    return {"type": "image", "source": source}
 
 
 def _strip_prefill_whitespace(turns: list[dict[str, Any]]) -> None:

@@ -25,6 +25,9 @@ here: the one server answers one request at a time anyway, and interleaved tasks
 each start from the shared system prompt. llama.cpp's RAM cache of several prompt
 states would fix the interleaving, but each state copies the whole logits buffer: the
 server grew past 4 GB. Native tool calls go through the chat endpoint.
+
+Images cannot reach this model (a text template; no vision projector is loaded): each is
+sent as a note naming its source, type and size, never dropped without a word.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
@@ -56,7 +60,15 @@ from deepledger.llm.openai import (
     sampling_fields,
     to_wire_messages,
 )
-from deepledger.messages import LLMResponse, Message, Role, StopReason, ToolSpec, Usage
+from deepledger.messages import (
+    ImagePart,
+    LLMResponse,
+    Message,
+    Role,
+    StopReason,
+    ToolSpec,
+    Usage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -324,6 +336,7 @@ class LocalModelClient(LLMClient):
         self, messages: list[Message], tools: list[ToolSpec], settings: GenerationSettings
     ) -> LLMResponse:
         chat = await self._ensure_started()
+        messages = images_as_notes(messages)
         template = self.template
         if template is None or tools or any(m.role is Role.TOOL for m in messages):
             self._evaluated = []  # what the chat endpoint evaluated is not known here
@@ -382,3 +395,30 @@ class LocalModelClient(LLMClient):
         if chat is not None:
             await chat.aclose()
         await asyncio.to_thread(self.server.stop)
+
+
+CANNOT_SEE = "this model cannot see images"
+
+
+def images_as_notes(messages: list[Message]) -> list[Message]:
+    """``messages`` with every image replaced by a note naming it: the bundled model
+    reads text only (a prompt rendered with a text template, and no vision projector
+    loaded for the chat endpoint either), and an image left out without a word would
+    leave the model answering about a result it was never shown."""
+    return [_with_notes(m) if m.all_images else m for m in messages]
+
+
+def _with_notes(m: Message) -> Message:
+    def noted(text: str, images: tuple[ImagePart, ...]) -> str:
+        notes = "\n".join(image.note(CANNOT_SEE) for image in images)
+        return f"{text}\n{notes}" if text else notes
+
+    if m.role is Role.TOOL:  # each wire tool message is one result: its note goes in it
+        results = tuple(
+            replace(r, content=noted(r.content, r.images), images=()) if r.images else r
+            for r in m.tool_results
+        )
+        return replace(m, tool_results=results)
+    # A user message (the task, XML-protocol results) is sent as its content alone.
+    results = tuple(replace(r, images=()) for r in m.tool_results)
+    return replace(m, content=noted(m.content, m.all_images), images=(), tool_results=results)

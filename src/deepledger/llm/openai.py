@@ -12,7 +12,13 @@ classification by the rules in :mod:`llm.classify`.
 Wire mapping: system/user/assistant messages map one to one; an assistant's tool calls
 become ``tool_calls`` with JSON-string arguments; a native tool-results message becomes
 one ``tool`` message per result (paired by ``tool_call_id``); XML-protocol results are
-plain user text. Usage: ``prompt_tokens`` includes cached tokens; cache reads are
+plain user text. Images (a task's attachment, XML results' images) make a user message's
+content a list of parts, text then ``image_url`` parts with ``data:`` URLs; ``tool``
+messages cannot carry images, so a turn's native results send their text there and
+their images in one user message right after the turn's last tool message. Messages
+without images are sent exactly as before images existed (a prompt cache depends on it).
+
+Usage: ``prompt_tokens`` includes cached tokens; cache reads are
 ``prompt_tokens_details.cached_tokens``; OpenAI reports no cache writes.
 """
 
@@ -38,6 +44,7 @@ from deepledger.llm.base import (
     answered_natively,
 )
 from deepledger.messages import (
+    ImagePart,
     LLMResponse,
     Message,
     Role,
@@ -255,11 +262,42 @@ def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
                 {"role": "tool", "tool_call_id": r.call_id, "content": r.content}
                 for r in m.tool_results
             ]
+            images = _tool_images_message(m)
+            if images is not None:
+                wire.append(images)
         elif m.role is Role.ASSISTANT:
             wire.append(_assistant_to_wire(m, native_calls=answered_natively(messages, i)))
+        elif m.all_images:
+            wire.append({"role": m.role.value, "content": _content_parts(m.content, m.all_images)})
         else:
             wire.append({"role": m.role.value, "content": m.content})
     return wire
+
+
+def _image_part(image: ImagePart) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": image.data_url}}
+
+
+def _content_parts(text: str, images: tuple[ImagePart, ...]) -> list[dict[str, Any]]:
+    """A user message's text and images as content parts (text first, as it was sent
+    before images existed); an empty text part is left out."""
+    parts = [{"type": "text", "text": text}] if text else []
+    return parts + [_image_part(image) for image in images]
+
+
+def _tool_images_message(m: Message) -> dict[str, Any] | None:
+    """The images of one turn's native tool results, as ONE user message sent right
+    after the turn's tool messages: the API takes images only in user messages, and a
+    user message between two tool messages would break the calls' pairing. Each call's
+    images are preceded by a line naming the call, so the model can tell them apart."""
+    parts: list[dict[str, Any]] = []
+    for r in m.tool_results:
+        if r.images:
+            label = f"{r.name} " if r.name else ""
+            count = f"{len(r.images)} image{'s' if len(r.images) > 1 else ''}"
+            parts.append({"type": "text", "text": f"[{count} from tool call {label}{r.call_id}]"})
+            parts += [_image_part(image) for image in r.images]
+    return {"role": "user", "content": parts} if parts else None
 
 
 def _assistant_to_wire(m: Message, native_calls: bool) -> dict[str, Any]:

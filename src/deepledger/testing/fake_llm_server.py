@@ -12,10 +12,19 @@ Supported endpoints: ``POST /v1/chat/completions`` (OpenAI) and
 ``POST /v1/messages`` (Anthropic). Each request consumes exactly one scripted
 step, in order; when the script is empty an optional ``responder`` is asked.
 Streaming is not supported.
+
+Content given as a list (OpenAI content parts, Anthropic blocks) is checked against the
+rules the real APIs enforce for images: OpenAI takes ``image_url`` parts (``data:`` or
+http(s) URLs) in user messages only; Anthropic takes ``image`` blocks with a base64
+source of a supported media type in user turns and inside ``tool_result`` content. A
+request that breaks them is answered 400, as the real API would, and listed in
+``unexpected``. :attr:`RecordedRequest.images` lists the images a request carried.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import dataclasses
 import json
@@ -35,6 +44,7 @@ __all__ = [
     "FakeToolCall",
     "FakeUsage",
     "Fault",
+    "RecordedImage",
     "RecordedRequest",
     "Reply",
     "Step",
@@ -162,6 +172,147 @@ class RecordedRequest:
         """``body["messages"]`` (empty list when absent)."""
         messages = self.body.get("messages", [])
         return messages if isinstance(messages, list) else []
+
+    @property
+    def images(self) -> list[RecordedImage]:
+        """Every image in the request's messages, in order, in either protocol."""
+        found: list[RecordedImage] = []
+        for index, message in enumerate(self.messages):
+            role = message.get("role", "") if isinstance(message, dict) else ""
+            for part, tool_use_id in _content_items(message):
+                image = _as_image(part)
+                if image is not None:
+                    found.append(RecordedImage(index, role, *image, tool_use_id))
+        return found
+
+
+@dataclass(frozen=True)
+class RecordedImage:
+    """One image as it went on the wire: the index of its message in ``messages``, that
+    message's role, the media type and base64 data, and (Anthropic) the ``tool_use_id``
+    of the ``tool_result`` block holding it."""
+
+    message: int
+    role: str
+    mime_type: str
+    data: str
+    tool_use_id: str | None = None
+
+
+def _content_items(message: Any) -> Iterable[tuple[Any, str | None]]:
+    """A message's list content, with Anthropic ``tool_result`` blocks opened up."""
+    content = message.get("content") if isinstance(message, dict) else None
+    for part in content if isinstance(content, list) else ():
+        yield part, None
+        inner = part.get("content") if isinstance(part, dict) else None
+        if part.get("type") == "tool_result" and isinstance(inner, list):
+            yield from ((block, part.get("tool_use_id")) for block in inner)
+
+
+def _as_image(part: Any) -> tuple[str, str] | None:
+    """(media type, base64 data) of an OpenAI data-URL part or an Anthropic image block."""
+    if not isinstance(part, dict):
+        return None
+    if part.get("type") == "image_url":
+        url = (part.get("image_url") or {}).get("url") or ""
+        head, _, data = url.partition(",")
+        if head.startswith("data:") and head.endswith(";base64"):
+            return head[len("data:") : -len(";base64")], data
+        return None
+    if part.get("type") == "image":
+        source = part.get("source") or {}
+        return source.get("media_type", ""), source.get("data", "")
+    return None
+
+
+# --------------------------------------------------------------------------- wire checks
+
+_OPENAI_PART_TYPES = {
+    # What each role's list content may hold on the chat-completions API.
+    "user": {"text", "image_url", "input_audio", "file"},
+    "system": {"text"},
+    "developer": {"text"},
+    "assistant": {"text", "refusal"},
+    "tool": {"text"},
+}
+_ANTHROPIC_MEDIA_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
+
+
+def wire_problem(protocol: str, body: dict) -> str | None:
+    """Why the real API would refuse the request's list content, or ``None``."""
+    messages = body.get("messages")
+    for index, message in enumerate(messages if isinstance(messages, list) else ()):
+        if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+            continue
+        check = _openai_message_problem if protocol == "openai" else _anthropic_message_problem
+        problem = check(message)
+        if problem:
+            return f"messages[{index}]: {problem}"
+    return None
+
+
+def _openai_message_problem(message: dict) -> str | None:
+    role = message.get("role", "")
+    allowed = _OPENAI_PART_TYPES.get(role, set())
+    for part in message["content"]:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in allowed:
+            if kind == "image_url":
+                return f"image URLs are only allowed for messages with role 'user', not {role!r}"
+            return f"content part of type {kind!r} is not allowed in a {role!r} message"
+        if kind == "text" and not isinstance(part.get("text"), str):
+            return "a text part needs a string 'text'"
+        if kind == "image_url":
+            url = (part.get("image_url") or {}).get("url")
+            problem = _url_problem(url) if isinstance(url, str) else "image_url.url is missing"
+            if problem:
+                return problem
+    return None
+
+
+def _url_problem(url: str) -> str | None:
+    if url.startswith(("http://", "https://")):
+        return None
+    image = _as_image({"type": "image_url", "image_url": {"url": url}})
+    if image is None or not image[0].startswith("image/"):
+        return f"invalid image URL (not a base64 data URL of an image): {url[:60]!r}"
+    return _base64_problem(image[1])
+
+
+def _anthropic_message_problem(message: dict) -> str | None:
+    role = message.get("role", "")
+    for part, tool_use_id in _content_items(message):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and not (isinstance(part.get("text"), str) and part["text"].strip()):
+            return "text content blocks must contain non-whitespace text"
+        if tool_use_id is not None and kind not in ("text", "image"):
+            return f"a tool_result's content cannot hold a {kind!r} block"
+        if kind == "image":
+            if role != "user":
+                return f"image blocks are only allowed in user turns, not {role!r}"
+            problem = _anthropic_image_problem(part.get("source"))
+            if problem:
+                return problem
+    return None
+
+
+def _anthropic_image_problem(source: Any) -> str | None:
+    if not isinstance(source, dict) or source.get("type") != "base64":
+        return "an image block needs a source of type 'base64'"
+    if source.get("media_type") not in _ANTHROPIC_MEDIA_TYPES:
+        return f"image media type {source.get('media_type')!r} is not supported"
+    return _base64_problem(source.get("data"))
+
+
+def _base64_problem(data: Any) -> str | None:
+    refused = "image data is not valid base64"
+    if not (isinstance(data, str) and data):
+        return refused
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return refused
+    return None
 
 
 # --------------------------------------------------------------------------- rendering
@@ -512,12 +663,13 @@ class FakeLLMServer:
         if not valid:
             body = {"_invalid_json": raw.decode("utf-8", "replace")}
         request = RecordedRequest(protocol=protocol, path=path, headers=headers, body=body)
+        refused = wire_problem(protocol, body) if valid and protocol != "unknown" else None
 
         step: Step | None = None
         with self._lock:
             self.requests.append(request)
             request_no = len(self.requests)
-            if protocol == "unknown" or not valid:
+            if protocol == "unknown" or not valid or refused:
                 self.unexpected.append(request)
             elif self._steps:
                 step = self._steps.popleft()
@@ -526,8 +678,9 @@ class FakeLLMServer:
             return self._send_json(
                 handler, 404, _error_body(protocol, 404, message), protocol, request_no
             )
-        if not valid:
-            body = _error_body(protocol, 400, "fake server: invalid JSON body")
+        if not valid or refused:
+            why = refused or "invalid JSON body"
+            body = _error_body(protocol, 400, f"fake server: {why}")
             return self._send_json(handler, 400, body, protocol, request_no)
         if step is None and self.responder is not None:
             try:
