@@ -120,3 +120,45 @@ async def test_a_crashing_tool_server_does_not_end_the_task(tmp_path):
     assert "[flaky.crash error]" in crash.content and "restarted" in crash.content
     assert "[flaky.echo result]\necho: back?" in echo.content
     assert state.final_answer == "yes"
+
+
+@pytest.mark.parametrize("sees_images", [True, False])
+async def test_an_attached_image_goes_with_the_task_to_a_model_that_sees_images(
+    tmp_path, monkeypatch, sees_images
+):
+    import base64
+
+    from tests.llm.test_images import PNG
+
+    monkeypatch.chdir(tmp_path)
+    picture = tmp_path / "chart.png"
+    picture.write_bytes(base64.b64decode(PNG))
+    with FakeLLMServer([Reply("It is a chart: \\boxed{chart}"), Reply("\\boxed{chart}")]) as server:
+        cfg = composed(
+            "llm=openai_compatible",
+            f"llm.base_url={server.openai_base_url}",
+            f"llm.accepts_images={str(sees_images).lower()}",
+            "agent.main_agent.tools=[]",
+            f"benchmark.data.data_dir={tmp_path}",
+        )
+        llm = create_client(cfg.llm)
+        manager = ToolManager(tool_servers(cfg))
+        journal = Journal(tmp_path / "journal.jsonl")
+        try:
+            state = await AgentFactory(cfg, llm, manager).solve(
+                "What is in the picture?", journal, file_path=str(picture)
+            )
+        finally:
+            journal.close()
+            await manager.aclose()
+            await llm.aclose()
+    first = server.requests[0]
+    assert state.final_answer == "chart"
+    task = first.messages[1]["content"]
+    assert str(picture) in (task[0]["text"] if sees_images else task)
+    assert [(i.role, i.mime_type, i.data) for i in first.images] == (
+        [("user", "image/png", PNG)] if sees_images else []
+    )
+    started = json.loads((tmp_path / "journal.jsonl").read_text().splitlines()[0])
+    assert [i["source"] for i in started["task_images"]] == (["chart.png"] if sees_images else [])
+    assert "data" not in json.dumps(started["task_images"])

@@ -30,8 +30,9 @@ async def test_an_image_goes_to_a_model_that_sees_images_and_is_named_for_one_th
     assert shown.content == "a chart\n[resource: file:///data/chart.csv (chart data)]"
     noted = await blind.call(call("picture"))
     assert noted.images == ()
-    assert "[image from flaky.picture: image/png" in noted.content
-    assert "does not accept images" in noted.content
+    assert "[image: flaky.picture, image/png, 1 KB — not shown, this model does not accept" in (
+        noted.content
+    )
     await seeing.aclose()
     await blind.aclose()
 

@@ -31,7 +31,15 @@ from deepledger.errors import ContextOverflowError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import Price, UsageLedger
-from deepledger.messages import EndReason, LLMResponse, Message, StopReason, ToolResult, Usage
+from deepledger.messages import (
+    EndReason,
+    ImagePart,
+    LLMResponse,
+    Message,
+    StopReason,
+    ToolResult,
+    Usage,
+)
 from deepledger.tools.manager import TaskTools
 from deepledger.tools.protocol import ForcedCall, ParsedCalls, ToolProtocol
 
@@ -79,15 +87,21 @@ class Orchestrator:
         self._rejected_reply: str | None = None  # the reply the last rollback refused
         self._compacted_since_call = False  # the last usage predates a compaction
 
-    async def run(self, task_text: str, ledger: UsageLedger | None = None) -> RunState:
+    async def run(
+        self,
+        task_text: str,
+        ledger: UsageLedger | None = None,
+        task_images: tuple[ImagePart, ...] = (),
+    ) -> RunState:
         """Work on the task until the loop ends, then finalize the answer."""
         state = RunState(
-            history=[Message.system(self.system_prompt), Message.task(task_text)],
+            history=[Message.system(self.system_prompt), Message.task(task_text, task_images)],
             ledger=ledger if ledger is not None else UsageLedger(self.price),
         )
         self.journal.write(
             "task_started",
             task=task_text,
+            task_images=task_images,  # journaled without their data
             tools=[t.qualified_name for t in self.tools.tools],
             system_prompt=self.system_prompt,  # with the journal, all a replay needs
             protocol=self.protocol.name,

@@ -9,6 +9,7 @@ parent's journal, and returns the sub-agent's report as the tool result.
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from deepledger.journal import Journal
 from deepledger.llm.base import LLMClient
 from deepledger.llm.factory import settings_from_config
 from deepledger.llm.usage import UsageLedger, find_price
+from deepledger.messages import ImagePart
 from deepledger.prompts import render
 from deepledger.tools.archive import ARCHIVE_TOOL, ResultArchive, archive_folder, archive_tools
 from deepledger.tools.manager import LocalTool, ResultPolicy, TaskTools, ToolInfo, ToolManager
@@ -57,6 +59,22 @@ def task_text(question: str, file_path: str | None = None) -> str:
     return render("task_file.md", question=question, path=str(Path(file_path).resolve()))
 
 
+async def attached_images(file_path: str | None) -> tuple[ImagePart, ...]:
+    """An image attachment as images the model sees with the task (models that accept
+    images only; the others read the file's note through the reader)."""
+    if not file_path:
+        return ()
+    from deepledger.web import ContentError, convert_async  # only runs that attach files
+
+    path = Path(file_path)
+    try:
+        data = await asyncio.to_thread(path.read_bytes)
+        document = await convert_async(data, name=path.name, source=path.name)
+    except (OSError, ContentError):  # the reader will say what is wrong with it
+        return ()
+    return document.images if document.kind == "image" else ()
+
+
 class AgentFactory:
     def __init__(
         self,
@@ -80,12 +98,14 @@ class AgentFactory:
         self, question: str, journal: Journal, file_path: str | None = None
     ) -> RunState:
         """Run the main agent on one task."""
+        images = await attached_images(file_path) if self.cfg.llm.accepts_images else ()
         return await self._run_role(
             self.cfg.agent.main_agent,
             task_text(question, file_path),
             journal,
             prompt="system.md",
             boxed=True,
+            task_images=images,
         )
 
     async def _run_role(
@@ -97,6 +117,7 @@ class AgentFactory:
         prompt: str,
         boxed: bool,
         role_description: str = "",
+        task_images: tuple[ImagePart, ...] = (),
     ) -> RunState:
         ledger = UsageLedger(self.price)
         builtin = (MEMORY_TOOL, ARCHIVE_TOOL, SCRAPE_TOOL)
@@ -127,7 +148,7 @@ class AgentFactory:
             orchestrator = self._orchestrator(
                 role, tools, journal, prompt, boxed, role_description, memory
             )
-            return await orchestrator.run(text, ledger)
+            return await orchestrator.run(text, ledger, task_images)
         finally:
             await tools.aclose()
             if scratch is not None:

@@ -159,7 +159,9 @@ class McpConnection:
         except Exception as exc:
             if not ready.done():
                 ready.set_exception(
-                    ToolServerStartError(f"tool server {self.name!r} failed to start: {exc}")
+                    ToolServerStartError(
+                        f"tool server {self.name!r} failed to start: {_innermost(exc)}"
+                    )
                 )
             else:
                 log.warning("tool server %r stopped: %s", self.name, exc)
@@ -259,6 +261,14 @@ class McpConnection:
     async def close(self) -> None:
         async with self._lock:
             await self._stop_owner()
+
+
+def _innermost(exc: BaseException) -> str:
+    """What went wrong, out of the task groups the MCP client wraps failures in (their
+    own message, "unhandled errors in a TaskGroup", says nothing)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return str(exc) or type(exc).__name__
 
 
 def _error(text: str) -> ToolResult:

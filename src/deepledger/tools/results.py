@@ -64,20 +64,13 @@ def _base64_size(data: str) -> str:
     return f"{size / 1024:.0f} KB" if size >= 1024 else f"{size} bytes"
 
 
-def image_note(image: ImagePart) -> str:
-    """Where an image would have been, for a model that cannot see it."""
-    kb = max(1, round(image.size_bytes / 1024))
-    where = f" from {image.source}" if image.source else ""
-    return (
-        f"[image{where}: {image.mime_type}, {kb} KB — not shown, this model does not "
-        "accept images (llm.accepts_images=false)]"
-    )
+NOT_SHOWN = "not shown, this model does not accept images (llm.accepts_images=false)"
 
 
 def for_model(result: ToolResult, accepts_images: bool) -> ToolResult:
     """``result`` as this model may receive it: images kept, or named in the text."""
     if accepts_images or not result.images:
         return result
-    notes = "\n".join(image_note(image) for image in result.images)
+    notes = "\n".join(image.note(NOT_SHOWN) for image in result.images)
     content = f"{result.content}\n{notes}" if result.content else notes
     return replace(result, content=content, images=())
