@@ -1,0 +1,359 @@
+"""An MCP server for web search over a choice of engines, in deepledger's or MiroThinker's naming.
+
+Run it as::
+
+    python -m deepledger.tools.servers.web_search --backend serper|searxng|tavily|brave|local
+        [--names deepledger|mirothinker] [--timeout S] [--max-attempts N]
+        [--retry-wait S] [--retry-max-wait S] [--max-retry-after S]
+        [--corpus PATH] [--cache-dir DIR]
+
+Namings
+    ``deepledger`` (default): server ``web_search``, tool ``search(query, num=10, page=1,
+    gl=None, hl=None)``, answering in compact numbered text (answer box and knowledge
+    graph first, then title, link, date and snippet of each result).
+
+    ``mirothinker``: server ``search_and_scrape_webpage``, tool ``google_search(q, gl="us",
+    hl="en", location=None, num=None, tbs=None, page=None, autocorrect=None)`` answering
+    with Serper-shaped JSON text (``organic``, ``searchParameters``, then ``answerBox``,
+    ``knowledgeGraph``, ``peopleAlsoAsk`` and ``relatedSearches`` when present): the
+    names, arguments and output MiroThinker models were trained on, whichever engine runs
+    underneath.
+
+Backends and their variables are described in :mod:`deepledger.web.search` and its
+modules: Serper ``SERPER_API_KEY``/``SERPER_BASE_URL``, SearXNG ``SEARXNG_BASE_URL``,
+Tavily ``TAVILY_API_KEY``/``TAVILY_BASE_URL``, Brave ``BRAVE_API_KEY``/``BRAVE_BASE_URL``,
+local ``DEEPLEDGER_SEARCH_CORPUS``/``DEEPLEDGER_CACHE_DIR`` (or ``--corpus``/``--cache-dir``).
+
+Behaviour
+    A missing key, a rejected key, an unreachable engine or a timeout is an error result
+    the model reads (in the MiroThinker naming, the bare JSON error object those models
+    know, ``{"success": false, "error": ..., "results": []}``), never a crash; the server
+    starts without a key and says what is missing on every call. 429 and 5xx are
+    retried (``--max-attempts``, default 3, honouring Retry-After). A query in quotes
+    that finds nothing is searched again without them. Results are not cached here: the
+    runtime caches identical calls. At most 100 results a call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field
+
+from deepledger.llm.retry import RetryPolicy
+from deepledger.tools.servers._stdio import serve_stdio
+from deepledger.web.search import (
+    DEFAULT_RETRY,
+    BackendOptions,
+    SearchBackend,
+    SearchError,
+    SearchQuery,
+    SearchResponse,
+    backend_names,
+    create_backend,
+)
+
+logger = logging.getLogger(__name__)
+
+NAMINGS = ("deepledger", "mirothinker")
+SERVER_NAMES = {"deepledger": "web_search", "mirothinker": "search_and_scrape_webpage"}
+MAX_NUM = 100
+ENGINE_LABELS = {
+    "serper": "Google, through Serper",
+    "searxng": "SearXNG metasearch",
+    "tavily": "Tavily",
+    "brave": "Brave Search",
+    "local": "a local document collection; its links are corpus:// addresses to read",
+}
+
+
+# --- searching ----------------------------------------------------------------------------
+
+
+async def run_search(backend: SearchBackend, query: SearchQuery) -> SearchResponse:
+    """Search, and once more without quotes if a quoted query found nothing.
+
+    Engines treat quotes as "exactly this phrase", which often matches nothing when the
+    model quotes loosely; the plain words usually find what it was after.
+    """
+    if not query.query.strip():
+        raise SearchError("The search query is empty: give some words to search for.")
+    query = replace(
+        query,
+        query=query.query.strip(),
+        num=None if query.num is None else max(1, min(query.num, MAX_NUM)),
+        page=None if query.page is None else max(1, query.page),
+    )
+    response = await backend.search(query)
+    unquoted = " ".join(query.query.replace('"', " ").split())
+    if response.results or '"' not in query.query or not unquoted:
+        return response
+    retried = await backend.search(replace(query, query=unquoted))
+    note = f"Nothing matched the quoted query; these results are for {unquoted!r}."
+    return replace(retried, query=query, notes=(*retried.notes, note))
+
+
+# --- what the model reads: deepledger naming ----------------------------------------------
+
+
+def format_text(response: SearchResponse) -> str:
+    """Results as compact numbered text; direct answers first."""
+    query = response.query
+    lines = [f"Search results for {query.query!r} (page {query.page_number}):", ""]
+    if box := response.answer_box:
+        answer = " — ".join(part for part in (box.answer, box.snippet) if part)
+        source = f" ({box.title + ', ' if box.title else ''}{box.link})" if box.link else ""
+        lines += [f"Answer: {answer}{source}", ""]
+    if graph := response.knowledge_graph:
+        kind = f" ({graph.type})" if graph.type else ""
+        lines.append(f"About {graph.title}{kind}: {graph.description}".rstrip(": "))
+        lines += [f"  {label}: {value}" for label, value in graph.attributes]
+        lines += [f"  Link: {graph.link}"] if graph.link else []
+        lines.append("")
+    if not response.results:
+        lines += ["No results. Try other or fewer words, or drop filters.", ""]
+    for result in response.results:
+        snippet = " — ".join(part for part in (result.date or "", result.snippet) if part)
+        lines += [f"{result.position}. {result.title}", f"   {result.link}"]
+        lines += [f"   {snippet}"] if snippet else []
+        lines.append("")
+    if response.people_also_ask:
+        lines.append("People also ask:")
+        for item in response.people_also_ask:
+            detail = f" {item.snippet}" if item.snippet else ""
+            lines.append(f"- {item.question}{detail}{f' ({item.link})' if item.link else ''}")
+        lines.append("")
+    if response.related_searches:
+        lines += ["Related searches: " + "; ".join(response.related_searches), ""]
+    lines += [f"Note: {note}" for note in response.notes]
+    return "\n".join(lines).rstrip()
+
+
+# --- what the model reads: MiroThinker naming ---------------------------------------------
+
+
+def serper_shaped(response: SearchResponse) -> dict[str, Any]:
+    """The response in Serper's JSON vocabulary, keys MiroThinker models expect."""
+    query = response.query
+    data: dict[str, Any] = {
+        "organic": [
+            _without_empty(
+                {
+                    "title": r.title,
+                    "link": r.link,
+                    "snippet": r.snippet,
+                    "date": r.date,
+                    "position": r.position,
+                }
+            )
+            for r in response.results
+        ],
+        "searchParameters": _without_empty(
+            {
+                "q": query.query,
+                "gl": query.gl,
+                "hl": query.hl,
+                "location": query.location,
+                "type": "search",
+                "num": query.count,
+                "page": query.page,
+                "tbs": query.tbs,
+                "autocorrect": query.autocorrect,
+                "engine": "google" if response.backend == "serper" else response.backend,
+            }
+        ),
+    }
+    if box := response.answer_box:
+        data["answerBox"] = _without_empty(
+            {"title": box.title, "answer": box.answer, "snippet": box.snippet, "link": box.link}
+        )
+    if graph := response.knowledge_graph:
+        data["knowledgeGraph"] = _without_empty(
+            {"title": graph.title, "type": graph.type, "website": graph.link,
+             "description": graph.description, "descriptionSource": graph.source,
+             "attributes": dict(graph.attributes)}
+        )  # fmt: skip
+    if response.people_also_ask:
+        data["peopleAlsoAsk"] = [
+            _without_empty(
+                {"question": q.question, "snippet": q.snippet, "title": q.title, "link": q.link}
+            )
+            for q in response.people_also_ask
+        ]
+    if response.related_searches:
+        data["relatedSearches"] = [{"query": text} for text in response.related_searches]
+    if response.notes:
+        data["notes"] = list(response.notes)
+    return data
+
+
+def _without_empty(fields: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in fields.items() if value not in (None, "", {}, [])}
+
+
+def mirothinker_error(message: str) -> str:
+    """A failure in the JSON form MiroThinker's search tool reports them in."""
+    return json.dumps({"success": False, "error": message, "results": []}, ensure_ascii=False)
+
+
+# --- the servers --------------------------------------------------------------------------
+
+
+def _description(backend: SearchBackend, shape: str) -> str:
+    engine = ENGINE_LABELS.get(backend.name, backend.name)
+    return (
+        f"Search the web ({engine}) and get the best-matching pages as {shape}, each with its "
+        "title, link and a snippet, plus a direct answer, an entity summary, related "
+        "questions and related searches when the engine has them. Open a link with a page "
+        "reader to read the whole page."
+    )
+
+
+def _add_deepledger_tool(server: MCPServer, backend: SearchBackend) -> None:
+    @server.tool(
+        name="search",
+        description=_description(backend, "numbered text"),
+        structured_output=False,
+    )
+    async def search(
+        query: Annotated[str, Field(description="What to search for, in plain words.")],
+        num: Annotated[int, Field(description="How many results, 1 to 100.")] = 10,
+        page: Annotated[int, Field(description="Which page of results, from 1.")] = 1,
+        gl: Annotated[
+            str | None, Field(description="Region code, ISO 3166-1 alpha-2 such as 'us'.")
+        ] = None,
+        hl: Annotated[
+            str | None, Field(description="Language code, ISO 639-1 such as 'en'.")
+        ] = None,
+    ) -> str:
+        request = SearchQuery(query, num=num, page=page, gl=gl, hl=hl)
+        try:
+            return format_text(await run_search(backend, request))
+        except SearchError as exc:
+            raise ToolError(str(exc)) from exc
+
+
+def _add_mirothinker_tool(server: MCPServer, backend: SearchBackend) -> None:
+    @server.tool(
+        name="google_search",
+        description=_description(backend, "JSON (organic results and search parameters)"),
+        structured_output=False,
+    )
+    async def google_search(
+        q: Annotated[str, Field(description="The search query.")],
+        gl: Annotated[str, Field(description="Region, ISO 3166-1 alpha-2 (e.g. 'us').")] = "us",
+        hl: Annotated[str, Field(description="Language, ISO 639-1 (e.g. 'en').")] = "en",
+        location: Annotated[
+            str | None, Field(description="Place to search from, e.g. 'Paris, France'.")
+        ] = None,
+        num: Annotated[int | None, Field(description="Number of results (10 if unset).")] = None,
+        tbs: Annotated[
+            str | None,
+            Field(
+                description="Time filter: qdr:h, qdr:d, qdr:w, qdr:m or qdr:y (past hour "
+                "to past year)."
+            ),
+        ] = None,
+        page: Annotated[int | None, Field(description="Page of results, from 1.")] = None,
+        autocorrect: Annotated[
+            bool | None, Field(description="Whether the engine may correct the spelling.")
+        ] = None,
+    ) -> CallToolResult:
+        request = SearchQuery(
+            q, num=10 if num is None else num, page=page, gl=gl, hl=hl,
+            location=location, tbs=tbs, autocorrect=autocorrect,
+        )  # fmt: skip
+        try:
+            response = await run_search(backend, request)
+        except SearchError as exc:
+            # Returned rather than raised: a raised ToolError reaches the model behind the
+            # SDK's "Error executing tool" prefix, and these models expect the bare JSON.
+            return CallToolResult(content=[_text(mirothinker_error(str(exc)))], is_error=True)
+        return CallToolResult(
+            content=[_text(json.dumps(serper_shaped(response), ensure_ascii=False))]
+        )
+
+
+def _text(text: str) -> TextContent:
+    return TextContent(type="text", text=text)
+
+
+def build_server(backend: SearchBackend, names: str = "deepledger") -> MCPServer:
+    """The MCP server offering ``backend`` under the naming ``names``."""
+    if names not in NAMINGS:
+        raise ValueError(f"names must be one of {NAMINGS}, not {names!r}")
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await backend.aclose()
+
+    server = MCPServer(
+        SERVER_NAMES[names],
+        instructions=f"Web search ({ENGINE_LABELS.get(backend.name, backend.name)}).",
+        lifespan=lifespan,
+    )
+    if names == "mirothinker":
+        _add_mirothinker_tool(server, backend)
+    else:
+        _add_deepledger_tool(server, backend)
+    return server
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--backend", choices=backend_names(), default="local")
+    parser.add_argument("--names", choices=NAMINGS, default="deepledger")
+    parser.add_argument("--timeout", type=float, default=20.0, help="seconds per HTTP request")
+    parser.add_argument(
+        "--max-attempts", type=int, default=DEFAULT_RETRY.max_attempts,
+        help="tries per search when the engine is rate-limited or failing (1: no retry)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--retry-wait", type=float, default=DEFAULT_RETRY.initial_wait_seconds,
+        help="seconds before the first retry; doubled each time",
+    )  # fmt: skip
+    parser.add_argument(
+        "--retry-max-wait", type=float, default=DEFAULT_RETRY.max_wait_seconds,
+        help="the longest backoff between tries",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-retry-after", type=float, default=DEFAULT_RETRY.max_retry_after_seconds,
+        help="the longest Retry-After honoured (longer ones are cut to this)",
+    )  # fmt: skip
+    parser.add_argument("--corpus", type=Path, help="local backend: the corpus to search")
+    parser.add_argument("--cache-dir", type=Path, help="local backend: the index folder")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Configure the backend from flags and the environment, serve over stdio."""
+    args = parse_args(argv)
+    retry = RetryPolicy(
+        max_attempts=max(1, args.max_attempts),
+        initial_wait_seconds=max(0.0, args.retry_wait),
+        max_wait_seconds=max(0.0, args.retry_max_wait),
+        jitter_seconds=min(DEFAULT_RETRY.jitter_seconds, max(0.0, args.retry_wait)),
+        max_retry_after_seconds=max(0.0, args.max_retry_after),
+    )
+    options = BackendOptions(
+        timeout_seconds=args.timeout, retry=retry, corpus=args.corpus, cache_dir=args.cache_dir
+    )
+    backend = create_backend(args.backend, options=options)
+    serve_stdio(build_server(backend, args.names))
+
+
+if __name__ == "__main__":
+    main()
