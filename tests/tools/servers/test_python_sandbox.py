@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
 import socket
@@ -79,19 +80,27 @@ async def test_stdout_and_stderr_are_captured_including_child_processes_and_trun
     assert len(text) < 1100
 
 
-def _process_gone(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return True
-    return "State:\tZ" in status
+def _processes_with_argument(argument: str) -> list[int]:
+    """Host pids whose command line holds ``argument`` (pids printed inside a PID namespace
+    mean nothing out here, so a unique argument identifies the process instead)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            arguments = cmdline.read_bytes().split(b"\0")
+            status = (cmdline.parent / "status").read_text()
+        except OSError:  # it ended while we looked
+            continue
+        if argument.encode() in arguments and "State:\tZ" not in status:
+            found.append(int(cmdline.parent.name))
+    return found
 
 
 async def test_a_runaway_call_is_stopped_at_the_time_limit_and_the_next_call_gets_a_fresh_session():
+    argument = f"{60 + os.getpid() % 1000 / 1000:.3f}"  # a sleep no other test starts
     runaway = (
         "import subprocess\n"
-        "child = subprocess.Popen(['sleep', '60'])\n"
-        "print(child.pid, flush=True)\n"
+        f"child = subprocess.Popen(['sleep', '{argument}'])\n"
+        "print('started', flush=True)\n"
         "while True:\n"
         "    pass"
     )
@@ -104,12 +113,12 @@ async def test_a_runaway_call_is_stopped_at_the_time_limit_and_the_next_call_get
         assert 2 <= elapsed < 10
         assert "Timed out" in text
         assert "variables, imports and definitions from earlier calls are lost" in text
-        child_pid = int(text.split("\n")[1])  # output printed before the timeout is kept
-        for _ in range(50):  # the whole process group was killed, the child too
-            if _process_gone(child_pid):
+        assert text.startswith("[stdout]\nstarted")  # output printed before the timeout is kept
+        for _ in range(50):  # everything the call started was killed, the child too
+            if not _processes_with_argument(argument):
                 break
             await asyncio.sleep(0.05)
-        assert _process_gone(child_pid)
+        assert _processes_with_argument(argument) == []
 
         text, failed = await run(client, "x")
         assert failed
@@ -142,36 +151,80 @@ def _machine_allows_network_namespaces() -> bool:
     return any(subprocess.run(command, capture_output=True).returncode == 0 for command in commands)
 
 
-async def test_the_network_is_unreachable_from_the_sandbox():
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        port = listener.getsockname()[1]
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()  # reachable from here
+def _loopback_listener() -> socket.socket:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    socket.create_connection(listener.getsockname(), timeout=2).close()  # reachable from here
+    return listener
 
+
+_CONNECT = "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)"
+
+
+async def test_the_network_is_unreachable_from_the_sandbox():
+    with _loopback_listener() as listener:
+        port = listener.getsockname()[1]
         async with sandbox() as client:
             description = await description_of_run_python(client)
-            text, failed = await run(
-                client, f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)"
-            )
-    if "Network: NOT isolated" in description:
-        assert not _machine_allows_network_namespaces()
-        assert text.startswith("[notice]\nNetwork: NOT isolated")
-    else:
-        assert "Network: isolated" in description
+            text, failed = await run(client, _CONNECT.format(port=port))
+    if "Isolation: bubblewrap sandbox" in description:
+        assert failed
+        assert "ConnectionRefusedError" in text  # its own loopback, where nothing listens
+    elif "Network: isolated" in description:
         assert failed
         assert "OSError: [Errno 101] Network is unreachable" in text
+    else:
+        assert not _machine_allows_network_namespaces()
+        assert text.startswith("[notice]\nIsolation: NONE")
 
 
-async def test_without_unshare_the_server_runs_and_says_the_network_is_not_isolated(tmp_path):
-    async with sandbox(env={"PATH": str(tmp_path)}) as client:  # no `unshare` to be found
+async def test_the_unshare_fallback_isolates_only_the_network_and_says_so():
+    if not _machine_allows_network_namespaces():
+        pytest.skip("`unshare --net` does not work on this machine")
+    with _loopback_listener() as listener:
+        port = listener.getsockname()[1]
+        async with sandbox("--isolation", "unshare") as client:
+            description = await description_of_run_python(client)
+            first, failed = await run(client, _CONNECT.format(port=port))
+            second, _ = await run(client, "2 + 2")
+    for text in (description, first):
+        assert "Network: isolated" in text
+        assert "Filesystem and processes: NOT isolated" in text
+        assert "Process count: NOT limited" in text
+    assert first.startswith("[notice]\nIsolation: network only")
+    assert failed
+    assert "Network is unreachable" in first
+    assert second == "[value]\n4"  # said once
+
+
+async def test_without_bwrap_or_unshare_the_server_runs_and_says_nothing_is_isolated(tmp_path):
+    async with sandbox(env={"PATH": str(tmp_path)}) as client:  # neither is to be found
         description = await description_of_run_python(client)
         first, first_failed = await run(client, "1 + 1")
         second, _ = await run(client, "2 + 2")
-    assert "Network: NOT isolated" in description
-    assert first.startswith("[notice]\nNetwork: NOT isolated")
+    for text in (description, first):
+        assert "Isolation: NONE (bubblewrap not found on PATH; no util-linux `unshare`" in text
+        assert "Network: NOT isolated" in text
+        assert "Filesystem and processes: NOT isolated" in text
+    assert first.startswith("[notice]\nIsolation: NONE")
     assert (value_of(first), first_failed) == ("2", False)
     assert second == "[value]\n4"  # said once
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "unshare"])
+def test_an_isolation_asked_for_but_unavailable_is_a_clear_startup_error(tmp_path, mode):
+    server = subprocess.run(
+        [sys.executable, "-m", MODULE, "--isolation", mode],
+        env={"PATH": str(tmp_path)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert server.returncode == 2
+    assert f"python_sandbox: error: --isolation {mode}: " in server.stderr
+    assert "not found on PATH" in server.stderr or "no util-linux `unshare`" in server.stderr
 
 
 async def test_the_working_directory_is_a_private_temporary_one_removed_on_exit():
@@ -231,3 +284,10 @@ async def test_a_cancelled_call_restarts_the_session_and_the_next_result_says_so
     assert failed
     assert text.startswith("[notice]\nThe previous call was cancelled")
     assert "NameError" in text
+
+
+async def test_the_interpreters_own_packages_import_inside_the_sandbox():
+    pytest.importorskip("numpy")  # the server runs in this interpreter: if here, then there
+    async with sandbox() as client:
+        text, failed = await run(client, "import numpy\nint(numpy.arange(10).sum())")
+    assert (value_of(text), failed) == ("45", False)

@@ -1,28 +1,45 @@
-"""The process that runs model-written code for ``python_sandbox``: one namespace, REPL-style.
+"""The process that runs model-written code for the sandbox servers: one namespace, REPL-style.
 
-``python_sandbox`` starts it as ``python -I _sandbox_worker.py --request-fd R --response-fd W
-...`` (by path, not ``-m``, so it imports only the standard library, starts fast and never
-loads deepledger). It lives as long as one session: globals persist between calls.
+``python_sandbox`` and ``tool_python`` start it as ``python -I _sandbox_worker.py
+--request-fd R --response-fd W ...`` (by path, not ``-m``, so it imports only the standard
+library, starts fast and never loads deepledger), inside the isolation of
+``sandbox_isolation``. It lives as long as one session: globals persist between calls.
+
+When started as root inside bubblewrap (``--run-as UID:GID``) its first act is to set its
+resource limits (as root, so the hard limits hold) and drop to that uid/gid for good, before
+it reads any request.
 
 Protocol, newline-delimited JSON on two private pipes (stdin is /dev/null; stdout and stderr
 belong to the model's code and are drained by the server):
 
 - worker → server, once, after setup: ``{"ready": true, "pid": ...}``
-- server → worker: ``{"code": str, "marker": str}``
-- worker → server: ``{"value": str | null, "error": str | null, "markers_written": bool}``
+- server → worker, one of:
 
-After each call the worker writes ``marker`` to fd 1 and fd 2, so the server knows where this
-call's output ends in each stream (output of child processes goes through the same fds).
+  - ``{"op": "run", "code": str, "marker": str}`` → ``{"value", "error", "markers_written"}``
+  - ``{"op": "command", "command": str, "cwd": str, "marker": str}`` → ``{"exit_code",
+    "error", "markers_written"}`` (``/bin/sh -c`` with the worker's stdout and stderr)
+  - ``{"op": "read", "path": str, "offset": int, "length": int}`` → ``{"data": base64,
+    "size": int, "error"}``
+  - ``{"op": "write", "path": str, "name": str, "data": base64, "append": bool}`` →
+    ``{"path": str, "error"}``: the first chunk (``append`` false) decides the file: ``path``
+    itself, or ``path/name`` when ``path`` is (or looks like) a folder
+
+After each run or command the worker writes ``marker`` to fd 1 and fd 2, so the server knows
+where this call's output ends in each stream (output of child processes goes through the same
+fds). File transfers run here, as the sandbox user and in the sandbox's view of the
+filesystem, so a symlink the code planted can only reach what the code could read anyway.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import base64
 import json
 import linecache
 import os
 import resource
+import subprocess
 import sys
 import traceback
 from contextlib import suppress
@@ -44,11 +61,30 @@ def truncate_middle(text: str, limit: int) -> str:
     return f"{text[:head]}{notice}{text[len(text) - tail :]}"
 
 
-def _limit_resources(memory_mb: int) -> None:
-    """Address-space cap for the whole worker life; no core files when a limit kills it."""
+def _limit_resources(memory_mb: int, max_processes: int | None, max_file_mb: int | None) -> None:
+    """Limits for the whole worker life; no core files when a limit kills it.
+
+    RLIMIT_NPROC counts the tasks of the real uid, so it is a per-sandbox limit only where the
+    sandbox has a uid of its own (``--run-as``); the server passes it only where it holds.
+    """
     memory = memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if max_processes is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (max_processes, max_processes))
+    if max_file_mb is not None:
+        size = max_file_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+
+def _drop_privileges(run_as: str) -> None:
+    """Become the sandbox user for good: no supplementary groups, no capabilities left."""
+    uid, gid = (int(part) for part in run_as.split(":"))
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)  # from root to non-root: the kernel clears all capabilities
+    if os.getresuid() != (uid, uid, uid) or os.getgroups() not in ([], [gid]):
+        raise SystemExit("could not drop privileges")
 
 
 def _limit_cpu_for_one_call(cpu_seconds: int) -> None:
@@ -63,8 +99,11 @@ def _limit_cpu_for_one_call(cpu_seconds: int) -> None:
 
 
 def _die_with_parent(parent_pid: int) -> None:
-    """If the server dies without cleaning up (SIGKILL), the kernel kills us too (Linux only)."""
-    if sys.platform != "linux":
+    """If the server dies without cleaning up (SIGKILL), the kernel kills us too (Linux only).
+
+    ``parent_pid`` 0: bubblewrap's ``--die-with-parent`` does this (and our parent there is
+    bubblewrap, in another PID namespace)."""
+    if sys.platform != "linux" or parent_pid == 0:
         return
     import ctypes  # only here: ctypes costs a few milliseconds of startup
 
@@ -141,28 +180,90 @@ def _send(responses: BinaryIO, message: dict[str, Any]) -> None:
     responses.flush()
 
 
+def _run_command(command: str, cwd: str) -> tuple[int | None, str | None]:
+    """A shell command with this worker's stdout and stderr, so the pumps collect its output."""
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    try:
+        completed = subprocess.run(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL, cwd=cwd)
+    except OSError as exc:
+        return None, f"The command could not be started: {exc}"
+    return completed.returncode, None
+
+
+def _read_chunk(path: str, offset: int, length: int) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            file.seek(offset)
+            data = file.read(length)
+    except OSError as exc:
+        return {"error": _describe_os_error(exc, path)}
+    return {"data": base64.b64encode(data).decode(), "size": size, "error": None}
+
+
+def _write_chunk(path: str, name: str, data: str, append: bool) -> dict[str, Any]:
+    if not append and _looks_like_folder(path):
+        path = os.path.join(path, name)
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "ab" if append else "wb") as file:
+            file.write(base64.b64decode(data))
+    except OSError as exc:
+        return {"error": _describe_os_error(exc, path)}
+    return {"path": os.path.abspath(path), "error": None}
+
+
+def _looks_like_folder(path: str) -> bool:
+    """An existing folder, or a path ending in a slash or without an extension."""
+    return os.path.isdir(path) or path.endswith("/") or not os.path.splitext(path)[1]
+
+
+def _describe_os_error(exc: OSError, path: str) -> str:
+    reason = exc.strerror or type(exc).__name__
+    return f"{path}: {reason}"
+
+
+def _handle(request: dict[str, Any], session: Session) -> dict[str, Any]:
+    op = request.get("op", "run")
+    if op == "read":
+        return _read_chunk(request["path"], request["offset"], request["length"])
+    if op == "write":
+        return _write_chunk(request["path"], request["name"], request["data"], request["append"])
+    if op == "command":
+        exit_code, error = _run_command(request["command"], request["cwd"])
+        markers_written = _end_call(request["marker"])
+        return {"exit_code": exit_code, "error": error, "markers_written": markers_written}
+    value, error = session.run(request["code"])
+    markers_written = _end_call(request["marker"])
+    return {"value": value, "error": error, "markers_written": markers_written}
+
+
 def serve(requests: BinaryIO, responses: BinaryIO, session: Session, cpu_seconds: int) -> None:
     _send(responses, {"ready": True, "pid": os.getpid()})
     while line := requests.readline():
-        request = json.loads(line)
         _limit_cpu_for_one_call(cpu_seconds)
-        value, error = session.run(request["code"])
-        markers_written = _end_call(request["marker"])
-        _send(responses, {"value": value, "error": error, "markers_written": markers_written})
+        _send(responses, _handle(json.loads(line), session))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--request-fd", type=int, required=True)
     parser.add_argument("--response-fd", type=int, required=True)
-    parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, default=0)
     parser.add_argument("--memory-mb", type=int, required=True)
     parser.add_argument("--cpu-seconds", type=int, required=True)
     parser.add_argument("--max-chars", type=int, required=True)
+    parser.add_argument("--max-processes", type=int, default=None)
+    parser.add_argument("--max-file-mb", type=int, default=None)
+    parser.add_argument("--run-as", default=None, help="UID:GID to drop to (started as root)")
     args = parser.parse_args(argv)
 
     _die_with_parent(args.parent_pid)
-    _limit_resources(args.memory_mb)
+    _limit_resources(args.memory_mb, args.max_processes, args.max_file_mb)
+    if args.run_as is not None:
+        _drop_privileges(args.run_as)
     for fd in (args.request_fd, args.response_fd):
         os.set_inheritable(fd, False)  # child processes of the model's code must not hold them
     for stream in (sys.stdout, sys.stderr):

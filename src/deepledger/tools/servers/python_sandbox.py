@@ -21,54 +21,67 @@ Tools
 How the code is contained
 -------------------------
 The code runs in a separate worker process (``_sandbox_worker.py``), never in this server,
-and talks to it over private pipes; the server's stdout carries only MCP. The worker is:
+and talks to it over private pipes; the server's stdout carries only MCP. What isolates the
+worker from the machine is chosen at startup with ``--isolation auto|bwrap|unshare|none``
+(``auto``, the default: the strongest that works here; ``bwrap`` or ``unshare`` asked for
+but not working is a startup error). ``sandbox_isolation`` documents each mode exactly; in
+short:
+
+- **bwrap** (bubblewrap): own PID namespace and ``/proc`` (only the sandbox's processes are
+  visible, so no ``/proc/<server pid>/environ`` or ``/proc/<pid>/cwd/.env``), an
+  unprivileged uid of its own (never root, never the server's user when the server is
+  root), no network (an empty loopback: even the host's 127.0.0.1 is unreachable), an empty
+  environment, and a filesystem of read-only system and Python folders plus its working
+  directory, the only writable place besides a RAM-backed ``/tmp``. At most
+  ``--max-processes`` tasks (processes and threads, RLIMIT_NPROC), each file at most 1 GiB
+  (RLIMIT_FSIZE). Its working directory keeps its host path inside.
+- **unshare** (fallback): no network (an empty network namespace), nothing else: the code
+  runs as the same user on the same filesystem and can read the user's files and other
+  processes' environments; process count not limited.
+- **none**: no isolation beyond the limits below.
+
+Which mode is in force is stated in the tool description and the server instructions, and,
+for the weaker modes, again in the first result (a ``[notice]``) and as a warning on stderr.
+
+In every mode the worker is:
 
 - **limited in time**: each call has a wall-clock limit (``--timeout``, default 30 s). On
-  expiry the worker's whole process group (it is a session leader, so this includes
-  processes the code started, unless they called ``setsid``) is killed with SIGKILL and the
-  model is told the session was lost; the next call starts a fresh one. Each call also gets
-  an RLIMIT_CPU budget of ``ceil(timeout) + 1`` CPU seconds, a backstop that only fires first
-  for multi-threaded code (the worker dies of SIGXCPU and the model is told so).
+  expiry the worker is killed with SIGKILL (with bwrap its whole PID namespace goes, so no
+  process the code started survives; otherwise its process group, so processes that called
+  ``setsid`` may) and the model is told the session was lost; the next call starts a fresh
+  one. Each call also gets an RLIMIT_CPU budget of ``ceil(timeout) + 1`` CPU seconds, a
+  backstop that only fires first for multi-threaded code (the worker dies of SIGXCPU and the
+  model is told so).
 - **limited in memory**: RLIMIT_AS (``--memory-mb``, default 1024) caps its address space
   (child processes inherit the same cap each; it is not a total).
   Usually this surfaces as a ``MemoryError`` traceback and the session survives; if native
   code dies of it instead, the model is told the worker died and the session was lost.
-- **without network, where the OS allows**: on Linux with util-linux ``unshare``, the worker
-  starts in a new, empty network namespace (``unshare --net`` as root, otherwise
-  ``unshare --user --map-root-user --net`` if unprivileged user namespaces are enabled).
-  The namespace has only a loopback device, which is down, so every connection fails,
-  including to services on the host's 127.0.0.1, and DNS fails. Which mode is in force is
-  probed at startup and stated in the tool description. If neither works the server still
-  runs, warns on stderr, and says "Network: NOT isolated" in the tool description and in the
-  first result. As real root the code keeps CAP_SYS_ADMIN and could deliberately re-enter
-  the host namespace (``setns``); the namespace stops accidental or casual network use, it
-  is not a defence against code written to escape. In the user-namespace mode the code
-  sees itself as uid 0 but has only the real user's rights on the host's files.
 - **in a private working directory**: its cwd (and ``HOME``, ``TMPDIR``) is a temporary
   directory made for this server and deleted when it exits (``--workdir`` uses a given
-  directory instead and keeps it). Files the code writes there survive ``reset()`` and
-  timeouts but not the server. It is also first on ``sys.path``, like a notebook's.
+  directory instead and keeps it; with bwrap as root it is handed to the sandbox's uid).
+  Files the code writes there survive ``reset()`` and timeouts but not the server. It is
+  also first on ``sys.path``, like a notebook's.
 - **without a terminal**: stdin is ``/dev/null`` (``input()`` raises ``EOFError``).
-- **in a minimal environment**: only ``PATH``, ``HOME``, ``TMPDIR``, ``LANG`` and
-  ``MPLBACKEND`` are set, so the server's environment (API keys and the like) is not passed
-  on (though it stays readable in ``/proc/<server pid>/environ``, see below).
-  The interpreter runs with ``-I``: the user's site-packages and ``PYTHONPATH`` are ignored,
-  the interpreter's own site-packages (the venv: numpy etc. if installed) are importable.
+- **in a minimal environment**: only ``PATH``, ``HOME``, ``TMPDIR``, ``LANG``, ``USER``,
+  ``LOGNAME`` and ``MPLBACKEND`` are set; the server's environment (API keys and the like) is
+  not passed on. The interpreter runs with ``-I``: the user's site-packages and
+  ``PYTHONPATH`` are ignored, the interpreter's own site-packages (the venv: numpy etc. if
+  installed) are importable.
 
-What is **not** isolated: the filesystem. The worker runs as the same user as the server, so
-it can read and write whatever that user can (outside its working directory too, including
-``/proc``); the working directory is a convenience, not a jail. Processes are not limited in
-number and disk use is not limited. Nor is the worker protected from itself: code can raise
-its own CPU limit or corrupt its session; the wall-clock kill still holds.
+Not limited in any mode: disk use in the working directory (beyond each file's size with
+bwrap). Nor is the worker protected from itself: code can raise its own CPU limit or corrupt
+its session; the wall-clock kill still holds.
 
-Lifetime: if the server is killed the kernel kills the worker too (``PR_SET_PDEATHSIG``); on
-stdin EOF or SIGTERM the server kills the worker's group and deletes its temporary directory.
+Lifetime: if the server is killed the kernel kills the worker too (``PR_SET_PDEATHSIG``, or
+bwrap's ``--die-with-parent``); on stdin EOF or SIGTERM the server kills the worker and
+deletes its temporary directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import codecs
 import json
 import logging
@@ -81,11 +94,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
@@ -93,6 +106,13 @@ from pydantic import Field
 
 from deepledger.tools.servers._sandbox_worker import TRUNCATION_NOTICE
 from deepledger.tools.servers._stdio import serve_stdio
+from deepledger.tools.servers.sandbox_isolation import (
+    ISOLATION_CHOICES,
+    Confinement,
+    Isolation,
+    IsolationUnavailableError,
+    detect_isolation,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -111,11 +131,17 @@ class SandboxUnavailableError(RuntimeError):
     """The worker process could not be started; the message says why."""
 
 
+class SandboxFileError(RuntimeError):
+    """A file could not be moved into or out of the sandbox; the message says why."""
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     timeout_seconds: float = 30.0
     memory_mb: int = 1024
     max_output_chars: int = 10_000
+    max_processes: int = 256  # tasks (processes and threads) of the sandbox user, with bwrap
+    max_file_mb: int = 1024  # RLIMIT_FSIZE: the largest file the code may write
 
     @property
     def cpu_seconds(self) -> int:
@@ -124,57 +150,16 @@ class SandboxLimits:
 
 
 @dataclass(frozen=True)
-class NetworkIsolation:
-    prefix: tuple[str, ...]  # argv that starts the worker in a fresh network namespace
-    summary: str  # one line for the tool description
-
-    @property
-    def isolated(self) -> bool:
-        return bool(self.prefix)
-
-
-def detect_network_isolation() -> NetworkIsolation:
-    """Find a way to start the worker without network that actually works on this machine."""
-    unshare = shutil.which("unshare")
-    if sys.platform != "linux" or unshare is None:
-        return _not_isolated("no util-linux `unshare` on this system")
-    candidates = [(unshare, "--user", "--map-root-user", "--net")]
-    if os.geteuid() == 0:
-        candidates.insert(0, (unshare, "--net"))
-    for prefix in candidates:
-        probe = subprocess.run(
-            [*prefix, "true"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=10,
-            check=False,
-        )
-        if probe.returncode == 0:
-            return NetworkIsolation(
-                prefix,
-                "Network: isolated (the code runs in an empty network namespace; "
-                "every connection fails, even to localhost).",
-            )
-    return _not_isolated("`unshare --net` is not permitted here")
-
-
-def _not_isolated(reason: str) -> NetworkIsolation:
-    return NetworkIsolation(
-        (), f"Network: NOT isolated ({reason}); the code can open network connections."
-    )
-
-
-@dataclass(frozen=True)
 class CellResult:
     stdout: str = ""
     stderr: str = ""
     value: str | None = None
     error: str | None = None  # a traceback, or what happened to the worker
+    exit_code: int | None = None  # of a shell command
 
     @property
     def failed(self) -> bool:
-        return self.error is not None
+        return self.error is not None or self.exit_code not in (None, 0)
 
 
 class _BoundedText:
@@ -294,23 +279,12 @@ class _Worker:
         self.alive = True
 
     @classmethod
-    async def start(
-        cls, limits: SandboxLimits, workdir: Path, isolation: NetworkIsolation
-    ) -> _Worker:
+    async def start(cls, limits: SandboxLimits, confinement: Confinement) -> _Worker:
         request_read, request_write = os.pipe()
         response_read, response_write = os.pipe()
-        argv = [
-            *isolation.prefix,
-            sys.executable,
-            "-I",
-            str(_WORKER_SCRIPT),
-            f"--request-fd={request_read}",
-            f"--response-fd={response_write}",
-            f"--parent-pid={os.getpid()}",
-            f"--memory-mb={limits.memory_mb}",
-            f"--cpu-seconds={limits.cpu_seconds}",
-            f"--max-chars={limits.max_output_chars}",
-        ]
+        argv, env, cwd = confinement.command(
+            _worker_argv(limits, confinement, request_read, response_write)
+        )
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,
@@ -318,8 +292,8 @@ class _Worker:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 pass_fds=(request_read, response_write),
-                cwd=workdir,
-                env=_worker_environment(workdir),
+                cwd=cwd,
+                env=env,
                 start_new_session=True,  # its own process group, so one killpg ends everything
             )
         finally:
@@ -342,23 +316,43 @@ class _Worker:
             + (f"\n{stderr}" if stderr else "")
         )
 
-    async def run(self, code: str) -> CellResult:
+    async def run(self, request: dict[str, Any]) -> CellResult:
+        """A ``run`` or ``command`` request, with the output this call printed."""
         marker = f"\x00DLSANDBOX-END-{secrets.token_hex(8)}\x00"
-        try:
-            self._requests.write(json.dumps({"code": code, "marker": marker}).encode() + b"\n")
-            await self._requests.drain()
-            line = await asyncio.wait_for(self._responses.readline(), self._limits.timeout_seconds)
-        except TimeoutError:
+        line = await self._exchange({**request, "marker": marker})
+        if line is None:
             return await self._timed_out()
-        except (BrokenPipeError, ConnectionResetError):
-            line = b""
         if not line:
             return await self._died()
         response = json.loads(line)
         grace = _MARKER_GRACE_SECONDS if response["markers_written"] else 0.0
         stdout = await self._stdout.output_until(marker, grace)
         stderr = await self._stderr.output_until(marker, grace)
-        return CellResult(stdout, stderr, response["value"], response["error"])
+        return CellResult(
+            stdout, stderr, response.get("value"), response.get("error"), response.get("exit_code")
+        )
+
+    async def transfer(self, request: dict[str, Any]) -> dict[str, Any]:
+        """A ``read`` or ``write`` request; a failure of the worker comes back as its error."""
+        line = await self._exchange(request)
+        if line is None:
+            result = await self._timed_out()
+        elif not line:
+            result = await self._died()
+        else:
+            return json.loads(line)
+        return {"error": result.error}
+
+    async def _exchange(self, request: dict[str, Any]) -> bytes | None:
+        """Send one request; its response line, b"" if the worker died, None on timeout."""
+        try:
+            self._requests.write(json.dumps(request).encode() + b"\n")
+            await self._requests.drain()
+            return await asyncio.wait_for(self._responses.readline(), self._limits.timeout_seconds)
+        except TimeoutError:
+            return None
+        except (BrokenPipeError, ConnectionResetError):
+            return b""
 
     async def _timed_out(self) -> CellResult:
         self.kill()
@@ -442,15 +436,29 @@ class _ControlPipes:
         self.response_transport.close()
 
 
-def _worker_environment(workdir: Path) -> dict[str, str]:
-    venv_bin = str(Path(sys.executable).parent)  # so `python` in a subprocess is this one
-    return {
-        "PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", os.defpath)]),
-        "HOME": str(workdir),
-        "TMPDIR": str(workdir),
-        "LANG": "C.UTF-8",
-        "MPLBACKEND": "Agg",
-    }
+def _worker_argv(
+    limits: SandboxLimits, confinement: Confinement, request_fd: int, response_fd: int
+) -> list[str]:
+    bwrap = confinement.isolation.mode == "bwrap"
+    argv = [
+        sys.executable,
+        "-I",
+        confinement.worker_script,
+        f"--request-fd={request_fd}",
+        f"--response-fd={response_fd}",
+        # bwrap's --die-with-parent kills the worker with us; its parent there is bwrap.
+        f"--parent-pid={0 if bwrap else os.getpid()}",
+        f"--memory-mb={limits.memory_mb}",
+        f"--cpu-seconds={limits.cpu_seconds}",
+        f"--max-chars={limits.max_output_chars}",
+        f"--max-file-mb={limits.max_file_mb}",
+    ]
+    process_limit = confinement.process_limit(limits.max_processes)
+    if process_limit is not None:
+        argv.append(f"--max-processes={process_limit}")
+    if confinement.run_as is not None:
+        argv.append("--run-as={}:{}".format(*confinement.run_as))
+    return argv
 
 
 def _describe_exit(returncode: int | None) -> str:
@@ -472,23 +480,84 @@ def _limit_hint(returncode: int | None, limits: SandboxLimits) -> str:
     return ""
 
 
+_T = TypeVar("_T")
+_TRANSFER_CHUNK = 4 * 1024 * 1024  # raw bytes per pipe message (base64 makes it a third more)
+MAX_TRANSFER_BYTES = 256 * 1024 * 1024
+
+
 class PythonSandbox:
     """The session the server offers: one worker at a time, restarted when it is lost."""
 
-    def __init__(self, limits: SandboxLimits, workdir: Path, isolation: NetworkIsolation) -> None:
+    def __init__(self, limits: SandboxLimits, confinement: Confinement) -> None:
         self.limits = limits
-        self.workdir = workdir
-        self.isolation = isolation
+        self.confinement = confinement
+        self.isolation = confinement.isolation
         self._worker: _Worker | None = None
         self._lock = asyncio.Lock()
         # Told to the model at the start of the next result.
-        self._notices: list[str] = [] if isolation.isolated else [isolation.summary]
+        notice = self.isolation.notice
+        self._notices: list[str] = [notice] if notice else []
+
+    @property
+    def workdir(self) -> str:
+        """The working directory as the code sees it."""
+        return self.confinement.inside_workdir
 
     async def run(self, code: str) -> CellResult:
+        return await self._with_worker(lambda worker: worker.run({"op": "run", "code": code}))
+
+    async def run_command(self, command: str) -> CellResult:
+        request = {"op": "command", "command": command, "cwd": self.workdir}
+        return await self._with_worker(lambda worker: worker.run(request))
+
+    async def read_file(self, path: str) -> bytes:
+        """A file as the sandbox sees it, read by the sandbox user; SandboxFileError if not."""
+        data = bytearray()
+        while True:
+            response = await self._transfer(
+                {"op": "read", "path": path, "offset": len(data), "length": _TRANSFER_CHUNK}
+            )
+            if response["error"]:
+                raise SandboxFileError(response["error"])
+            if response["size"] > MAX_TRANSFER_BYTES:
+                raise SandboxFileError(
+                    f"{path} is {response['size']} bytes; at most {MAX_TRANSFER_BYTES} move "
+                    "out of the sandbox."
+                )
+            chunk = base64.b64decode(response["data"])
+            data += chunk
+            if not chunk or len(data) >= response["size"]:
+                return bytes(data)
+
+    async def write_file(self, path: str, name: str, data: bytes) -> str:
+        """Write ``data`` as the sandbox user at ``path`` (or ``path/name`` for a folder)."""
+        offset = 0
+        while True:
+            chunk = data[offset : offset + _TRANSFER_CHUNK]
+            response = await self._transfer(
+                {
+                    "op": "write",
+                    "path": path,
+                    "name": name,
+                    "data": base64.b64encode(chunk).decode(),
+                    "append": offset > 0,
+                }
+            )
+            if response["error"]:
+                raise SandboxFileError(response["error"])
+            path = response["path"]  # later chunks go to the file the first one chose
+            offset += len(chunk)
+            if offset >= len(data):
+                return path
+
+    async def _transfer(self, request: dict[str, Any]) -> dict[str, Any]:
+        return await self._with_worker(lambda worker: worker.transfer(request))
+
+    async def _with_worker(self, action: Callable[[_Worker], Awaitable[_T]]) -> _T:
         async with self._lock:
             worker = await self._live_worker()
             try:
-                result = await worker.run(code)
+                result = await action(worker)
             except BaseException as exc:  # mid-call, so the worker no longer matches our state
                 worker.kill()
                 worker.close_pipes()
@@ -523,7 +592,7 @@ class PythonSandbox:
 
     async def _live_worker(self) -> _Worker:
         if self._worker is None or not self._worker.alive:
-            self._worker = await _Worker.start(self.limits, self.workdir, self.isolation)
+            self._worker = await _Worker.start(self.limits, self.confinement)
         return self._worker
 
     async def aclose(self) -> None:
@@ -536,7 +605,7 @@ class PythonSandbox:
             self._worker.kill()
 
     def take_notices(self) -> str | None:
-        """What the model should hear once: no network isolation, a session lost unseen."""
+        """What the model should hear once: weaker isolation, a session lost unseen."""
         notices, self._notices = self._notices, []
         return "\n".join(notices) or None
 
@@ -547,6 +616,7 @@ def render_result(result: CellResult, notice: str | None = None) -> CallToolResu
         ("stdout", result.stdout),
         ("stderr", result.stderr),
         ("value", result.value),
+        ("exit code", None if result.exit_code is None else str(result.exit_code)),
         ("error", result.error),
     ):
         if body:
@@ -556,17 +626,22 @@ def render_result(result: CellResult, notice: str | None = None) -> CallToolResu
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=result.failed)
 
 
+def limits_sentence(limits: SandboxLimits) -> str:
+    return (
+        f"Limits per call: {limits.timeout_seconds:g} s wall clock (on timeout the session "
+        f"restarts and all variables are lost), {limits.memory_mb} MB memory."
+    )
+
+
 def _run_python_description(sandbox: PythonSandbox) -> str:
     limits = sandbox.limits
     return (
         "Run Python code in a persistent session (like a notebook cell): variables, imports "
         "and functions persist between calls, and the value of a final expression is shown. "
         "Returns [stdout], [stderr], [value] and, if the code failed, [error] with the "
-        f"traceback; each is cut to {limits.max_output_chars} characters. Limits per call: "
-        f"{limits.timeout_seconds:g} s wall clock (on timeout the session restarts and all "
-        f"variables are lost), {limits.memory_mb} MB memory. The working directory is a "
-        "private scratch folder that lasts for this task. "
-        f"{sandbox.isolation.summary}"
+        f"traceback; each is cut to {limits.max_output_chars} characters. "
+        f"{limits_sentence(limits)} The working directory is a private scratch folder that "
+        f"lasts for this task. {sandbox.isolation.summary}"
     )
 
 
@@ -594,7 +669,7 @@ def build_server(sandbox: PythonSandbox) -> MCPServer[Any]:
 
     @server.tool(
         description="Discard all variables, imports and definitions and start a fresh Python "
-        "session. Files in the working directory are kept."
+        "session. Files in the working directory are kept. " + sandbox.isolation.summary
     )
     async def reset() -> str:
         await sandbox.reset()
@@ -603,11 +678,8 @@ def build_server(sandbox: PythonSandbox) -> MCPServer[Any]:
     return server
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m deepledger.tools.servers.python_sandbox",
-        description="MCP server (stdio) running Python code in a persistent, limited worker.",
-    )
+def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options both sandbox servers share: limits and the isolation mode."""
     defaults = SandboxLimits()
     parser.add_argument(
         "--timeout",
@@ -628,20 +700,57 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="limit per stdout/stderr/value/error section (default %(default)s)",
     )
     parser.add_argument(
+        "--max-processes",
+        type=int,
+        default=defaults.max_processes,
+        help="processes and threads of the sandbox user, bwrap only (default %(default)s)",
+    )
+    parser.add_argument(
+        "--isolation",
+        choices=ISOLATION_CHOICES,
+        default="auto",
+        help="auto: the strongest that works here; bwrap/unshare: exactly that, or fail",
+    )
+
+
+def limits_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> SandboxLimits:
+    numbers = (args.timeout, args.memory_mb, args.max_output_chars, args.max_processes)
+    if any(number <= 0 for number in numbers):
+        parser.error("--timeout, --memory-mb, --max-output-chars and --max-processes must be > 0")
+    return SandboxLimits(args.timeout, args.memory_mb, args.max_output_chars, args.max_processes)
+
+
+def isolation_from(args: argparse.Namespace, limits: SandboxLimits, program: str) -> Isolation:
+    """The isolation asked for; a clear message and exit status 2 if it does not work here."""
+    try:
+        isolation = detect_isolation(args.isolation, limits.max_processes)
+    except IsolationUnavailableError as exc:
+        print(f"{program}: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+    if not isolation.complete:
+        print(f"{program}: WARNING: {isolation.summary}", file=sys.stderr)
+    return isolation
+
+
+def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SandboxLimits]:
+    parser = argparse.ArgumentParser(
+        prog="python -m deepledger.tools.servers.python_sandbox",
+        description="MCP server (stdio) running Python code in a persistent, isolated worker.",
+    )
+    add_limit_arguments(parser)
+    parser.add_argument(
         "--workdir",
         type=Path,
         default=None,
         help="working directory to use and keep (default: a temporary one, deleted on exit)",
     )
     args = parser.parse_args(argv)
-    if args.timeout <= 0 or args.memory_mb <= 0 or args.max_output_chars <= 0:
-        parser.error("--timeout, --memory-mb and --max-output-chars must be positive")
-    return args
+    return args, limits_from(parser, args)
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parse_args(argv)
-    limits = SandboxLimits(args.timeout, args.memory_mb, args.max_output_chars)
+    args, limits = _parse_args(argv)
+    isolation = isolation_from(args, limits, "python_sandbox")
     if args.workdir is None:
         workdir = Path(tempfile.mkdtemp(prefix="deepledger-python-"))
         owned = True
@@ -649,13 +758,12 @@ def main(argv: list[str] | None = None) -> None:
         workdir = args.workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         owned = False
-    isolation = detect_network_isolation()
-    if not isolation.isolated:
-        print(f"python_sandbox: WARNING: {isolation.summary}", file=sys.stderr)
-    sandbox = PythonSandbox(limits, workdir, isolation)
+    confinement = isolation.confine(workdir)
+    sandbox = PythonSandbox(limits, confinement)
 
     def clean_up() -> None:
         sandbox.kill()
+        confinement.close()
         if owned:
             shutil.rmtree(workdir, ignore_errors=True)
 
