@@ -1,15 +1,13 @@
-"""The reader server, run for real over stdio; URLs are served from a loopback HTTP server."""
+"""The reader server, run for real over stdio; URLs are served by the loopback page server."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,9 @@ import pytest_asyncio
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver.exceptions import ToolError
 
-from deepledger.tools.servers.reader import ReadLimits, fetch
+from deepledger.testing.fake_web_server import FakeWebServer, Page
+from deepledger.tools.servers.reader import Reader, ReadLimits
+from tests.fixtures.documents import make_docx, make_pdf, make_png, make_xlsx, make_zip
 from tests.tools.servers.mcp_client import call, hold_open
 
 on_module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -26,37 +26,8 @@ PAGE_HTML = """<!doctype html><html><head><title>Herons</title>
 <style>body { color: red }</style><script>var tracking = "<p>hidden</p>";</script></head>
 <body><h1>Grey   heron</h1><p>The grey heron is a <b>wading</b> bird.</p>
 <p>It eats fish.</p><ul><li>Europe</li><li>Asia</li></ul></body></html>"""
+PNG = make_png(4, 4)
 LONG_TEXT = "".join(f"line {number:05d} of a long document\n" for number in range(1, 801))
-
-
-def make_pdf(pages: list[str]) -> bytes:
-    """A minimal PDF with one line of Helvetica text a page (pypdf can only write blanks)."""
-    objects = [
-        "<< /Type /Catalog /Pages 2 0 R >>",
-        "",  # the page tree, filled in once the pages are numbered
-        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    kids = []
-    for text in pages:
-        stream = f"BT /F1 18 Tf 72 720 Td ({text}) Tj ET"
-        objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream")
-        objects.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {len(objects)} 0 R"
-            " /Resources << /Font << /F1 3 0 R >> >> >>"
-        )
-        kids.append(f"{len(objects)} 0 R")
-    objects[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(kids)} >>"
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += f"{number} 0 obj\n{body}\nendobj\n".encode()
-    xref = len(out)
-    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
-    out += "".join(f"{offset:010d} 00000 n \n" for offset in offsets).encode()
-    out += (
-        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
-    )
-    return bytes(out)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +44,11 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (root / "table.csv").write_text("city,population\nOslo,709000\n")
     (root / "paper.pdf").write_bytes(make_pdf(["Hello PDF world", "Second page text"]))
     (root / "long.md").write_text(LONG_TEXT)
-    (root / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
+    (root / "photo.png").write_bytes(PNG)
+    (root / "blob.bin").write_bytes(b"\x7fELF\2\1\1" + b"\0" * 40)
+    (root / "report.docx").write_bytes(make_docx("Herons", ["They eat fish."], [["a", "b"]]))
+    (root / "counts.xlsx").write_bytes(make_xlsx({"Birds": [["name", "count"], ["heron", 3]]}))
+    (root / "bundle.zip").write_bytes(make_zip({"inner.txt": "zipped text", "pic.png": PNG}))
     (root / "sub" / "inner.md").write_text("# Inner\n")
     (root / "alias.txt").symlink_to(root / "notes.txt")
     (root / "escape.txt").symlink_to(outside / "secret.txt")
@@ -82,30 +57,39 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A loopback HTTP server over a folder with one page; yields its base URL."""
-    folder = tmp_path_factory.mktemp("site")
-    (folder / "article.html").write_text(PAGE_HTML)
-    (folder / "big.txt").write_text("x" * 5000)
+def site() -> Iterator[FakeWebServer]:
+    """The loopback page server: an article, redirects, an image, a PDF, a 5,000-byte text."""
+    pages = {
+        "/article.html": Page(PAGE_HTML.encode()),
+        "/big.txt": Page(b"x" * 5000, content_type="text/plain"),
+        "/chart": Page(PNG, content_type="image/png"),
+        "/paper.pdf": Page(make_pdf(["Remote PDF text"]), content_type="application/pdf"),
+    }
+    with FakeWebServer(pages) as server:
+        server.redirect("/moved", "/article.html", status=301)
+        server.redirect("/to-metadata", "http://169.254.169.254/latest/meta-data/")
+        yield server
 
-    class QuietHandler(SimpleHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:
-            """Keep test output clean."""
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A one-document search corpus and a cache folder, as the reader's environment."""
+    base = tmp_path_factory.mktemp("corpus")
+    (base / "docs").mkdir()
+    (base / "docs" / "heron.md").write_text("# Grey heron\n\nHerons stand still in water.\n")
+    return {
+        "DEEPLEDGER_SEARCH_CORPUS": str(base / "docs"),
+        "DEEPLEDGER_CACHE_DIR": str(base / "cache"),
+    }
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def reader(folders: dict[str, Path]) -> AsyncIterator[Client]:
-    """One reader confined to the root folder, shared by the module."""
+async def reader(folders: dict[str, Path], corpus: dict[str, str]) -> AsyncIterator[Client]:
+    """One reader confined to the root folder, allowed onto loopback, shared by the module."""
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "deepledger.tools.servers.reader", "--root", str(folders["root"])],
+        env={"DEEPLEDGER_ALLOW_PRIVATE_NETWORKS": "1", **corpus},
     )
     async for client in hold_open(params, asyncio.Event()):
         yield client
@@ -114,6 +98,14 @@ async def reader(folders: dict[str, Path]) -> AsyncIterator[Client]:
 async def read(client: Client, source: str, **arguments: object) -> tuple[bool, str]:
     """Call ``read``; return whether it failed and its text."""
     return await call(client, "read", source=source, **arguments)
+
+
+async def images(client: Client, source: str, **arguments: object) -> tuple[str, list]:
+    """Call ``read`` on something with images; return its text and its image blocks."""
+    result = await client.call_tool("read", {"source": source, **arguments})
+    assert not result.is_error
+    texts = [block.text for block in result.content if block.type == "text"]
+    return "\n".join(texts), [block for block in result.content if block.type == "image"]
 
 
 @on_module_loop
@@ -138,8 +130,8 @@ async def test_html_file_becomes_readable_text(reader: Client) -> None:
     assert not failed
     body = text.split("\n", 1)[1]
     assert body == (
-        "Herons\n\n# Grey heron\n\nThe grey heron is a wading bird.\n\nIt eats fish.\n\n"
-        "- Europe\n- Asia\n"
+        "# Herons\n\n# Grey heron\n\nThe grey heron is a **wading** bird.\n\nIt eats fish.\n\n"
+        "* Europe\n* Asia\n"
     )
 
 
@@ -158,6 +150,27 @@ async def test_pdf_text_is_extracted_page_by_page(reader: Client) -> None:
     failed, text = await read(reader, "paper.pdf")
     assert not failed
     assert text.split("\n", 1)[1] == "[page 1]\nHello PDF world\n\n[page 2]\nSecond page text"
+
+
+@on_module_loop
+async def test_office_files_and_archives_are_read(reader: Client) -> None:
+    failed, text = await read(reader, "report.docx")
+    assert not failed and "# Herons" in text and "They eat fish." in text
+    failed, text = await read(reader, "counts.xlsx")
+    assert not failed and "| heron | 3 |" in text
+    text, _ = await images(reader, "bundle.zip")
+    assert "## File: inner.txt\n\nzipped text" in text
+
+
+@on_module_loop
+async def test_an_image_file_comes_back_as_an_image(reader: Client) -> None:
+    text, blocks = await images(reader, "photo.png")
+    assert text.startswith("[chars 0-")
+    assert "[image: photo.png (image/png, " in text
+    (block,) = blocks
+    assert (block.mime_type, base64.b64decode(block.data)) == ("image/png", PNG)
+    _, blocks = await images(reader, "bundle.zip")  # images inside an archive too
+    assert [base64.b64decode(block.data) for block in blocks] == [PNG]
 
 
 @on_module_loop
@@ -216,25 +229,58 @@ async def test_missing_and_binary_files_are_errors(reader: Client) -> None:
     failed, text = await read(reader, "nothing-here.txt")
     assert failed
     assert "No such file: nothing-here.txt" in text
-    failed, text = await read(reader, "photo.png")
+    failed, text = await read(reader, "blob.bin")
     assert failed
-    assert "looks binary" in text
+    assert "blob.bin: blob.bin looks binary" in text
 
 
 @on_module_loop
-async def test_url_is_fetched_and_converted(reader: Client, site: str) -> None:
-    failed, text = await read(reader, f"{site}/article.html", max_chars=40)
+async def test_url_is_fetched_and_converted(reader: Client, site: FakeWebServer) -> None:
+    failed, text = await read(reader, site.url("/article.html"), max_chars=40)
     assert not failed
     assert text.startswith("[chars 0-")
-    assert "Herons\n\n# Grey heron" in text
+    assert "# Herons\n\n# Grey heron" in text
     assert "tracking" not in text
+    failed, text = await read(reader, site.url("/moved"))  # a redirect, checked and followed
+    assert not failed and "The grey heron is a **wading** bird." in text
+    failed, text = await read(reader, site.url("/paper.pdf"))
+    assert not failed and text.endswith("[page 1]\nRemote PDF text")
 
 
 @on_module_loop
-async def test_http_errors_and_unreachable_hosts_are_tool_errors(reader: Client, site: str) -> None:
-    failed, text = await read(reader, f"{site}/missing.html")
+async def test_an_image_url_comes_back_as_an_image(reader: Client, site: FakeWebServer) -> None:
+    text, blocks = await images(reader, site.url("/chart"))
+    assert f"[image: {site.url('/chart')} (image/png" in text
+    assert [base64.b64decode(block.data) for block in blocks] == [PNG]
+
+
+@on_module_loop
+async def test_corpus_links_are_read(reader: Client) -> None:
+    failed, text = await read(reader, "corpus://heron.md")
+    assert not failed
+    assert text.startswith(
+        "[chars 0-76 of 76; end of document]\n# Grey heron\n[doc_id: heron.md]\n"
+    )
+    assert "Herons stand still in water." in text
+    failed, text = await read(reader, "corpus://nothing.md")
+    assert failed and "The local corpus has no document 'nothing.md'" in text
+
+
+@on_module_loop
+async def test_redirects_to_metadata_are_refused(reader: Client, site: FakeWebServer) -> None:
+    # Even with private networks allowed (this reader's setting), metadata addresses are not.
+    failed, text = await read(reader, site.url("/to-metadata"))
     assert failed
-    assert f"HTTP 404 File not found for {site}/missing.html" in text
+    assert "is a cloud-metadata address 169.254.169.254; never allowed" in text
+
+
+@on_module_loop
+async def test_http_errors_and_unreachable_hosts_are_tool_errors(
+    reader: Client, site: FakeWebServer
+) -> None:
+    failed, text = await read(reader, site.url("/missing.html"))
+    assert failed
+    assert f"HTTP 404 Not Found for {site.url('/missing.html')}" in text
     with socket.socket() as probe:  # a loopback port nobody listens on
         probe.bind(("127.0.0.1", 0))
         closed_port = probe.getsockname()[1]
@@ -246,10 +292,31 @@ async def test_http_errors_and_unreachable_hosts_are_tool_errors(reader: Client,
     assert "Cannot read ftp: URLs" in text
 
 
-async def test_downloads_past_the_size_cap_are_refused(site: str) -> None:
-    assert len((await fetch(f"{site}/big.txt", ReadLimits(max_bytes=5000))).data) == 5000
-    with pytest.raises(ToolError, match="larger than the reader's limit"):
-        await fetch(f"{site}/big.txt", ReadLimits(max_bytes=4999))
+async def test_private_addresses_are_refused_without_the_switch(site: FakeWebServer) -> None:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "deepledger.tools.servers.reader"], env={}
+    )
+    before = len(site.requests)
+    async with Client(params) as client:
+        failed, text = await read(client, site.url("/article.html"))
+    assert failed
+    assert "127.0.0.1 is a loopback address 127.0.0.1" in text
+    assert "web.allow_private_networks=true" in text
+    assert len(site.requests) == before  # refused before any request was sent
+
+
+async def test_downloads_past_the_size_cap_are_cut_with_a_note(
+    site: FakeWebServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEEPLEDGER_ALLOW_PRIVATE_NETWORKS", "1")
+    (whole,) = await Reader([], ReadLimits(max_bytes=5000)).read(site.url("/big.txt"), 0, 10_000)
+    assert whole.text == "[chars 0-5000 of 5000; end of document]\n" + "x" * 5000
+    (cut,) = await Reader([], ReadLimits(max_bytes=4999)).read(site.url("/big.txt"), 0, 10_000)
+    assert cut.text.endswith(
+        "x" * 4999 + "\n\n[only the first 4,999 bytes of the page were read]\n"
+    )
+    with pytest.raises(ToolError, match=r"larger than the limit of"):
+        await Reader([], ReadLimits(max_bytes=10)).read(site.url("/paper.pdf"), 0, 10_000)
 
 
 async def test_roots_can_come_from_the_environment(tmp_path: Path) -> None:

@@ -1,31 +1,41 @@
-"""An MCP server with one tool, ``read``: a local file or an http(s) URL, as text, a page at a time.
+"""An MCP server with one tool, ``read``: files, web pages and attachments, a page at a time.
 
 Run it as ``python -m deepledger.tools.servers.reader --root DIR [--root DIR ...]`` (or set
 ``DEEPLEDGER_READER_ROOTS`` to folders separated by ``os.pathsep``; ``--root`` wins).
 
-What it reads
-    Plain text and Markdown as they are, HTML as readable text (scripts and styles
-    dropped, headings and paragraph breaks kept), PDF as its text layer with ``[page N]``
-    markers, JSON pretty-printed, CSV as it is; a folder as a list of its entries.
-    Images, archives and other binary content are refused. See ``_text`` for details.
+What it reads (see ``deepledger.web.convert`` for the details and limits)
+    HTML as its main content in Markdown (links and tables kept; the whole page when
+    the main content is too small to be it), PDF as its text layer with ``[page N]``
+    markers, docx, xlsx, xls, pptx and epub as Markdown, zip archives member by member
+    (at most 200 members and 50 MiB uncompressed), JSON pretty-printed, CSV, plain text
+    and Markdown as they are; a folder as a list of its entries. Images (PNG, JPEG, GIF,
+    WebP, up to 5 MiB) come back as an MCP image alongside a one-line note naming them,
+    on the first page only. Other binary content and damaged files are refused.
 
 Paging
     Every answer starts with a header such as ``[chars 0-10000 of 53211; next:
     start=10000]`` and holds at most ``max_chars`` characters (capped at 50,000), cut at
-    a line or word break where one is near. Converted text is kept for a few minutes so
-    that paging through a URL does not download it again.
+    a line or word break where one is near. Converted documents are kept for ten
+    minutes (the eight most recent) so that paging through a URL does not download it again.
 
 Confinement
     Local reads are limited to the root folders: a path is resolved to its real location
     (``..`` collapsed, symlinks followed) and refused unless that lies inside a root.
     Relative paths are taken from the first root. Without roots, only URLs can be read.
     The check happens before the file is opened, so it guards against a model's mistakes,
-    not against someone swapping in symlinks at the same moment.
+    not against someone swapping in symlinks at the same moment. Files over 10 MiB are
+    refused.
 
 URLs
-    Fetched with httpx, following redirects, within a timeout (20 s) and a size cap
-    (10 MiB). Any address is fetched, loopback and private ones too. HTTP errors, timeouts
-    and refused connections are tool errors the model sees, like a missing file or a path
+    ``http(s)://`` URLs are fetched through ``deepledger.web``: loopback, private,
+    link-local, CGNAT, multicast, reserved and cloud-metadata addresses are refused (every
+    redirect too, at most 10, and again at connect time against DNS rebinding) unless
+    ``DEEPLEDGER_ALLOW_PRIVATE_NETWORKS=1`` (the config key
+    ``web.allow_private_networks``); 20 s per network operation, 60 s per fetch; bodies
+    are capped at 10 MiB while they stream (text is cut there with a note, other
+    content refused). ``corpus://<doc_id>`` links (from the local search backend) open a
+    document of the local search corpus. Refused addresses, HTTP errors, timeouts and
+    refused connections are tool errors the model sees, like a missing file or a path
     outside the roots.
 """
 
@@ -45,16 +55,19 @@ from urllib.request import url2pathname
 
 import anyio
 import anyio.to_thread
-import httpx
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ImageContent, TextContent
 from pydantic import Field
 
 from deepledger.tools.servers._stdio import serve_stdio
-from deepledger.tools.servers._text import ContentError, Kind, detect_kind, to_text
+from deepledger.web.convert import ContentError, ConvertLimits, Document, convert_async
+from deepledger.web.fetch import FetchError, FetchLimits
+from deepledger.web.pages import read_url
 
 ROOTS_ENV = "DEEPLEDGER_READER_ROOTS"
-USER_AGENT = "deepledger-reader/0.1 (+https://pypi.org/project/deepledger/)"
+URL_SCHEMES = frozenset({"http", "https", "corpus"})
+Content = TextContent | ImageContent
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,31 +76,32 @@ class ReadLimits:
 
     max_bytes: int = 10 * 1024 * 1024  # per file or download
     timeout_seconds: float = 20.0  # per HTTP operation (connect, each read)
+    total_seconds: float = 60.0  # per fetch, redirects included
+    max_redirects: int = 10
     max_page_chars: int = 50_000  # the most one call returns, whatever max_chars says
     cache_entries: int = 8  # converted documents kept for paging
     cache_seconds: float = 600.0
 
+    def fetch_limits(self) -> FetchLimits:
+        """The same limits, as ``deepledger.web.fetch`` takes them."""
+        return FetchLimits(
+            max_bytes=self.max_bytes,
+            timeout_seconds=self.timeout_seconds,
+            total_seconds=self.total_seconds,
+            max_redirects=self.max_redirects,
+        )
 
-@dataclass(frozen=True, slots=True)
-class _Content:
-    """Bytes as read, with what is known about their type."""
 
-    data: bytes
-    name: str  # a file name or URL path, for its suffix
-    content_type: str | None = None
-    charset: str | None = None
-
-
-class _TextCache:
+class _DocumentCache:
     """A small LRU of converted documents, so paging needs no new download or conversion."""
 
     def __init__(self, entries: int, seconds: float) -> None:
         self._entries = entries
         self._seconds = seconds
-        self._items: OrderedDict[object, tuple[float, str]] = OrderedDict()
+        self._items: OrderedDict[object, tuple[float, Document]] = OrderedDict()
 
-    def get(self, key: object) -> str | None:
-        """The cached text for ``key`` if it is still fresh."""
+    def get(self, key: object) -> Document | None:
+        """The cached document for ``key`` if it is still fresh."""
         item = self._items.get(key)
         if item is None or item[0] < time.monotonic():
             self._items.pop(key, None)
@@ -95,52 +109,65 @@ class _TextCache:
         self._items.move_to_end(key)
         return item[1]
 
-    def put(self, key: object, text: str) -> None:
-        """Remember ``text``, forgetting the least recently used entry when full."""
-        self._items[key] = (time.monotonic() + self._seconds, text)
+    def put(self, key: object, document: Document) -> None:
+        """Remember ``document``, forgetting the least recently used entry when full."""
+        self._items[key] = (time.monotonic() + self._seconds, document)
         self._items.move_to_end(key)
         while len(self._items) > self._entries:
             self._items.popitem(last=False)
 
 
 class Reader:
-    """Reads sources as text within the roots and limits it was given."""
+    """Reads sources as text (and images) within the roots and limits it was given."""
 
     def __init__(self, roots: Sequence[Path], limits: ReadLimits | None = None) -> None:
         self.roots = [_resolve_root(root) for root in roots]
         self.limits = limits or ReadLimits()
-        self._cache = _TextCache(self.limits.cache_entries, self.limits.cache_seconds)
+        self._cache = _DocumentCache(self.limits.cache_entries, self.limits.cache_seconds)
 
-    async def read(self, source: str, start: int, max_chars: int) -> str:
-        """One page of ``source`` as text, under its paging header."""
+    async def read(self, source: str, start: int, max_chars: int) -> list[Content]:
+        """One page of ``source`` under its paging header; images follow on the first page."""
         source = source.strip()
         scheme = urlsplit(source).scheme.lower()
-        if scheme in {"http", "https"}:
-            text = await self._url_text(source)
+        if scheme in URL_SCHEMES:
+            document = await self._url_document(source)
         elif scheme == "file":
-            text = await self._local_text(url2pathname(urlsplit(source).path), source)
+            document = await self._local_document(url2pathname(urlsplit(source).path), source)
         elif len(scheme) > 1:  # one letter is a Windows drive, not a scheme
-            raise ToolError(f"Cannot read {scheme}: URLs; give an http(s) URL or a file path.")
+            raise ToolError(
+                f"Cannot read {scheme}: URLs; give an http(s) or corpus:// URL or a file path."
+            )
         else:
-            text = await self._local_text(source, source)
+            document = await self._local_document(source, source)
         size = max(1, min(max_chars, self.limits.max_page_chars))
-        return page(text, max(0, start), size)
+        start = max(0, start)
+        blocks: list[Content] = [TextContent(type="text", text=page(document.text, start, size))]
+        if start == 0:
+            blocks += [
+                ImageContent(type="image", data=image.data, mime_type=image.mime_type)
+                for image in document.images
+            ]
+        return blocks
 
-    async def _url_text(self, url: str) -> str:
-        """The text of a URL, downloaded unless a fresh copy is cached."""
+    async def _url_document(self, url: str) -> Document:
+        """The document a URL names, downloaded unless a fresh copy is cached."""
         if (cached := self._cache.get(url)) is not None:
             return cached
-        text = await _convert(await fetch(url, self.limits))
-        self._cache.put(url, text)
-        return text
+        try:
+            document = await read_url(url, limits=self.limits.fetch_limits())
+        except (FetchError, ContentError) as exc:
+            raise ToolError(str(exc)) from exc
+        document = _with_notes(document)
+        self._cache.put(url, document)
+        return document
 
-    async def _local_text(self, path_text: str, source: str) -> str:
-        """The text of a file (or the listing of a folder) inside the roots."""
+    async def _local_document(self, path_text: str, source: str) -> Document:
+        """The document of a file (or the listing of a folder) inside the roots."""
         path = await anyio.to_thread.run_sync(self.resolve_local, path_text, source)
         try:
             info = await anyio.Path(path).stat()
             if stat.S_ISDIR(info.st_mode):
-                return await anyio.to_thread.run_sync(_listing, path)
+                return Document(await anyio.to_thread.run_sync(_listing, path), kind="folder")
             key = (str(path), info.st_mtime_ns, info.st_size)
             if (cached := self._cache.get(key)) is not None:
                 return cached
@@ -150,9 +177,14 @@ class Reader:
             data = await anyio.Path(path).read_bytes()
         except OSError as exc:  # unreadable (permissions, a vanished file): the model should know
             raise ToolError(f"Cannot read {source}: {exc.strerror or exc}") from exc
-        text = await _convert(_Content(data, path.name))
-        self._cache.put(key, text)
-        return text
+        try:
+            document = await convert_async(
+                data, name=path.name, source=source, limits=ConvertLimits()
+            )
+        except ContentError as exc:
+            raise ToolError(f"{source}: {exc}") from exc
+        self._cache.put(key, document)
+        return document
 
     def resolve_local(self, path_text: str, source: str) -> Path:
         """The real path ``path_text`` names, if it lies inside a root and exists.
@@ -177,59 +209,26 @@ class Reader:
         return real
 
 
+def _with_notes(document: Document) -> Document:
+    """A fetched document whose notes the model should see (a cut body) carried in its text."""
+    cut = [note for note in document.notes if note.startswith("only the first")]
+    if not cut:
+        return document
+    return Document(
+        document.text.rstrip("\n") + f"\n\n[{cut[0]}]\n",
+        title=document.title,
+        images=document.images,
+        kind=document.kind,
+        notes=document.notes,
+    )
+
+
 def _resolve_root(root: Path) -> Path:
     """A root as the real folder it names; a missing folder or a file is a startup error."""
     real = root.expanduser().resolve(strict=True)
     if not real.is_dir():
         raise NotADirectoryError(f"{root} is not a folder")
     return real
-
-
-async def fetch(url: str, limits: ReadLimits) -> _Content:
-    """GET ``url`` within the limits; every failure is a ``ToolError`` naming its cause."""
-    headers = {"User-Agent": USER_AGENT}
-    timeout = httpx.Timeout(limits.timeout_seconds)
-    try:
-        async with (
-            httpx.AsyncClient(timeout=timeout, follow_redirects=True, headers=headers) as client,
-            client.stream("GET", url) as response,
-        ):
-            if response.status_code >= 400:
-                raise ToolError(f"HTTP {response.status_code} {response.reason_phrase} for {url}")
-            body = await _read_capped(response, limits.max_bytes, url)
-            return _Content(
-                body,
-                response.url.path,
-                response.headers.get("content-type"),
-                response.charset_encoding,
-            )
-    except httpx.TimeoutException as exc:
-        raise ToolError(f"Timed out after {limits.timeout_seconds:g} s fetching {url}") from exc
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        raise ToolError(f"Could not fetch {url}: {exc or type(exc).__name__}") from exc
-
-
-async def _read_capped(response: httpx.Response, max_bytes: int, url: str) -> bytes:
-    """The response body, refused as soon as it passes ``max_bytes`` (not after downloading)."""
-    too_big = f"{url} is larger than the reader's limit of {_mib(max_bytes)}."
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise ToolError(too_big)
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > max_bytes:
-            raise ToolError(too_big)
-    return bytes(body)
-
-
-async def _convert(content: _Content) -> str:
-    """Bytes to text on a worker thread (PDF parsing can take a while and must not block)."""
-    try:
-        kind: Kind = detect_kind(content.name, content.content_type, content.data)
-        return await anyio.to_thread.run_sync(to_text, content.data, kind, content.charset)
-    except ContentError as exc:
-        raise ToolError(str(exc)) from exc
 
 
 def _listing(folder: Path) -> str:
@@ -274,8 +273,9 @@ def build_server(reader: Reader) -> MCPServer:
     roots = ", ".join(str(root) for root in reader.roots) or "none (URLs only)"
     server = MCPServer("deepledger-reader", instructions=f"Reads URLs and local files ({roots}).")
     description = (
-        "Read a web page (http/https URL) or a local file as text, one page at a time. "
-        "Handles HTML, PDF, plain text, Markdown, JSON and CSV; a folder gives its entries. "
+        "Read a web page (http/https URL), a corpus:// link or a local file as text, one "
+        "page at a time. Handles HTML, PDF, Word, Excel, PowerPoint, zip, plain text, "
+        "Markdown, JSON and CSV; images come back as images; a folder gives its entries. "
         f"Local files must lie inside: {roots}; relative paths start at the first. "
         "The answer starts with a header like [chars 0-10000 of 53211; next: start=10000]: "
         "call again with that start to read on."
@@ -283,10 +283,10 @@ def build_server(reader: Reader) -> MCPServer:
 
     @server.tool(name="read", description=description, structured_output=False)
     async def read(
-        source: Annotated[str, Field(description="An http(s) URL or a file path.")],
+        source: Annotated[str, Field(description="An http(s) or corpus:// URL, or a file path.")],
         start: Annotated[int, Field(description="Character offset to start at.")] = 0,
         max_chars: Annotated[int, Field(description="Most characters to return.")] = 10_000,
-    ) -> str:
+    ) -> list[Content]:
         return await reader.read(source, start, max_chars)
 
     return server
