@@ -183,6 +183,9 @@ class JudgeConfig:
     abs_tol: float = 0.0  # numeric: absolute tolerance
     ordered: bool = False  # list: order matters
     llm: str | None = None  # llm: the llm preset (conf/llm/<name>.yaml) the judge uses
+    # llm: how the model is asked and its reply read (bench/judge.py LLM_RULES):
+    # default | gaia_text | hle | deepsearchqa
+    rule: str = "default"
 
 
 @dataclass
@@ -313,6 +316,11 @@ def validate(cfg: Any, known_providers: tuple[str, ...]) -> None:
             "read from the working directory; run from the repository's root)."
         )
     problems += _web_problems(cfg)
+    if cfg.benchmark.judge.rule not in JUDGE_RULES:
+        problems.append(
+            f"benchmark.judge.rule={cfg.benchmark.judge.rule!r}: use one of "
+            f"{', '.join(JUDGE_RULES)}."
+        )
     if cfg.benchmark.judge.name not in JUDGES:
         problems.append(
             f"benchmark.judge.name={cfg.benchmark.judge.name!r}: use one of {', '.join(JUDGES)}."
@@ -401,7 +409,8 @@ def _agent_problems(agent: Any) -> list[str]:
     return problems
 
 
-JUDGES = ("exact", "normalized", "numeric", "list", "gaia", "llm")
+JUDGES = ("exact", "normalized", "numeric", "list", "gaia", "aime", "llm")
+JUDGE_RULES = ("default", "gaia_text", "hle", "deepsearchqa")  # bench/judge.py LLM_RULES
 TRANSPORTS = ("stdio", "streamable_http", "sse")
 SCOPES = ("shared", "task")
 

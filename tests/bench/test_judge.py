@@ -4,6 +4,8 @@ import pytest
 
 from deepledger.bench.judge import (
     JUDGES,
+    LLM_RULES,
+    AimeJudge,
     ExactJudge,
     GaiaJudge,
     Judge,
@@ -11,6 +13,7 @@ from deepledger.bench.judge import (
     LLMJudge,
     NormalizedJudge,
     NumericJudge,
+    judge_prompt,
     make_judge,
 )
 from deepledger.errors import ConfigError, FatalLLMError, RateLimitedError
@@ -32,11 +35,15 @@ EVERY_JUDGE = [
     NumericJudge(),
     ListJudge(),
     GaiaJudge(),
+    AimeJudge(),
     LLMJudge(ScriptedLLM([])),
+    *(LLMJudge(ScriptedLLM([]), rule=rule) for rule in ("gaia_text", "hle", "deepsearchqa")),
 ]
 
 
-@pytest.mark.parametrize("judge", EVERY_JUDGE, ids=lambda j: j.name)
+@pytest.mark.parametrize(
+    "judge", EVERY_JUDGE, ids=lambda j: f"{j.name}-{getattr(j, 'rule', '')}".rstrip("-")
+)
 async def test_no_ground_truth_is_not_judged_and_no_answer_is_wrong(judge):
     for truth in (None, "", "  \n"):
         unjudged = await judge.judge(Q, "Paris", truth)
@@ -366,6 +373,191 @@ async def test_llm_judge_lets_model_errors_through(error):
         await LLMJudge(ScriptedLLM([error])).judge(Q, "London", "Paris")
 
 
+# -- aime --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "truth", "correct"),
+    [
+        ("42", "42", True),
+        ("042", "42", True),  # leading zeros
+        ("42", "042", True),
+        ("$42$", "42", True),
+        ("\\boxed{42}", "42", True),
+        ("\\boxed{\\text{042}}", "42", True),
+        ("The answer is 42.", "42", True),
+        ("so the total is \\boxed{17}, not \\boxed{42}", "42", True),  # the last box
+        ("\\boxed{42} is wrong; it is \\boxed{17}", "42", False),
+        ("0", "0", True),
+        ("43", "42", False),
+        ("42.0", "42", False),  # not written as an integer
+        ("-42", "42", False),
+        ("42 apples", "42", False),
+        ("forty-two", "42", False),
+        ("1042", "42", False),
+        ("\\frac{84}{2}", "42", False),
+    ],
+)
+async def test_aime(answer, truth, correct):
+    assert await verdict(AimeJudge(), answer, truth) is correct
+
+
+async def test_aime_reasons():
+    judge = AimeJudge()
+    assert (await judge.judge(Q, "\\boxed{042}", "42")).reason == "42 = 42"
+    assert (await judge.judge(Q, "41", "42")).reason == "41 ≠ 42"
+    assert (await judge.judge(Q, "42.0", "42")).reason == "answer '42.0' is not an integer"
+    assert (await judge.judge(Q, "1000", "42")).reason == "1000 is not an AIME answer (0-999)"
+
+
+async def test_aime_truth_that_is_not_an_aime_integer_is_compared_as_text():
+    judge = AimeJudge()
+    for truth in ("\\frac{1}{2}", "1000"):
+        same = await judge.judge(Q, truth, truth)
+        assert same.correct is True
+        assert same.reason.startswith("the ground truth is not an integer 0-999")
+    assert await verdict(judge, "0.5", "\\frac{1}{2}") is False
+
+
+# -- llm rules ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", sorted(LLM_RULES))
+def test_every_rule_prompt_fills_in_question_answer_and_truth(rule):
+    system, task = judge_prompt("QUESTION-1", "ANSWER-2", "TRUTH-3", LLM_RULES[rule].template)
+    assert system and "$" not in system and "<!-- task -->" not in system + task
+    assert all(part in task for part in ("QUESTION-1", "ANSWER-2", "TRUTH-3"))
+    assert "$" not in task  # every placeholder was filled
+
+
+async def test_gaia_text_rule_asks_for_equivalence_and_reads_the_verdict():
+    llm = ScriptedLLM(["Correct.\nReason: 1,000 km is the same distance"])
+    judge = LLMJudge(llm, rule="gaia_text")
+    judgement = await judge.judge("How far is it?", "about 1000 kilometres", "1,000 km")
+    assert (judgement.correct, judgement.judge) == (True, "llm")
+    assert (
+        judgement.reason == "scripted says CORRECT (gaia_text rule): 1,000 km is the same distance"
+    )
+    system, task = llm.calls[0].messages
+    assert "equivalent" in system.content
+    assert "How far is it?" in task.content
+    assert "Labeled answer:\n1,000 km" in task.content
+    assert "Predicted answer:\nabout 1000 kilometres" in task.content
+    assert judgement.usage["input_tokens"] > 0
+    llm.assert_consumed()
+
+
+async def test_hle_rule_sends_the_response_and_reads_the_extracted_answer():
+    reply = "Extracted answer: 3/4\nCORRECT\nReason: 3/4 equals 0.75"
+    llm = ScriptedLLM([reply])
+    judgement = await LLMJudge(llm, rule="hle").judge("What is p?", "so p = 3/4", "0.75")
+    assert judgement.correct is True
+    assert judgement.reason == "scripted says CORRECT (hle rule): extracted '3/4'; 3/4 equals 0.75"
+    system, task = llm.calls[0].messages
+    assert "Extracted answer:" in system.content and "None" in system.content
+    assert "What is p?" in task.content
+    assert "Response:\nso p = 3/4" in task.content and "Correct answer:\n0.75" in task.content
+    llm.assert_consumed()
+
+
+@pytest.mark.parametrize(
+    ("reply", "correct", "reason"),
+    [
+        ("Extracted answer: 12\nINCORRECT\nReason: 12 is not 13", False, "extracted '12'"),
+        # the extracted text is the candidate's: a CORRECT inside it is not the verdict
+        ("Extracted answer: CORRECT\nINCORRECT\nReason: wrong word", False, "wrong word"),
+        ("**Extracted answer:** 13\n**CORRECT**\nReason: same", True, "extracted '13'"),
+        ("Extracted answer: None\nCORRECT\nReason: no answer", False, "found no final answer"),
+        ("CORRECT\nReason: same value", True, "no extracted answer given; same value"),
+    ],
+)
+async def test_hle_rule_reply_shapes(reply, correct, reason):
+    judgement = await LLMJudge(ScriptedLLM([reply]), rule="hle").judge(Q, "x", "y")
+    assert judgement.correct is correct
+    assert reason in judgement.reason
+
+
+async def test_hle_rule_reply_without_a_verdict_is_unreadable():
+    reply = "Extracted answer: 12\nReason: it matches"
+    judgement = await LLMJudge(ScriptedLLM([reply]), rule="hle").judge(Q, "12", "13")
+    assert judgement.correct is False
+    assert judgement.reason.startswith("the judge's reply could not be read (no CORRECT")
+
+
+async def test_deepsearchqa_rule_sends_the_parts_and_reads_the_checklist():
+    reply = (
+        "```json\n"
+        '{"expected": {"Belgium": true, "France": true,}, "extra": [], "reason": "both"}\n'
+        "```"
+    )  # the trailing comma is forgiven
+    llm = ScriptedLLM([reply])
+    judge = LLMJudge(llm, rule="deepsearchqa")
+    judgement = await judge.judge(
+        "Which countries border Luxembourg to the west?", "France and Belgium", "Belgium, France"
+    )
+    assert (judgement.correct, judgement.score) == (True, 1.0)
+    assert judgement.reason == "scripted says CORRECT (deepsearchqa rule): 2 of 2 parts found: both"
+    system, task = llm.calls[0].messages
+    assert '"expected"' in system.content and '"extra"' in system.content
+    assert "Which countries border Luxembourg to the west?" in task.content
+    assert "Expected answer:\nBelgium, France" in task.content
+    assert "Response:\nFrance and Belgium" in task.content
+    llm.assert_consumed()
+
+
+@pytest.mark.parametrize(
+    ("reply", "correct", "score", "reason"),
+    [
+        # 2 of 3 found, nothing extra: F1 = 2*2 / (3 + 2 + 0)
+        ('{"expected": {"a": true, "b": true, "c": false}, "extra": []}', False, 0.8,
+         "2 of 3 parts found; missing 'c'"),
+        # all found but one extra: F1 = 2*2 / (2 + 2 + 1)
+        ('Here: {"expected": {"a": true, "b": true}, "extra": ["d"], "reason": "d is not"}',
+         False, 0.8, "2 of 2 parts found; extra 'd': d is not"),
+        ('{"expected": {"a": true}, "extra": null}', True, 1.0, "1 of 1 parts found"),
+        ('{"expected": {"a": true}}', True, 1.0, "1 of 1 parts found"),
+        ('{"expected": {"a": false}, "extra": ["b"]}', False, 0.0, "missing 'a'; extra 'b'"),
+    ],
+)  # fmt: skip
+async def test_deepsearchqa_rule_checklists(reply, correct, score, reason):
+    judgement = await LLMJudge(ScriptedLLM([reply]), rule="deepsearchqa").judge(Q, "x", "y")
+    assert judgement.correct is correct
+    assert judgement.score == pytest.approx(score)
+    assert reason in judgement.reason
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "CORRECT",  # a verdict is not a checklist
+        '{"expected": {}, "extra": []}',
+        '{"expected": {"a": "yes"}, "extra": []}',
+        '{"expected": {"a": true}, "extra": "b"}',
+        '["a", "b"]',
+    ],
+)
+async def test_deepsearchqa_rule_unreadable_replies_are_incorrect(reply):
+    judgement = await LLMJudge(ScriptedLLM([reply]), rule="deepsearchqa").judge(Q, "x", "y")
+    assert judgement.correct is False
+    assert judgement.reason.startswith("the judge's reply could not be read (no JSON object")
+
+
+@pytest.mark.parametrize("rule", sorted(LLM_RULES))
+async def test_every_rule_skips_the_model_when_normalized_text_already_matches(rule):
+    llm = ScriptedLLM([])
+    judgement = await LLMJudge(llm, rule=rule).judge(Q, "The answer is Paris.", "paris")
+    assert judgement.correct is True and "the model was not asked" in judgement.reason
+    assert llm.calls == []
+
+
+def test_an_unknown_rule_is_refused_naming_the_rules():
+    with pytest.raises(ConfigError) as info:
+        make_judge("llm", rule="fuzzy", llm=ScriptedLLM([]))
+    message = str(info.value)
+    assert "benchmark.judge.rule='fuzzy'" in message
+    assert all(rule in message for rule in LLM_RULES)
+
+
 # -- make_judge --------------------------------------------------------------------------
 
 
@@ -382,6 +574,15 @@ async def test_make_judge_passes_its_options():
     ordered = make_judge("list", ordered=True)
     assert await verdict(ordered, "b, a", "a, b") is False
     assert await verdict(make_judge("list"), "b, a", "a, b") is True
+
+
+async def test_make_judge_builds_aime_and_passes_the_rule():
+    assert make_judge("aime").name == "aime"
+    llm = ScriptedLLM(["Extracted answer: 7\nINCORRECT\nReason: not 8"])
+    judge = make_judge("llm", rule="hle", llm=llm)
+    assert (judge.name, judge.rule) == ("llm", "hle")
+    assert "(hle rule)" in (await judge.judge(Q, "7", "8")).reason
+    assert make_judge("llm", llm=ScriptedLLM([])).rule == "default"
 
 
 def test_make_judge_rejects_an_unknown_name_listing_the_valid_ones():

@@ -2,8 +2,9 @@ r"""Answer judges: how a benchmark answer is scored against its ground truth.
 
 Every judge is used as ``await judge.judge(question, answer, ground_truth)`` and returns a
 :class:`Judgement`: ``correct`` (``True`` / ``False``, or ``None`` when not judged), the
-judge's ``name``, a one-line ``reason``, and for the list judge a partial-credit
-``score``. :func:`make_judge` builds one from ``benchmark.judge``; ``JUDGES`` names them.
+judge's ``name``, a one-line ``reason``, and for the list judge (and the llm judge's
+``deepsearchqa`` rule) a partial-credit ``score``. :func:`make_judge` builds one from
+``benchmark.judge``; ``JUDGES`` names them.
 
 Rules every judge applies first:
 
@@ -109,17 +110,53 @@ compared as sets (``ordered=False``, the default) or as sequences (``ordered=Tru
   ASCII punctuation (``string.punctuation``) and lowercasing. No Unicode folding,
   no article or preamble removal.
 
+**aime** — AIME answers are whole numbers from 0 to 999. Reading one: if the text
+holds a complete ``\boxed{…}``, the content of the last one is taken; it is normalized
+as above (so "$042$", "The answer is 42." and ``\boxed{\text{42}}`` lose their
+wrappers); what is left must be ASCII digits only, read as an integer (leading zeros
+allowed: "042" is 42). A sign, a decimal point ("42.0"), a fraction, a unit or words
+make it not an integer, and the answer incorrect. An integer answer above 999 is
+incorrect ("not an AIME answer"). Correct iff the two integers are equal. If the ground
+truth does not read as an integer 0–999, the *normalized* rules decide (the reason
+says so).
+
 **llm** — if the *normalized* rules already say equal, correct without asking a model
-(the reason says the model was not asked). Otherwise the model is sent the prompt in
-``prompts/judge.md`` (its part before ``<!-- task -->`` as the system message, the
-rest, with question, ground truth and answer filled in, as the task) and must reply
-with a verdict line ``CORRECT`` or ``INCORRECT`` and a ``Reason:`` line. Reading the
-reply: the first line whose first word is the verdict (case-insensitive, markdown
-such as ``**`` and a "Verdict:" label allowed, followed by nothing or punctuation)
-decides; failing that, the reply must contain exactly one of the upper-case words
-``CORRECT`` / ``INCORRECT`` (not after "not"). A reply with no verdict, or both, is
-incorrect, with a reason that says the reply could not be read and quotes its start.
-Model errors (:class:`~deepledger.errors.LLMError`) propagate to the caller.
+(the reason says the model was not asked). Otherwise the model is sent the prompt of
+the judge's *rule* (``benchmark.judge.rule``, below; its part before ``<!-- task -->``
+as the system message, the rest, with question, ground truth and answer filled in, as
+the task). A reply the rule cannot read is incorrect, with a reason that says the reply
+could not be read and quotes its start. Model errors (:class:`~deepledger.errors.LLMError`)
+propagate to the caller. The reason names the judge model and, for a rule other than
+``default``, the rule. The rules (``LLM_RULES``):
+
+- ``default`` — ``prompts/judge.md``: the same answer as the ground truth (formatting
+  forgiven; hedges, partial answers and refusals are incorrect). The reply must hold a
+  verdict line ``CORRECT`` or ``INCORRECT`` and a ``Reason:`` line. Reading the verdict:
+  the first line whose first word is the verdict (case-insensitive, markdown such as
+  ``**`` and a "Verdict:" label allowed, followed by nothing or punctuation) decides;
+  failing that, the reply must contain exactly one of the upper-case words ``CORRECT``
+  / ``INCORRECT`` (not after "not"). A reply with no verdict, or both, is unreadable.
+- ``gaia_text`` — ``prompts/judge_gaia_text.md``: is the predicted answer *equivalent*
+  to the labeled answer. Read as ``default``. MiroThinker's judge for GAIA-Text-103,
+  WebWalkerQA, SEAL-0, Frames and the suites without a judge of their own.
+- ``hle`` — ``prompts/judge_hle.md`` (Humanity's Last Exam): the model first copies
+  the final answer it finds in the response onto an ``Extracted answer:`` line
+  (``None`` when there is none), then gives the verdict: correct when the extracted
+  answer matches the correct answer, numbers within a small rounding margin, without
+  solving the problem. The verdict is read as for ``default`` from the reply without
+  its ``Extracted answer:`` line; an extracted answer of ``None`` (or empty, ``null``,
+  ``n/a``) makes it incorrect whatever the verdict; a reply without the line is read by
+  its verdict alone (the reason says so). The reason shows the extracted answer.
+- ``deepsearchqa`` — ``prompts/judge_deepsearchqa.md`` (DeepSearchQA: single answers
+  and sets of items): the model replies with a JSON object ``{"expected": {"<part of
+  the ground truth>": true | false, ...}, "extra": ["<answer the ground truth lacks>",
+  ...], "reason": "..."}``, one ``expected`` entry per item of a set answer (one for a
+  single answer). It is read from a fenced code block if there is one, else from the
+  first ``{`` to the last ``}``, forgiving small JSON slips (trailing commas, single
+  quotes). ``expected`` must be a non-empty object of ``true`` / ``false`` values and
+  ``extra`` a list of strings (missing or ``null``: none); otherwise the reply is
+  unreadable. Correct iff every expected part is found and there is no extra answer;
+  ``score`` is the F1 of the parts, 2·found / (expected + found + extra).
 """
 
 from __future__ import annotations
@@ -132,6 +169,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+import json_repair
+
+from deepledger.agent.boxed import last_boxed
 from deepledger.config import JUDGES  # validated with the rest of the config
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings, LLMClient
@@ -539,6 +579,37 @@ class GaiaJudge(Judge):
         return Judgement(True, self.name, f"list rule: all {len(want)} elements match")
 
 
+# -- aime ------------------------------------------------------------------------------
+
+_AIME_DIGITS = re.compile(r"[0-9]+")
+_AIME_MAX = 999
+
+
+def aime_integer(text: str) -> int | None:
+    """The integer an AIME answer states, or None (rules in the module docstring)."""
+    boxed = last_boxed(text)
+    text = normalize(boxed if boxed is not None else text)
+    return int(text) if _AIME_DIGITS.fullmatch(text) else None
+
+
+class AimeJudge(Judge):
+    name = "aime"
+
+    async def _judge(self, question: str, answer: str, ground_truth: str) -> Judgement:
+        truth = aime_integer(ground_truth)
+        if truth is None or truth > _AIME_MAX:
+            text = await NormalizedJudge()._judge(question, answer, ground_truth)
+            reason = f"the ground truth is not an integer 0-999, compared as text: {text.reason}"
+            return Judgement(text.correct, self.name, reason)
+        value = aime_integer(answer)
+        if value is None:
+            return Judgement(False, self.name, f"answer {_show(answer)} is not an integer")
+        if value > _AIME_MAX:
+            return Judgement(False, self.name, f"{value} is not an AIME answer (0-999)")
+        relation = "=" if value == truth else "≠"
+        return Judgement(value == truth, self.name, f"{value} {relation} {truth}")
+
+
 # -- llm -------------------------------------------------------------------------------
 
 _PROMPT = "judge.md"
@@ -552,15 +623,23 @@ _VERDICT_WORD = re.compile(
     r"(?<![A-Za-z])(?P<negated>(?i:not)\s+)?(?P<verdict>CORRECT|INCORRECT)(?![A-Za-z])"
 )
 _REASON_LINE = re.compile(r"^[\s*_#>-]*reason[*_]*\s*[:=-]\s*(?P<reason>.+)$", re.IGNORECASE)
+_EXTRACTED_LINE = re.compile(
+    r"^[\s*_#>-]*extracted(?:\s+final)?\s+answer[*_]*\s*[:=-]\s*(?P<answer>.*)$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_NO_EXTRACTED = {"", "none", "null", "n/a"}
+_JSON_FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL | re.IGNORECASE)
 _REASON_LIMIT = 200
 
 
-def judge_prompt(question: str, answer: str, ground_truth: str) -> tuple[str, str]:
-    """(system, task) texts for the model, from ``prompts/judge.md``."""
-    text = render(_PROMPT, question=question, answer=answer, ground_truth=ground_truth)
+def judge_prompt(
+    question: str, answer: str, ground_truth: str, template: str = _PROMPT
+) -> tuple[str, str]:
+    """(system, task) texts for the model, from ``prompts/<template>``."""
+    text = render(template, question=question, answer=answer, ground_truth=ground_truth)
     system, marker, task = text.partition(_TASK_MARKER)
     if not marker:
-        raise RuntimeError(f"prompts/{_PROMPT} lacks the {_TASK_MARKER} line")
+        raise RuntimeError(f"prompts/{template} lacks the {_TASK_MARKER} line")
     return system.strip(), task.strip()
 
 
@@ -595,31 +674,136 @@ def _reason(lines: list[str], verdict_index: int | None, rest: str) -> str:
     return _one_line(others[0]) if others else "the judge gave no reason"
 
 
+@dataclass(frozen=True)
+class Reading:
+    """What a judge model's reply says, once read by a rule."""
+
+    correct: bool
+    reason: str
+    score: float | None = None
+
+
+def read_verdict(reply: str) -> Reading | None:
+    """The ``default`` and ``gaia_text`` rules: a CORRECT / INCORRECT verdict."""
+    verdict = parse_verdict(reply)
+    return Reading(*verdict) if verdict else None
+
+
+def read_extracted_verdict(reply: str) -> Reading | None:
+    """The ``hle`` rule: an ``Extracted answer:`` line, then the verdict."""
+    match = _EXTRACTED_LINE.search(reply)
+    # The extracted answer is the candidate's text: a CORRECT inside it is no verdict.
+    rest = _EXTRACTED_LINE.sub("", reply) if match else reply
+    verdict = parse_verdict(rest)
+    if verdict is None:
+        return None
+    correct, why = verdict
+    if match is None:
+        return Reading(correct, f"no extracted answer given; {why}")
+    extracted = _one_line(match["answer"])
+    if extracted.lower() in _NO_EXTRACTED:
+        return Reading(False, f"the judge found no final answer in the response; {why}")
+    return Reading(correct, f"extracted {_show(extracted)}; {why}")
+
+
+def _json_object(reply: str) -> dict | None:
+    fence = _JSON_FENCE.search(reply)
+    if fence:
+        text = fence.group(1)
+    else:
+        start, end = reply.find("{"), reply.rfind("}")
+        if start == -1 or end < start:
+            return None
+        text = reply[start : end + 1]
+    # Judges copy trailing commas and single quotes from examples; json_repair forgives them.
+    value = json_repair.loads(text)
+    return value if isinstance(value, dict) else None
+
+
+def read_checklist(reply: str) -> Reading | None:
+    """The ``deepsearchqa`` rule: a JSON checklist of expected parts and extra answers."""
+    data = _json_object(reply)
+    if data is None:
+        return None
+    expected, extra = data.get("expected"), data.get("extra") or []
+    if not isinstance(expected, dict) or not expected:
+        return None
+    if not all(isinstance(found, bool) for found in expected.values()):
+        return None
+    if not isinstance(extra, list) or not all(isinstance(item, str) for item in extra):
+        return None
+    missing = [str(part) for part, found in expected.items() if not found]
+    found = len(expected) - len(missing)
+    score = 2 * found / (len(expected) + found + len(extra))
+    parts = [f"{found} of {len(expected)} parts found"]
+    parts += [f"missing {_show_texts(missing)}"] if missing else []
+    parts += [f"extra {_show_texts(extra)}"] if extra else []
+    why = data.get("reason")
+    reason = "; ".join(parts) + (f": {_one_line(why)}" if isinstance(why, str) and why else "")
+    return Reading(not missing and not extra, reason, score)
+
+
+def _show_texts(texts: list[str], limit: int = 3) -> str:
+    shown = ", ".join(_show(text, 40) for text in texts[:limit])
+    return shown + (f" and {len(texts) - limit} more" if len(texts) > limit else "")
+
+
+@dataclass(frozen=True)
+class LLMRule:
+    """A suite's way of asking a judge model: the prompt and how its reply is read."""
+
+    template: str  # a file in src/deepledger/prompts/
+    read: Callable[[str], Reading | None]
+    expects: str  # what a readable reply holds, for the reason when it holds none
+
+
+_VERDICT = "no CORRECT or INCORRECT verdict"
+LLM_RULES: dict[str, LLMRule] = {
+    "default": LLMRule(_PROMPT, read_verdict, _VERDICT),
+    "gaia_text": LLMRule("judge_gaia_text.md", read_verdict, _VERDICT),
+    "hle": LLMRule("judge_hle.md", read_extracted_verdict, _VERDICT),
+    "deepsearchqa": LLMRule(
+        "judge_deepsearchqa.md",
+        read_checklist,
+        "no JSON object with a non-empty 'expected' of true/false and an 'extra' list",
+    ),
+}
+
+
 class LLMJudge(Judge):
     name = "llm"
 
-    def __init__(self, llm: LLMClient, settings: GenerationSettings | None = None) -> None:
+    def __init__(
+        self, llm: LLMClient, settings: GenerationSettings | None = None, rule: str = "default"
+    ) -> None:
+        if rule not in LLM_RULES:
+            raise ConfigError(
+                f"benchmark.judge.rule={rule!r} is not a judge rule; use one of "
+                f"{', '.join(LLM_RULES)}."
+            )
         self.llm = llm
         self.settings = settings or GenerationSettings(max_tokens=1024, temperature=0.0)
+        self.rule = rule
 
     async def _judge(self, question: str, answer: str, ground_truth: str) -> Judgement:
         text = await NormalizedJudge()._judge(question, answer, ground_truth)
         if text.correct:
             return Judgement(True, self.name, f"{text.reason}; the model was not asked")
-        system, task = judge_prompt(question, answer, ground_truth)
+        rule = LLM_RULES[self.rule]
+        system, task = judge_prompt(question, answer, ground_truth, rule.template)
         messages = [Message.system(system), Message.task(task)]
         response = await self.llm.generate(messages, None, self.settings)
-        verdict = parse_verdict(response.text)
+        reading = rule.read(response.text)
         usage = asdict(response.usage)
-        if verdict is None:
-            reason = (
-                "the judge's reply could not be read (no CORRECT or INCORRECT verdict): "
-                f"{_show(response.text)}"
-            )
+        if reading is None:
+            reason = f"the judge's reply could not be read ({rule.expects}): {_show(response.text)}"
             return Judgement(False, self.name, reason, usage=usage)
-        correct, why = verdict
-        word = "CORRECT" if correct else "INCORRECT"
-        return Judgement(correct, self.name, f"{self.llm.model} says {word}: {why}", usage=usage)
+        word = "CORRECT" if reading.correct else "INCORRECT"
+        said = f"{self.llm.model} says {word}"
+        said += "" if self.rule == "default" else f" ({self.rule} rule)"
+        return Judgement(
+            reading.correct, self.name, f"{said}: {reading.reason}", reading.score, usage
+        )
 
 
 def make_judge(
@@ -628,27 +812,27 @@ def make_judge(
     rel_tol: float = 1e-6,
     abs_tol: float = 0.0,
     ordered: bool = False,
+    rule: str = "default",
     llm: LLMClient | None = None,
     llm_settings: GenerationSettings | None = None,
 ) -> Judge:
     """The judge ``benchmark.judge.name`` names, configured from the other judge keys."""
-    if name == "exact":
-        return ExactJudge()
-    if name == "normalized":
-        return NormalizedJudge()
-    if name == "numeric":
-        return NumericJudge(rel_tol, abs_tol)
-    if name == "list":
-        return ListJudge(ordered, rel_tol, abs_tol)
-    if name == "gaia":
-        return GaiaJudge()
+    simple: dict[str, Callable[[], Judge]] = {
+        "exact": ExactJudge,
+        "normalized": NormalizedJudge,
+        "numeric": lambda: NumericJudge(rel_tol, abs_tol),
+        "list": lambda: ListJudge(ordered, rel_tol, abs_tol),
+        "gaia": GaiaJudge,
+        "aime": AimeJudge,
+    }
+    if name in simple:
+        return simple[name]()
     if name == "llm":
         if llm is None:
             raise ConfigError(
                 "benchmark.judge.name=llm needs a model: benchmark.judge.llm must name an "
                 "llm preset (conf/llm/<name>.yaml)."
             )
-        return LLMJudge(llm, llm_settings)
-    raise ConfigError(
-        f"benchmark.judge.name={name!r} is not a judge; use one of {', '.join(JUDGES)}."
-    )
+        return LLMJudge(llm, llm_settings, rule)
+    known = ", ".join(dict.fromkeys([*JUDGES, *simple, "llm"]))
+    raise ConfigError(f"benchmark.judge.name={name!r} is not a judge; use one of {known}.")

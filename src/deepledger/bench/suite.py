@@ -219,6 +219,7 @@ def build_judge(cfg: Any, model: tuple[LLMClient, GenerationSettings] | None) ->
         rel_tol=judge.rel_tol,
         abs_tol=judge.abs_tol,
         ordered=judge.ordered,
+        rule=judge.rule,
         llm=llm,
         llm_settings=settings,
     )
