@@ -26,7 +26,7 @@ from deepledger.llm.factory import create_client, settings_from_config
 from deepledger.llm.usage import find_price
 from deepledger.report.page import write_run_report
 from deepledger.tools.manager import ToolManager
-from deepledger.tools.scrape import ExtractionModel, PageScraper
+from deepledger.tools.scrape import ExtractionModel, PageScraper, suite_corpus
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +247,7 @@ def page_scraper(cfg: Any, conf_dir: Path) -> PageScraper | None:
         find_price(preset.model_name, cfg.pricing),
         preset.max_context_length,
     )
-    return PageScraper(model, cfg.web.scraper, cfg.web.allow_private_networks)
+    return PageScraper(model, cfg.web.scraper, cfg.web.allow_private_networks, suite_corpus(cfg))
 
 
 def note_writer(cfg: Any, conf_dir: Path) -> NoteWriter | None:

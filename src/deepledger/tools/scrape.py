@@ -31,8 +31,10 @@ import json
 import logging
 import os
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+from deepledger import web
 from deepledger.errors import ContextOverflowError, LLMError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
@@ -86,6 +88,7 @@ class PageScraper:
     model: ExtractionModel
     scraper: str = "auto"  # auto | jina | direct (web.scraper)
     allow_private_networks: bool = False
+    corpus: Path | None = None  # the suite's search corpus, whose corpus:// links it reads
 
     @classmethod
     def for_agent(cls, cfg: Any, llm: LLMClient, price: Price | None) -> PageScraper:
@@ -94,7 +97,7 @@ class PageScraper:
 
         model = ExtractionModel(llm, settings_from_config(cfg.llm), price,
                                 cfg.llm.max_context_length)  # fmt: skip
-        return cls(model, cfg.web.scraper, cfg.web.allow_private_networks)
+        return cls(model, cfg.web.scraper, cfg.web.allow_private_networks, suite_corpus(cfg))
 
     def tool(self, journal: Journal, ledger: UsageLedger) -> LocalTool:
         """The tool one agent calls; its extraction calls go to ``ledger``."""
@@ -125,7 +128,7 @@ class PageScraper:
                                    "error": "", "scrape_stats": {}, "tokens_used": 0}  # fmt: skip
         try:
             text = await self._read(url, headers)
-        except Exception as exc:  # every reading failure is the model's to react to
+        except (web.FetchError, web.ContentError, web.JinaError) as exc:
             outcome["error"] = f"Could not read the page: {_reason(exc)}"
             return outcome
         text = text[:MAX_PAGE_CHARS]
@@ -146,16 +149,17 @@ class PageScraper:
         return outcome
 
     async def _read(self, url: str, headers: dict[str, str]) -> str:
-        from deepledger import web  # the web stack loads only when a page is read
-
         use_jina = self.scraper == "jina" or (
             self.scraper == "auto" and bool(os.environ.get("JINA_API_KEY", "").strip())
         )
         allow = self.allow_private_networks
-        if use_jina and not url.startswith(web.CORPUS_SCHEME):
-            document = await web.jina_read(url, headers=headers, allow_private=allow)
+        if use_jina and not url.strip().lower().startswith("corpus:"):
+            document = await web.jina_read(url, allow_private=allow)
         else:
-            document = await web.read_url(url, headers=headers, allow_private=allow)
+            document = await web.read_url(
+                url, limits=web.FetchLimits(), headers=headers, allow_private=allow,
+                corpus=self.corpus,
+            )  # fmt: skip
         return document.text
 
     async def _extract(
@@ -233,6 +237,12 @@ class PageScraper:
             text = response.text.split("</think>")[-1].strip()
             return text, response.usage.total_tokens, None
         raise AssertionError("unreachable")
+
+
+def suite_corpus(cfg: Any) -> Path | None:
+    """``benchmark.search_corpus``: the corpus the suite's search servers index."""
+    corpus = cfg.benchmark.search_corpus
+    return Path(corpus).expanduser().resolve() if corpus else None
 
 
 @dataclass(frozen=True)

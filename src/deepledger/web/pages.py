@@ -6,9 +6,10 @@ Two kinds of link:
   hop, the body capped while it streams) and converted with ``convert.convert_async``
   on a worker thread. A body cut at ``FetchLimits.max_bytes`` gets a note saying so.
 - ``corpus://<url-quoted doc_id>``: a document of the local search corpus (the FTS5
-  index of ``tools/servers/search.py``; the corpus named by ``DEEPLEDGER_SEARCH_CORPUS``,
-  else the default one), as ``# title`` and its text. The index is opened once per
-  process, on first use (building it if needed takes about half a second), and reused.
+  index of ``tools/servers/search.py``; the corpus given as ``corpus``, else the one
+  ``DEEPLEDGER_SEARCH_CORPUS`` names, else the default one), as ``# title`` and its
+  text. Each corpus's index is opened once per process, on first use (building it if
+  needed takes about half a second), and reused.
 
 Anything else is a ``FetchError`` of kind ``invalid_url``.
 """
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 CORPUS_SCHEME = "corpus"
 
 _index_lock = threading.Lock()
-_index: SearchIndex | None = None
+_indexes: dict[Path, SearchIndex] = {}
 
 
 def corpus_link(doc_id: str) -> str:
@@ -48,6 +49,7 @@ async def read_url(
     allow_private: bool | None = None,
     headers: Mapping[str, str] | None = None,
     convert_limits: ConvertLimits | None = None,
+    corpus: Path | None = None,
 ) -> Document:
     """The document ``url`` links to (see the module docstring).
 
@@ -57,7 +59,7 @@ async def read_url(
     url = url.strip()
     scheme = urlsplit(url).scheme.lower()
     if scheme == CORPUS_SCHEME:
-        return await read_corpus_document(url)
+        return await read_corpus_document(url, corpus)
     if scheme not in {"http", "https"}:
         raise FetchError(
             f"Cannot read {scheme or 'scheme-less'} links: give an http(s) or corpus:// URL.",
@@ -80,7 +82,7 @@ async def read_url(
     return document
 
 
-async def read_corpus_document(url: str) -> Document:
+async def read_corpus_document(url: str, corpus: Path | None = None) -> Document:
     """A ``corpus://`` link's document, looked up off the event loop."""
     parts = urlsplit(url)
     doc_id = unquote(parts.netloc + parts.path)
@@ -89,7 +91,7 @@ async def read_corpus_document(url: str) -> Document:
     from deepledger.tools.servers.search import CorpusError
 
     try:
-        index = await anyio.to_thread.run_sync(corpus_index)
+        index = await anyio.to_thread.run_sync(corpus_index, corpus)
     except CorpusError as exc:
         message = f"The local corpus cannot be opened: {exc}"
         raise FetchError(message, kind="not_found", url=url) from exc
@@ -100,22 +102,23 @@ async def read_corpus_document(url: str) -> Document:
     return Document(text, title=found.title, kind="corpus")
 
 
-def corpus_index() -> SearchIndex:
-    """The process's index of the local corpus, opened (and built) on first call."""
-    global _index
-    with _index_lock:
-        if _index is None:
-            from deepledger.tools.servers import search
+def corpus_index(corpus: Path | None = None) -> SearchIndex:
+    """The process's index of ``corpus`` (else the configured or default corpus),
+    opened (and built) on first call."""
+    from deepledger.tools.servers import search
 
-            configured = os.environ.get(search.CORPUS_ENV)
-            corpus = (Path(configured) if configured else search.default_corpus()).resolve()
+    if corpus is None:
+        configured = os.environ.get(search.CORPUS_ENV)
+        corpus = Path(configured) if configured else search.default_corpus()
+    corpus = corpus.resolve()
+    with _index_lock:
+        if corpus not in _indexes:
             path = search.ensure_index(corpus, search.default_cache_dir())
-            _index = search.SearchIndex(path)
-        return _index
+            _indexes[corpus] = search.SearchIndex(path)
+        return _indexes[corpus]
 
 
 def reset_corpus_index() -> None:
     """Forget the opened index (tests that switch corpora call this)."""
-    global _index
     with _index_lock:
-        _index = None
+        _indexes.clear()
