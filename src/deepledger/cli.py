@@ -38,11 +38,16 @@ OVERRIDES are Hydra overrides, e.g.
   llm=openai_compatible llm.base_url=http://127.0.0.1:8000/v1 llm.model_name=my-model
   agent=keep5_compress5 agent.keep_tool_result=3 benchmark.execution.max_tasks=10
 
-Config groups: llm=local|openai_compatible|openai|anthropic,
-  agent=default|keep5_compress5|keep5_compress5_300turns|multi_agent,
-  benchmark=example|gaia-validation|browsecomp|browsecomp-zh|hle|simpleqa|frames|
-  xbench-deepsearch. Tool servers: tools.<name>.* (search, reader, python, time).
-API keys are read from the environment (or ./.env), never from config files.
+Config groups: llm=local|openai_compatible|openai|anthropic|qwen-3,
+  agent=default|keep5_compress5|keep5_compress5_300turns|multi_agent|
+    mirothinker_1.7_keep5_max200|mirothinker_1.7_keep5_max300|mirothinker_v1.5_keep5_max400,
+  benchmark=example|worldfacts|gaia-validation|gaia-validation-text-103|browsecomp|
+    browsecomp-zh|hle|hle-text-500|hle-text-2158|simpleqa|freshqa|fanoutqa|frames|
+    xbench-deepsearch|webwalkerqa|seal-0|deepsearchqa|futurex|aime2025.
+Tool servers: tools.<name>.* (search, reader, python, web_search, search_and_scrape_webpage,
+  tool-python, time); web.search_backend=serper|searxng|tavily|brave|local.
+API keys are read from the environment (or ./.env), never from config files; a key given
+as llm.api_key=... is used and never written.
 """
 
 EXIT_USAGE = 2
@@ -103,6 +108,7 @@ def _hydra_command(name: str, overrides: list[str], task: Callable[[Any], int]) 
 
     from deepledger.config import register_schemas, unknown_override_keys
 
+    overrides = take_command_line_key(overrides)
     if problems := unknown_override_keys(overrides):
         raise ConfigError(
             "not a configuration key: "
@@ -137,6 +143,27 @@ def _hydra_command(name: str, overrides: list[str], task: Callable[[Any], int]) 
     finally:
         sys.argv = saved_argv
     return outcome.get("code", 0)
+
+
+COMMAND_LINE_KEY_ENV = "DEEPLEDGER_COMMAND_LINE_API_KEY"
+
+
+def take_command_line_key(overrides: list[str]) -> list[str]:
+    """``llm.api_key=KEY`` (MiroThinker's command lines pass keys so) taken out of the
+    overrides before Hydra sees them, so the key is never written to the run directory,
+    the manifest or a log: it moves to a variable of this process, which the llm preset
+    then names. An empty one (an unset ``$API_KEY`` in a script) is dropped."""
+    kept, key = [], None
+    for override in overrides:
+        name, _, value = override.partition("=")
+        if name.lstrip("+") == "llm.api_key":
+            key = value.strip().strip("'\"") or key
+        else:
+            kept.append(override)
+    if key:
+        os.environ[COMMAND_LINE_KEY_ENV] = key
+        kept.append(f"llm.api_key_env={COMMAND_LINE_KEY_ENV}")
+    return kept
 
 
 def _checked(cfg: Any) -> None:

@@ -71,6 +71,8 @@ class LLMConfig:
     # The model reads images (OpenAI image parts, Anthropic image blocks): images that
     # tools return or tasks attach are sent to it; otherwise they are named in a note.
     accepts_images: bool = False
+    # MiroThinker's command lines set this; deepledger's clients are always async.
+    async_client: bool = True
 
 
 @dataclass

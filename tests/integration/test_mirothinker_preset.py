@@ -1,7 +1,8 @@
-"""MiroThinker's agent preset end to end, as a user runs it: `deepledger bench` in a
-subprocess against loopback fakes of the model (OpenAI protocol), Serper and a web
-site, with deepledger's real tool servers (search, tool-python under its sandbox) and
-the in-process scrape-and-extract tool.
+"""MiroThinker's agent preset end to end, as a user runs it: MiroThinker's own command
+line (llm=qwen-3, llm.provider=qwen, llm.async_client, llm.api_key=...) given to
+`deepledger bench` in a subprocess, against loopback fakes of the model (OpenAI
+protocol), Serper and a web site, with deepledger's real tool servers (search,
+tool-python under its sandbox) and the in-process scrape-and-extract tool.
 
 One run serves the whole module (it is the slow path): the model's script probes the
 sandbox for secrets, searches, scrapes a page with an extraction question, and
@@ -28,10 +29,11 @@ from deepledger.testing.fake_web_server import FakeWebServer, Page
 
 ROOT = Path(__file__).resolve().parents[2]
 CANARIES = {
-    "DEEPLEDGER_TEST_LLM_KEY": "sk-canary-llm-5f1c2a",  # the agent model's key
     "SERPER_API_KEY": "canary-serper-9d8e7f",  # sent to the (fake) Serper only
     "ANTHROPIC_API_KEY": "sk-ant-canary-unused-3b4c",  # set, used by nothing
+    "OPENAI_API_KEY": "sk-canary-openai-unused-8e2d",  # set, used by nothing
 }
+LLM_KEY = "sk-canary-llm-5f1c2a"  # on the command line, as MiroThinker's scripts pass it
 DOTENV_CANARY = "canary-dotenv-77aa11"  # in the working folder's .env
 PAGE = (
     "<html><head><title>Eiffel Tower facts</title></head><body><nav>Home | About</nav>"
@@ -135,8 +137,9 @@ def run(tmp_path_factory) -> Run:
                 [sys.executable, "-m", "deepledger", "bench",
                  "agent=mirothinker_1.7_keep5_max200", "benchmark=example",
                  f"benchmark.data.data_dir={data}", "benchmark.name=miro",
-                 "llm=openai_compatible", f"llm.base_url={llm.openai_base_url}",
-                 "llm.api_key_env=DEEPLEDGER_TEST_LLM_KEY", "llm.api_key_required=true",
+                 "llm=qwen-3", "llm.provider=qwen", "llm.async_client=true",
+                 f"llm.base_url={llm.openai_base_url}", "llm.model_name=MiroThinker-1.7-mini",
+                 f"llm.api_key={LLM_KEY}", "benchmark.execution.max_tasks=null",
                  "web.allow_private_networks=true", f"hydra.run.dir={base / 'run'}"],
                 cwd=work, env=env, capture_output=True, text=True, timeout=600,
             )  # fmt: skip
@@ -209,7 +212,7 @@ def test_the_sandbox_probes_found_no_secret(run):
     assert len(results) == 3, results
     assert "Sandbox created" in results[0]
     for text in results:
-        for secret in [*CANARIES.values(), DOTENV_CANARY]:
+        for secret in [*CANARIES.values(), LLM_KEY, DOTENV_CANARY]:
             assert secret not in text
 
 
@@ -232,10 +235,9 @@ def test_no_planted_secret_reaches_a_request_body_a_file_or_the_output(run):
         places[f"search request {index}"] = json.dumps(request.body)
     for index, request in enumerate(run.page_requests):
         places[f"page request {index}"] = json.dumps(request.headers) + request.path
-    for secret in [*CANARIES.values(), DOTENV_CANARY]:
+    for secret in [*CANARIES.values(), LLM_KEY, DOTENV_CANARY]:
         leaks = [where for where, text in places.items() if secret in text]
         assert not leaks, f"{secret} leaked into {leaks}"
     # ... while the keys did go where they belong: the provider's auth headers.
-    assert all(r.headers["authorization"] == f"Bearer {CANARIES['DEEPLEDGER_TEST_LLM_KEY']}"
-               for r in run.llm_requests)  # fmt: skip
+    assert all(r.headers["authorization"] == f"Bearer {LLM_KEY}" for r in run.llm_requests)
     assert run.search_requests[0].headers["x-api-key"] == CANARIES["SERPER_API_KEY"]

@@ -93,6 +93,9 @@ _BUILDERS: dict[str, Callable[[Any], LLMClient]] = {
     "openai": _build_openai,
     "anthropic": _build_anthropic,
     "local": _build_local,
+    # MiroThinker's name for its models served behind an OpenAI-compatible endpoint
+    # (llm.provider=qwen in its scripts), so those command lines carry over.
+    "qwen": _build_openai,
 }
 PROVIDERS = tuple(_BUILDERS)
 
