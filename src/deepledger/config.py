@@ -106,6 +106,9 @@ class ToolServerConfig:
     # with a visible marker.
     max_result_chars: int = 20_000
     preview_chars: int = 2_000
+    # stdio: the most one message from the server may hold; a larger answer is dropped
+    # while it streams in and the call gets an error result (tools/stdio_transport.py).
+    max_message_bytes: int = 16 * 1024 * 1024
     # Identical calls (same tool, same arguments) are answered once per run and then
     # served from the run's cache, marked as cached in the journal: search servers.
     cache_results: bool = False

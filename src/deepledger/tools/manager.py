@@ -35,14 +35,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import jsonschema
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError
 from mcp.client.sse import sse_client
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import get_default_environment
 from mcp.types import CONNECTION_CLOSED
 
 from deepledger.errors import DeepLedgerError
 from deepledger.messages import ToolCall, ToolResult
 from deepledger.tools.results import for_model, result_parts
+from deepledger.tools.stdio_transport import capped_stdio_client
 
 log = logging.getLogger(__name__)
 
@@ -170,12 +171,14 @@ class McpConnection:
 
     def _target(self) -> Any:
         if self.cfg.transport == "stdio":
-            params = StdioServerParameters(
-                command=resolve_command(self.cfg.command),
-                args=list(self.cfg.args),
-                env=self._env(),
+            return capped_stdio_client(
+                resolve_command(self.cfg.command),
+                list(self.cfg.args),
+                get_default_environment() | self._env(),
+                name=self.name,
+                max_message_bytes=self.cfg.max_message_bytes,
+                errlog=self.errlog,
             )
-            return stdio_client(params, errlog=self.errlog)
         if self.cfg.transport == "sse":
             return sse_client(self.cfg.url)
         return self.cfg.url  # streamable HTTP: the client takes the URL itself

@@ -1,0 +1,225 @@
+"""The stdio transport to an MCP server, with every message capped while it streams in.
+
+The MCP SDK's own stdio client gathers each line the server writes in full before it
+looks at it, so a tool that answers with 50 MB is read whole, held in memory several
+times over (text, then JSON, then the result object) and only then cut: 30 s of CPU and
+a few hundred megabytes for one call, enough to take a loaded machine down. Here the
+server's stdout is read in chunks and assembled into lines by :class:`LineAssembler`,
+which stops keeping a line once it passes ``max_message_bytes``: the rest is read and
+thrown away as it arrives, and the oversized answer is replaced by an error result for
+the same request, which the model sees like any failed call ("larger than the 16 MiB
+limit"). The request id is found at the start of the line or in its last bytes (servers
+put it either side of the result); a message whose id cannot be found is dropped, and
+its call times out as a hung call would.
+
+The rest follows the protocol's stdio transport: one JSON-RPC message a line on stdin
+and stdout, the server's stderr to a log file, and on close: stdin closed, a grace
+period, then SIGTERM and SIGKILL to the server's process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anyio
+from mcp import types
+from mcp.shared.message import SessionMessage
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK_BYTES = 256 * 1024
+ID_WINDOW_BYTES = 4096  # how much of an oversized line's head and tail is kept to find its id
+EXIT_GRACE_SECONDS = 2.0  # after stdin closes, before SIGTERM (then as long before SIGKILL)
+_ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,20})')
+
+
+@dataclass(frozen=True)
+class Oversized:
+    """A line that passed the cap: its size, and the request id found in it (if any)."""
+
+    size: int
+    request_id: str | int | None
+
+
+class LineAssembler:
+    """Bytes in, whole lines (or :class:`Oversized` markers) out, never holding more
+    than ``max_bytes`` of one line."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._head = b""  # of a line past the cap: its first and last bytes
+        self._tail = b""
+
+    def feed(self, chunk: bytes) -> Iterator[bytes | Oversized]:
+        while chunk:
+            end = chunk.find(b"\n")
+            piece, chunk = (chunk, b"") if end == -1 else (chunk[:end], chunk[end + 1 :])
+            self._add(piece)
+            if end != -1:
+                yield self._finish()
+
+    def _add(self, piece: bytes) -> None:
+        self._size += len(piece)
+        if self._head or self._size > self.max_bytes:
+            if not self._head:  # the line just passed the cap: keep only its ends from now
+                whole = b"".join(self._parts) + piece
+                self._head, self._tail = whole[:ID_WINDOW_BYTES], whole[-ID_WINDOW_BYTES:]
+                self._parts = []
+            else:
+                self._tail = (self._tail + piece)[-ID_WINDOW_BYTES:]
+            return
+        self._parts.append(piece)
+
+    def _finish(self) -> bytes | Oversized:
+        if self._head:
+            outcome: bytes | Oversized = Oversized(self._size, _request_id(self._head, self._tail))
+        else:
+            outcome = b"".join(self._parts)
+        self._parts, self._size, self._head, self._tail = [], 0, b"", b""
+        return outcome
+
+
+def _request_id(head: bytes, tail: bytes) -> str | int | None:
+    """The JSON-RPC id of a response, from the start of its line or from its end."""
+    for window in (head[:200], tail[-400:]):
+        if match := _ID.search(window):
+            with contextlib.suppress(ValueError):
+                return json.loads(match.group(1))
+    return None
+
+
+def oversized_reply(oversized: Oversized, limit: int, server: str) -> SessionMessage:
+    """The error result that stands in for an answer too large to read."""
+    text = (
+        f"The result from {server} was {_size(oversized.size)}, larger than the "
+        f"{_size(limit)} a tool result may be (tools.{server}.max_message_bytes); "
+        "it was dropped unread. Ask for less: a page, a range, a summary."
+    )
+    result = types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], is_error=True
+    ).model_dump(by_alias=True, exclude_none=True)
+    message = {"jsonrpc": "2.0", "id": oversized.request_id, "result": result}
+    return SessionMessage(types.jsonrpc_message_adapter.validate_python(message))
+
+
+def _size(count: int) -> str:
+    return f"{count / 2**20:.1f} MiB" if count >= 2**20 else f"{count / 1024:.0f} KiB"
+
+
+@contextlib.asynccontextmanager
+async def capped_stdio_client(
+    command: str,
+    args: list[str],
+    env: dict[str, str],
+    *,
+    name: str,
+    max_message_bytes: int,
+    errlog: TextIO | None = None,
+) -> AsyncIterator[tuple[Any, Any]]:
+    """Start the server and yield the (read, write) streams an MCP ``Client`` takes."""
+    process = await asyncio.create_subprocess_exec(
+        command,
+        *args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=_stderr_target(errlog),
+        env=env,
+        start_new_session=True,  # its own process group: one signal ends all it started
+    )
+    incoming_writer, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    outgoing, outgoing_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    pipes = _Pipes(process, name, max_message_bytes)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(pipes.read, incoming_writer)
+        tasks.start_soon(pipes.write, outgoing_reader)
+        try:
+            yield incoming, outgoing
+        finally:
+            with anyio.CancelScope(shield=True):
+                await outgoing.aclose()
+                await _stop(process)
+                await incoming.aclose()
+            tasks.cancel_scope.cancel()
+
+
+@dataclass
+class _Pipes:
+    process: asyncio.subprocess.Process
+    name: str
+    max_message_bytes: int
+
+    async def read(self, sink: Any) -> None:
+        """stdout → messages, each line capped; ends when the server closes stdout."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        assembler = LineAssembler(self.max_message_bytes)
+        async with sink:
+            try:
+                while chunk := await stdout.read(READ_CHUNK_BYTES):
+                    for line in assembler.feed(chunk):
+                        message = self._message(line)
+                        if message is not None:
+                            await sink.send(message)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return  # the session is gone; the process is being stopped
+
+    def _message(self, line: bytes | Oversized) -> SessionMessage | Exception | None:
+        if isinstance(line, Oversized):
+            if line.request_id is None:
+                log.warning("%s sent a %d-byte message with no id; dropped", self.name, line.size)
+                return None
+            log.warning("%s sent a %d-byte result; replaced by an error", self.name, line.size)
+            return oversized_reply(line, self.max_message_bytes, self.name)
+        if not line.strip():
+            return None
+        try:
+            return SessionMessage(types.jsonrpc_message_adapter.validate_json(line))
+        except ValueError as exc:  # not JSON-RPC: the session reports it, as the SDK's does
+            return exc
+
+    async def write(self, source: Any) -> None:
+        """Messages → stdin, one line each."""
+        stdin = self.process.stdin
+        assert stdin is not None
+        async with source:
+            try:
+                async for message in source:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    stdin.write(data.encode("utf-8") + b"\n")
+                    await stdin.drain()
+            except (ConnectionError, OSError, anyio.ClosedResourceError):
+                return  # the server is gone; its calls fail through the read side
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    """Close stdin, let the server exit, then signal its process group."""
+    if process.stdin is not None:
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+    for signum in (None, signal.SIGTERM, signal.SIGKILL):
+        if signum is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signum)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), EXIT_GRACE_SECONDS)
+            return
+
+
+def _stderr_target(errlog: TextIO | None) -> Any:
+    """A file the server's stderr can be written to directly, else ours."""
+    try:
+        return errlog.fileno() if errlog is not None else None
+    except (OSError, ValueError, AttributeError):  # a captured stream with no descriptor
+        return None
