@@ -281,6 +281,8 @@ def _row(
         "output_tokens": usage.get("output_tokens"),
         "cache_read_tokens": usage.get("cache_read_tokens"),
         "cache_write_tokens": usage.get("cache_write_tokens"),
+        "extraction_input_tokens": (record.get("extraction_usage") or {}).get("input_tokens"),
+        "extraction_output_tokens": (record.get("extraction_usage") or {}).get("output_tokens"),
         "cost": record.get("cost"),
         "end_reason": record.get("end_reason"),
         "provenance": record.get("provenance"),

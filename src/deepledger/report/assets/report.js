@@ -113,6 +113,8 @@ function summaryCards(run) {
     card("input tokens", fmtTokens(tokens.input), `cache read ${fmtTokens(tokens.cache_read)} · cache write ${fmtTokens(tokens.cache_write)}`),
     card("output tokens", fmtTokens(tokens.output), (s.judge_tokens || {}).input
       ? `the judge's model: ${fmtTokens(s.judge_tokens.input)} in · ${fmtTokens(s.judge_tokens.output)} out` : "the judge used no model"),
+    (s.extraction_tokens || {}).input ? card("page extraction", fmtTokens(s.extraction_tokens.input),
+      `input tokens of scrape_and_extract_info's model (${fmtTokens(s.extraction_tokens.output)} out, ${fmtInt(s.extraction_tokens.tasks)} tasks); included above`) : null,
     card("cost", fmtCost(s.cost_total), s.cost_unknown_tasks ? `${s.cost_unknown_tasks} tasks unpriced` : `${fmtCost(s.cost_mean_per_task)} per task`),
     card("turns per task", isNum(turns.mean) ? turns.mean.toFixed(1) : "–", `median ${turns.median ?? "–"} · max ${turns.max ?? "–"}`),
     card("tool calls per task", isNum(calls.mean) ? calls.mean.toFixed(1) : "–", `median ${calls.median ?? "–"} · max ${calls.max ?? "–"}`),
@@ -302,7 +304,9 @@ const RENDER = {
       return el("div", { class: "call" },
         c ? el("div", {}, "→ ", el("code", { text: name }), " ", el("span", { class: "muted", text: argsText(c) })) : null,
         el("details", { open: text.length <= 300 || null },
-          el("summary", { class: r.is_error ? "err" : null, text: `${r.is_error ? "error from" : "result of"} ${name} (${fmtInt(length)} characters)` }),
+          el("summary", { class: r.is_error ? "err" : null, text: `${r.is_error ? "error from" : "result of"} ${name} (${fmtInt(length)} characters)`
+            + (r.cached ? " · from the run's cache" : "") + (r.archived ? ` · archived whole in ${r.archived}` : "")
+            + ((r.images || []).length ? ` · ${(r.images || []).length} image(s) sent` : "") }),
           preBlock(text)));
     })),
   rollback: (e) => ev("rollback", `turn ${e.turn} rolled back: ${e.reason}`, e.detail ? el("div", { text: e.detail }) : null,
@@ -322,6 +326,7 @@ const RENDER = {
   closing_call: (e) => ev("closing", `closing call: ${e.purpose}${e.turn ? " (turn " + e.turn + ")" : ""} · ${usageText(e.usage)}` + (e.prefill ? ` · reply prefilled with ${JSON.stringify(e.prefill)}` : ""),
     el("div", { class: "text", text: ((e.message || {}).content) || "(empty reply)" })),
   closing_call_failed: (e) => ev("closing", `closing call ${e.purpose} failed: ${e.reason}`),
+  extraction_call: (e) => ev("closing", `page extraction (${e.model}) of ${e.url}` + (e.parts > 1 ? `, part ${e.part} of ${e.parts}` : "") + ` · ${fmtInt(e.page_chars)} chars read · ${usageText(e.usage)}`),
   answer_skipped: (e) => ev("notice", `no answer asked for: ${e.reason}`),
   final_answer: (e) => ev("answer", `final answer · provenance: ${e.provenance}`, el("div", { class: "text", text: e.answer ?? "(none)" })),
   post_mortem: (e) => ev("postmortem", `post-mortem` + (e.failure_type ? ` · failure type: ${e.failure_type}` : "") + (e.prefilled ? " · prefilled" : ""),
@@ -379,7 +384,8 @@ async function openTask(index) {
     kvTable([["question", task.question], ["ground truth", task.ground_truth], ["answer", task.answer],
       ["provenance", task.provenance], ["judgement", task.judgement], ["end reason", task.end_reason],
       ["attempts", task.attempts], ["turns · tool calls", `${fmtInt(task.turns)} · ${fmtInt(task.tool_calls)}`],
-      ["tokens", `${fmtInt(task.input_tokens)} in · ${fmtInt(task.output_tokens)} out · ${fmtInt(task.cache_read_tokens)} from cache`],
+      ["tokens", `${fmtInt(task.input_tokens)} in · ${fmtInt(task.output_tokens)} out · ${fmtInt(task.cache_read_tokens)} from cache`
+        + (task.extraction_input_tokens ? ` (of which page extraction ${fmtInt(task.extraction_input_tokens)} in · ${fmtInt(task.extraction_output_tokens)} out)` : "")],
       ["cost", fmtCost(task.cost)], ["journals", task.dir]]));
   const journals = payload.journals.map((j) => el("details", { class: "journal", open: true },
     el("summary", { text: `${j.label} — ${j.events.length} events · ${j.journal}` }),
