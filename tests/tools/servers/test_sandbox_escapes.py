@@ -234,6 +234,24 @@ async def test_the_code_runs_as_an_unprivileged_user(client: Client):
     assert rest[-1] == "0000000000000000"
 
 
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the seccomp filter is x86_64's")
+async def test_the_code_cannot_make_itself_root_of_a_user_namespace(client: Client):
+    failed, text = await run(
+        client,
+        "import ctypes, subprocess, threading\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('unshare', libc.unshare(0x10000000), ctypes.get_errno())\n"
+        "shell = subprocess.run(['unshare', '-Ur', 'id'], capture_output=True, text=True)\n"
+        "print('shell', shell.returncode, shell.stdout.strip())\n"
+        "worker = threading.Thread(target=lambda: print('thread ran')); worker.start()\n"
+        "worker.join(); print('child', subprocess.run(['true']).returncode)",
+    )
+    assert not failed, text
+    assert "unshare -1 1" in text  # EPERM
+    assert "shell 0" not in text and "uid=0" not in text
+    assert "thread ran" in text and "child 0" in text  # threads and processes still work
+
+
 async def test_a_fork_bomb_hits_the_process_limit_and_the_session_survives(client: Client):
     code = (
         "import time\n"

@@ -87,6 +87,61 @@ def _drop_privileges(run_as: str) -> None:
         raise SystemExit("could not drop privileges")
 
 
+# A seccomp filter (classic BPF over struct seccomp_data) that refuses what would hand
+# the code a user namespace of its own, the usual door to the kernel's less-trodden
+# paths: unshare() and clone() with CLONE_NEWUSER get EPERM, clone3() ENOSYS (its flags
+# sit behind a pointer BPF cannot follow; glibc then falls back to clone()), and other
+# ABIs (x32, i386) EPERM. Everything else is allowed.
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_X32_SYSCALL_BIT = 0x40000000
+_NR_CLONE, _NR_UNSHARE, _NR_CLONE3 = 56, 272, 435  # x86_64
+_CLONE_NEWUSER = 0x10000000
+_ALLOW, _EPERM, _ENOSYS = 0x7FFF0000, 0x00050001, 0x00050026  # SECCOMP_RET_* | errno
+_LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_NO_USERNS_FILTER = (
+    (_LD_ABS, 0, 0, 4),  # arch
+    (_JEQ, 1, 0, _AUDIT_ARCH_X86_64),
+    (_RET, 0, 0, _EPERM),
+    (_LD_ABS, 0, 0, 0),  # syscall number
+    (_JGE, 0, 1, _X32_SYSCALL_BIT),
+    (_RET, 0, 0, _EPERM),
+    (_JEQ, 0, 1, _NR_CLONE3),
+    (_RET, 0, 0, _ENOSYS),
+    (_JEQ, 2, 0, _NR_UNSHARE),
+    (_JEQ, 1, 0, _NR_CLONE),
+    (_RET, 0, 0, _ALLOW),
+    (_LD_ABS, 0, 0, 16),  # the first argument's low 32 bits: the flags
+    (_JSET, 0, 1, _CLONE_NEWUSER),
+    (_RET, 0, 0, _EPERM),
+    (_RET, 0, 0, _ALLOW),
+)
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+def _forbid_user_namespaces() -> bool:
+    """Install the filter above for this process and all it starts (x86_64 Linux only;
+    elsewhere nothing is installed and False is returned)."""
+    if sys.platform != "linux" or os.uname().machine != "x86_64":
+        return False
+    import ctypes
+
+    class Instruction(ctypes.Structure):
+        _fields_ = (("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte),
+                    ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint32))  # fmt: skip
+
+    class Program(ctypes.Structure):
+        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Instruction)))
+
+    instructions = (Instruction * len(_NO_USERNS_FILTER))(*_NO_USERNS_FILTER)
+    program = Program(len(_NO_USERNS_FILTER), instructions)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise SystemExit(f"could not set no_new_privs: errno {ctypes.get_errno()}")
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) != 0:
+        raise SystemExit(f"could not install the seccomp filter: errno {ctypes.get_errno()}")
+    return True
+
+
 def _limit_cpu_for_one_call(cpu_seconds: int) -> None:
     """RLIMIT_CPU counts the whole process life, so each call gets its budget on top of use."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -258,12 +313,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-processes", type=int, default=None)
     parser.add_argument("--max-file-mb", type=int, default=None)
     parser.add_argument("--run-as", default=None, help="UID:GID to drop to (started as root)")
+    parser.add_argument(
+        "--no-user-namespaces",
+        action="store_true",
+        help="refuse new user namespaces with a seccomp filter (x86_64)",
+    )
     args = parser.parse_args(argv)
 
     _die_with_parent(args.parent_pid)
     _limit_resources(args.memory_mb, args.max_processes, args.max_file_mb)
     if args.run_as is not None:
         _drop_privileges(args.run_as)
+    if args.no_user_namespaces:
+        _forbid_user_namespaces()
     for fd in (args.request_fd, args.response_fd):
         os.set_inheritable(fd, False)  # child processes of the model's code must not hold them
     for stream in (sys.stdout, sys.stderr):

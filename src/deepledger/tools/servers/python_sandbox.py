@@ -458,6 +458,8 @@ def _worker_argv(
         argv.append(f"--max-processes={process_limit}")
     if confinement.run_as is not None:
         argv.append("--run-as={}:{}".format(*confinement.run_as))
+    if bwrap:  # inside bubblewrap the code gets no user namespace of its own either
+        argv.append("--no-user-namespaces")
     return argv
 
 

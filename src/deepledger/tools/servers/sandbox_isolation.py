@@ -25,6 +25,11 @@ by really starting an interpreter the way a worker will be started:
     A uid of its own also makes RLIMIT_NPROC a per-sandbox process limit. Started by another
     user, bwrap uses an unprivileged user namespace (``--uid 65534``, mapped to that user,
     ``--disable-userns``), and the process limit counts on top of the user's current tasks.
+    In both, on x86_64 the worker installs a seccomp filter before it reads any request that
+    refuses ``unshare``/``clone`` with ``CLONE_NEWUSER`` (and ``clone3``, which glibc then
+    replaces with ``clone``): the code cannot make itself root of a user namespace of its
+    own, the usual way into the kernel's less-guarded paths. Elsewhere no filter is set
+    (the tool description then does not claim it).
 
 ``unshare`` (fallback)
     util-linux ``unshare --net`` (as root) or ``unshare --user --map-root-user --net``: no
@@ -115,14 +120,22 @@ class Isolation:
         return Confinement(self, host_workdir, inside_workdir)
 
 
+# The worker's seccomp filter (_sandbox_worker._forbid_user_namespaces) exists for x86_64.
+_NO_USERNS = (
+    ", and it cannot create user namespaces"
+    if sys.platform == "linux" and os.uname().machine == "x86_64"
+    else ""
+)
+
+
 def bwrap_summary(max_processes: int) -> str:
     return (
         "Isolation: bubblewrap sandbox. The code runs as an unprivileged user in its own PID "
         "namespace with its own /proc, with no network (every connection fails, even to "
         "localhost), an empty environment, read-only system and Python folders, and only its "
         "work folder and /tmp writable; the user's files, secrets and other processes are out "
-        f"of reach. At most {max_processes} processes/threads; disk use in the work folder is "
-        "not limited beyond the size of each file."
+        f"of reach{_NO_USERNS}. At most {max_processes} processes/threads; disk use in the work "
+        "folder is not limited beyond the size of each file."
     )
 
 
