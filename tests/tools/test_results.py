@@ -99,3 +99,30 @@ async def test_without_a_readable_archive_a_long_result_is_cut_with_a_marker(man
     assert result.archived is None
     assert len(result.content) < 1100 and "...[truncated: " in result.content
     await tools.aclose()
+
+
+async def test_archive_pages_are_never_archived_again_and_a_resumed_retry_keeps_old_handles(
+    manager, tmp_path
+):
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    (folder / "r1.txt").write_text("left by an interrupted run")
+    archive = ResultArchive(folder)
+    policy = ResultPolicy(archive=archive, archive_callable=True)
+    tools = manager.for_task(
+        [], local_tools=[long_tool(9000)], policy=policy, hidden_tools=archive_tools(archive)
+    )
+    await tools.start()
+    result = await tools.call(ToolCall("c1", "long", {}, server_name="pages"))
+    assert result.archived == str(folder / "r2.txt")
+    assert (folder / "r1.txt").read_text() == "left by an interrupted run"
+    page = await tools.call(
+        ToolCall("c2", "read", {"handle": "r2", "max_chars": 50_000}, server_name="archive")
+    )
+    assert page.archived is None and page.content.startswith("[chars 0-50000 of 99000;")
+    assert sorted(p.name for p in folder.iterdir()) == ["r1.txt", "r2.txt"]
+    traversal = await tools.call(
+        ToolCall("c3", "read", {"handle": "../../etc/passwd"}, server_name="archive")
+    )
+    assert traversal.is_error and "no archived result" in traversal.content
+    await tools.aclose()

@@ -203,3 +203,13 @@ async def test_corpus_links_open_local_documents(corpus: Path) -> None:
     with pytest.raises(FetchError, match=r"no document 'birds/crane.md'") as caught:
         await read_url(corpus_link("birds/crane.md"), limits=LIMITS)
     assert caught.value.kind == "not_found"
+
+
+async def test_a_custom_header_that_is_not_ascii_is_a_fetch_error():
+    with (
+        FakeWebServer({"/a": Page(b"<p>hi</p>")}) as site,
+        pytest.raises(FetchError, match="must be ASCII") as caught,
+    ):
+        headers = {"X-Token": "caf\u00e9"}
+        await fetch(site.url("/a"), limits=FetchLimits(), allow_private=True, headers=headers)
+    assert caught.value.kind == "invalid_header"

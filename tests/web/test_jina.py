@@ -104,3 +104,22 @@ def test_plain_text_answers_are_parsed() -> None:
     assert (document.title, document.text) == ("Herons", "# Herons\n\nHerons fish.\n")
     with pytest.raises(JinaError, match=r"has no data.content"):
         parse_answer(b'{"code": 200, "data": {}}', "application/json", TARGET)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://example.com/../../../admin/keys?x=1",
+        "http://example.com/a/%2e%2e/%2E%2E/admin",
+        "http://example.com/./x",
+    ],
+)
+def test_a_target_cannot_steer_the_keyed_request_to_another_path_of_the_reader(target):
+    from deepledger.web.jina import JinaError, reader_endpoint
+
+    with pytest.raises(JinaError, match="dot segments") as caught:
+        reader_endpoint("https://r.jina.ai", target)
+    assert caught.value.kind == "invalid_url"
+    assert reader_endpoint("https://r.jina.ai", "https://example.com/a/b?c=d") == (
+        "https://r.jina.ai/https://example.com/a/b?c=d"
+    )

@@ -170,3 +170,8 @@ async def test_connect_time_check_defeats_dns_rebinding(monkeypatch: pytest.Monk
         assert "loopback address 127.0.0.1" in str(caught.value)
         assert site.requests == []
     assert answers == []  # both resolutions happened
+
+
+@pytest.mark.parametrize("address", ["fec0::1", "192.0.0.1", "192.0.0.170"])
+def test_ranges_some_pythons_count_as_global_are_refused_here(address):
+    assert ssrf.classify(ipaddress.ip_address(address)) is not None

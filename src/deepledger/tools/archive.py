@@ -14,8 +14,10 @@ meets a long result. A role that lists ``archive`` also sees the tool described 
 front. With the native protocol a tool must be declared to be called, so there an
 unlisted archive is not used and long results are cut as before.
 
-Each task attempt's archive is its own: a handle names a file in that folder only.
-Writes are whole-file (temp file + rename), so a killed run leaves only whole results.
+Each run of the loop has its own archive: a handle names a file in that folder only. Writes
+are whole-file (temp file + rename), so a killed run leaves only whole results, and a
+resumed retry numbers its results after the interrupted run's, so the interrupted
+journal's ``archived`` paths stay true.
 """
 
 from __future__ import annotations
@@ -62,10 +64,16 @@ class ResultArchive:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._count = 0
+        self._count: int | None = None  # handles given so far, found on first use
 
     def store(self, text: str) -> tuple[str, Path]:
-        """Write ``text`` under a new handle; return the handle and the file."""
+        """Write ``text`` under a new handle; return the handle and the file.
+
+        Handles continue after those already in the folder (a resumed run's retry reuses
+        its folder), so what an interrupted journal points at is never overwritten."""
+        if self._count is None:
+            taken = [int(p.stem[1:]) for p in self.folder.glob("r*.txt") if p.stem[1:].isdigit()]
+            self._count = max(taken, default=0)
         self._count += 1
         handle = f"r{self._count}"
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -110,4 +118,6 @@ def archive_tools(archive: ResultArchive) -> list[LocalTool]:
             int(arguments.get("max_chars", 10_000)),
         )
 
-    return [LocalTool(ToolInfo(SERVER, "read", READ_DESCRIPTION, READ_SCHEMA), read)]
+    info = ToolInfo(SERVER, "read", READ_DESCRIPTION, READ_SCHEMA)
+    # Its pages are the archive's own, at most MAX_PAGE_CHARS: never archived again.
+    return [LocalTool(info, read, max_result_chars=0)]

@@ -11,6 +11,8 @@ provider deepledger speaks.
    ``auto`` with ``JINA_API_KEY`` set), else fetched and converted here
    (``deepledger.web``: HTML main content, PDF, office files, JSON, text; the offline
    corpus's ``corpus://`` links). Either way the URL passes the SSRF guard.
+   ``custom_headers`` go with a direct fetch (and not to another host on a redirect);
+   through Jina they are not sent, since Jina would pass them to a host we never see.
 2. **Extract**: with ``info_to_extract`` given, the extraction model (``tools.extract_llm``,
    else the agent's own) reads the page and answers with what was asked, so a
    40,000-token page enters the window as a few hundred tokens. A page longer than the
@@ -131,14 +133,15 @@ class PageScraper:
         except (web.FetchError, web.ContentError, web.JinaError) as exc:
             outcome["error"] = f"Could not read the page: {_reason(exc)}"
             return outcome
+        whole = len(text) <= MAX_PAGE_CHARS
         text = text[:MAX_PAGE_CHARS]
         outcome["scrape_stats"] = {"line_count": text.count("\n") + 1, "char_count": len(text)}
         if not info.strip():
             outcome |= {"success": True, "extracted_info": text}
-            outcome["scrape_stats"]["all_content_displayed"] = True
+            outcome["scrape_stats"]["all_content_displayed"] = whole
             return outcome
         extraction = await self._extract(url, info, text, journal, ledger)
-        outcome["scrape_stats"]["all_content_displayed"] = extraction.read_all
+        outcome["scrape_stats"]["all_content_displayed"] = extraction.read_all and whole
         outcome |= {
             "success": extraction.error is None,
             "extracted_info": extraction.text,

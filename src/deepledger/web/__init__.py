@@ -6,7 +6,7 @@
 reader). Exceptions::
 
     FetchError          not fetched: kind blocked | http_status | timeout | connect |
-                        too_large | redirects | invalid_url | not_found
+                        too_large | redirects | invalid_url | invalid_header | not_found
     ContentError        fetched, but not readable (unknown binary, damaged file)
     BlockedURLError     the SSRF guard's refusal (wrapped in FetchError by fetch)
     JinaError           the Jina reader failed: kind missing_key | blocked | auth | ...

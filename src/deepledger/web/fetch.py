@@ -192,6 +192,13 @@ async def _request_once(
         ) from exc
     except httpx.InvalidURL as exc:
         raise FetchError(f"Not a valid URL: {url} ({exc})", kind="invalid_url", url=url) from exc
+    except (UnicodeEncodeError, ValueError) as exc:  # a header httpx cannot send (non-ASCII)
+        raise FetchError(
+            f"Could not send the request for {url}: a custom header is not valid HTTP "
+            "(names and values must be ASCII text)",
+            kind="invalid_header",
+            url=url,
+        ) from exc
     except httpx.HTTPError as exc:
         reason = str(exc) or type(exc).__name__
         raise FetchError(f"Could not fetch {url}: {reason}", kind="connect", url=url) from exc

@@ -12,7 +12,9 @@ sent (Jina's servers would fetch it, but an internal base URL such as a self-hos
 reader would otherwise fetch internal targets for the model).
 
 Failures are ``JinaError`` with a ``kind``: ``missing_key`` (``JINA_API_KEY`` unset or
-empty), ``blocked`` (the target failed the SSRF guard), ``auth`` (401/403),
+empty), ``blocked`` (the target failed the SSRF guard), ``invalid_url`` (a target whose
+``..`` segments would move the request, key and all, to another path of the reader's
+host), ``auth`` (401/403),
 ``rate_limited`` (429 after the retries), ``http_status`` (other 4xx), ``server`` (5xx
 after the retries), ``timeout``, ``connect``, ``bad_response``. A 429 or 5xx is retried
 ``max_retries`` times, waiting ``Retry-After`` when the server gives one (capped at
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -81,15 +84,34 @@ async def jina_read(
     except OSError as exc:
         raise JinaError(f"Could not read {url}: its host does not resolve", kind="connect") from exc
     base = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+    endpoint = reader_endpoint(base, url)
     headers = {
         "Authorization": f"Bearer {key.strip()}",
         "Accept": "application/json",
         "X-Return-Format": "markdown",
     }
     if client is not None:
-        return await _with_retries(client, f"{base}/{url}", headers, url, limits)
+        return await _with_retries(client, endpoint, headers, url, limits)
     async with httpx.AsyncClient(timeout=httpx.Timeout(limits.timeout_seconds)) as own:
-        return await _with_retries(own, f"{base}/{url}", headers, url, limits)
+        return await _with_retries(own, endpoint, headers, url, limits)
+
+
+def reader_endpoint(base: str, url: str) -> str:
+    """``{base}/{url}``, refused when the target could steer the request elsewhere on
+    the reader's own host: the key goes with it, so ``..`` segments (which HTTP clients
+    resolve, turning ``/https://x/../../admin`` into ``/admin``), their percent-encoded
+    forms, and anything that does not stay under ``{base}/http`` are refused."""
+    lowered = url.lower()
+    segments = urlsplit(url).path.split("/")
+    if any(s in (".", "..") for s in segments) or "%2e" in lowered or "\\" in url:
+        raise JinaError(
+            f"{url} has dot segments in its path; give the page's plain URL.", kind="invalid_url"
+        )
+    endpoint = f"{base}/{url}"
+    prefix = httpx.URL(base).path.rstrip("/") + "/http"
+    if not httpx.URL(endpoint).path.startswith(prefix):
+        raise JinaError(f"{url} cannot be read through the Jina reader.", kind="invalid_url")
+    return endpoint
 
 
 async def _with_retries(

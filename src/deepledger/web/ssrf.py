@@ -53,6 +53,10 @@ _METADATA = frozenset(
     for address in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200", "169.254.170.2")
 )
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
+# Ranges some Python versions' ipaddress tables count as global: named here so the
+# guard does not depend on the interpreter (deprecated IPv6 site-local; IETF protocol
+# assignments, which hold e.g. DS-Lite's 192.0.0.0/29 gateways).
+_ALSO_PRIVATE = (ipaddress.ip_network("fec0::/10"), ipaddress.ip_network("192.0.0.0/24"))
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _HINT = "set web.allow_private_networks=true to allow it"
 
@@ -92,7 +96,9 @@ def classify(address: IPAddress) -> str | None:
         ("multicast", address.is_multicast),
         ("CGNAT", isinstance(address, ipaddress.IPv4Address) and address in _CGNAT),
         ("reserved", address.is_reserved),  # before private: Python counts 240/4 as both
-        ("private", address.is_private),
+        ("private", address.is_private or any(
+            address.version == net.version and address in net for net in _ALSO_PRIVATE
+        )),
     )
     for name, matches in checks:
         if matches:
