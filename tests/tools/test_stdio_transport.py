@@ -58,3 +58,13 @@ def test_the_error_names_the_limit_and_the_setting():
     assert data["id"] == 3 and data["result"]["isError"] is True
     assert "50.0 MiB, larger than the 16.0 MiB" in data["result"]["content"][0]["text"]
     assert "tools.reader.max_message_bytes" in data["result"]["content"][0]["text"]
+
+
+def test_an_id_inside_the_result_is_never_taken_for_the_requests():
+    assembler = LineAssembler(max_bytes=100)
+    line = b'{"result":{"structuredContent":{"id": 9, "x": "' + b"y" * 500 + b'"}}}\n'
+    [inner_only] = assembler.feed(line)
+    assert inner_only == Oversized(len(line) - 1, None)  # dropped: its call times out
+    line = b'{"result":{"x":"' + b"y" * 500 + b'","id":9}},"jsonrpc":"2.0","id":4}\n'
+    [last] = assembler.feed(line)
+    assert last.request_id == 4

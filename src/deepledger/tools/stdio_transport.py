@@ -92,12 +92,22 @@ class LineAssembler:
 
 
 def _request_id(head: bytes, tail: bytes) -> str | int | None:
-    """The JSON-RPC id of a response, from the start of its line or from its end."""
-    for window in (head[:200], tail[-400:]):
-        if match := _ID.search(window):
-            with contextlib.suppress(ValueError):
-                return json.loads(match.group(1))
-    return None
+    """The JSON-RPC id of a response: the envelope's, written before its ``result`` (or
+    ``error``) or as the very last member of the line; an ``"id"`` inside the result
+    itself is never taken for it."""
+    body = re.search(rb'"(result|error)"\s*:', head)
+    before = head[: body.start()] if body else b""
+    if match := _ID.search(before):
+        return _json_value(match.group(1))
+    last = re.search(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,20})\s*}\s*$', tail[-400:])
+    return _json_value(last.group(1)) if last else None
+
+
+def _json_value(raw: bytes) -> str | int | None:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
 
 
 def oversized_reply(oversized: Oversized, limit: int, server: str) -> SessionMessage:
