@@ -85,7 +85,8 @@ def respond(request) -> Reply:
     if "The work on this task is over" in last:
         return Reply("\\boxed{330}")
     turn = sum(1 for m in messages if m.get("role") == "assistant")
-    sandbox = re.search(r"sandbox_id[^\w]+([\w-]{4,})", "\n".join(map(text_of, messages)))
+    conversation = "\n".join(map(text_of, messages))
+    sandbox = re.search(r"Sandbox created with sandbox_id: ([\w-]+)", conversation)
     sandbox_id = sandbox.group(1) if sandbox else "missing"
     steps = [
         ("tool-python", "create_sandbox", {}),
@@ -211,6 +212,11 @@ def test_the_sandbox_probes_found_no_secret(run):
     ]
     assert len(results) == 3, results
     assert "Sandbox created" in results[0]
+    probe, command = results[1], results[2]
+    assert "[stdout]" in probe and "PATH" in probe  # it ran, and saw its own environment
+    assert "/proc/1/environ" not in probe or "Permission denied" in probe
+    assert ".env: No such file or directory" in probe  # neither the server's cwd nor ours
+    assert "[exit code]" in command and "/etc/shadow: No such file" in command
     for text in results:
         for secret in [*CANARIES.values(), LLM_KEY, DOTENV_CANARY]:
             assert secret not in text

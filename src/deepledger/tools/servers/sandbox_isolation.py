@@ -385,14 +385,16 @@ class Confinement:
             layout.ro_bind(f"/etc/{entry}", try_=True)
         for name in ("passwd", "group"):
             layout.ro_bind(str(self._support / name), f"/etc/{name}")
-        for folder in _python_folders():
-            layout.ro_bind(folder)
-        layout.ro_bind(str(_WORKER_SCRIPT), _WORKER_INSIDE)
         layout.mount("--proc", "/proc")
         layout.mount("--dev", "/dev")
         size = str(_TMPFS_BYTES)
         layout.mount("--tmpfs", "/dev/shm", "--perms", "1777", "--size", size)
         layout.mount("--tmpfs", "/tmp", "--perms", "1777", "--size", size)
+        # After /tmp's tmpfs, which would otherwise hide an interpreter (a checkout's
+        # .venv, say) or a work folder that lives under the host's /tmp.
+        for folder in _python_folders():
+            layout.ro_bind(folder)
+        layout.ro_bind(str(_WORKER_SCRIPT), _WORKER_INSIDE)
         layout.bind(str(self.host_workdir), self.inside_workdir)
         return [*argv, *layout.args, "--chdir", self.inside_workdir]
 
