@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
@@ -31,6 +31,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from deepledger.llm.classify import parse_retry_after
 from deepledger.web.search import (
     BackendOptions,
+    SearchBackend,
     SearchConfigError,
     SearchError,
     SearchRateLimitedError,
@@ -102,8 +103,9 @@ class JsonClient:
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, Any] | None = None,
         body: Any = None,
-    ) -> Any:
-        """The JSON body of a successful response; :class:`SearchError` otherwise."""
+    ) -> dict[str, Any]:
+        """The JSON object a successful response holds; :class:`SearchError` otherwise
+        (every engine answers with an object: anything else is a broken answer)."""
         policy = self.options.retry
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(SearchUnavailableError),
@@ -115,7 +117,12 @@ class JsonClient:
         )
         async for attempt in retrying:
             with attempt:
-                return await self._attempt(method, url, headers, params, body)
+                data = await self._attempt(method, url, headers, params, body)
+                if not isinstance(data, dict):
+                    raise SearchUnavailableError(
+                        f"{self.service} sent a JSON {type(data).__name__}, not an object."
+                    )
+                return data
         raise AssertionError("unreachable: tenacity either returns or reraises")
 
     async def _attempt(
@@ -231,3 +238,40 @@ class JsonClient:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+
+class KeyedBackend(SearchBackend):
+    """An engine reached with an API key from ``key_env`` at a base URL from
+    ``base_url_env`` (else ``default_base_url``): the key is checked at each search (a
+    missing one is an error result naming the variable, never a failed start), sent only
+    in the engine's auth header, and redacted from every message."""
+
+    service: ClassVar[str]  # the engine's name in messages
+    key_env: ClassVar[str]
+    base_url_env: ClassVar[str]
+    default_base_url: ClassVar[str]
+    key_where: ClassVar[str]  # where a user gets a key
+
+    def __init__(self, api_key: str | None, base_url: str, options: BackendOptions) -> None:
+        self.base_url = base_url
+        self._api_key = api_key
+        self._http = JsonClient(
+            self.service,
+            options,
+            auth_hint=f"{self.service} rejected the API key: check {self.key_env}.",
+            secrets=[api_key],
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], options: BackendOptions) -> KeyedBackend:
+        base_url = env.get(cls.base_url_env) or cls.default_base_url
+        return cls(env.get(cls.key_env) or None, base_url, options)
+
+    def api_key(self) -> str:
+        """The key, or the error saying which variable to set."""
+        if not self._api_key:
+            raise missing_key(self.key_env, self.service, self.key_where)
+        return self._api_key
+
+    async def aclose(self) -> None:
+        await self._http.aclose()

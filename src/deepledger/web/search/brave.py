@@ -19,18 +19,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from deepledger.web.search import (
-    BackendOptions,
     KnowledgeGraph,
     RelatedQuestion,
-    SearchBackend,
     SearchQuery,
     SearchResponse,
     SearchResult,
-    SearchUnavailableError,
     json_objects,
     plain_text,
 )
-from deepledger.web.search._http import JsonClient, join_url, missing_key
+from deepledger.web.search._http import KeyedBackend, join_url
 
 KEY_ENV = "BRAVE_API_KEY"
 BASE_URL_ENV = "BRAVE_BASE_URL"
@@ -41,40 +38,21 @@ MAX_OFFSET = 9
 _FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}
 
 
-class BraveBackend(SearchBackend):
+class BraveBackend(KeyedBackend):
     """A client of Brave's web search endpoint."""
 
     name = "brave"
-
-    def __init__(self, api_key: str | None, base_url: str, options: BackendOptions) -> None:
-        self.base_url = base_url
-        self._api_key = api_key
-        self._http = JsonClient(
-            "Brave Search",
-            options,
-            auth_hint=f"Brave rejected the API key: check {KEY_ENV}.",
-            secrets=[api_key],
-        )
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str], options: BackendOptions) -> BraveBackend:
-        return cls(env.get(KEY_ENV) or None, env.get(BASE_URL_ENV) or DEFAULT_BASE_URL, options)
+    service, key_env, key_where = "Brave", KEY_ENV, "get one at brave.com/search/api"
+    base_url_env, default_base_url = BASE_URL_ENV, DEFAULT_BASE_URL
 
     async def search(self, query: SearchQuery) -> SearchResponse:
-        if not self._api_key:
-            raise missing_key(KEY_ENV, "Brave", "get one at brave.com/search/api")
         data = await self._http.request(
             "GET",
             join_url(self.base_url, SEARCH_PATH),
-            headers={"X-Subscription-Token": self._api_key},
+            headers={"X-Subscription-Token": self.api_key()},
             params=request_params(query),
         )
-        if not isinstance(data, dict):
-            raise SearchUnavailableError(f"Brave sent a JSON {type(data).__name__}, not an object.")
         return parse_response(query, data)
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
 
 
 def request_params(query: SearchQuery) -> dict[str, str | int]:

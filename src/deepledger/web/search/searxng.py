@@ -29,7 +29,6 @@ from deepledger.web.search import (
     SearchQuery,
     SearchResponse,
     SearchResult,
-    SearchUnavailableError,
     json_objects,
     plain_text,
 )
@@ -67,10 +66,6 @@ class SearxngBackend(SearchBackend):
         data = await self._http.request(
             "GET", join_url(self.base_url, "search"), params=request_params(query)
         )
-        if not isinstance(data, dict):
-            raise SearchUnavailableError(
-                f"SearXNG sent a JSON {type(data).__name__}, not an object."
-            )
         return parse_response(query, data)
 
     async def aclose(self) -> None:

@@ -20,60 +20,36 @@ from typing import Any
 
 from deepledger.web.search import (
     AnswerBox,
-    BackendOptions,
     KnowledgeGraph,
     RelatedQuestion,
-    SearchBackend,
     SearchQuery,
     SearchResponse,
     SearchResult,
-    SearchUnavailableError,
     json_objects,
     plain_text,
 )
-from deepledger.web.search._http import JsonClient, join_url, missing_key
+from deepledger.web.search._http import KeyedBackend, join_url
 
 KEY_ENV = "SERPER_API_KEY"
 BASE_URL_ENV = "SERPER_BASE_URL"
 DEFAULT_BASE_URL = "https://google.serper.dev"
 
 
-class SerperBackend(SearchBackend):
+class SerperBackend(KeyedBackend):
     """A client of Serper's Google search endpoint."""
 
     name = "serper"
-
-    def __init__(self, api_key: str | None, base_url: str, options: BackendOptions) -> None:
-        self.base_url = base_url
-        self._api_key = api_key
-        self._http = JsonClient(
-            "Serper",
-            options,
-            auth_hint=f"Serper rejected the API key: check {KEY_ENV}.",
-            secrets=[api_key],
-        )
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str], options: BackendOptions) -> SerperBackend:
-        return cls(env.get(KEY_ENV) or None, env.get(BASE_URL_ENV) or DEFAULT_BASE_URL, options)
+    service, key_env, key_where = "Serper", KEY_ENV, "get one at serper.dev"
+    base_url_env, default_base_url = BASE_URL_ENV, DEFAULT_BASE_URL
 
     async def search(self, query: SearchQuery) -> SearchResponse:
-        if not self._api_key:
-            raise missing_key(KEY_ENV, "Serper", "get one at serper.dev")
         data = await self._http.request(
             "POST",
             join_url(self.base_url, "search"),
-            headers={"X-API-KEY": self._api_key, "Content-Type": "application/json"},
+            headers={"X-API-KEY": self.api_key(), "Content-Type": "application/json"},
             body=request_body(query),
         )
-        if not isinstance(data, dict):
-            raise SearchUnavailableError(
-                f"Serper sent a JSON {type(data).__name__}, not an object."
-            )
         return parse_response(query, data)
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
 
 
 def request_body(query: SearchQuery) -> dict[str, Any]:

@@ -20,16 +20,13 @@ from typing import Any
 
 from deepledger.web.search import (
     AnswerBox,
-    BackendOptions,
-    SearchBackend,
     SearchQuery,
     SearchResponse,
     SearchResult,
-    SearchUnavailableError,
     json_objects,
     plain_text,
 )
-from deepledger.web.search._http import JsonClient, join_url, missing_key
+from deepledger.web.search._http import KeyedBackend, join_url
 
 KEY_ENV = "TAVILY_API_KEY"
 BASE_URL_ENV = "TAVILY_BASE_URL"
@@ -37,28 +34,15 @@ DEFAULT_BASE_URL = "https://api.tavily.com"
 MAX_RESULTS = 20  # Tavily's own ceiling
 
 
-class TavilyBackend(SearchBackend):
+class TavilyBackend(KeyedBackend):
     """A client of Tavily's ``/search`` endpoint."""
 
     name = "tavily"
-
-    def __init__(self, api_key: str | None, base_url: str, options: BackendOptions) -> None:
-        self.base_url = base_url
-        self._api_key = api_key
-        self._http = JsonClient(
-            "Tavily",
-            options,
-            auth_hint=f"Tavily rejected the API key: check {KEY_ENV}.",
-            secrets=[api_key],
-        )
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str], options: BackendOptions) -> TavilyBackend:
-        return cls(env.get(KEY_ENV) or None, env.get(BASE_URL_ENV) or DEFAULT_BASE_URL, options)
+    service, key_env, key_where = "Tavily", KEY_ENV, "get one at tavily.com"
+    base_url_env, default_base_url = BASE_URL_ENV, DEFAULT_BASE_URL
 
     async def search(self, query: SearchQuery) -> SearchResponse:
-        if not self._api_key:
-            raise missing_key(KEY_ENV, "Tavily", "get one at tavily.com")
+        key = self.api_key()
         skipped = (query.page_number - 1) * query.count
         if skipped >= MAX_RESULTS:
             note = f"Tavily returns at most {MAX_RESULTS} results; there is no page {query.page}."
@@ -66,17 +50,10 @@ class TavilyBackend(SearchBackend):
         data = await self._http.request(
             "POST",
             join_url(self.base_url, "search"),
-            headers={"Authorization": f"Bearer {self._api_key}"},
+            headers={"Authorization": f"Bearer {key}"},
             body=request_body(query, min(MAX_RESULTS, skipped + query.count)),
         )
-        if not isinstance(data, dict):
-            raise SearchUnavailableError(
-                f"Tavily sent a JSON {type(data).__name__}, not an object."
-            )
         return parse_response(query, data, skipped)
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
 
 
 def request_body(query: SearchQuery, max_results: int) -> dict[str, Any]:
