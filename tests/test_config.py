@@ -187,3 +187,12 @@ def test_agents_may_only_name_defined_tool_servers():
     cfg = composed("agent.main_agent.tools=[search, serch]")
     with pytest.raises(ConfigError, match=r"agent.main_agent.tools names 'serch'"):
         validate(cfg, PROVIDERS)
+
+
+def test_the_built_in_tool_names_are_the_tools_own():
+    from deepledger.config import BUILTIN_TOOLS
+    from deepledger.tools.archive import ARCHIVE_TOOL
+    from deepledger.tools.memory import MEMORY_TOOL
+    from deepledger.tools.scrape import SERVER as SCRAPE_SERVER
+
+    assert set(BUILTIN_TOOLS) == {MEMORY_TOOL, ARCHIVE_TOOL, SCRAPE_SERVER}

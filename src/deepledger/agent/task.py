@@ -18,6 +18,7 @@ from typing import Any
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.state import RunState
+from deepledger.config import BUILTIN_TOOLS
 from deepledger.context.compaction import Compaction, NoteWriter
 from deepledger.context.strategy import make_strategy
 from deepledger.journal import Journal
@@ -120,8 +121,7 @@ class AgentFactory:
         task_images: tuple[ImagePart, ...] = (),
     ) -> RunState:
         ledger = UsageLedger(self.price)
-        builtin = (MEMORY_TOOL, ARCHIVE_TOOL, SCRAPE_TOOL)
-        servers = [t for t in role.tools if not t.startswith("agent-") and t not in builtin]
+        servers = [t for t in role.tools if not t.startswith("agent-") and t not in BUILTIN_TOOLS]
         local = [
             self._subagent_tool(t, journal, ledger) for t in role.tools if t.startswith("agent-")
         ]

@@ -467,13 +467,14 @@ class TaskTools:
     async def _server_call(self, info: ToolInfo, arguments: dict[str, Any]) -> ToolResult:
         """One call to an MCP server, answered from the run's cache when the server's
         results are cacheable and the same call succeeded before."""
-        cacheable = self.manager.servers[info.server].cache_results
-        key = (info.server, info.name, json.dumps(arguments, sort_keys=True, ensure_ascii=False))
-        if cacheable and key in self.manager.cache:
-            return replace(self.manager.cache[key], cached=True)
         connection = self.manager.connection(info.server, self._task_scoped)
+        if not self.manager.servers[info.server].cache_results:
+            return await connection.call(info.name, arguments)
+        key = (info.server, info.name, json.dumps(arguments, sort_keys=True, ensure_ascii=False))
+        if key in self.manager.cache:
+            return replace(self.manager.cache[key], cached=True)
         result = await connection.call(info.name, arguments)
-        if cacheable and not result.is_error:
+        if not result.is_error:
             self.manager.cache[key] = result
         return result
 
