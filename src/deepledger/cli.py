@@ -202,7 +202,6 @@ async def _answer_one(cfg: Any) -> int:
     from deepledger.agent.task import AgentFactory
     from deepledger.bench.suite import note_writer, page_scraper
     from deepledger.config import tool_servers
-    from deepledger.context.compaction import NoteWriter
     from deepledger.journal import Journal
     from deepledger.llm.factory import create_client
     from deepledger.tools.manager import ToolManager
@@ -224,9 +223,10 @@ async def _answer_one(cfg: Any) -> int:
         journal.close()
         await manager.aclose()
         await llm.aclose()
-        for extra in (writer, scraper):
-            if extra is not None:
-                await (extra.llm if isinstance(extra, NoteWriter) else extra.model.llm).aclose()
+        if writer is not None:
+            await writer.llm.aclose()
+        if scraper is not None:
+            await scraper.aclose()
     print(f"Answer: {state.final_answer if state.final_answer is not None else '(none)'}")
     print(
         f"({state.provenance.value}; {state.end_reason.value} after {state.turn} turns, "

@@ -174,7 +174,7 @@ async def _run_tasks(
         if writer is not None:
             await writer.llm.aclose()
         if scraper is not None:
-            await scraper.model.llm.aclose()
+            await scraper.aclose()
         if judge_llm is not None:
             await judge_llm[0].aclose()
 

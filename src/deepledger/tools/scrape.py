@@ -101,6 +101,10 @@ class PageScraper:
                                 cfg.llm.max_context_length)  # fmt: skip
         return cls(model, cfg.web.scraper, cfg.web.allow_private_networks, suite_corpus(cfg))
 
+    async def aclose(self) -> None:
+        """Release the extraction model's client (one built for ``tools.extract_llm``)."""
+        await self.model.llm.aclose()
+
     def tool(self, journal: Journal, ledger: UsageLedger) -> LocalTool:
         """The tool one agent calls; its extraction calls go to ``ledger``."""
 
