@@ -49,7 +49,10 @@ class LLMConfig:
     max_tokens: int = 4096  # reply budget per call
     temperature: float | None = 1.0  # null: leave it to the server's default
     top_p: float | None = 1.0
-    timeout_seconds: float = 600.0  # per HTTP attempt
+    timeout_seconds: float = 600.0  # per HTTP attempt: the whole reply, read included
+    # Opening the connection: short, so a server that is down or whose listen queue is
+    # full is retried in seconds rather than waiting out timeout_seconds.
+    connect_timeout_seconds: float = 10.0
     retry: RetryConfig = field(default_factory=RetryConfig)
     extra_body: dict[str, Any] = field(default_factory=dict)  # passed through to the server
     # openai provider: the server continues a trailing assistant message when sent
@@ -201,6 +204,16 @@ class ExecutionConfig:
     # While the run goes, report.html is rewritten this often (seconds) when tasks
     # have finished since; 0: only at the end.
     report_every_seconds: float = 300.0
+    report: bool = True  # false: no report.html (`deepledger report RUN_DIR` writes it later)
+    # Budgets per task (null: none). A task over one ends its attempt as the window
+    # guard does, with end reason `limit`, and records which limit it hit.
+    task_time_limit_seconds: float | None = None
+    task_token_limit: int | None = None  # input + output tokens of the task's model calls
+    task_cost_limit_usd: float | None = None
+    # Budgets per run (null: none): once spent, no task starts; running ones finish or
+    # stop at their next turn, and the same command with a higher budget resumes.
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
 
 
 @dataclass
@@ -244,6 +257,9 @@ class Config:
     # (`+tools.mine={command: ..., args: [...]}` must work).
     tools: dict[str, Any] = field(default_factory=dict)
     web: WebConfig = field(default_factory=WebConfig)
+    # Resuming a run directory: `+resume.allow_config_change=true` lets a resume use a
+    # configuration that differs from the run's (recorded per task); else it is refused.
+    resume: dict[str, Any] = field(default_factory=dict)
     question: str | None = None  # for `deepledger run`
     task_file: str | None = None  # for `deepledger run`: a file attached to the question
 
@@ -353,6 +369,15 @@ def _llm_problems(llm: Any, known_providers: tuple[str, ...]) -> list[str]:
         problems.append(f"llm.max_tokens={llm.max_tokens} must be positive.")
     if llm.timeout_seconds <= 0:
         problems.append(f"llm.timeout_seconds={llm.timeout_seconds} must be positive.")
+    if llm.connect_timeout_seconds <= 0:
+        problems.append(
+            f"llm.connect_timeout_seconds={llm.connect_timeout_seconds} must be positive."
+        )
+    if llm.base_url is not None and not _is_http_url(llm.base_url):
+        problems.append(
+            f"llm.base_url={llm.base_url!r} is not an http(s) URL; give the server's address, "
+            "e.g. llm.base_url=http://127.0.0.1:8000/v1 (or null for the provider's public API)."
+        )
     if llm.tool_protocol is not None and llm.tool_protocol not in TOOL_PROTOCOLS:
         problems.append(
             f"llm.tool_protocol={llm.tool_protocol!r}: use one of {', '.join(TOOL_PROTOCOLS)} "
@@ -369,6 +394,16 @@ def _llm_problems(llm: Any, known_providers: tuple[str, ...]) -> list[str]:
     if llm.retry.max_attempts < 1:
         problems.append(f"llm.retry.max_attempts={llm.retry.max_attempts} must be at least 1.")
     return problems
+
+
+def _is_http_url(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def _agent_problems(agent: Any) -> list[str]:

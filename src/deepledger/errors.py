@@ -12,7 +12,9 @@
           │    ├── LLMTimeoutError  no answer within llm.timeout_seconds
           │    └── LLMConnectionError  could not reach llm.base_url
           └── FatalLLMError         retrying cannot fix it: bad request, auth, unknown model
-               └── ContextOverflowError  the provider rejected the prompt as too long
+               ├── ContextOverflowError  the provider rejected the prompt as too long
+               └── EndpointRejectedError 401/403, or the model does not exist: every
+                                         request of the run would fail the same way
 
 Providers only *classify* SDK errors into this tree (see ``llm/base.py``); the retry
 policy in ``llm/retry.py`` is the one place that decides what to do about them. A tool
@@ -81,3 +83,8 @@ class FatalLLMError(LLMError):
 
 class ContextOverflowError(FatalLLMError):
     """The provider rejected the prompt because it does not fit the model's context window."""
+
+
+class EndpointRejectedError(FatalLLMError):
+    """The endpoint refuses this client or this model (HTTP 401/403, a 404 for the model):
+    no request of the run can succeed, so a suite stops after the first one."""

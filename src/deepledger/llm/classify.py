@@ -18,6 +18,7 @@ from typing import Any
 
 from deepledger.errors import (
     ContextOverflowError,
+    EndpointRejectedError,
     FatalLLMError,
     LLMConnectionError,
     LLMError,
@@ -120,8 +121,10 @@ def status_error(provider: str, status: int, headers: Mapping[str, str], detail:
         return ContextOverflowError(message, provider=provider, status=status)
     if status in (401, 403):
         message += " Check that the API key variable named by llm.api_key_env is right."
-    elif status == 404:
+        return EndpointRejectedError(message, provider=provider, status=status)
+    if status == 404:
         message += " Check llm.model_name and llm.base_url."
+        return EndpointRejectedError(message, provider=provider, status=status)
     return FatalLLMError(message, provider=provider, status=status)
 
 
