@@ -62,6 +62,7 @@ class EndReason(StrEnum):
     TURNS_EXHAUSTED = "turns_exhausted"  # max_turns was reached
     WINDOW_EXHAUSTED = "window_exhausted"  # the window guard stopped the loop
     LOOPING = "looping"  # the same reply got the same results, turn after turn
+    LIMIT = "limit"  # a task limit or the run's budget (benchmark.execution.*) was reached
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,38 @@ class ToolSpec:
 
 
 @dataclass(frozen=True)
+class ThinkingBlock:
+    """A block of the model's thinking that must go back to the provider exactly as it
+    came (Anthropic's extended thinking): the API checks ``signature`` against ``text``
+    and refuses a tool-using turn whose blocks were dropped or changed.
+
+    A redacted block (``redacted_thinking``) has no readable text: ``redacted_data``
+    holds the opaque, encrypted block, returned as is.
+    """
+
+    text: str = ""
+    signature: str = ""
+    redacted_data: str | None = None
+
+    @classmethod
+    def redacted(cls, data: str) -> ThinkingBlock:
+        return cls(redacted_data=data)
+
+    @property
+    def is_redacted(self) -> bool:
+        return self.redacted_data is not None
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> ThinkingBlock:
+        """A block as the journal wrote it (its dataclass fields)."""
+        return cls(
+            text=record.get("text") or "",
+            signature=record.get("signature") or "",
+            redacted_data=record.get("redacted_data"),
+        )
+
+
+@dataclass(frozen=True)
 class Message:
     role: Role
     kind: MessageKind
@@ -179,6 +212,9 @@ class Message:
     # Images attached to the message itself (a task's attachment); a tool result's images
     # stay on its ToolResult, see ``all_images``.
     images: tuple[ImagePart, ...] = ()
+    # An assistant reply's thinking blocks, in the order they came, re-sent unchanged
+    # where the provider requires them (llm/anthropic.py); ``reasoning`` is never re-sent.
+    thinking: tuple[ThinkingBlock, ...] = ()
 
     # -- constructors: the only sanctioned way to build each kind -------------------
     @classmethod
@@ -199,8 +235,16 @@ class Message:
         text: str = "",
         tool_calls: tuple[ToolCall, ...] | list[ToolCall] = (),
         reasoning: str | None = None,
+        thinking: tuple[ThinkingBlock, ...] | list[ThinkingBlock] = (),
     ) -> Message:
-        return cls(Role.ASSISTANT, MessageKind.MODEL, text, tuple(tool_calls), reasoning=reasoning)
+        return cls(
+            Role.ASSISTANT,
+            MessageKind.MODEL,
+            text,
+            tuple(tool_calls),
+            reasoning=reasoning,
+            thinking=tuple(thinking),
+        )
 
     @classmethod
     def native_tool_results(cls, results: tuple[ToolResult, ...] | list[ToolResult]) -> Message:
@@ -234,6 +278,7 @@ class Message:
         ]
         if self.role is Role.TOOL:
             parts += [r.content for r in self.tool_results]
+        parts += [block.text for block in self.thinking]  # re-sent within a tool-use turn
         return "\n".join(p for p in parts if p)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import time
@@ -209,26 +210,37 @@ async def test_sdk_retries_through_faults() -> None:
 @pytest.mark.asyncio
 @pytest.mark.parametrize("sdk", ["openai", "anthropic"])
 async def test_slow_reply_times_out_and_close_is_prompt(sdk: str) -> None:
-    server = FakeLLMServer([slow(5)]).start()
+    # Nothing here races the clock: the reply is due in a minute, so the client's short
+    # timeout always fires first; on a loaded machine the server may read the request
+    # only after the client gave up, so it is waited for; and "prompt" means well under
+    # the minute a close that waited for the sleeping handler would take.
+    server = FakeLLMServer([slow(60)]).start()
     try:
         if sdk == "openai":
             with pytest.raises(openai.APITimeoutError):
-                await ask_openai(server, timeout=0.2)
+                await ask_openai(server, timeout=0.5)
         else:
             with pytest.raises(anthropic.APITimeoutError):
-                await ask_anthropic(server, timeout=0.2)
+                await ask_anthropic(server, timeout=0.5)
+        await wait_until(lambda: len(server.requests) == 1, within=30)
     finally:
         started = time.monotonic()
         server.close()
         elapsed = time.monotonic() - started
-    assert elapsed < 1.0
+    assert elapsed < 15
     assert len(server.requests) == 1
+
+
+async def wait_until(condition, within: float) -> None:
+    deadline = time.monotonic() + within
+    while not condition() and time.monotonic() < deadline:  # noqa: ASYNC110 - another thread's state
+        await asyncio.sleep(0.05)
 
 
 @pytest.mark.asyncio
 async def test_slow_reply_within_timeout_succeeds() -> None:
     async with FakeLLMServer([slow(0.05, Reply(text="ok"))]) as server:
-        completion = await ask_openai(server, timeout=2)
+        completion = await ask_openai(server, timeout=30)
     assert completion.choices[0].message.content == "ok"
 
 
@@ -495,3 +507,33 @@ async def test_anthropic_blocks_the_api_refuses_are_refused(content, role, refus
             with pytest.raises(anthropic.BadRequestError, match=refusal):
                 await client.messages.create(model="m", max_tokens=9, messages=messages)
         assert len(server.pending) == 1 and len(server.unexpected) == 1
+
+
+@pytest.mark.asyncio
+async def test_thinking_mode_answers_in_anthropics_error_shape() -> None:
+    call = FakeToolCall("search", {"q": "x"}, id="toolu_1")
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    server = FakeLLMServer([Reply(tool_calls=(call,))], anthropic_thinking=True)
+    async with server, anthropic_client(server) as client:
+        first = await client.messages.create(
+            model="claude-test", max_tokens=2048, messages=MESSAGES, thinking=thinking
+        )
+        assert [b.type for b in first.content] == ["thinking", "tool_use"]
+        assert first.content[0].signature
+        without_blocks = [
+            *MESSAGES,
+            {"role": "assistant", "content": [first.content[1].model_dump()]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}],
+            },
+        ]
+        with pytest.raises(anthropic.BadRequestError) as info:
+            await client.messages.create(
+                model="claude-test", max_tokens=2048, messages=without_blocks, thinking=thinking
+            )
+    assert info.value.body["type"] == "error"
+    assert info.value.body["error"]["type"] == "invalid_request_error"
+    assert "must start with a thinking block" in info.value.body["error"]["message"]
+    ((_, why),) = server.rejected
+    assert info.value.body["error"]["message"] == f"fake server: {why}"

@@ -11,20 +11,37 @@ which the API rejects.
 Prompt caching: the system prompt and the newest user turn carry
 ``cache_control: ephemeral``, so each call reads the previous call's prefix from cache.
 
+Thinking (``llm.thinking``): a reply's ``thinking`` and ``redacted_thinking`` blocks are
+kept on the message (:class:`~deepledger.messages.ThinkingBlock`, signature and all) and
+sent back unchanged, first in their assistant turn, for every assistant message of the
+current turn (since the last user message that is not tool results): the API refuses a
+tool-using turn whose blocks are missing or changed, and ignores those of earlier turns,
+which are left out. With thinking on no prefill is sent (the API refuses one), and a call
+that asks for no more tokens than the thinking budget (a compaction note, a page
+extraction) gets the budget added to its ``max_tokens``, so thinking cannot use up the
+whole reply.
+
 Sampling: the anthropic 2.x SDK no longer takes ``temperature`` or ``top_p`` (current
 Claude models fix them), so ``llm.temperature`` and ``llm.top_p`` are not sent; a
 gateway or older model that still wants them can get them through ``llm.extra_body``.
 
 Usage: Anthropic's ``input_tokens`` excludes cached tokens; we report the whole prompt
-(``input + cache_creation + cache_read``) as input, with reads and writes beside it.
+(``input + cache_creation + cache_read``) as input, with reads and writes beside it. A
+count that is not a non-negative integer is estimated (:func:`llm.usage.token_count`).
+
+Timeouts: ``llm.connect_timeout_seconds`` to open a connection, ``llm.timeout_seconds``
+for the rest (the SDK applies it to each read of the reply).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import anthropic
+import httpx2
 
+from deepledger.context.tokens import count_messages
 from deepledger.errors import LLMError
 from deepledger.llm import classify
 from deepledger.llm.base import (
@@ -32,13 +49,16 @@ from deepledger.llm.base import (
     GenerationSettings,
     LLMClient,
     answered_natively,
+    connect_timed_out,
 )
+from deepledger.llm.usage import report_unreadable, token_count
 from deepledger.messages import (
     ImagePart,
     LLMResponse,
     Message,
     Role,
     StopReason,
+    ThinkingBlock,
     ToolCall,
     ToolResult,
     ToolSpec,
@@ -58,17 +78,28 @@ CACHE_CONTROL = {"type": "ephemeral"}
 
 class AnthropicClient(LLMClient):
     provider = "anthropic"
-    supports_prefill = True  # without trailing whitespace, see _strip_prefill_whitespace
 
     def __init__(
-        self, model: str, *, api_key: str, base_url: str | None, timeout_seconds: float
+        self,
+        model: str,
+        *,
+        api_key: str,
+        base_url: str | None,
+        timeout_seconds: float,
+        connect_timeout_seconds: float = 10.0,
+        thinking: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(model)
         self.timeout_seconds = timeout_seconds
+        self.connect_timeout_seconds = connect_timeout_seconds
+        self.thinking = dict(thinking) if thinking else None
+        # A prefill is continued without trailing whitespace (see _strip_prefill_whitespace),
+        # but not at all while thinking is on: the API refuses it then.
+        self.supports_prefill = not thinking_on(self.thinking)
         self._sdk = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url,
-            timeout=timeout_seconds,
+            timeout=httpx2.Timeout(timeout_seconds, connect=connect_timeout_seconds),
             max_retries=0,
             http_client=anthropic.DefaultAioHttpClient(limits=CONNECTION_LIMITS),
         )
@@ -83,6 +114,9 @@ class AnthropicClient(LLMClient):
             "messages": turns,
             "max_tokens": settings.max_tokens,
         }
+        if self.thinking:
+            request["thinking"] = self.thinking
+            request["max_tokens"] = with_thinking_room(settings.max_tokens, self.thinking)
         if system:
             request["system"] = system
         if tools:
@@ -95,37 +129,63 @@ class AnthropicClient(LLMClient):
         if settings.extra_body:
             request["extra_body"] = dict(settings.extra_body)
         reply = await self._sdk.messages.create(**request)
-        return self._from_wire(reply)
+        return self._from_wire(reply, messages)
 
-    def _from_wire(self, reply: Any) -> LLMResponse:
-        if not isinstance(getattr(reply, "content", None), list) or reply.usage is None:
+    def _from_wire(self, reply: Any, sent: list[Message]) -> LLMResponse:
+        if not isinstance(getattr(reply, "content", None), list):
             raise classify.malformed_response(self.provider, f"not a message: {reply!r:.200}")
-        texts, calls, thoughts = [], [], []
+        texts, calls, thinking = [], [], []
         for block in reply.content:
             if block.type == "text":
                 texts.append(block.text)
             elif block.type == "tool_use":
                 calls.append(ToolCall(block.id, block.name, dict(block.input or {})))
             elif block.type == "thinking":
-                thoughts.append(block.thinking)
-        usage = reply.usage
-        cache_read = usage.cache_read_input_tokens or 0
-        cache_write = usage.cache_creation_input_tokens or 0
+                thinking.append(ThinkingBlock(block.thinking or "", block.signature or ""))
+            elif block.type == "redacted_thinking":
+                thinking.append(ThinkingBlock.redacted(block.data or ""))
+        message = Message.assistant("".join(texts), calls, thinking=thinking)
         return LLMResponse(
-            message=Message.assistant("".join(texts), calls, reasoning="\n".join(thoughts) or None),
+            message=message,
             stop_reason=_STOP_REASONS.get(reply.stop_reason or "", StopReason.OTHER),
-            usage=Usage(
-                input_tokens=usage.input_tokens + cache_read + cache_write,
-                output_tokens=usage.output_tokens,
-                cache_read_tokens=cache_read,
-                cache_write_tokens=cache_write,
-            ),
+            usage=self._usage(getattr(reply, "usage", None), sent, message),
             model=reply.model or self.model,
             response_id=reply.id or "",
             raw_stop_reason=reply.stop_reason,
         )
 
+    def _usage(self, wire: Any, sent: list[Message], reply: Message) -> Usage:
+        """The call's usage; counts that are missing or not integers are estimated."""
+        if wire is None or isinstance(wire, str | int | float | list):
+            report_unreadable(self.provider, "usage", wire)
+            wire = None
+
+        def read(name: str, required: bool) -> int | None:
+            return token_count(
+                getattr(wire, name, None), f"usage.{name}", self.provider, required=required
+            )
+
+        uncached = read("input_tokens", True)
+        output = read("output_tokens", True)
+        cache_read = read("cache_read_input_tokens", False) or 0
+        cache_write = read("cache_creation_input_tokens", False) or 0
+        counter = self.token_counter
+        if uncached is None:
+            uncached = max(0, count_messages(counter, sent) - cache_read - cache_write)
+        if output is None:
+            output = count_messages(counter, [reply])
+        return Usage(
+            input_tokens=uncached + cache_read + cache_write,
+            output_tokens=output,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+        )
+
     def classify_error(self, exc: Exception) -> LLMError | None:
+        if connect_timed_out(exc):
+            return classify.connect_timeout_error(
+                self.provider, self.base_url, self.connect_timeout_seconds
+            )
         return classify.from_sdk(
             anthropic,
             exc,
@@ -138,15 +198,33 @@ class AnthropicClient(LLMClient):
         await self._sdk.close()
 
 
+def thinking_on(thinking: Mapping[str, Any] | None) -> bool:
+    """Whether a ``thinking`` setting turns thinking on (``disabled`` does not)."""
+    return bool(thinking) and thinking.get("type") != "disabled"  # type: ignore[union-attr]
+
+
+def with_thinking_room(max_tokens: int, thinking: Mapping[str, Any]) -> int:
+    """``max_tokens`` for a call with a thinking budget: the API wants the budget below
+    it, and thinking counts toward it, so a call that asks for no more than the budget
+    gets the budget added rather than a reply that thinking could use up."""
+    budget = thinking.get("budget_tokens")
+    if thinking.get("type") == "enabled" and isinstance(budget, int) and max_tokens <= budget:
+        return max_tokens + budget
+    return max_tokens
+
+
 def to_wire(messages: list[Message]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(system blocks, alternating turns) with cache breakpoints set."""
     system = [{"type": "text", "text": m.content} for m in messages if m.role is Role.SYSTEM]
     turns: list[dict[str, Any]] = []
+    turn_start = current_turn_start(messages)
     for i, m in enumerate(messages):
         if m.role is Role.SYSTEM:
             continue
         role = "assistant" if m.role is Role.ASSISTANT else "user"
         blocks = _blocks(m, native_calls=answered_natively(messages, i))
+        if m.thinking and i > turn_start:
+            blocks = [_thinking_block(t) for t in m.thinking] + blocks
         if not blocks:
             continue  # the API rejects empty turns; the neighbours merge instead
         if turns and turns[-1]["role"] == role:
@@ -160,6 +238,20 @@ def to_wire(messages: list[Message]) -> tuple[list[dict[str, Any]], list[dict[st
     if newest_user and newest_user["content"]:
         newest_user["content"][-1]["cache_control"] = CACHE_CONTROL
     return system, turns
+
+
+def current_turn_start(messages: list[Message]) -> int:
+    """The index of the last user message that is not native tool results (the task, an
+    injected prompt, XML-protocol results): the assistant messages after it make up the
+    turn whose thinking blocks the API requires back; -1 if there is none."""
+    return max((i for i, m in enumerate(messages) if m.role is Role.USER), default=-1)
+
+
+def _thinking_block(block: ThinkingBlock) -> dict[str, Any]:
+    """A thinking block exactly as it came: the signature covers its text."""
+    if block.is_redacted:
+        return {"type": "redacted_thinking", "data": block.redacted_data}
+    return {"type": "thinking", "thinking": block.text, "signature": block.signature}
 
 
 def _blocks(m: Message, native_calls: bool) -> list[dict[str, Any]]:

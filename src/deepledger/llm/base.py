@@ -45,6 +45,25 @@ class GenerationSettings:
     top_p: float | None = None
     stop: tuple[str, ...] = ()
     extra_body: Mapping[str, Any] = field(default_factory=dict)
+    reasoning_effort: str | None = None  # OpenAI reasoning models (and servers that take it)
+
+
+def connect_timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is a connection that was not opened within
+    ``llm.connect_timeout_seconds``: a server that is down, unreachable, or whose
+    listen queue is full. Told apart from a slow reply, which has its own timeout."""
+    chain = []
+    seen: BaseException | None = exc
+    while seen is not None and len(chain) < 20:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    if any(isinstance(e, ConnectionError) for e in chain):  # refused or reset: not slow
+        return False
+    return any(type(e).__name__ in _CONNECT_TIMEOUTS for e in chain)
+
+
+# httpx2's, and aiohttp's (3.10+), named so that importing this module imports neither.
+_CONNECT_TIMEOUTS = {"ConnectTimeout", "ConnectionTimeoutError"}
 
 
 def answered_natively(messages: Sequence[Message], index: int) -> bool:

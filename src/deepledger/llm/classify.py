@@ -145,6 +145,16 @@ def connection_error(provider: str, base_url: str, detail: str) -> LLMConnection
     )
 
 
+def connect_timeout_error(provider: str, base_url: str, timeout: float) -> LLMConnectionError:
+    """A connection not opened in time: worth retrying, like any unreachable server."""
+    return LLMConnectionError(
+        f"Could not connect to the {provider} server at {base_url} within {timeout:g}s "
+        "(llm.connect_timeout_seconds): it is down, unreachable, or too busy to accept "
+        "connections (its listen queue is full).",
+        provider=provider,
+    )
+
+
 def timeout_error(provider: str, base_url: str, timeout: float) -> LLMTimeoutError:
     return LLMTimeoutError(
         f"The {provider} server at {base_url} did not answer within {timeout:g}s "

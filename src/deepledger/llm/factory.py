@@ -17,7 +17,11 @@ from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.retry import RetryingClient, RetryPolicy
 
 # The key variable each provider reads when the preset does not name one.
-DEFAULT_KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_KEY_VARIABLES = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "azure_openai": "AZURE_OPENAI_API_KEY",
+}
 # What self-hosted OpenAI-compatible servers accept when they check no key.
 NO_KEY = "EMPTY"
 
@@ -51,19 +55,53 @@ def _build_openai(cfg: Any) -> LLMClient:
         api_key=resolve_api_key(cfg),
         base_url=cfg.base_url,
         timeout_seconds=cfg.timeout_seconds,
+        connect_timeout_seconds=cfg.connect_timeout_seconds,
         continue_final_message=cfg.assistant_prefill,
+        reasoning_model=cfg.reasoning_model,
+    )
+
+
+def _build_azure_openai(cfg: Any) -> LLMClient:
+    from deepledger.llm.openai import AzureOpenAIChatClient
+
+    if not cfg.base_url:  # checked before the key: the preset leaves it to the user
+        raise ConfigError(
+            "llm.base_url: set your Azure OpenAI deployment's URL, "
+            "llm.base_url=https://RESOURCE.openai.azure.com/openai/deployments/DEPLOYMENT "
+            "(and llm.model_name to the model it serves)."
+        )
+    return AzureOpenAIChatClient(
+        cfg.model_name,
+        api_key=resolve_api_key(cfg),
+        base_url=cfg.base_url,
+        api_version=cfg.api_version,
+        timeout_seconds=cfg.timeout_seconds,
+        connect_timeout_seconds=cfg.connect_timeout_seconds,
+        continue_final_message=cfg.assistant_prefill,
+        reasoning_model=cfg.reasoning_model,
     )
 
 
 def _build_anthropic(cfg: Any) -> LLMClient:
     from deepledger.llm.anthropic import AnthropicClient
 
+    # llm.thinking, or the same setting passed through llm.extra_body.thinking.
+    thinking = cfg.thinking or (cfg.extra_body or {}).get("thinking")
     return AnthropicClient(
         cfg.model_name,
         api_key=resolve_api_key(cfg),
         base_url=cfg.base_url,
         timeout_seconds=cfg.timeout_seconds,
+        connect_timeout_seconds=cfg.connect_timeout_seconds,
+        thinking=_plain(thinking),
     )
+
+
+def _plain(value: Any) -> Any:
+    """A config node as plain dicts and lists (what the SDK serializes)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
 def _build_local(cfg: Any) -> LLMClient:
@@ -84,6 +122,7 @@ def _build_local(cfg: Any) -> LLMClient:
         model_path=path,
         context_size=cfg.max_context_length,
         timeout_seconds=cfg.timeout_seconds,
+        connect_timeout_seconds=cfg.connect_timeout_seconds,
         chat_format=cfg.chat_format,
         native_tools=cfg.tool_protocol == "native",
     )
@@ -92,6 +131,7 @@ def _build_local(cfg: Any) -> LLMClient:
 _BUILDERS: dict[str, Callable[[Any], LLMClient]] = {
     "openai": _build_openai,
     "anthropic": _build_anthropic,
+    "azure_openai": _build_azure_openai,
     "local": _build_local,
     # MiroThinker's name for its models served behind an OpenAI-compatible endpoint
     # (llm.provider=qwen in its scripts), so those command lines carry over.
@@ -116,5 +156,6 @@ def settings_from_config(cfg: Any) -> GenerationSettings:
         max_tokens=cfg.max_tokens,
         temperature=cfg.temperature,
         top_p=cfg.top_p,
-        extra_body=dict(cfg.extra_body or {}),
+        extra_body=_plain(cfg.extra_body) or {},
+        reasoning_effort=cfg.reasoning_effort,
     )

@@ -60,6 +60,7 @@ from deepledger.llm.openai import (
     sampling_fields,
     to_wire_messages,
 )
+from deepledger.llm.usage import token_count
 from deepledger.messages import (
     ImagePart,
     LLMResponse,
@@ -261,6 +262,7 @@ class LocalModelClient(LLMClient):
         model_path: Path,
         context_size: int,
         timeout_seconds: float,
+        connect_timeout_seconds: float = 10.0,
         chat_format: str | None = None,
         log_file: IO[bytes] | None = None,
         native_tools: bool = False,
@@ -271,6 +273,7 @@ class LocalModelClient(LLMClient):
             model_path, context_size=context_size, chat_format=chat_format, log_file=log_file
         )
         self.timeout_seconds = timeout_seconds
+        self.connect_timeout_seconds = connect_timeout_seconds
         self._chat: OpenAIChatClient | None = None
         self._starting: asyncio.Lock | None = None
         self._start_failed: Exception | None = None
@@ -324,6 +327,7 @@ class LocalModelClient(LLMClient):
                         api_key="EMPTY",
                         base_url=base_url,
                         timeout_seconds=self.timeout_seconds,
+                        connect_timeout_seconds=self.connect_timeout_seconds,
                     )
         return self._chat
 
@@ -358,7 +362,8 @@ class LocalModelClient(LLMClient):
         request |= sampling_fields(settings)
         completion = await chat.post(f"{chat.base_url}/completions", request)
         choice = completion["choices"][0]
-        usage = completion.get("usage") or {}
+        usage = completion.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
         text = choice.get("text") or ""
         finish = choice.get("finish_reason")
         self._evaluated = tokens + template.tokens(text)[template.bos_count :]
@@ -366,8 +371,8 @@ class LocalModelClient(LLMClient):
             message=Message.assistant(text),
             stop_reason=STOP_REASONS.get(finish or "", StopReason.OTHER),
             usage=Usage(
-                usage.get("prompt_tokens") or len(tokens),
-                usage.get("completion_tokens") or template.count(text),
+                _count(usage, "prompt_tokens", self.provider) or len(tokens),
+                _count(usage, "completion_tokens", self.provider) or template.count(text),
                 cache_read_tokens=reused,
             ),
             model=completion.get("model") or self.model,
@@ -395,6 +400,11 @@ class LocalModelClient(LLMClient):
         if chat is not None:
             await chat.aclose()
         await asyncio.to_thread(self.server.stop)
+
+
+def _count(usage: dict, name: str, provider: str) -> int | None:
+    """A count llama.cpp reported, if it is a non-negative integer (else estimated)."""
+    return token_count(usage.get(name), f"usage.{name}", provider, required=False)
 
 
 CANNOT_SEE = "this model cannot see images"

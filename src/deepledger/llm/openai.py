@@ -18,18 +18,37 @@ messages cannot carry images, so a turn's native results send their text there a
 their images in one user message right after the turn's last tool message. Messages
 without images are sent exactly as before images existed (a prompt cache depends on it).
 
+Reasoning models (o1, o3, o4-mini, the gpt-5 family; told by the model's name, or by
+``llm.reasoning_model``) take ``max_completion_tokens`` instead of ``max_tokens`` and no
+sampling settings but the defaults: ``temperature``, ``top_p`` and ``stop`` are left out
+(said once in the log when they were set to something else), and ``reasoning_effort``
+goes through. Whatever ``extra_body`` sets is sent as is, last.
+
+Reasoning text a server returns (``reasoning_content`` from vLLM, SGLang and DeepSeek's
+reasoning parsers, ``reasoning`` from others) is kept on the message and never sent back:
+those servers refuse it in a request.
+
+Azure OpenAI (:class:`AzureOpenAIChatClient`): the deployment's URL, the ``api-version``
+query parameter, and the key in an ``api-key`` header instead of a bearer token.
+
 Usage: ``prompt_tokens`` includes cached tokens; cache reads are
-``prompt_tokens_details.cached_tokens``; OpenAI reports no cache writes.
+``prompt_tokens_details.cached_tokens``; OpenAI reports no cache writes. A count that
+is not a non-negative integer is estimated (:func:`llm.usage.token_count`).
+
+Timeouts: ``llm.connect_timeout_seconds`` to open the connection, ``llm.timeout_seconds``
+for the whole request, reply included.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import re
 import urllib.request
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 
@@ -43,6 +62,7 @@ from deepledger.llm.base import (
     LLMClient,
     answered_natively,
 )
+from deepledger.llm.usage import report_unreadable, token_count
 from deepledger.messages import (
     ImagePart,
     LLMResponse,
@@ -54,8 +74,13 @@ from deepledger.messages import (
     Usage,
 )
 
+log = logging.getLogger(__name__)
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 BASE_URL_ENV = "OPENAI_BASE_URL"
+# The OpenAI API's reasoning models: the o-series and the gpt-5 family, but not the
+# gpt-5 chat models (gpt-5-chat-latest), which take sampling settings as before.
+_REASONING_MODEL = re.compile(r"(o\d+|gpt-5(?!.*-chat)[\w.-]*)($|-.*)")
 
 STOP_REASONS = {
     "stop": StopReason.END_TURN,
@@ -83,13 +108,19 @@ class OpenAIChatClient(LLMClient):
         api_key: str,
         base_url: str | None,
         timeout_seconds: float,
+        connect_timeout_seconds: float = 10.0,
         continue_final_message: bool = False,
+        reasoning_model: bool | None = None,
     ) -> None:
         super().__init__(model)
         # vLLM and SGLang continue a trailing assistant message when asked to; the OpenAI
         # API does not, so prefill is opt-in (llm.assistant_prefill).
         self.supports_prefill = continue_final_message
         self.timeout_seconds = timeout_seconds
+        self.connect_timeout_seconds = connect_timeout_seconds
+        self.reasoning_model = (
+            is_reasoning_model(model) if reasoning_model is None else reasoning_model
+        )
         self.base_url = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
         self._url = f"{self.base_url}/chat/completions"
         self._headers = {
@@ -101,6 +132,7 @@ class OpenAIChatClient(LLMClient):
         self._proxy = proxy_for(self._url)
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
+        self._said: set[str] = set()  # settings already reported as not sent
 
     def _http(self) -> aiohttp.ClientSession:
         """The connection pool, made on first use: it belongs to the running event loop."""
@@ -109,24 +141,50 @@ class OpenAIChatClient(LLMClient):
             self._session_loop = loop
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=CONNECTION_LIMITS.max_connections),
-                timeout=aiohttp.ClientTimeout(total=self.timeout_seconds),
+                timeout=aiohttp.ClientTimeout(
+                    total=self.timeout_seconds, sock_connect=self.connect_timeout_seconds
+                ),
             )
         return self._session
 
     async def _call(
         self, messages: list[Message], tools: list[ToolSpec], settings: GenerationSettings
     ) -> LLMResponse:
-        request: dict[str, Any] = {
-            "model": self.model,
-            "messages": to_wire_messages(messages),
-            "max_tokens": settings.max_tokens,
-        }
+        request: dict[str, Any] = {"model": self.model, "messages": to_wire_messages(messages)}
         if tools:
             request["tools"] = [to_wire_tool(t) for t in tools]
-        request |= sampling_fields(settings)
+        if self.reasoning_model:
+            request |= self._reasoning_fields(settings)
+        else:
+            request["max_tokens"] = settings.max_tokens
+            if settings.reasoning_effort is not None:
+                request["reasoning_effort"] = settings.reasoning_effort
+            request |= sampling_fields(settings)
         if self.supports_prefill and messages and messages[-1].role is Role.ASSISTANT:
             request |= {"continue_final_message": True, "add_generation_prompt": False}
         return self._from_wire(await self.post(self._url, request), messages)
+
+    def _reasoning_fields(self, settings: GenerationSettings) -> dict[str, Any]:
+        """What a reasoning model takes: its token cap under the newer name, the effort,
+        and no sampling settings (the API refuses any but the defaults)."""
+        fields: dict[str, Any] = {"max_completion_tokens": settings.max_tokens}
+        if settings.reasoning_effort is not None:
+            fields["reasoning_effort"] = settings.reasoning_effort
+        left_out = {
+            "llm.temperature": settings.temperature not in (None, 1, 1.0),
+            "llm.top_p": settings.top_p not in (None, 1, 1.0),
+            "stop sequences": bool(settings.stop),
+        }
+        for name, was_set in left_out.items():
+            if was_set and name not in self._said:
+                self._said.add(name)
+                log.warning(
+                    "%s is a reasoning model, which takes only the default %s: not sent "
+                    "(llm.reasoning_model=false if it is not one)",
+                    self.model,
+                    name,
+                )
+        return fields | dict(settings.extra_body)
 
     async def post(self, url: str, request: dict[str, Any]) -> dict[str, Any]:
         """Send one request to ``url``; the decoded completion object, or a classified
@@ -169,6 +227,7 @@ class OpenAIChatClient(LLMClient):
             for arguments in [function.get("arguments")]
         )
         reasoning = wire.get("reasoning_content") or wire.get("reasoning")
+        reasoning = reasoning if isinstance(reasoning, str) else None  # some send objects
         message = Message.assistant(wire.get("content") or "", calls, reasoning=reasoning)
         finish = choice.get("finish_reason")
         return LLMResponse(
@@ -180,19 +239,37 @@ class OpenAIChatClient(LLMClient):
             raw_stop_reason=finish,
         )
 
-    def _usage(self, wire: dict[str, Any] | None, sent: list[Message], reply: Message) -> Usage:
-        if not wire:
-            # Some servers omit usage; the window guard still needs numbers, so estimate.
-            counter = self.token_counter
-            return Usage(count_messages(counter, sent), count_messages(counter, [reply]))
-        details = wire.get("prompt_tokens_details") or {}
-        return Usage(
-            wire.get("prompt_tokens") or 0,
-            wire.get("completion_tokens") or 0,
-            cache_read_tokens=details.get("cached_tokens") or 0,
-        )
+    def _usage(self, wire: Any, sent: list[Message], reply: Message) -> Usage:
+        """The call's usage. Some servers omit it, or send counts that are not integers;
+        the window guard still needs numbers, so what is missing is estimated."""
+        if wire is not None and not isinstance(wire, dict):
+            report_unreadable(self.provider, "usage", wire)
+        wire = wire if isinstance(wire, dict) and wire else None
+        prompt = completion = cached = None
+        if wire is not None:
+            prompt = token_count(wire.get("prompt_tokens"), "usage.prompt_tokens", self.provider)
+            completion = token_count(
+                wire.get("completion_tokens"), "usage.completion_tokens", self.provider
+            )
+            details = wire.get("prompt_tokens_details")
+            cached = token_count(
+                details.get("cached_tokens") if isinstance(details, dict) else details,
+                "usage.prompt_tokens_details.cached_tokens",
+                self.provider,
+                required=False,
+            )
+        counter = self.token_counter
+        if prompt is None:
+            prompt = count_messages(counter, sent)
+        if completion is None:
+            completion = count_messages(counter, [reply])
+        return Usage(prompt, completion, cache_read_tokens=min(cached or 0, prompt))
 
     def classify_error(self, exc: Exception) -> LLMError | None:
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):  # before TimeoutError: a subclass
+            return classify.connect_timeout_error(
+                self.provider, self.base_url, self.connect_timeout_seconds
+            )
         if isinstance(exc, TimeoutError):  # aiohttp's timeouts are TimeoutErrors too
             return classify.timeout_error(self.provider, self.base_url, self.timeout_seconds)
         if isinstance(exc, _CONNECTION_FAILURES):
@@ -203,6 +280,30 @@ class OpenAIChatClient(LLMClient):
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+
+
+def is_reasoning_model(model: str) -> bool:
+    """Whether ``model`` names one of the OpenAI API's reasoning models (a gateway's
+    ``openai/o3`` too): o1, o3-mini, o4-mini, gpt-5, gpt-5.1, gpt-5-mini, ..."""
+    return bool(_REASONING_MODEL.fullmatch(model.rsplit("/", 1)[-1].lower()))
+
+
+class AzureOpenAIChatClient(OpenAIChatClient):
+    """Azure OpenAI: ``base_url`` is a deployment's URL
+    (``https://RESOURCE.openai.azure.com/openai/deployments/DEPLOYMENT``, or the
+    resource's ``.../openai/v1``), ``api_version`` its ``api-version`` query parameter,
+    and the key goes in an ``api-key`` header, never as a bearer token."""
+
+    provider = "azure_openai"
+
+    def __init__(
+        self, model: str, *, api_key: str, base_url: str, api_version: str | None, **options: Any
+    ) -> None:
+        super().__init__(model, api_key=api_key, base_url=base_url, **options)
+        del self._headers["Authorization"]
+        self._headers["api-key"] = api_key
+        if api_version:
+            self._url += "?" + urlencode({"api-version": api_version})
 
 
 def sampling_fields(settings: GenerationSettings) -> dict[str, Any]:

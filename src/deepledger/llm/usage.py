@@ -3,17 +3,53 @@
 Prices come from the ``pricing`` table in config (USD per million tokens, by model
 name). A model that is not in the table has an *unknown* cost (``None``), never zero,
 so a report cannot quietly claim a run was free.
+
+Token counts a server reports are read through :func:`token_count`: anything but a
+non-negative integer (``null``, ``-5``, ``"12"``, ``1.5``, an object) is *unknown*,
+logged once per provider and field, and the provider estimates the count instead, so
+a strange server never raises a TypeError nor drives a total below zero.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from deepledger.messages import LLMResponse, StopReason, Usage
 
+log = logging.getLogger(__name__)
+
 PER_MILLION = 1_000_000
+_REPORTED: set[tuple[str, str]] = set()  # (provider, field) already logged
+
+
+def token_count(value: Any, name: str, provider: str, *, required: bool = True) -> int | None:
+    """``value`` if it is a non-negative integer, else ``None`` (unknown).
+
+    ``required``: the server should always send it, so a missing or null value is
+    logged too; an optional field (cache reads) may be absent without a word.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if value is not None or required:
+        report_unreadable(provider, name, value)
+    return None
+
+
+def report_unreadable(provider: str, name: str, value: Any) -> None:
+    """Log, once per provider and field, that a usage value could not be used."""
+    if (provider, name) in _REPORTED:
+        return
+    _REPORTED.add((provider, name))
+    log.warning(
+        "%s sent %s=%.80r, which is not a non-negative integer: counted as unknown and "
+        "estimated (said once per run and field)",
+        provider,
+        name,
+        value,
+    )
 
 
 @dataclass(frozen=True)

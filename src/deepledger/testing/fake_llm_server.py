@@ -19,6 +19,21 @@ http(s) URLs) in user messages only; Anthropic takes ``image`` blocks with a bas
 source of a supported media type in user turns and inside ``tool_result`` content. A
 request that breaks them is answered 400, as the real API would, and listed in
 ``unexpected``. :attr:`RecordedRequest.images` lists the images a request carried.
+
+Opt-in strict modes enforce more of each API's rules (a refused request is answered 400
+in the API's own error shape, listed in ``unexpected`` and in ``rejected`` with why):
+
+- ``anthropic_thinking``: a request with ``thinking`` on gets ``thinking`` blocks (and
+  a ``redacted_thinking`` one when the reply asks) with signatures; a request is refused
+  when a thinking block in it is not one the server issued, unchanged, or when its last
+  assistant message uses tools without starting with the blocks issued with it; so are a
+  budget under 1024 or not under ``max_tokens``, and a temperature other than 1.
+- ``openai_reasoning_models``: for reasoning model names (o1, o3, o4-mini, gpt-5...),
+  ``max_tokens``, ``stop`` and a ``temperature``/``top_p`` other than 1 are refused.
+- ``reject_reasoning_content``: a message carrying ``reasoning_content`` (or
+  ``reasoning``) is refused, as DeepSeek and vLLM do.
+- ``azure``: :class:`AzureDeployment` serves ``/openai/deployments/NAME/chat/completions``
+  and checks the deployment, the ``api-version`` parameter and the ``api-key`` header.
 """
 
 from __future__ import annotations
@@ -27,7 +42,11 @@ import base64
 import binascii
 import contextlib
 import dataclasses
+import hashlib
+import hmac
 import json
+import os
+import re
 import socket
 import socketserver
 import sys
@@ -38,8 +57,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs
 
 __all__ = [
+    "AzureDeployment",
     "FakeLLMServer",
     "FakeToolCall",
     "FakeUsage",
@@ -104,6 +125,12 @@ class Reply:
     usage: FakeUsage = FakeUsage()
     delay: float = 0.0
     model: str = "fake-model"
+    # The model's thinking: OpenAI's `reasoning_content`; Anthropic (thinking mode) a
+    # thinking block, plus a redacted_thinking block when redacted_thinking is set.
+    reasoning: str = ""
+    redacted_thinking: bool = False
+    # The usage object sent verbatim instead of one built from `usage` (odd servers).
+    raw_usage: Any = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +149,16 @@ class Fault:
 
 
 Step = Reply | Fault
+
+
+@dataclass(frozen=True)
+class AzureDeployment:
+    """What the ``azure`` mode checks: the deployment in the path, the ``api-version``
+    query parameter, and the key in the ``api-key`` header (never a bearer token)."""
+
+    deployment: str = "my-deployment"
+    api_version: str = "2024-10-21"
+    api_key: str = "azure-test-key"
 
 
 def rate_limited(retry_after: float | None = 1) -> Fault:
@@ -315,6 +352,176 @@ def _base64_problem(data: Any) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------- strict modes
+
+# The OpenAI API's reasoning models, by name (a gateway's "openai/o3" too); the gpt-5 chat
+# models take sampling settings like the older models.
+_REASONING_MODEL_NAMES = re.compile(r"(o[1-9]|gpt-5(?!.*-chat))([\w.-]*)")
+_THINKING_TYPES = ("thinking", "redacted_thinking")
+
+
+def openai_reasoning_problem(body: dict) -> str | None:
+    """What the chat-completions API refuses from a reasoning model's request."""
+    model = str(body.get("model", "")).rsplit("/", 1)[-1].lower()
+    if not _REASONING_MODEL_NAMES.fullmatch(model):
+        return None
+    if "max_tokens" in body:
+        return (
+            "Unsupported parameter: 'max_tokens' is not supported with this model. "
+            "Use 'max_completion_tokens' instead."
+        )
+    for name in ("temperature", "top_p"):
+        if name in body and body[name] != 1:
+            return (
+                f"Unsupported value: '{name}' does not support {body[name]!r} with this "
+                "model. Only the default (1) value is supported."
+            )
+    if "stop" in body:
+        return "Unsupported parameter: 'stop' is not supported with this model."
+    return None
+
+
+def reasoning_content_problem(body: dict) -> str | None:
+    """A message carrying the model's reasoning back, which DeepSeek and vLLM refuse."""
+    messages = body.get("messages")
+    for index, message in enumerate(messages if isinstance(messages, list) else ()):
+        if isinstance(message, dict) and ({"reasoning_content", "reasoning"} & message.keys()):
+            return f"messages[{index}]: reasoning_content is not allowed in input messages"
+    return None
+
+
+def azure_problem(azure: AzureDeployment, path: str, query: str, headers: dict) -> tuple[int, str]:
+    """(status, why) Azure OpenAI answers a request that is not right for ``azure``, or
+    (0, "") when it is."""
+    deployment = path.removeprefix("/openai/deployments/").removesuffix("/chat/completions")
+    if headers.get("api-key") != azure.api_key or "authorization" in headers:
+        return 401, (
+            "Access denied due to invalid subscription key or wrong API endpoint "
+            "(the key goes in the api-key header)."
+        )
+    if deployment != azure.deployment:
+        return 404, f"DeploymentNotFound: the deployment {deployment!r} does not exist."
+    versions = parse_qs(query).get("api-version")
+    if versions != [azure.api_version]:
+        return 404, f"Resource not found (api-version {versions} is not {azure.api_version!r})."
+    return 0, ""
+
+
+class ThinkingLedger:
+    """The thinking blocks the fake issued, so a follow-up can be checked against them:
+    signatures are an HMAC of the block's text under a key of this server's own."""
+
+    def __init__(self) -> None:
+        self._key = os.urandom(16)
+        self._redacted: set[str] = set()
+        self._by_tool_use: dict[str, list[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def _sign(self, text: str) -> str:
+        digest = hmac.new(self._key, text.encode("utf-8"), hashlib.sha256).digest()
+        return base64.b64encode(digest * 4).decode()  # long and opaque, as real ones are
+
+    def issue(self, reply: Reply, request_no: int) -> list[dict[str, Any]]:
+        text = reply.reasoning or f"Thinking about request {request_no}."
+        blocks: list[dict[str, Any]] = [
+            {"type": "thinking", "thinking": text, "signature": self._sign(text)}
+        ]
+        if reply.redacted_thinking:
+            data = self._sign(f"redacted {request_no}")
+            with self._lock:
+                self._redacted.add(data)
+            blocks.append({"type": "redacted_thinking", "data": data})
+        return blocks
+
+    def remember(self, content: list[dict[str, Any]]) -> None:
+        """Note which blocks came with which tool calls of a rendered reply."""
+        thinking = [b for b in content if b.get("type") in _THINKING_TYPES]
+        with self._lock:
+            for block in content:
+                if block.get("type") == "tool_use":
+                    self._by_tool_use[block["id"]] = thinking
+
+    def genuine(self, block: dict[str, Any]) -> bool:
+        if block.get("type") == "redacted_thinking":
+            with self._lock:
+                return block.get("data") in self._redacted
+        text, signature = block.get("thinking"), block.get("signature")
+        if not (isinstance(text, str) and isinstance(signature, str)):
+            return False
+        return hmac.compare_digest(self._sign(text), signature)
+
+    def problem(self, body: dict) -> str | None:
+        """Why Anthropic would refuse this request's thinking, or ``None``."""
+        on = thinking_requested(body)
+        if on:
+            problem = _thinking_settings_problem(body)
+            if problem:
+                return problem
+        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+        last_assistant = None
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict) or message.get("role") != "assistant":
+                continue
+            content = message.get("content")
+            blocks = (
+                [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+            )
+            last_assistant = (i, blocks)
+            for j, block in enumerate(blocks):
+                if block.get("type") in _THINKING_TYPES and not self.genuine(block):
+                    return f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+        if on and last_assistant is not None and last_assistant[1]:
+            return self._turn_problem(*last_assistant)
+        return None
+
+    def _turn_problem(self, index: int, content: list[dict[str, Any]]) -> str | None:
+        """The final assistant message of a tool-using turn must start with the thinking
+        blocks issued with it, all of them, unchanged and in order."""
+        calls = [b for b in content if b.get("type") == "tool_use"]
+        if not calls:
+            return None
+        if content[0].get("type") not in _THINKING_TYPES:
+            return (
+                f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+                f"but found `{content[0].get('type')}`. When `thinking` is enabled, a final "
+                "`assistant` message must start with a thinking block (preceding the lastmost "
+                "set of `tool_use` and `tool_result` blocks)."
+            )
+        with self._lock:
+            issued = self._by_tool_use.get(calls[0].get("id"))
+        leading = []
+        for block in content:
+            if block.get("type") not in _THINKING_TYPES:
+                break
+            leading.append(block)
+        if issued is not None and leading != issued:
+            return (
+                f"messages.{index}.content: the thinking blocks of this assistant turn must be "
+                "passed back complete and unmodified."
+            )
+        return None
+
+
+def thinking_requested(body: dict) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _thinking_settings_problem(body: dict) -> str | None:
+    thinking, max_tokens = body["thinking"], body.get("max_tokens")
+    budget = thinking.get("budget_tokens")
+    if thinking["type"] == "enabled":
+        if not isinstance(budget, int) or budget < 1024:
+            return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        if not isinstance(max_tokens, int) or budget >= max_tokens:
+            return "`max_tokens` must be greater than `thinking.budget_tokens`."
+    if body.get("temperature", 1) != 1:
+        return "`temperature` may only be set to 1 when thinking is enabled."
+    if "top_k" in body:
+        return "`top_k` is not supported when thinking is enabled."
+    return None
+
+
 # --------------------------------------------------------------------------- rendering
 
 _ANTHROPIC_STOP_REASONS = {
@@ -355,6 +562,8 @@ def _render_openai(reply: Reply, request_no: int, new_id: Callable[[str], str]) 
         "content": None if (not reply.text and reply.tool_calls) else reply.text,
         "refusal": None,
     }
+    if reply.reasoning:
+        message["reasoning_content"] = reply.reasoning
     if reply.tool_calls:
         message["tool_calls"] = [
             {
@@ -383,7 +592,9 @@ def _render_openai(reply: Reply, request_no: int, new_id: Callable[[str], str]) 
                 "logprobs": None,
             }
         ],
-        "usage": {
+        "usage": reply.raw_usage
+        if reply.raw_usage is not None
+        else {
             "prompt_tokens": usage.input_tokens,
             "completion_tokens": usage.output_tokens,
             "total_tokens": usage.input_tokens + usage.output_tokens,
@@ -403,9 +614,12 @@ def _anthropic_input(arguments: dict | str) -> dict:
 
 
 def _render_anthropic(
-    reply: Reply, request_no: int, new_id: Callable[[str], str]
+    reply: Reply,
+    request_no: int,
+    new_id: Callable[[str], str],
+    thinking: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
+    content: list[dict[str, Any]] = list(thinking or ())
     if reply.text:
         content.append({"type": "text", "text": reply.text})
     for call in reply.tool_calls:
@@ -427,7 +641,9 @@ def _render_anthropic(
         "content": content,
         "stop_reason": _ANTHROPIC_STOP_REASONS.get(finish, finish),
         "stop_sequence": None,
-        "usage": {
+        "usage": reply.raw_usage
+        if reply.raw_usage is not None
+        else {
             "input_tokens": usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens,
             "output_tokens": usage.output_tokens,
             "cache_read_input_tokens": usage.cache_read_tokens,
@@ -528,10 +744,21 @@ class FakeLLMServer:
         self,
         steps: Iterable[Step] = (),
         responder: Callable[[RecordedRequest], Step] | None = None,
+        *,
+        anthropic_thinking: bool = False,
+        openai_reasoning_models: bool = False,
+        reject_reasoning_content: bool = False,
+        azure: AzureDeployment | None = None,
     ) -> None:
         self.responder = responder
+        self.thinking = ThinkingLedger() if anthropic_thinking else None
+        self.openai_reasoning_models = openai_reasoning_models
+        self.reject_reasoning_content = reject_reasoning_content
+        self.azure = azure
         self.requests: list[RecordedRequest] = []
         self.unexpected: list[RecordedRequest] = []
+        # Requests a strict mode refused, with why (they are in ``unexpected`` too).
+        self.rejected: list[tuple[RecordedRequest, str]] = []
         self.responder_errors: list[BaseException] = []
         self._steps: deque[Step] = deque()
         self._lock = threading.Lock()
@@ -600,6 +827,12 @@ class FakeLLMServer:
         """``base_url + "/v1"`` — the OpenAI SDK ``base_url``."""
         return self.base_url + "/v1"
 
+    @property
+    def azure_base_url(self) -> str:
+        """The ``azure`` deployment's URL, as ``llm.base_url`` takes it."""
+        deployment = self.azure.deployment if self.azure else "my-deployment"
+        return f"{self.base_url}/openai/deployments/{deployment}"
+
     # -- scripting
 
     def enqueue(self, *steps: Step) -> None:
@@ -649,11 +882,36 @@ class FakeLLMServer:
             number = self._id_counters[prefix] = self._id_counters.get(prefix, 0) + 1
         return f"{prefix}_{number}"
 
+    def _protocol(self, command: str, path: str) -> str:
+        if command != "POST":
+            return "unknown"
+        if self.azure is not None and re.fullmatch(
+            r"/openai/deployments/[^/]+/chat/completions", path
+        ):
+            return "openai"
+        return {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic"}.get(path, "unknown")
+
+    def _refusal(
+        self, protocol: str, path: str, query: str, headers: dict, body: dict
+    ) -> tuple[int, str]:
+        """(status, why) for a request the APIs' rules refuse, else (0, "")."""
+        if path.startswith("/openai/deployments/") and self.azure is not None:
+            status, why = azure_problem(self.azure, path, query, headers)
+            if status:
+                return status, why
+        why = wire_problem(protocol, body)
+        if not why and protocol == "openai":
+            if self.openai_reasoning_models:
+                why = openai_reasoning_problem(body)
+            if not why and self.reject_reasoning_content:
+                why = reasoning_content_problem(body)
+        if not why and protocol == "anthropic" and self.thinking is not None:
+            why = self.thinking.problem(body)
+        return (400, why) if why else (0, "")
+
     def _handle(self, handler: _Handler, raw: bytes, arrived: float) -> None:
-        path = handler.path.split("?", 1)[0]
-        protocol = {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic"}.get(path, "unknown")
-        if handler.command != "POST":
-            protocol = "unknown"
+        path, _, query = handler.path.partition("?")
+        protocol = self._protocol(handler.command, path)
         headers = {key.lower(): value for key, value in handler.headers.items()}
         try:
             body = json.loads(raw) if raw else {}
@@ -663,7 +921,11 @@ class FakeLLMServer:
         if not valid:
             body = {"_invalid_json": raw.decode("utf-8", "replace")}
         request = RecordedRequest(protocol=protocol, path=path, headers=headers, body=body)
-        refused = wire_problem(protocol, body) if valid and protocol != "unknown" else None
+        status, refused = (
+            self._refusal(protocol, path, query, headers, body)
+            if valid and protocol != "unknown"
+            else (0, "")
+        )
 
         step: Step | None = None
         with self._lock:
@@ -671,6 +933,8 @@ class FakeLLMServer:
             request_no = len(self.requests)
             if protocol == "unknown" or not valid or refused:
                 self.unexpected.append(request)
+                if refused:
+                    self.rejected.append((request, refused))
             elif self._steps:
                 step = self._steps.popleft()
         if protocol == "unknown":
@@ -680,8 +944,8 @@ class FakeLLMServer:
             )
         if not valid or refused:
             why = refused or "invalid JSON body"
-            body = _error_body(protocol, 400, f"fake server: {why}")
-            return self._send_json(handler, 400, body, protocol, request_no)
+            body = _error_body(protocol, status or 400, f"fake server: {why}")
+            return self._send_json(handler, status or 400, body, protocol, request_no)
         if step is None and self.responder is not None:
             try:
                 step = self.responder(request)
@@ -714,10 +978,21 @@ class FakeLLMServer:
                 ).encode()
             )
             return self._send(handler, step.status, payload, step.headers, protocol, request_no)
-        render = _render_openai if protocol == "openai" else _render_anthropic
         return self._send_json(
-            handler, 200, render(step, request_no, self._new_id), protocol, request_no
+            handler, 200, self._render(protocol, step, request, request_no), protocol, request_no
         )
+
+    def _render(
+        self, protocol: str, reply: Reply, request: RecordedRequest, request_no: int
+    ) -> dict[str, Any]:
+        if protocol == "openai":
+            return _render_openai(reply, request_no, self._new_id)
+        if self.thinking is None or not thinking_requested(request.body):
+            return _render_anthropic(reply, request_no, self._new_id)
+        blocks = self.thinking.issue(reply, request_no)
+        rendered = _render_anthropic(reply, request_no, self._new_id, blocks)
+        self.thinking.remember(rendered["content"])
+        return rendered
 
     def _send_json(
         self, handler: _Handler, status: int, data: dict, protocol: str, request_no: int
