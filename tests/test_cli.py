@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -65,7 +66,7 @@ def test_python_dash_m_is_the_same_command():
 )
 def test_bad_overrides_fail_naming_the_key_without_a_traceback(override, named):
     run = deepledger("bench", "--cfg", "job", override)
-    assert run.returncode != 0
+    assert run.returncode == 2
     assert named in run.stderr
     assert "Traceback" not in run.stderr
 
@@ -168,3 +169,292 @@ def test_run_answers_one_question_against_an_openai_compatible_server(tmp_path):
     events = [json.loads(line)["event"] for line in (tmp_path / "run/journal.jsonl").open()]
     assert events[0] == "task_started" and events[-1] == "task_finished"
     assert "tool_results" in events
+
+
+# --------------------------------------------------------------------------- deepledger run
+
+
+def boxed_replies(answer: str = "42"):
+    """A fake server answering every request with a boxed answer (loop and closing call)."""
+    from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+
+    return FakeLLMServer(responder=lambda request: Reply(f"\\boxed{{{answer}}}"))
+
+
+def run_one(server, tmp_path: Path, *args: str, run_dir: str = "run"):
+    """``deepledger run ARGS`` against ``server``, no tools, in ``tmp_path/run_dir``."""
+    return deepledger(
+        "run",
+        *args,
+        "llm=openai_compatible",
+        f"llm.base_url={server.openai_base_url}",
+        "agent.main_agent.tools=[]",
+        f"hydra.run.dir={tmp_path / run_dir}",
+        cwd=tmp_path,
+    )
+
+
+def journal_task(run_dir: Path) -> str:
+    first = json.loads((run_dir / "journal.jsonl").open(encoding="utf-8").readline())
+    assert first["event"] == "task_started"
+    return first["task"]
+
+
+def recorded_question(run_dir: Path) -> tuple[str, str]:
+    """The question as ``.hydra/config.yaml`` holds it, and as its entry in
+    ``.hydra/overrides.yaml`` composes back (the run is reproducible from them)."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    from deepledger.config import compose
+
+    saved = OmegaConf.load(run_dir / ".hydra/config.yaml").question
+    # read as plain YAML: OmegaConf would already resolve the entries' \${ escapes
+    overrides = yaml.safe_load((run_dir / ".hydra/overrides.yaml").read_text(encoding="utf-8"))
+    entries = [o for o in overrides if o.startswith("question=")]
+    assert len(entries) == 1, entries
+    return saved, compose(ROOT / "conf", [entries[0]]).question
+
+
+QUESTIONS = [
+    "How tall is the Eiffel Tower, in feet?",
+    "Which is larger: [1, 2] or (3, 4)? Answer {a} or {b}.",
+    "What does O'Brien's \"Jack\" say?",
+    'She said "hi", then left.',
+    "If x=3 and y=x+2, what is y?",
+    "a=b",
+    "Costs $5 (${HOME} and $PATH are not variables here), 100%?",
+    r"Escape C:\Users\me\ and \${x} and a trailing backslash \\",
+    "Wie hoch ist der Kölner Dom? 東京タワーの高さは？ 🗼",
+    "null",
+    "42",
+    "  spaced out  ",
+    "-m is not a flag here",
+]
+
+
+# Run for real (a second or more each); every one of QUESTIONS is composed below.
+RUN_QUESTIONS = [QUESTIONS[i] for i in (0, 1, 2, 4, 6, 7, 8)]
+
+
+@pytest.mark.parametrize("question", RUN_QUESTIONS)
+def test_a_positional_question_reaches_the_run_unchanged(tmp_path, question):
+    with boxed_replies() as server:
+        run = run_one(server, tmp_path, question)
+        asked = server.requests[0].messages[-1]["content"]
+    assert run.returncode == 0, run.stderr
+    assert "Answer: 42" in run.stdout
+    assert journal_task(tmp_path / "run") == question
+    assert question in asked
+    assert recorded_question(tmp_path / "run") == (question, question)
+    assert (tmp_path / "run").is_dir()  # the folder is hydra.run.dir, untouched by the text
+
+
+def composed(*args: str, cwd: Path = ROOT):
+    """``deepledger run ARGS --cfg job``: the config the run would get, resolved."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    shown = deepledger("run", *args, "--cfg", "job", cwd=cwd)
+    assert shown.returncode == 0, shown.stderr
+    return OmegaConf.create(yaml.safe_load(shown.stdout))
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+@pytest.mark.parametrize("form", ["positional", "question="])
+def test_any_question_text_is_composed_unchanged(form, question):
+    argument = question if form == "positional" else f"question={question}"
+    assert composed(argument).question == question
+
+
+def test_question_equals_runs_with_every_special_character(tmp_path):
+    question = "Is 'a, b' [c] (d) {e}: f=g \"h\" $i ${j} \\k ü right?"
+    with boxed_replies() as server:
+        run = run_one(server, tmp_path, "llm.temperature=0", f"question={question}")
+    assert run.returncode == 0, run.stderr
+    assert journal_task(tmp_path / "run") == question
+    assert recorded_question(tmp_path / "run") == (question, question)
+
+
+def test_question_from_a_file_keeps_its_lines(tmp_path):
+    question = "Line one: a, b.\nLine two [x] \"y\" 'z'\n\n  indented ü"
+    (tmp_path / "q.txt").write_text("\ufeff" + question + "\n", encoding="utf-8")
+    with boxed_replies() as server:
+        run = run_one(server, tmp_path, "@q.txt")
+        again = run_one(server, tmp_path, f"question=@{tmp_path / 'q.txt'}", run_dir="again")
+    assert run.returncode == 0, run.stderr
+    assert again.returncode == 0, again.stderr
+    assert journal_task(tmp_path / "run") == question  # BOM and final newline dropped
+    assert journal_task(tmp_path / "again") == question
+    assert recorded_question(tmp_path / "run") == (question, question)
+
+
+def test_a_double_at_sign_is_a_literal_at():
+    assert composed("@@who tweeted this?").question == "@who tweeted this?"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["@no-such-file.txt"], "no such file"),
+        (["question=@no-such-file.txt"], "no such file"),
+        (["@latin1.txt"], "not UTF-8"),
+        (["How tall", "is it?"], "takes one question"),
+        (["first question", "question=second"], "given twice"),
+        ([], "needs a question"),
+        (["question="], "question is empty"),
+        (["questoin=hi"], "did you mean question?"),
+        (["what?", "agent.keep_tool_reslt=5"], "did you mean agent.keep_tool_result?"),
+        (["what?", "task_file=missing [1].pdf"], "is not a file"),
+        (["what?", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    ],
+)
+def test_run_usage_errors_exit_2_with_the_reason(tmp_path, args, message):
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9?".encode("latin-1"))
+    run = deepledger("run", *args, "llm=openai_compatible", cwd=tmp_path)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert message in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_task_file_takes_any_path(tmp_path):
+    folder = tmp_path / "data, v2 [final] (copy)"
+    folder.mkdir()
+    attached = folder / 'it\'s a "file" = ok.txt'
+    attached.write_text("The answer is 42.\n", encoding="utf-8")
+    with boxed_replies() as server:
+        run = run_one(server, tmp_path, "What does the file say?", f"task_file={attached}")
+    assert run.returncode == 0, run.stderr
+    assert str(attached) in journal_task(tmp_path / "run")
+    from omegaconf import OmegaConf
+
+    assert OmegaConf.load(tmp_path / "run/.hydra/config.yaml").task_file == str(attached)
+
+
+@pytest.mark.parametrize(
+    ("args", "hydra_args", "question"),
+    [
+        (
+            ["q?", "llm=openai", "-m", "agent.keep_tool_result=1,2"],
+            ["llm=openai", "-m", "agent.keep_tool_result=1,2"],
+            "q?",
+        ),
+        (["--cfg", "job", "x=3, so x+1?"], ["--cfg", "job"], "x=3, so x+1?"),
+        (["--cfg=job", "--info", "defaults", "q"], ["--cfg=job", "--info", "defaults"], "q"),
+        (
+            ["+tools.mine.command=x", "~tools.python", "q"],
+            ["+tools.mine.command=x", "~tools.python"],
+            "q",
+        ),
+        (
+            ["hydra.run.dir=/a b", "benchmark=worldfacts", "q"],
+            ["hydra.run.dir=/a b", "benchmark=worldfacts"],
+            "q",
+        ),
+        (["agent.keep_tool_reslt=5", "q"], ["agent.keep_tool_reslt=5"], "q"),
+        (["llm.extra_body.seed=1", "q"], ["llm.extra_body.seed=1"], "q"),
+        (["--", "-5 + 3 = ?"], [], "-5 + 3 = ?"),
+        (["Is 2+2=4?"], [], "Is 2+2=4?"),
+        (["E=mc^2: who?"], [], "E=mc^2: who?"),
+        (["--no-such-flag", "-m is not a flag here"], ["--no-such-flag"], "-m is not a flag here"),
+        (["question"], [], "question"),
+    ],
+)
+def test_which_arguments_are_overrides(args, hydra_args, question):
+    from deepledger.cli import split_run_arguments
+
+    parsed = split_run_arguments(args)
+    assert parsed.hydra_args == hydra_args
+    assert parsed.question == question
+
+
+# --------------------------------------------------------------------------- exit codes
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("llm=nope", "Could not find 'llm/nope'"),
+        ("agent.keep_tool_result=all", "agent.keep_tool_result"),
+        ("agent.keep_tool_result=[1,", "agent.keep_tool_result=[1,"),
+        ("agent.keep_tool_reslt=5", "did you mean agent.keep_tool_result?"),
+    ],
+)
+@pytest.mark.parametrize("command", ["bench", "run"])
+def test_hydra_errors_are_usage_errors(tmp_path, command, override, message):
+    question = ["q?"] if command == "run" else []
+    run = deepledger(command, *question, override, f"hydra.run.dir={tmp_path}/run", cwd=tmp_path)
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert message in run.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_failed_work_exits_1_and_a_bad_flag_2(tmp_path):
+    from deepledger.testing.fake_llm_server import FakeLLMServer, server_error
+
+    failing = ["llm.retry.max_attempts=1", "benchmark.execution.max_tasks=1"]
+    with FakeLLMServer(responder=lambda request: server_error(500)) as server:
+        one = run_one(server, tmp_path, "q?", *failing)
+        suite = deepledger(
+            "bench",
+            "llm=openai_compatible",
+            f"llm.base_url={server.openai_base_url}",
+            "agent.main_agent.tools=[]",
+            *failing,
+            f"hydra.run.dir={tmp_path}/bench",
+            cwd=tmp_path,
+        )
+    assert one.returncode == 1, one.stderr
+    assert "HTTP 500" in one.stderr and "Traceback" not in one.stderr
+    assert suite.returncode == 1, suite.stderr
+    flag = deepledger("bench", "--cfg", "everything")
+    assert flag.returncode == 2 and "invalid choice" in flag.stderr
+    both = deepledger("bench", "--cfg", "job", "-m", "agent.keep_tool_result=1,2")
+    assert both.returncode == 2 and "Only one of" in both.stderr
+    assert "Traceback" not in both.stderr
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def test_replay_reads_a_run_folder(tmp_path):
+    with boxed_replies() as server:
+        run = run_one(server, tmp_path, "What is six times seven?")
+    assert run.returncode == 0, run.stderr
+    replay = deepledger("replay", str(tmp_path / "run"), "--price", "gpt-4.1-mini")
+    assert replay.returncode == 0, replay.stderr
+    assert "Replayed 1 attempt journals" in replay.stdout
+    assert "keep 5 tool results" in replay.stdout
+    saved = json.loads((tmp_path / "run/replay.json").read_text())
+    recorded = saved["policies"][0]
+    assert recorded["name"] == "recorded" and len(recorded["calls"]) == 2
+    assert recorded["input_tokens"] > 0
+
+
+def test_replay_of_a_folder_that_is_no_run_names_what_is_missing(tmp_path):
+    replay = deepledger("replay", str(tmp_path))
+    assert replay.returncode == 2
+    assert "manifest.json" in replay.stderr and ".hydra/config.yaml" in replay.stderr
+
+
+def test_the_question_stays_out_of_the_run_folders_names(tmp_path):
+    question = "What is a/b, in [1, 2]: ../x?"
+    with boxed_replies() as server:
+        common = ["llm=openai_compatible", f"llm.base_url={server.openai_base_url}"]
+        common.append("agent.main_agent.tools=[]")
+        single = deepledger("run", question, *common, cwd=tmp_path)
+        sweep = deepledger("run", question, *common, "-m", "llm.temperature=0,1", cwd=tmp_path)
+    assert single.returncode == 0, single.stderr
+    assert sweep.returncode == 0, sweep.stderr
+    # logs/<benchmark>/<model>/<time> and logs/<benchmark>/multirun/<time>/<job>
+    (journal,) = [p for p in tmp_path.glob("logs/*/*/*/journal.jsonl") if "multirun" not in p.parts]
+    assert journal_task(journal.parent) == question
+    assert re.fullmatch(r"\d{8}_\d{6}", journal.parent.name)
+    jobs = sorted(p.parent.name for p in tmp_path.glob("logs/*/multirun/*/*/journal.jsonl"))
+    assert jobs == ["0_llm.temperature=0", "1_llm.temperature=1"]
+
+
+def test_flags_may_come_after_the_overrides():
+    run = deepledger("bench", "agent.keep_tool_result=5", "--cfg", "job")
+    assert run.returncode == 0, run.stderr
+    assert "keep_tool_result: 5" in run.stdout

@@ -1,9 +1,11 @@
 """The ``deepledger`` command: ``bench | run | report | replay``.
 
 Hydra has no subcommands, so the first argument picks the command and the rest goes
-to Hydra untouched (overrides, ``--cfg job``, ``-m`` sweeps, ``hydra.run.dir=...``).
-Errors deepledger raises on purpose are printed as one paragraph with exit code 2;
-a traceback means a bug.
+to Hydra (overrides, ``--cfg job``, ``-m`` sweeps, ``hydra.run.dir=...``); for ``run``,
+the question (and ``task_file``) are taken out first and handed to Hydra quoted, so any
+text reaches the run as typed. Errors deepledger raises on purpose are printed as one
+paragraph, exit code 2 for a usage or configuration error (Hydra's own included), 1 for
+failed work; a traceback means a bug.
 """
 
 from __future__ import annotations
@@ -11,20 +13,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from deepledger import __version__
-from deepledger.errors import ConfigError, DeepLedgerError
+from deepledger.errors import ConfigError, DeepLedgerError, EndpointRejectedError
 
 USAGE = f"""\
 deepledger {__version__} — a deep-research agent runtime
 
 usage:
   deepledger bench [OVERRIDES...]           run a benchmark suite
-  deepledger run question="..." [OVERRIDES] answer one question
+  deepledger run "QUESTION" [OVERRIDES]     answer one question, any text; or
+                                            question="...", or @FILE (question=@FILE)
+                                            to read it from a UTF-8 file (@@: a
+                                            literal @); task_file=PATH attaches a file
   deepledger report RUN_DIR [RUN_DIR...] [--out FILE]
                                             rebuild a run's summary and HTML report;
                                             several: compare them in one report
@@ -37,6 +44,9 @@ usage:
 OVERRIDES are Hydra overrides, e.g.
   llm=openai_compatible llm.base_url=http://127.0.0.1:8000/v1 llm.model_name=my-model
   agent=keep5_compress5 agent.keep_tool_result=3 benchmark.execution.max_tasks=10
+For run, an argument is an override when its key is a config key or group (or hydra.*,
++key, ~key, a dotted key); any other argument is the question (after --, always).
+Exit codes: 0 done, 1 some tasks failed, 2 a usage or configuration error, 130 Ctrl-C.
 
 Config groups: llm=local|openai_compatible|openai|anthropic|qwen-3,
   agent=default|keep5_compress5|keep5_compress5_300turns|multi_agent|
@@ -50,6 +60,7 @@ API keys are read from the environment (or ./.env), never from config files; a k
 as llm.api_key=... is used and never written.
 """
 
+EXIT_TASKS_ERRORED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # the shell convention for Ctrl-C
 
@@ -77,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     handlers: dict[str, Callable[[list[str]], int]] = {
         "bench": lambda a: _hydra_command("bench", a, _bench),
-        "run": lambda a: _hydra_command("run", a, _run),
+        "run": lambda a: _hydra_command("run", split_run_arguments(a).as_hydra_args(), _run),
         "report": _report,
         "replay": _replay,
     }
@@ -88,6 +99,19 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[command](rest)
     except DeepLedgerError as exc:
         return _fail(exc)
+    finally:
+        if argv is None:  # the process ends next (not a caller's own interpreter)
+            skip_exit_collection()
+
+
+def skip_exit_collection() -> None:
+    """The interpreter's exit runs one last garbage collection over every object the
+    command made, 0.2 s after a one-task bench; the process is ending and its memory
+    goes back whole, so the objects alive now are moved out of the collector's sight.
+    Files, journals and servers are closed by then; atexit handlers still run."""
+    import gc
+
+    gc.freeze()
 
 
 def quiet_http_logs() -> None:
@@ -97,8 +121,11 @@ def quiet_http_logs() -> None:
 
 
 def _fail(exc: DeepLedgerError) -> int:
+    """One paragraph; 2 when the configuration (or the endpoint it names) is wrong, 1
+    when the work itself failed (``deepledger run``'s model call, after its retries)."""
     print(f"deepledger: {exc}", file=sys.stderr)
-    return EXIT_USAGE
+    usage = isinstance(exc, ConfigError | EndpointRejectedError)
+    return EXIT_USAGE if usage else EXIT_TASKS_ERRORED
 
 
 def _hydra_command(name: str, overrides: list[str], task: Callable[[Any], int]) -> int:
@@ -108,41 +135,105 @@ def _hydra_command(name: str, overrides: list[str], task: Callable[[Any], int]) 
 
     from deepledger.config import register_schemas, unknown_override_keys
 
-    overrides = take_command_line_key(overrides)
+    overrides = flags_first([_resume_key(o) for o in take_command_line_key(overrides)])
     if problems := unknown_override_keys(overrides):
         raise ConfigError(
             "not a configuration key: "
             + ", ".join(problems)
             + f". Every key is listed by: deepledger {name} --cfg job"
         )
+    check_override_syntax(overrides)
     # The working directory's .env (not one next to the installed code); it never
     # replaces a variable that is already set.
     load_dotenv(Path.cwd() / ".env", override=False)
     register_schemas()
-    outcome: dict[str, int] = {}
+    outcome: dict[str, int] = {}  # "code" is set once Hydra composed a config
 
     @hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")
     def _entry(cfg: Any) -> None:
+        outcome.setdefault("code", 0)
         quiet_http_logs()
         try:
-            outcome["code"] = task(cfg)
+            code = task(cfg)
         except DeepLedgerError as exc:
-            outcome["code"] = _fail(exc)
+            code = _fail(exc)
         except KeyboardInterrupt:  # tool servers are already stopped by the time we get here
             print(
                 f"\ndeepledger {name}: interrupted. Finished work is saved; run the same "
                 "command again (same hydra.run.dir) to resume.",
                 file=sys.stderr,
             )
-            outcome["code"] = EXIT_INTERRUPTED
+            code = EXIT_INTERRUPTED
+        outcome["code"] = max(outcome["code"], code)  # a sweep's worst job
 
     saved_argv = sys.argv
     sys.argv = [f"deepledger {name}", *overrides]
     try:
         _entry()
+    except SystemExit as exc:
+        return _hydra_exit_code(exc, composed="code" in outcome)
+    except ValueError as exc:  # Hydra's check of its flags ("only one of --cfg, -m, ...")
+        if "code" in outcome:
+            raise
+        print(f"deepledger {name}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     finally:
         sys.argv = saved_argv
     return outcome.get("code", 0)
+
+
+def flags_first(args: list[str]) -> list[str]:
+    """Hydra's flags (with their values) before the overrides: its argument parser takes
+    the overrides as one run of words, so ``a=1 -m b=1,2`` would leave ``b=1,2`` out."""
+    flags, overrides = [], []
+    pending = list(args)
+    while pending:
+        arg = pending.pop(0)
+        if not arg.startswith("-"):
+            overrides.append(arg)
+            continue
+        flags.append(arg)
+        if _flag_takes_value(arg, pending[0] if pending else None):
+            flags.append(pending.pop(0))
+    return flags + overrides
+
+
+def check_override_syntax(overrides: list[str]) -> None:
+    """Hydra names no override when one does not parse ("no viable alternative at input
+    '[1,'"); this names it."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    pending = list(overrides)
+    while pending:
+        override = pending.pop(0)
+        if override.startswith("-"):  # a flag: Hydra's argument parser checks those
+            if _flag_takes_value(override, pending[0] if pending else None):
+                pending.pop(0)
+            continue
+        try:
+            parser.parse_override(override)
+        except HydraException as exc:
+            raise ConfigError(
+                f"cannot read the override {override!r}: {str(exc).splitlines()[0]}. Quote a "
+                "value that holds spaces, commas, brackets or colons (key='a, b'); see "
+                "https://hydra.cc/docs/advanced/override_grammar/basic/"
+            ) from None
+
+
+def _hydra_exit_code(exc: SystemExit, composed: bool) -> int:
+    """Hydra exits 1 on its own errors (an unknown preset, a value of the wrong type, an
+    override it cannot parse), message printed: before any config was composed, that is
+    a usage error. After, it is a crash inside the command, and stays 1."""
+    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return EXIT_USAGE if code == 1 and not composed else code
+
+
+def _resume_key(override: str) -> str:
+    """``resume.allow_config_change=...`` given without Hydra's ``+`` (the key has no
+    default, so Hydra wants one): the same as with it."""
+    return f"+{override}" if override.startswith("resume.") else override
 
 
 COMMAND_LINE_KEY_ENV = "DEEPLEDGER_COMMAND_LINE_API_KEY"
@@ -166,6 +257,167 @@ def take_command_line_key(overrides: list[str]) -> list[str]:
     return kept
 
 
+# Hydra's flags that take a value (hydra/_internal/utils.py get_args_parser).
+HYDRA_FLAGS_WITH_VALUE = frozenset({
+    "--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn",
+    "--config-dir", "-cd", "--experimental-rerun",
+})  # fmt: skip
+HYDRA_INFO_CHOICES = frozenset(
+    ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+)
+# `[+|++|~]key[@package][=value]`, as Hydra's override grammar spells a key.
+OVERRIDE_KEY = re.compile(
+    r"^(?P<prefix>\+\+|\+|~)?(?P<key>[A-Za-z_$][\w$-]*(?:[./][\w$-]+)*)"
+    r"(?:@[\w.$/-]*)?(?P<eq>=|$)"
+)
+RUN_TEXT_KEYS = ("question", "task_file")  # values taken as text, never Hydra grammar
+FILE_PREFIX = "@"  # question=@notes.txt reads the question from a file; @@ escapes it
+
+
+@dataclass
+class RunArguments:
+    """``deepledger run``'s command line, split: Hydra's part and the text values."""
+
+    hydra_args: list[str] = field(default_factory=list)
+    question: str | None = None
+    task_file: str | None = None
+
+    def as_hydra_args(self) -> list[str]:
+        """The question and task file as overrides Hydra parses back to the same text."""
+        texts = [(k, getattr(self, k)) for k in RUN_TEXT_KEYS if getattr(self, k) is not None]
+        return [f"{key}={hydra_value(text)}" for key, text in texts] + self.hydra_args
+
+
+def split_run_arguments(args: list[str]) -> RunArguments:
+    """Which arguments are overrides or Hydra flags, and which is the question.
+
+    A word starting with ``-`` is a flag of Hydra's (``-m``, ``--cfg job``). An argument
+    is an override when its key is one deepledger or Hydra knows (a schema key, a config
+    group, ``hydra.*``), has a ``+``/``~`` prefix, is a dotted path (a mistyped key is
+    then reported), or is a bare word close to a top-level key; anything else is the
+    question. After ``--`` every argument is the question.
+    """
+    parsed = RunArguments()
+    positional: list[str] = []
+    pending = list(args)
+    while pending:
+        arg = pending.pop(0)
+        if arg == "--":
+            positional += pending
+            break
+        if arg.startswith("-") and not any(c.isspace() for c in arg):  # Hydra checks flags
+            parsed.hydra_args.append(arg)
+            if _flag_takes_value(arg, pending[0] if pending else None):
+                parsed.hydra_args.append(pending.pop(0))
+            continue
+        key = override_key(arg)
+        if key in RUN_TEXT_KEYS and "=" in arg:
+            _set_text(parsed, key, arg.split("=", 1)[1])
+        elif key is not None:
+            parsed.hydra_args.append(arg)
+        else:
+            positional.append(arg)
+    if len(positional) > 1:
+        raise ConfigError(
+            "deepledger run takes one question, as one argument; quote it: "
+            f'deepledger run "..." [OVERRIDES]. Got {len(positional)}: '
+            + ", ".join(repr(p) for p in positional)
+        )
+    if positional:
+        _set_text(parsed, "question", positional[0])
+    return parsed
+
+
+def _flag_takes_value(flag: str, next_arg: str | None) -> bool:
+    """Whether the argument after Hydra's ``flag`` is the flag's value."""
+    if next_arg is None:
+        return False
+    if flag in ("--info", "-i"):  # its value is optional
+        return next_arg in HYDRA_INFO_CHOICES
+    return flag in HYDRA_FLAGS_WITH_VALUE
+
+
+def override_key(arg: str) -> str | None:
+    """The key of ``arg`` when it is an override, else None (then it is question text)."""
+    from deepledger.config import CONFIG_GROUPS, closest_key, schema_keys
+
+    match = OVERRIDE_KEY.match(arg)
+    if match is None or (not match["eq"] and match["prefix"] != "~"):
+        return None
+    key = match["key"]
+    keys, open_prefixes = schema_keys()
+    top_level = {k for k in keys if "." not in k} | set(CONFIG_GROUPS) | {"hydra"}
+    known = (
+        key in keys
+        or key.split(".")[0].split("/")[0] in top_level
+        or any(key.startswith(p + ".") for p in open_prefixes)
+    )
+    if known or match["prefix"] or "." in key or closest_key(key, top_level, cutoff=0.75):
+        return key
+    return None
+
+
+def _set_text(parsed: RunArguments, key: str, value: str) -> None:
+    if getattr(parsed, key) is not None:
+        raise ConfigError(f"deepledger run: {key} is given twice; give it once.")
+    if key == "question":
+        value = _question_text(value)
+    if not value:
+        raise ConfigError(f"deepledger run: {key} is empty.")
+    setattr(parsed, key, value)
+
+
+def _question_text(value: str) -> str:
+    """The question itself, or a file's text for ``@PATH`` (``@@...``: a literal ``@``)."""
+    if value.startswith(FILE_PREFIX * 2):
+        return value[1:]
+    if not value.startswith(FILE_PREFIX):
+        return value
+    path = Path(value[1:]).expanduser()
+    try:
+        # utf-8-sig: an editor's byte-order mark is not part of the question
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"question={value}: no such file {str(path)!r} (@PATH reads the question from a "
+            "file; write @@ for a question that starts with @)."
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"question={value}: {str(path)!r} is not UTF-8 text (byte {exc.start} is "
+            f"{exc.object[exc.start : exc.start + 1]!r}); save it as UTF-8."
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"question={value}: cannot read {str(path)!r} ({exc.strerror})."
+        ) from None
+    return text.rstrip("\r\n")
+
+
+_INTERPOLATION = re.compile(r"(\\*)\$\{")
+
+
+def hydra_value(text: str) -> str:
+    """``text`` written in Hydra's override grammar so that the config holds exactly
+    ``text``: as typed when Hydra reads it back unchanged, else quoted, with every
+    ``${`` escaped (OmegaConf would resolve it: a question may say ``${HOME}``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Quote, QuotedString
+    from hydra.errors import HydraException
+
+    if "${" not in text and "\\" not in text:
+        try:
+            parsed = OverridesParser.create().parse_override(f"key={text}")
+            if not parsed.is_sweep_override() and parsed.value() == text:
+                return text
+        except HydraException:
+            pass  # not valid unquoted: quoted below
+    # OmegaConf reads \${ as a literal ${, and \\ before ${ as one backslash.
+    literal = _INTERPOLATION.sub(lambda m: m[1] * 2 + "\\${", text)
+    quote = Quote.double if "'" in literal and '"' not in literal else Quote.single
+    return QuotedString(text=literal, quote=quote).with_quotes()
+
+
 def _checked(cfg: Any) -> None:
     from deepledger.config import validate
     from deepledger.llm.factory import PROVIDERS, create_client
@@ -184,12 +436,17 @@ def _bench(cfg: Any) -> int:
     root = Path(HydraConfig.get().runtime.output_dir)
     summary = asyncio.run(run_suite(cfg, root, config_dir(), sys.argv[1:]))
     print(f"Run directory: {root}")
-    return 0 if not summary["tasks"]["errors"] else 1
+    budget = summary.get("budget") or {}
+    stopped = budget.get("exhausted") and budget.get("tasks_not_started")  # not all done
+    return 0 if not summary["tasks"]["errors"] and not stopped else 1
 
 
 def _run(cfg: Any) -> int:
     if not cfg.question:
-        raise ConfigError('deepledger run needs a question: deepledger run question="..."')
+        raise ConfigError(
+            'deepledger run needs a question: deepledger run "..." [OVERRIDES] (or '
+            'question="...", or question=@FILE to read it from a UTF-8 file).'
+        )
     if cfg.task_file and not Path(cfg.task_file).is_file():
         raise ConfigError(f"task_file={cfg.task_file!r} is not a file.")
     _checked(cfg)
@@ -232,17 +489,20 @@ async def _answer_one(cfg: Any) -> int:
         f"({state.provenance.value}; {state.end_reason.value} after {state.turn} turns, "
         f"{state.tool_calls} tool calls, {state.ledger.total.total_tokens} tokens)"
     )
+    if state.end_detail:  # e.g. the task alone does not fit the window
+        print(f"Why: {state.end_detail}")
     print(f"Log: {journal.path}")
     return 0
 
 
 def _report(args: list[str]) -> int:
     """One run: rebuild its summary and report. Several: average them and write one
-    report comparing them (``--out FILE``, else beside the runs)."""
+    report comparing them (``--out FILE``, else beside the runs). A sweep folder
+    (``hydra.sweep.dir``) stands for its runs, compared side by side, not averaged."""
     from deepledger.bench.aggregate import aggregate, format_aggregate
     from deepledger.bench.metrics import format_summary
     from deepledger.bench.report import rebuild_summary
-    from deepledger.report.compare import default_output, write_comparison
+    from deepledger.report.compare import default_output, sweep_runs, write_comparison
     from deepledger.report.page import REPORT, write_run_report
 
     out = None
@@ -255,7 +515,12 @@ def _report(args: list[str]) -> int:
     if not args or any(a.startswith("-") for a in args):
         print("usage: deepledger report RUN_DIR [RUN_DIR...] [--out FILE]", file=sys.stderr)
         return EXIT_USAGE
-    run_dirs = [Path(d) for d in args]
+    run_dirs: list[Path] = []
+    sweep = False  # runs with different settings: compared, never averaged
+    for folder in map(Path, args):
+        runs = sweep_runs(folder)
+        sweep = sweep or runs is not None
+        run_dirs += runs or [folder]
     if len(run_dirs) == 1 and out is not None:
         raise ConfigError(
             f"--out names the comparison of several runs; one run's report is {REPORT} in "
@@ -276,7 +541,7 @@ def _report(args: list[str]) -> int:
         except Exception as exc:  # one run's report must not cost the comparison
             print(f"deepledger: {run_dir}: its report failed ({exc!r})", file=sys.stderr)
     combined = aggregate(run_dirs)
-    print(format_aggregate(combined))
+    print(format_aggregate(combined, averaged=not sweep))
     path = write_comparison(run_dirs, summaries, out or default_output(run_dirs))
     print(f"Comparison: {path}")
     return 0 if combined["complete"] else 1

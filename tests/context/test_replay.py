@@ -221,7 +221,8 @@ async def test_token_economics_puts_the_run_beside_the_quadratic_arithmetic(tmp_
     line = economics_line({"token_economics": keep5})
     assert "saves" in line and "+" in line
     assert token_economics(tmp_path / "nothing") == {
-        "unavailable": f"{tmp_path / 'nothing'} is not a run directory: it has no manifest.json."
+        "unavailable": f"{tmp_path / 'nothing'} is not a run directory: it has neither "
+        "manifest.json (deepledger bench) nor .hydra/config.yaml (deepledger run)."
     }
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from deepledger.agent.answer import summary_prompt
 from deepledger.config import ContextConfig, closest_key
@@ -78,7 +79,7 @@ def run_replay(run_dir: Path, overrides: list[str], price_model: str | None = No
         ]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ConfigError(
-            f"A journal in {run_dir / 'tasks'} could not be replayed ({type(exc).__name__}: "
+            f"A journal in {run_dir} could not be replayed ({type(exc).__name__}: "
             f"{exc}): it was written by another version, or edited."
         ) from exc
     model = price_model or cfg["llm"]["model_name"]
@@ -90,16 +91,28 @@ def run_replay(run_dir: Path, overrides: list[str], price_model: str | None = No
     return format_table(results, error, price, model, len(journals), counter)
 
 
+HYDRA_CONFIG = Path(".hydra") / "config.yaml"  # what `deepledger run` leaves (no manifest)
+
+
 def recorded_config(run_dir: Path) -> dict[str, Any]:
-    manifest = run_dir / "manifest.json"
-    if not manifest.is_file():
-        raise ConfigError(f"{run_dir} is not a run directory: it has no manifest.json.")
-    try:
-        config = json.loads(manifest.read_text(encoding="utf-8"))["config"]
-        config["llm"]["max_context_length"], config["agent"]["context"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+    """The run's configuration: a bench run's ``manifest.json``, else the
+    ``.hydra/config.yaml`` Hydra wrote into a ``deepledger run`` folder."""
+    manifest, composed = run_dir / "manifest.json", run_dir / HYDRA_CONFIG
+    if not manifest.is_file() and not composed.is_file():
         raise ConfigError(
-            f"{manifest} does not hold a run configuration this version can read ({exc})."
+            f"{run_dir} is not a run directory: it has neither manifest.json (deepledger "
+            f"bench) nor {HYDRA_CONFIG} (deepledger run)."
+        )
+    source = manifest if manifest.is_file() else composed
+    try:
+        if source is manifest:
+            config = json.loads(manifest.read_text(encoding="utf-8"))["config"]
+        else:
+            config = OmegaConf.to_container(OmegaConf.load(composed), resolve=True)
+        config["llm"]["max_context_length"], config["agent"]["context"]
+    except (json.JSONDecodeError, KeyError, TypeError, OmegaConfBaseException) as exc:
+        raise ConfigError(
+            f"{source} does not hold a run configuration this version can read ({exc})."
         ) from None
     return config
 

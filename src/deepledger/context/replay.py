@@ -44,6 +44,7 @@ from deepledger.messages import (
     Message,
     MessageKind,
     Role,
+    ThinkingBlock,
     ToolCall,
     ToolResult,
     Usage,
@@ -124,16 +125,30 @@ class RecordedAttempt:
     task_images: tuple[ImagePart, ...] = ()  # placeholders: journals keep no image data
 
 
-def attempts(run_dir: Path) -> Iterator[RecordedAttempt]:
-    """Every finished or interrupted attempt journal under ``run_dir/tasks``."""
+RUN_JOURNAL = "journal.jsonl"  # `deepledger run`'s one journal, at its folder's root
+
+
+def journal_paths(run_dir: Path) -> list[Path]:
+    """A bench run's attempt journals (``tasks/*/attempt-*.jsonl``), else a ``deepledger
+    run`` folder's ``journal.jsonl``."""
     journals = sorted(
         path
         for path in (run_dir / "tasks").glob("*/attempt-*.jsonl")
         if ".interrupted-" not in path.name  # a killed run's, redone in its own journal
     )
+    if not journals and (run_dir / RUN_JOURNAL).is_file():
+        journals = [run_dir / RUN_JOURNAL]
     if not journals:
-        raise ConfigError(f"{run_dir} has no task journals (tasks/*/attempt-*.jsonl) to replay.")
-    for path in journals:
+        raise ConfigError(
+            f"{run_dir} has no journals to replay: neither tasks/*/attempt-*.jsonl "
+            f"(deepledger bench) nor {RUN_JOURNAL} (deepledger run)."
+        )
+    return journals
+
+
+def attempts(run_dir: Path) -> Iterator[RecordedAttempt]:
+    """Every finished or interrupted attempt journal of ``run_dir``."""
+    for path in journal_paths(run_dir):
         events = read_jsonl(path)  # a line a crash cut short is skipped
         started = next((e for e in events if e["event"] == "task_started"), None)
         if started is None:
@@ -341,6 +356,7 @@ def decode_message(data: dict[str, Any]) -> Message:
         tool_results=tuple(decode_result(r) for r in data.get("tool_results") or ()),
         reasoning=data.get("reasoning"),
         images=decode_images(data.get("images")),
+        thinking=tuple(ThinkingBlock.from_record(t) for t in data.get("thinking") or ()),
     )
 
 
