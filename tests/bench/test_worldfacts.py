@@ -100,7 +100,7 @@ def test_the_preset_points_the_search_tool_at_the_corpus(monkeypatch):
 
 
 def test_a_missing_corpus_is_named(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    cfg = composed("benchmark=worldfacts")
-    with pytest.raises(ConfigError, match=r"benchmark\.search_corpus=benchmarks/worldfacts"):
+    monkeypatch.chdir(tmp_path)  # a relative corpus is looked for here, then in the project
+    cfg = composed("benchmark=worldfacts", "benchmark.search_corpus=benchmarks/worldfacts/gone")
+    with pytest.raises(ConfigError, match=r"benchmark\.search_corpus=benchmarks/worldfacts/gone"):
         validate(cfg, PROVIDERS)

@@ -210,3 +210,137 @@ async def test_a_shared_server_with_instances_spreads_concurrent_calls(manager):
     assert len(manager.connections("flaky", {})) == 2
     await first.aclose()
     await second.aclose()
+
+
+# ----------------------------------------------------------------- servers that do not start
+
+CRASH_ON_START = (
+    "import sys\n"
+    "for n in range(1, 16):\n"
+    "    print(f'boot line {n}', file=sys.stderr)\n"
+    "print('ImportError: no module named frobnicate', file=sys.stderr)\n"
+    "sys.exit(3)\n"
+)
+HANG_BEFORE_HANDSHAKE = (
+    "import sys, time\n"
+    "print('loading a huge index...', file=sys.stderr, flush=True)\n"
+    "time.sleep(600)\n"
+)
+
+
+def python_server(script: str, **overrides) -> ToolServerConfig:
+    return ToolServerConfig(command=sys.executable, args=["-c", script], **overrides)
+
+
+async def test_a_required_server_that_crashes_on_start_fails_with_its_stderr(tmp_path):
+    manager = ToolManager({"crashy": python_server(CRASH_ON_START, required=True)}, tmp_path)
+    try:
+        with pytest.raises(ToolServerStartError) as failed:
+            await manager.for_task(["crashy"]).start()
+        message = str(failed.value)
+        first, *details = message.splitlines()
+        assert (
+            first
+            == "tool server 'crashy' failed to start: it exited with status 3 before the handshake"
+        )
+        assert f"  command: {sys.executable} -c " in message
+        assert "  its last 10 stderr lines:" in details
+        assert details[-4:-2] == [
+            "    | boot line 15",
+            "    | ImportError: no module named frobnicate",
+        ]
+        assert "boot line 6" not in message and "    | boot line 7" in details  # the last ten
+        assert f"  full log: {tmp_path / 'crashy.stderr.log'}" in details
+        assert "TaskGroup" not in message and "Connection closed" not in message
+        assert "frobnicate" in (tmp_path / "crashy.stderr.log").read_text()  # the whole log
+        assert "boot line 1\n" in (tmp_path / "crashy.stderr.log").read_text()
+        with pytest.raises(ToolServerStartError, match="exited with status 3"):  # next task
+            await manager.for_task(["crashy"]).start()
+    finally:
+        await manager.aclose()
+
+
+@pytest.mark.parametrize("scope", ["shared", "task"])
+async def test_an_optional_server_that_cannot_start_is_logged_once_and_named_to_the_model(
+    tmp_path, caplog, scope
+):
+    manager = ToolManager({"crashy": python_server(CRASH_ON_START, scope=scope)}, tmp_path)
+    try:
+        for _ in range(3):  # three tasks
+            tools = manager.for_task(["crashy"])
+            assert await tools.start() == []
+            assert "frobnicate" in tools.unavailable["crashy"]  # the journal's copy: all of it
+            told = await tools.call(call("anything", server="crashy"))
+            await tools.aclose()
+    finally:
+        await manager.aclose()
+    assert told.is_error and told.content == (
+        "Tool server 'crashy' is unavailable in this task (tool server 'crashy' failed to "
+        "start: it exited with status 3 before the handshake); use the other tools."
+    )
+    logged = [r.getMessage() for r in caplog.records if "crashy" in r.getMessage()]
+    assert len(logged) == 1 and "frobnicate" in logged[0] and "go on without it" in logged[0]
+
+
+async def test_a_server_that_hangs_before_the_handshake_is_stopped_and_named(tmp_path):
+    slow = python_server(HANG_BEFORE_HANDSHAKE, startup_timeout_seconds=5, required=True)
+    manager = ToolManager({"slow": slow}, tmp_path)
+    try:
+        with pytest.raises(ToolServerStartError) as failed:
+            await manager.for_task(["slow"]).start()
+    finally:
+        await manager.aclose()
+    first, *details = str(failed.value).splitlines()
+    assert first == (
+        "tool server 'slow' did not complete the MCP handshake within 5s "
+        "(tools.slow.startup_timeout_seconds); it was stopped (SIGTERM)"
+    )
+    assert "    | loading a huge index..." in details
+    assert f"  full log: {tmp_path / 'slow.stderr.log'}" in details
+
+
+async def test_a_command_that_cannot_run_is_named_without_a_log(manager):
+    manager.servers["gone"] = ToolServerConfig(command="/nonexistent/srv", required=True)
+    with pytest.raises(ToolServerStartError) as failed:
+        await manager.for_task(["gone"]).start()
+    assert str(failed.value).splitlines()[:2] == [
+        "tool server 'gone' failed to start: cannot run /nonexistent/srv: No such file or "
+        "directory",
+        "  command: /nonexistent/srv",
+    ]
+
+
+def test_task_group_wrappers_are_unwrapped_into_their_causes():
+    from mcp import MCPError
+    from mcp.types import CONNECTION_CLOSED
+
+    from deepledger.tools.manager import _cause
+
+    wrapped = ExceptionGroup(
+        "unhandled errors in a TaskGroup",
+        [
+            ExceptionGroup("inner", [MCPError(CONNECTION_CLOSED, "Connection closed")]),
+            ValueError("bad handshake"),
+            ValueError("bad handshake"),
+        ],
+    )
+    assert _cause(wrapped) == (
+        "the server closed the connection before the handshake; bad handshake"
+    )
+    only_cancelled = BaseExceptionGroup("g", [asyncio.CancelledError()])
+    assert _cause(only_cancelled) == "CancelledError"
+
+
+async def test_a_restart_is_logged_with_how_the_server_ended(tmp_path, caplog):
+    manager = ToolManager({"flaky": flaky()}, tmp_path)
+    tools = manager.for_task(["flaky"])
+    try:
+        await tools.start()
+        await tools.call(call("crash"))  # os._exit(3) in the middle of a call
+    finally:
+        await tools.aclose()
+        await manager.aclose()
+    (logged,) = [r.getMessage() for r in caplog.records if "stopped answering" in r.getMessage()]
+    first, *details = logged.splitlines()
+    assert first == "tool server 'flaky' stopped answering (it exited with status 3); restarting it"
+    assert f"  full log: {tmp_path / 'flaky.stderr.log'}" in details

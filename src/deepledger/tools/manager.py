@@ -16,8 +16,11 @@ A call that fails or times out leaves the server alone if it still answers a req
 server that does not (it crashed, hangs, or spoke something that is not MCP) is
 restarted. If it fails again before any call has succeeded since that restart, it is
 given up on and its calls say it is unavailable: one restart per failure, however long
-the run. A server that cannot start is left out of the task (logged; later tasks do not
-try again), unless its config says ``required: true``.
+the run. A server that cannot start is left out of the task (logged once per run; later
+tasks do not try a shared server again), unless its config says ``required: true``, when
+the task fails. The message says why in full: the server, its command, how it ended, the
+last lines of its stderr and where its whole log is (``tool_servers/<name>.stderr.log``
+in the run directory); the model is told only that the server is unavailable.
 """
 
 from __future__ import annotations
@@ -32,18 +35,23 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import jsonschema
-from mcp import Client, MCPError
-from mcp.client.sse import sse_client
-from mcp.client.stdio import get_default_environment
-from mcp.types import CONNECTION_CLOSED
 
-from deepledger.errors import DeepLedgerError
+from deepledger.errors import DeepLedgerError, EndpointRejectedError
 from deepledger.messages import ToolCall, ToolResult
 from deepledger.tools.results import for_model, result_parts
-from deepledger.tools.stdio_transport import capped_stdio_client
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+    from deepledger.tools.stdio_transport import ServerProcess
+
+# The MCP SDK (and our stdio transport, built on it) is imported when a server is
+# started, not with this module: importing it takes 0.4 s, which every command paid
+# before its first request, tool servers or not (`deepledger report`, a run with
+# agent.main_agent.tools=[]).
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +117,7 @@ class McpConnection:
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
         self._generation = 0
+        self._process: ServerProcess | None = None  # the stdio process of the last start
 
     @property
     def alive(self) -> bool:
@@ -135,12 +144,18 @@ class McpConnection:
         except TimeoutError:
             await self._stop_owner(grace=0)
             raise ToolServerStartError(
-                f"tool server {self.name!r} did not start within "
-                f"{self.cfg.startup_timeout_seconds:g}s"
+                self._start_failure(
+                    f"did not complete the MCP handshake within "
+                    f"{self.cfg.startup_timeout_seconds:g}s "
+                    f"(tools.{self.name}.startup_timeout_seconds)",
+                    timed_out=True,
+                )
             ) from None
         self._generation += 1
 
     async def _own(self, ready: asyncio.Future[None]) -> None:
+        from mcp import Client
+
         try:
             async with Client(self._target()) as client:
                 listed = await client.list_tools()
@@ -159,29 +174,57 @@ class McpConnection:
                 await self._stop.wait()
         except Exception as exc:
             if not ready.done():
-                ready.set_exception(
-                    ToolServerStartError(
-                        f"tool server {self.name!r} failed to start: {_innermost(exc)}"
-                    )
-                )
+                ready.set_exception(ToolServerStartError(self._start_failure(_cause(exc))))
             else:
-                log.warning("tool server %r stopped: %s", self.name, exc)
+                log.warning("tool server %r stopped: %s", self.name, _cause(exc))
         finally:
             self._client = None
 
     def _target(self) -> Any:
+        from mcp.client.sse import sse_client
+        from mcp.client.stdio import get_default_environment
+
+        from deepledger.tools.stdio_transport import ServerProcess, capped_stdio_client
+
         if self.cfg.transport == "stdio":
+            command = resolve_command(self.cfg.command)
+            self._process = ServerProcess([command, *self.cfg.args], _log_path(self.errlog))
             return capped_stdio_client(
-                resolve_command(self.cfg.command),
+                command,
                 list(self.cfg.args),
                 get_default_environment() | self._env(),
                 name=self.name,
                 max_message_bytes=self.cfg.max_message_bytes,
                 errlog=self.errlog,
+                watch=self._process,
             )
         if self.cfg.transport == "sse":
             return sse_client(self.cfg.url)
         return self.cfg.url  # streamable HTTP: the client takes the URL itself
+
+    def _start_failure(self, cause: str, timed_out: bool = False) -> str:
+        """The whole story of a failed start: what went wrong first (how the process
+        ended says more than the client's "Connection closed"), then the details."""
+        process = self._process if self.cfg.transport == "stdio" else None
+        if process is None:
+            where = f"\n  url: {self.cfg.url}" if self.cfg.url else ""
+            return f"tool server {self.name!r} failed to start: {cause}{where}"
+        ending = process.ending()
+        if timed_out:
+            first = f"tool server {self.name!r} {cause}" + (f"; {ending}" if ending else "")
+        elif ending and not process.signalled:
+            first = f"tool server {self.name!r} failed to start: {ending} before the handshake"
+        else:
+            first = f"tool server {self.name!r} failed to start: {cause}"
+        return f"{first}\n{process.details()}"
+
+    def _stopped_answering(self, then: str) -> str:
+        """Why the server is being restarted (or given up on), with what its process
+        showed: a crash's traceback is in its stderr."""
+        process = self._process if self.cfg.transport == "stdio" else None
+        ending = process.ending() if process else None
+        text = f"tool server {self.name!r} stopped answering" + (f" ({ending})" if ending else "")
+        return f"{text}; {then}" + (f"\n{process.details()}" if process else "")
 
     def _env(self) -> dict[str, str]:
         """Only what the config names (plus PATH/HOME); a missing optional one is skipped."""
@@ -191,10 +234,13 @@ class McpConnection:
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
         """Run one tool. Failures come back as error results, never as exceptions."""
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
         try:
             await self.ensure_started()
         except ToolServerStartError as exc:
-            return _error(f"tool server {self.name!r} is unavailable: {exc}")
+            return _error(f"tool server {self.name!r} is unavailable: {headline(str(exc))}")
         client, generation = self._client, self._generation
         timeout = self.cfg.call_timeout_seconds
         self.in_flight += 1
@@ -210,7 +256,7 @@ class McpConnection:
                 return _error(f"{self.name}.{tool} failed: {exc.message}")
             problem = f"{self.name}.{tool} failed: the server closed the connection."
         except Exception as exc:  # a client-side check failed, or the process died
-            problem = f"{self.name}.{tool} failed: {exc}"
+            problem = f"{self.name}.{tool} failed: {_cause(exc)}"
         else:
             self.restarted_since_success = False
             text, images = result_parts(result, f"{self.name}.{tool}")
@@ -234,11 +280,12 @@ class McpConnection:
         async with self._lock:
             if generation != self._generation:  # another call already restarted it
                 return " The server has been restarted; try again."
-            log.warning("tool server %r stopped answering; restarting it", self.name)
             await self._stop_owner()
             if self.restarted_since_success:
+                log.warning("%s", self._stopped_answering("giving up on it for this run"))
                 self.failed_reason = "it failed again right after being restarted"
                 return " The server has failed repeatedly and is now unavailable."
+            log.warning("%s", self._stopped_answering("restarting it"))
             self.restarts += 1
             self.restarted_since_success = True
             try:
@@ -266,12 +313,44 @@ class McpConnection:
             await self._stop_owner()
 
 
-def _innermost(exc: BaseException) -> str:
+def _cause(exc: BaseException) -> str:
     """What went wrong, out of the task groups the MCP client wraps failures in (their
-    own message, "unhandled errors in a TaskGroup", says nothing)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
+    own message, "unhandled errors in a TaskGroup (1 sub-exception)", says nothing):
+    every distinct failure inside, cancellations left out."""
+    seen: dict[str, None] = {}
+    for leaf in _leaves(exc):
+        seen[_describe(leaf)] = None
+    return "; ".join(seen) or type(exc).__name__
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+        return [e for e in leaves if not isinstance(e, asyncio.CancelledError)] or leaves
+    return [exc]
+
+
+def _describe(exc: BaseException) -> str:
+    from mcp import MCPError
+    from mcp.types import CONNECTION_CLOSED
+
+    if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
+        return "the server closed the connection before the handshake"
+    if isinstance(exc, OSError) and exc.filename:  # the command could not be run
+        return f"cannot run {exc.filename}: {exc.strerror or exc}"
     return str(exc) or type(exc).__name__
+
+
+def headline(message: str) -> str:
+    """The first line of a start failure: what the model is told (the stderr, the
+    command and the log's path are for the person running the suite)."""
+    return message.split("\n", 1)[0]
+
+
+def _log_path(errlog: TextIO | None) -> str | None:
+    """The file a server's stderr goes to, when it is a named file (not our stderr)."""
+    name = getattr(errlog, "name", None)
+    return name if isinstance(name, str) and not name.startswith("<") else None
 
 
 def _error(text: str) -> ToolResult:
@@ -311,6 +390,7 @@ class ToolManager:
         self.log_dir = log_dir
         self._shared: dict[str, list[McpConnection]] = {}  # `instances` sessions each
         self._errlogs: dict[str, TextIO] = {}  # one per server, shared by its sessions
+        self._reported: set[str] = set()  # servers whose start failure has been logged
         # Successful results of servers with cache_results, by (server, tool, arguments):
         # the run's cache of identical calls.
         self.cache: dict[tuple[str, str, str], ToolResult] = {}
@@ -331,6 +411,13 @@ class ToolManager:
     def connection(self, name: str, task_scoped: dict[str, McpConnection]) -> McpConnection:
         """The session to send the next call to: the least busy one."""
         return min(self.connections(name, task_scoped), key=lambda c: c.in_flight)
+
+    def report_start_failure(self, name: str, message: str) -> None:
+        """Log why a server could not start, once a run: every task that wanted it would
+        otherwise repeat the same lines."""
+        if name not in self._reported:
+            self._reported.add(name)
+            log.warning("%s", message)
 
     def _errlog(self, name: str) -> TextIO | None:
         if self.log_dir is None:
@@ -397,10 +484,16 @@ class TaskTools:
         for pool, outcome in zip(pools, outcomes, strict=True):
             connection = pool[0]
             if isinstance(outcome, BaseException):
-                if connection.cfg.required:
-                    raise ToolServerStartError(str(outcome)) from outcome
-                log.warning("leaving tool server %r out: %s", connection.name, outcome)
-                self.unavailable[connection.name] = str(outcome)
+                message = str(outcome)
+                if connection.cfg.required:  # the task's error record carries it
+                    raise ToolServerStartError(
+                        f"{message}\n  (tools.{connection.name}.required is true: the task "
+                        "cannot run without it)"
+                    ) from outcome
+                self.manager.report_start_failure(
+                    connection.name, f"{message}\n  Tasks go on without it."
+                )
+                self.unavailable[connection.name] = message
                 continue
             tools += [t for t in connection.tools if not self._blacklisted(t)]
         tools += [t.info for t in self.local.values() if not self._blacklisted(t.info)]
@@ -482,8 +575,9 @@ class TaskTools:
         where = f"{call.server_name}.{call.name}" if call.server_name else call.name
         if call.server_name in self.unavailable:
             return (
-                f"Tool server {call.server_name!r} is unavailable: "
-                + self.unavailable[call.server_name]
+                f"Tool server {call.server_name!r} is unavailable in this task ("
+                + headline(self.unavailable[call.server_name])
+                + "); use the other tools."
             )
         available = ", ".join(t.qualified_name for t in self.tools) or "none"
         return f"There is no tool {where}. Available tools: {available}."
@@ -540,6 +634,8 @@ async def _run_local(tool: LocalTool, arguments: dict[str, Any]) -> ToolResult:
         return ToolResult("", await tool.run(arguments), name=tool.info.name)
     except ToolRefusal as exc:  # the call was wrong, the tool is fine: no traceback
         return _error(f"{tool.info.qualified_name}: {exc}")
+    except EndpointRejectedError:  # a sub-agent's endpoint refused the run: it stops
+        raise
     except Exception as exc:  # a sub-agent's failure must not end its parent's task
         log.exception("in-process tool %s failed", tool.info.qualified_name)
         return _error(f"{tool.info.qualified_name} failed: {type(exc).__name__}: {exc}")

@@ -42,6 +42,7 @@ from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import Message
+from deepledger.paths import resolve_data_path
 from deepledger.prompts import render
 from deepledger.tools.manager import LocalTool, ToolInfo
 
@@ -249,7 +250,7 @@ class PageScraper:
 def suite_corpus(cfg: Any) -> Path | None:
     """``benchmark.search_corpus``: the corpus the suite's search servers index."""
     corpus = cfg.benchmark.search_corpus
-    return Path(corpus).expanduser().resolve() if corpus else None
+    return resolve_data_path(corpus).resolve() if corpus else None
 
 
 @dataclass(frozen=True)

@@ -15,20 +15,29 @@ its call times out as a hung call would.
 The rest follows the protocol's stdio transport: one JSON-RPC message a line on stdin
 and stdout, the server's stderr to a log file, and on close: stdin closed, a grace
 period, then SIGTERM and SIGKILL to the server's process group.
+
+The server's stderr comes through a pipe rather than straight into the log file, so each
+process's last lines are known (:class:`ServerProcess`, with its exit status): a server
+that dies or hangs before the handshake is reported with what it said, not with the MCP
+client's "Connection closed".
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import logging
 import os
 import re
+import shlex
 import signal
 import subprocess
+import sys
+from collections import deque
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import anyio
@@ -40,6 +49,8 @@ log = logging.getLogger(__name__)
 READ_CHUNK_BYTES = 256 * 1024
 ID_WINDOW_BYTES = 4096  # how much of an oversized line's head and tail is kept to find its id
 EXIT_GRACE_SECONDS = 2.0  # after stdin closes, before SIGTERM (then as long before SIGKILL)
+STDERR_TAIL_LINES = 10  # of a server's stderr, kept for the message when it fails
+STDERR_LINE_CHARS = 400  # longer stderr lines are cut in that message (not in the log)
 _ID = re.compile(rb'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,20})')
 
 
@@ -128,6 +139,68 @@ def _size(count: int) -> str:
     return f"{count / 2**20:.1f} MiB" if count >= 2**20 else f"{count / 1024:.0f} KiB"
 
 
+@dataclass
+class ServerProcess:
+    """What one server process showed of itself: the command, the end of its stderr and
+    how it ended. Filled in by :func:`capped_stdio_client`; read when the server fails."""
+
+    argv: list[str]
+    log_path: str | None = None  # where its whole stderr is written, if a file
+    pid: int | None = None  # None: the command could not be run at all
+    returncode: int | None = None
+    signalled: str | None = None  # the signal deepledger had to send to stop it
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
+    _partial: str = ""
+
+    def take(self, text: str) -> None:
+        """Another piece of stderr: whole lines go to the tail, the rest waits."""
+        lines = (self._partial + text).split("\n")
+        self._partial = lines.pop()[:STDERR_LINE_CHARS]
+        self.tail.extend(line.rstrip()[:STDERR_LINE_CHARS] for line in lines if line.strip())
+
+    def finish(self) -> None:
+        if self._partial.strip():
+            self.tail.append(self._partial.rstrip())
+        self._partial = ""
+
+    @property
+    def command(self) -> str:
+        text = shlex.join(self.argv).replace("\n", "\\n")  # a `python -c` script: one line
+        return text if len(text) <= 300 else text[:300] + " ..."
+
+    def ending(self) -> str | None:
+        """How the process ended, when it did: by itself or stopped by deepledger."""
+        code = self.returncode
+        if code is None:
+            return None
+        if self.signalled:
+            return f"it was stopped ({self.signalled})"
+        if code < 0:
+            return f"it was killed by {_signal_name(-code)}"
+        return f"it exited with status {code}"
+
+    def details(self) -> str:
+        """The command, the stderr tail and the log's path, as indented lines."""
+        lines = [f"  command: {self.command}"]
+        if self.pid is None:
+            return lines[0]
+        if self.tail:
+            lines.append(f"  its last {len(self.tail)} stderr lines:")
+            lines += [f"    | {line}" for line in self.tail]
+        else:
+            lines.append("  it wrote nothing to stderr")
+        if self.log_path:
+            lines.append(f"  full log: {self.log_path}")
+        return "\n".join(lines)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 @contextlib.asynccontextmanager
 async def capped_stdio_client(
     command: str,
@@ -137,29 +210,38 @@ async def capped_stdio_client(
     name: str,
     max_message_bytes: int,
     errlog: TextIO | None = None,
+    watch: ServerProcess | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """Start the server and yield the (read, write) streams an MCP ``Client`` takes."""
+    """Start the server and yield the (read, write) streams an MCP ``Client`` takes.
+    ``watch`` (else a private one) records its stderr tail and how it ended."""
+    watch = watch if watch is not None else ServerProcess([command, *args])
     process = await asyncio.create_subprocess_exec(
         command,
         *args,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=_stderr_target(errlog),
+        stderr=subprocess.PIPE,
         env=env,
         start_new_session=True,  # its own process group: one signal ends all it started
     )
+    watch.pid = process.pid
     incoming_writer, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     outgoing, outgoing_reader = anyio.create_memory_object_stream[SessionMessage](0)
     pipes = _Pipes(process, name, max_message_bytes)
+    stderr_read = anyio.Event()
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(pipes.read, incoming_writer)
         tasks.start_soon(pipes.write, outgoing_reader)
+        tasks.start_soon(pipes.copy_stderr, errlog, watch, stderr_read)
         try:
             yield incoming, outgoing
         finally:
             with anyio.CancelScope(shield=True):
                 await outgoing.aclose()
-                await _stop(process)
+                watch.signalled = await _stop(process)
+                watch.returncode = process.returncode
+                with anyio.move_on_after(EXIT_GRACE_SECONDS):  # a child may hold the pipe
+                    await stderr_read.wait()
                 await incoming.aclose()
             tasks.cancel_scope.cancel()
 
@@ -199,6 +281,20 @@ class _Pipes:
         except ValueError as exc:  # not JSON-RPC: the session reports it, as the SDK's does
             return exc
 
+    async def copy_stderr(self, errlog: TextIO | None, watch: ServerProcess, done: Any) -> None:
+        """stderr → the log (ours when there is none) and the watch's tail, until EOF."""
+        stderr = self.process.stderr
+        assert stderr is not None
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        try:
+            while chunk := await stderr.read(READ_CHUNK_BYTES):
+                text = decoder.decode(chunk)
+                watch.take(text)
+                _append(errlog if errlog is not None else sys.stderr, text)
+        finally:
+            watch.finish()
+            done.set()
+
     async def write(self, source: Any) -> None:
         """Messages → stdin, one line each."""
         stdin = self.process.stdin
@@ -213,23 +309,29 @@ class _Pipes:
                 return  # the server is gone; its calls fail through the read side
 
 
-async def _stop(process: asyncio.subprocess.Process) -> None:
-    """Close stdin, let the server exit, then signal its process group."""
+async def _stop(process: asyncio.subprocess.Process) -> str | None:
+    """Close stdin, let the server exit, then signal its process group. The signal it
+    took to stop it, or None when it exited by itself."""
     if process.stdin is not None:
         with contextlib.suppress(OSError):
             process.stdin.close()
+    sent = None
     for signum in (None, signal.SIGTERM, signal.SIGKILL):
         if signum is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signum)
+                sent = signum.name
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(process.wait(), EXIT_GRACE_SECONDS)
-            return
+            return sent
+    return sent
 
 
-def _stderr_target(errlog: TextIO | None) -> Any:
-    """A file the server's stderr can be written to directly, else ours."""
+def _append(log_file: TextIO, text: str) -> None:
+    """A server's stderr into its log: a log that cannot be written must not stop the
+    server (its stderr would fill and block it), so a failed write is dropped."""
     try:
-        return errlog.fileno() if errlog is not None else None
-    except (OSError, ValueError, AttributeError):  # a captured stream with no descriptor
-        return None
+        log_file.write(text)
+        log_file.flush()
+    except (OSError, ValueError):  # a full disk, a closed log
+        pass

@@ -110,13 +110,15 @@ async def test_a_runaway_call_is_stopped_at_the_time_limit_and_the_next_call_get
         text, failed = await run(client, runaway)
         elapsed = time.monotonic() - started
         assert failed
-        assert 2 <= elapsed < 10
+        # At least the timeout; the upper bound only says it was cut long before the
+        # child's own end (a loaded machine may take seconds to kill and restart).
+        assert 2 <= elapsed < 60
         assert "Timed out" in text
         assert "variables, imports and definitions from earlier calls are lost" in text
         assert text.startswith("[stdout]\nstarted")  # output printed before the timeout is kept
-        for _ in range(50):  # everything the call started was killed, the child too
-            if not _processes_with_argument(argument):
-                break
+        # Everything the call started was killed, the child too (its sleep lasts 60 s).
+        deadline = time.monotonic() + 30
+        while _processes_with_argument(argument) and time.monotonic() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         assert _processes_with_argument(argument) == []
 
@@ -279,7 +281,9 @@ async def test_a_cancelled_call_restarts_the_session_and_the_next_result_says_so
     async with sandbox() as client:
         await run(client, "x = 1")
         with pytest.raises(TimeoutError):
-            await asyncio.wait_for(run(client, "import time\ntime.sleep(60)"), 0.5)
+            # 3 s: long enough for the call to reach the server on a loaded machine (the
+            # notice below needs it to have started), far below the call's 60 s.
+            await asyncio.wait_for(run(client, "import time\ntime.sleep(60)"), 3)
         text, failed = await run(client, "x")
     assert failed
     assert text.startswith("[notice]\nThe previous call was cancelled")

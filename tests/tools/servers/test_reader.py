@@ -334,3 +334,24 @@ async def test_roots_can_come_from_the_environment(tmp_path: Path) -> None:
         failed, text = await read(client, "b.txt")  # relative paths start at the first root
         assert failed
         assert "No such file" in text
+
+
+async def test_a_reader_started_outside_the_repository_finds_the_presets_root(
+    tmp_path: Path,
+) -> None:
+    """``--root benchmarks/example`` (the default tools' root, as the preset writes it)
+    from a working directory that has no such folder: read from the project's root."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "deepledger.tools.servers.reader", "--root", "benchmarks/example"],
+        cwd=tmp_path,
+    )
+    async with Client(params) as client:
+        failed, text = await read(client, "standardized_data.jsonl")
+    assert not failed and '"task_id": "example-1"' in text
+
+
+def test_a_missing_root_says_where_it_was_looked_for(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match=rf"looked for {tmp_path}/no/such or .*/no/such"):
+        Reader([Path("no/such")])

@@ -60,6 +60,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ImageContent, TextContent
 from pydantic import Field
 
+from deepledger.paths import looked_in, resolve_data_path
 from deepledger.tools.servers._stdio import serve_stdio
 from deepledger.web.convert import ContentError, ConvertLimits, Document, convert_async
 from deepledger.web.fetch import FetchError, FetchLimits
@@ -224,8 +225,14 @@ def _with_notes(document: Document) -> Document:
 
 
 def _resolve_root(root: Path) -> Path:
-    """A root as the real folder it names; a missing folder or a file is a startup error."""
-    real = root.expanduser().resolve(strict=True)
+    """A root as the real folder it names; a missing folder or a file is a startup error.
+    A relative root is read from the working directory, else from the project's root, as
+    ``benchmark.data.data_dir`` is (``deepledger.paths``): a run started outside the
+    repository passes the presets' ``benchmarks/...`` as they are written."""
+    try:
+        real = resolve_data_path(root).resolve(strict=True)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{root}: no such folder (looked for {looked_in(root)})") from None
     if not real.is_dir():
         raise NotADirectoryError(f"{root} is not a folder")
     return real

@@ -55,6 +55,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
+from deepledger.paths import resolve_data_path
 from deepledger.tools.servers._stdio import serve_stdio
 from deepledger.tools.servers.python_sandbox import (
     MAX_TRANSFER_BYTES,
@@ -388,7 +389,8 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SandboxLimi
 
 
 def _existing_folder(folder: Path) -> Path:
-    real = folder.expanduser().resolve(strict=True)
+    """A relative --root is read as benchmark.data.data_dir is (deepledger.paths)."""
+    real = resolve_data_path(folder).resolve(strict=True)
     if not real.is_dir():
         raise NotADirectoryError(f"{folder} is not a folder")
     return real
