@@ -201,3 +201,120 @@ async def test_a_failed_post_mortem_call_is_no_post_mortem_even_with_prefill():
     llm = ScriptedLLM([ContextOverflowError("too long")], supports_prefill=True)
     await finalize(ON, state, llm)
     assert state.post_mortem is None and state.failure_type is None
+
+
+# -- closing calls and the window ------------------------------------------------------
+
+
+class CharCountingLLM(ScriptedLLM):
+    """The scripted model, counting 4 characters a token: sizes checkable by hand."""
+
+    @property
+    def token_counter(self):
+        from deepledger.context.tokens import CharCounter
+
+        return CharCounter()
+
+
+def researched(turns: int, result_chars: int, task: str = "How tall is the tower?") -> RunState:
+    """A state after ``turns`` tool-using turns, each with a result of ``result_chars``."""
+    from deepledger.messages import ToolCall, ToolResult
+
+    history = [Message.system("sys"), Message.task(task)]
+    for turn in range(1, turns + 1):
+        history.append(Message.assistant(f"step {turn}", [ToolCall(f"c{turn}", "read")]))
+        history.append(Message.native_tool_results([ToolResult(f"c{turn}", "r" * result_chars)]))
+    return RunState(history=history, ledger=UsageLedger(), end_reason=OUT_OF_TURNS)
+
+
+async def finalize_in(
+    window: int, policy: AnswerPolicy, state: RunState, llm: ScriptedLLM
+) -> Journal:
+    from deepledger.context.guard import ContextWindow
+
+    journal = Journal(None)
+    generator = AnswerGenerator(policy, summary_prompt="Answer in \\boxed{}.")
+    settings = GenerationSettings(max_tokens=100)
+    await generator.finalize(state, llm, settings, journal, window=ContextWindow(window))
+    return journal
+
+
+async def test_a_closing_request_over_the_window_loses_its_newest_exchanges_unsent():
+    state = researched(turns=3, result_chars=1200)  # 300 tokens a result
+    llm = CharCountingLLM(["\\boxed{330}"])
+    journal = await finalize_in(500, OFF, state, llm)
+    assert state.final_answer == "330"
+    sent = llm.calls[0].messages
+    assert [m.kind for m in sent].count(MessageKind.TOOL_RESULTS) == 1  # two exchanges went
+    assert len(state.history) == 4
+    dropped = journal.of("window_exhausted")
+    assert [(e["purpose"], e["dropped_messages"]) for e in dropped] == [("summary", 2)] * 2
+    assert not journal.of("context_overflow")  # nothing was refused: nothing too long was sent
+
+
+@pytest.mark.parametrize("policy", [OFF, ON, FINAL])
+async def test_a_task_that_cannot_fit_the_window_is_never_sent(policy):
+    state = researched(turns=0, result_chars=0, task="How tall? " * 400)  # 1,000 tokens
+    state.end_reason = OUT_OF_WINDOW
+    llm = CharCountingLLM([])
+    journal = await finalize_in(1000, policy, state, llm)
+    assert llm.calls == []
+    assert (state.final_answer, state.provenance) == (None, Provenance.NONE)
+    assert state.end_detail.startswith("the task alone does not fit")
+    assert "1,000-token window (llm.max_context_length)" in state.end_detail
+    skipped = journal.of("closing_call_skipped")
+    assert skipped and all(e["task_alone"] for e in skipped)
+
+
+async def test_a_refused_closing_call_with_nothing_left_to_drop_ends_the_attempt_in_error():
+    from deepledger.errors import ContextOverflowError
+
+    state = ended(FINISHED)
+    said = "This model's maximum context length is 64000 tokens. However, you requested 70000"
+    llm = CharCountingLLM([ContextOverflowError(f"openai returned HTTP 400: {said}")])
+    with pytest.raises(ContextOverflowError, match="maximum context length is 64000") as raised:
+        await finalize_in(100_000, OFF, state, llm)
+    assert "could not be shrunk further" in str(raised.value)
+    assert state.final_answer is None  # no fallback to the early guess: it is an error
+
+
+async def test_refused_closing_calls_are_retried_a_bounded_number_of_times():
+    from deepledger.agent.answer import MAX_OVERFLOW_RETRIES
+    from deepledger.errors import ContextOverflowError
+
+    def always_refuse(messages, tools):
+        raise ContextOverflowError("prompt is too long")
+
+    state = researched(turns=10, result_chars=40)
+    llm = CharCountingLLM(responder=always_refuse)
+    with pytest.raises(ContextOverflowError, match="after 4 refusal"):
+        await finalize_in(100_000, OFF, state, llm)
+    assert len(llm.calls) == MAX_OVERFLOW_RETRIES + 1
+    sizes = [len(c.messages) for c in llm.calls]  # each retry one exchange shorter
+    assert sizes == [sizes[0] - 2 * i for i in range(len(sizes))]
+
+
+async def test_a_stated_window_shrinks_the_retry_to_fit_it_at_once():
+    from deepledger.errors import ContextOverflowError
+
+    state = researched(turns=6, result_chars=400)  # 100 tokens a result
+    said = "maximum context length is 500 tokens"
+    llm = CharCountingLLM([ContextOverflowError(said), "\\boxed{330}"])
+    journal = await finalize_in(100_000, OFF, state, llm)
+    assert state.final_answer == "330" and len(llm.calls) == 2
+    overflow = journal.of("context_overflow")[0]
+    assert (overflow["server_limit"], overflow["limit"], overflow["action"]) == (
+        500,
+        100_000,
+        "retry",
+    )
+    retried = llm.calls[1].messages
+    assert request_size(retried) <= 500  # with the 100-token reply budget
+    assert all(e["limit"] == 500 for e in journal.of("window_exhausted"))
+
+
+def request_size(messages) -> int:
+    from deepledger.context.guard import request_tokens
+    from deepledger.context.tokens import CharCounter
+
+    return request_tokens(messages, reply_budget=100, counter=CharCounter())

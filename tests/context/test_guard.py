@@ -6,9 +6,14 @@ import pytest
 
 from deepledger.context.guard import (
     SLACK_TOKENS,
+    ContextWindow,
     check_window,
     drop_last_exchange,
     estimate_final_request,
+    fits_window,
+    request_tokens,
+    smallest_closing_request,
+    stated_limit,
 )
 from deepledger.context.tokens import PER_MESSAGE_OVERHEAD, CharCounter
 from deepledger.messages import EndReason, Message, ToolCall, ToolResult, Usage
@@ -171,3 +176,67 @@ def test_empty_history_is_a_programming_error():
             max_tokens=1,
             counter=COUNTER,
         )
+
+
+# -- what the server says, and requests that cannot fit --------------------------------
+
+SERVER_MESSAGES = [
+    # vLLM (and OpenAI) before and after vLLM 0.10; SGLang; Anthropic, two wordings.
+    (
+        "This model's maximum context length is 32768 tokens. However, you requested "
+        "33000 tokens (32000 in the messages, 1000 in the completion).",
+        32768,
+    ),
+    (
+        "'max_tokens' or 'max_completion_tokens' is too large: 1000. This model's maximum "
+        "context length is 8,192 tokens and your request has 7800 input tokens",
+        8192,
+    ),
+    ("Requested token count exceeds the model's maximum context length of 4096 tokens.", 4096),
+    ("prompt is too long: 210000 tokens > 200000 maximum", 200000),
+    ("input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000", 200000),
+    ("the request exceeds the available context size, try increasing it", None),
+    ("Prompt is too long", None),
+]
+
+
+@pytest.mark.parametrize(("said", "limit"), SERVER_MESSAGES)
+def test_the_window_a_server_states_is_read_from_its_message(said, limit):
+    assert stated_limit(f"openai returned HTTP 400: {said}") == limit
+
+
+def test_a_stated_window_only_ever_lowers_the_limit():
+    window = ContextWindow(10_000)
+    assert (window.limit, window.source) == (10_000, "llm.max_context_length")
+    assert window.learn("maximum context length is 20000 tokens") is None  # not smaller
+    assert window.learn("no number here") is None
+    assert window.learn("maximum context length is 4000 tokens") == 4000
+    assert (window.limit, window.source) == (4000, "the window the server stated")
+    assert window.learn("maximum context length is 6000 tokens") is None
+    assert window.limit == 4000
+
+
+def test_fits_window_counts_the_request_and_its_reply_budget_plainly():
+    messages = [Message.system("s" * 40), Message.task("t" * 400)]
+    tokens = 10 + 100 + 2 * PER_MESSAGE_OVERHEAD  # chars / 4, no safety factor, no slack
+    assert request_tokens(messages, reply_budget=50, counter=COUNTER) == tokens + 50
+    assert fits_window(messages, reply_budget=50, limit=tokens + 50, counter=COUNTER) == (
+        True,
+        tokens + 50,
+    )
+    # Far from the edge nothing is tokenized: the byte bound settles it, and is reported.
+    assert fits_window(messages, reply_budget=50, limit=10_000, counter=COUNTER) == (
+        True,
+        440 + 2 * PER_MESSAGE_OVERHEAD + 50,
+    )
+    assert fits_window(messages, reply_budget=50, limit=tokens + 49, counter=COUNTER) == (
+        False,
+        tokens + 50,
+    )
+
+
+def test_the_smallest_closing_request_keeps_the_system_prompt_the_task_and_the_prompts():
+    history = [*history_with_result(40), Message.assistant("more"), Message.injected("note")]
+    prompt = Message.injected("summarize")
+    smallest = smallest_closing_request(history, [prompt])
+    assert smallest == [history[0], history[1], prompt]

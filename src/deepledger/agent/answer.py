@@ -24,15 +24,34 @@ its :class:`Provenance`.
 
 A sub-agent (``boxed=False``) has no box to find: its last reply is its report, and when
 its turns run out it is asked once for the report.
+
+Every closing call goes through the window guard first (``context/guard.py``): while the
+request, counted plainly with its reply budget, is over the window, the newest exchange
+(tool results and the reply that asked for them) is dropped, journaled as
+``window_exhausted``. A request that cannot fit even as the system prompt, the task and
+the closing prompt is never sent: the call is skipped (``closing_call_skipped``), the
+state's ``end_detail`` says why, and there is no answer from it. When the server refuses
+a request as too long anyway (``context_overflow`` in the journal: what it said, our
+count, the window it states), the newest exchange is dropped and the call is asked
+again, at most ``MAX_OVERFLOW_RETRIES`` times; with nothing left to drop the refusal is
+raised, and the attempt ends as an error that a resume runs again. A post-mortem is the
+exception: without it the attempt still has its outcome, so a refused one is simply none.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from deepledger.agent.boxed import last_boxed
 from deepledger.agent.state import Provenance, RunState
+from deepledger.context.guard import (
+    ContextWindow,
+    drop_last_exchange,
+    fits_window,
+    request_tokens,
+    smallest_closing_request,
+)
 from deepledger.context.strategy import ContextStrategy, KeepToolResults, RequestBuilder
 from deepledger.errors import ContextOverflowError
 from deepledger.journal import Journal
@@ -44,6 +63,9 @@ BOX_OPENING = "\\boxed{"
 FAILURE_TYPES = ("incomplete", "blocked", "misdirected", "format_missed")
 _FAILURE_TYPE = re.compile(r"failure type\W*(" + "|".join(FAILURE_TYPES) + r")", re.IGNORECASE)
 _ANY_TYPE = re.compile(r"\b(" + "|".join(FAILURE_TYPES) + r")\b", re.IGNORECASE)
+# Requests of one closing call the server may refuse as too long before the refusal
+# stands: each retry sends one exchange less, or fits a window the server stated.
+MAX_OVERFLOW_RETRIES = 3
 
 
 @dataclass(frozen=True)
@@ -98,15 +120,20 @@ class AnswerGenerator:
         settings: GenerationSettings,
         journal: Journal,
         tools: list[ToolSpec] | None = None,
+        window: ContextWindow | None = None,
     ) -> None:
         """Set the state's answer, provenance and post-mortem.
 
         ``tools``: what the loop offered. They stay declared in these last calls (the
         prompts forbid using them) because some providers refuse a history that holds
-        tool calls unless the tools are declared.
+        tool calls unless the tools are declared. ``window``: the loop's window (what
+        the server stated, if it did); without one, no call is checked against a window.
+
+        Raises :class:`ContextOverflowError` when the server refuses the answer's request
+        as too long and nothing more can be dropped from it.
         """
         requests = RequestBuilder(self.context, self.keep_tool_result)
-        call = _Caller(llm, settings, journal, tools, requests, state)
+        call = _Caller(llm, settings, journal, tools, requests, state, window)
         if not self.boxed:
             await self._report(state, call)
             return
@@ -130,10 +157,10 @@ class AnswerGenerator:
             # The last chance, when the provider continues a prefill: the reply starts
             # inside the box, so even a model that never boxes gives an answer.
             last = attempt > 0 and attempt == attempts - 1 and call.llm.supports_prefill
-            if last:
-                text = BOX_OPENING + await call.ask(prompts, "summary", prefill=BOX_OPENING)
-            else:
-                text = await call.ask(prompts, purpose="summary")
+            reply = await call.ask(prompts, "summary", prefill=BOX_OPENING if last else "")
+            if reply is None:  # it cannot fit; every later try would be longer still
+                return
+            text = BOX_OPENING + reply if last else reply
             state.final_text = text
             answer = last_boxed(text)
             if answer is not None:
@@ -152,7 +179,10 @@ class AnswerGenerator:
     async def _post_mortem(self, state: RunState, call: _Caller, prefill: bool) -> None:
         prompt = [Message.injected(render("post_mortem.md"))]
         prefix = render("post_mortem_prefill.md") if prefill else ""
-        text = await call.ask(prompt, purpose="post_mortem", prefill=prefix)
+        try:
+            text = await call.ask(prompt, purpose="post_mortem", prefill=prefix) or ""
+        except ContextOverflowError:  # journaled; the attempt's outcome stands without it
+            text = ""
         if not text.strip():  # the call failed or said nothing: there is no post-mortem
             call.journal.write("post_mortem", text=None, failure_type=None, prefilled=bool(prefix))
             return
@@ -173,6 +203,7 @@ class AnswerGenerator:
             text = state.history[-1].content
         else:
             text = await call.ask([Message.injected(render("report_summarize.md"))], "report")
+            text = text or ""
         state.final_text = text
         state.final_answer = text.strip() or None
         state.provenance = Provenance.SUMMARY if state.final_answer else Provenance.NONE
@@ -181,7 +212,7 @@ class AnswerGenerator:
 @dataclass
 class _Caller:
     """One closing call: the (trimmed) history plus the given prompts, which are not added
-    to the history; usage recorded; a context overflow is an empty reply, not a crash."""
+    to the history; fitted to the window first, usage recorded."""
 
     llm: LLMClient
     settings: GenerationSettings
@@ -189,18 +220,25 @@ class _Caller:
     tools: list[ToolSpec] | None
     requests: RequestBuilder  # the loop's context strategy and keep_tool_result
     state: RunState
+    window: ContextWindow | None = None
+    _refusals: int = field(default=0, init=False)  # context overflows, all calls together
 
-    async def ask(self, prompts: list[Message], purpose: str, prefill: str = "") -> str:
-        """The reply's text. With ``prefill`` the request ends with it as the start of
-        the reply, and the text returned is the model's continuation only."""
+    async def ask(self, prompts: list[Message], purpose: str, prefill: str = "") -> str | None:
+        """The reply's text; None when the request cannot fit the window (not sent).
+        With ``prefill`` the request ends with it as the start of the reply, and the text
+        returned is the model's continuation only."""
         if prefill:
             prompts = [*prompts, Message.assistant(prefill)]
-        request = self.requests(self.state.history, closing=prompts)
-        try:
-            response = await self.llm.generate(request, self.tools, self.settings)
-        except ContextOverflowError as exc:
-            self.journal.write("closing_call_failed", purpose=purpose, reason=str(exc))
-            return ""
+        while True:
+            request = self._fitted_request(prompts, purpose)
+            if request is None:
+                return None
+            try:
+                response = await self.llm.generate(request, self.tools, self.settings)
+            except ContextOverflowError as exc:
+                self._after_refusal(exc, request, purpose)
+                continue
+            break
         self.state.ledger.record(response)
         self.journal.write(
             "closing_call",
@@ -212,3 +250,111 @@ class _Caller:
             stop_reason=response.stop_reason,
         )
         return response.text
+
+    def _fits(self, messages: list[Message]) -> tuple[bool, int]:
+        if self.window is None:
+            return True, 0
+        return fits_window(
+            messages,
+            reply_budget=self.settings.max_tokens,
+            limit=self.window.limit,
+            counter=self.llm.token_counter,
+        )
+
+    def _fitted_request(self, prompts: list[Message], purpose: str) -> list[Message] | None:
+        """The request, the newest exchanges dropped until it fits; None (journaled) when
+        even the smallest one does not."""
+        fits, tokens = self._fits(smallest_closing_request(self.state.history, prompts))
+        if not fits:
+            self._skip(purpose, tokens, task_alone=True)
+            return None
+        while True:
+            request = self.requests(self.state.history, closing=prompts)
+            fits, tokens = self._fits(request)
+            if fits:
+                return request
+            if not self._drop_exchange(purpose, estimate=tokens):
+                self._skip(purpose, tokens, task_alone=False)
+                return None
+
+    def _drop_exchange(self, purpose: str, **why: object) -> int:
+        """Drop the newest tool results and the reply that asked for them, as the loop's
+        guard does (and journals, so a replay drops them too); how many messages went."""
+        kept, dropped = drop_last_exchange(self.state.history)
+        if dropped:
+            self.state.history = list(kept)
+            self.journal.write(
+                "window_exhausted",
+                turn=self.state.turn,
+                purpose=purpose,
+                limit=self.window.limit if self.window else None,
+                dropped_messages=len(dropped),
+                **why,
+            )
+        return len(dropped)
+
+    def _after_refusal(
+        self, exc: ContextOverflowError, request: list[Message], purpose: str
+    ) -> None:
+        """The server refused ``request`` as too long: learn the window it states, drop
+        the newest exchange unless that window already shrinks the next request, and
+        raise when nothing can be dropped or the retries are spent."""
+        self._refusals += 1
+        limit = self.window.limit if self.window else None
+        stated = self.window.learn(str(exc)) if self.window else None
+        counted = request_tokens(
+            request, reply_budget=self.settings.max_tokens, counter=self.llm.token_counter
+        )
+        # Our count of this request under the window now known: when it fits, the same
+        # request would go out again, so something has to be dropped by hand.
+        refits = stated is None or counted <= stated
+        _, dropped = drop_last_exchange(self.state.history)
+        gave_up = self._refusals > MAX_OVERFLOW_RETRIES or (refits and not dropped)
+        self.journal.write(
+            "context_overflow",
+            turn=self.state.turn,
+            purpose=purpose,
+            provider_said=str(exc),
+            estimated_tokens=counted,
+            limit=limit,
+            server_limit=stated,
+            dropped_messages=len(dropped) if refits and not gave_up else 0,
+            action="gave_up" if gave_up else "retry",
+        )
+        if gave_up:
+            raise ContextOverflowError(
+                f"{exc} — the {purpose} request ({len(request)} messages, about "
+                f"{counted:,} tokens by our count with the reply budget) could not be "
+                f"shrunk further after {self._refusals} refusal(s)",
+                provider=exc.provider,
+                status=exc.status,
+            ) from exc
+        if refits:
+            self._drop_exchange(purpose, provider_said=str(exc))
+
+    def _skip(self, purpose: str, tokens: int, *, task_alone: bool) -> None:
+        """Journal why a closing call is not sent; the first reason is the state's
+        ``end_detail`` (printed by ``deepledger run``, logged by the runner)."""
+        window = self.window
+        assert window is not None  # only a known window can rule a request out
+        name = purpose.replace("_", "-")
+        what = (
+            f"the task alone does not fit: the system prompt, the task and the {name} prompt come"
+            if task_alone
+            else f"the {name} request does not fit, with nothing more to drop: it comes"
+        )
+        reason = (
+            f"{what} to about {tokens:,} tokens with the {self.settings.max_tokens:,}-"
+            f"token reply budget (llm.max_tokens), over the {window.limit:,}-token window "
+            f"({window.source}); no request was sent"
+        )
+        self.journal.write(
+            "closing_call_skipped",
+            purpose=purpose,
+            reason=reason,
+            task_alone=task_alone,
+            estimated_tokens=tokens,
+            limit=window.limit,
+        )
+        if self.state.end_detail is None:  # said once, however many calls are skipped
+            self.state.end_detail = reason

@@ -16,16 +16,27 @@ first call there is no usage yet, so the whole history is estimated instead.
 At or over ``max_context_length`` the newest tool results (which pushed the window over)
 and the assistant reply that asked for them are dropped, and the verdict says the window
 is exhausted — a different outcome from running out of turns (:class:`EndReason`).
+
+The server has the last word. When it refuses a request as too long anyway (our count
+was short, or ``llm.max_context_length`` is larger than the window it really serves),
+the window it states in its message ("maximum context length is N tokens") becomes the
+limit for the rest of the task (:class:`ContextWindow`).
+
+Whether a closing request *cannot* fit is decided on the plain count of what it sends
+plus its reply budget (:func:`request_tokens`, no safety factor and no slack): the guard
+drops the newest exchanges until it fits, and a request that does not fit even reduced
+to the system prompt, the task and the closing prompt is never sent.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from deepledger.context.tokens import TokenCounter, count_messages
-from deepledger.messages import EndReason, Message, MessageKind, Usage
+from deepledger.messages import EndReason, Message, MessageKind, Role, Usage
 
 
 class _Utf8Bytes:
@@ -133,3 +144,89 @@ def drop_last_exchange(
     if kept[-1].kind is MessageKind.MODEL:
         return tuple(kept[:-1]), (kept[-1], results)
     return tuple(kept), (results,)
+
+
+# How servers state their window when they refuse a prompt: OpenAI, vLLM ("maximum
+# context length is 32768 tokens"), SGLang ("... maximum context length of 32768
+# tokens"), Anthropic ("prompt is too long: 210000 tokens > 200000 maximum", "exceed
+# context limit: 198000 + 8192 > 200000").
+_STATED_LIMITS = (
+    re.compile(r"maximum context length (?:is|of) (\d[\d,]*)", re.IGNORECASE),
+    re.compile(r"\d[\d,]* tokens? > (\d[\d,]*) maximum", re.IGNORECASE),
+    re.compile(r"context limit: \d[\d,]* \+ \d[\d,]* > (\d[\d,]*)", re.IGNORECASE),
+)
+
+
+def stated_limit(server_message: str) -> int | None:
+    """The window a server's context-length error states, in tokens; None if it states none."""
+    for pattern in _STATED_LIMITS:
+        match = pattern.search(server_message)
+        if match:
+            value = int(match.group(1).replace(",", ""))
+            return value if value > 0 else None
+    return None
+
+
+@dataclass
+class ContextWindow:
+    """The window the guard works against: ``llm.max_context_length``, lowered for the
+    rest of the task once the server refuses a request and states a smaller window."""
+
+    configured: int
+    stated: int | None = None  # what the server said, when it was smaller
+
+    @property
+    def limit(self) -> int:
+        return min(self.configured, self.stated) if self.stated else self.configured
+
+    @property
+    def source(self) -> str:
+        """Where :attr:`limit` comes from, for messages."""
+        if self.stated and self.stated < self.configured:
+            return "the window the server stated"
+        return "llm.max_context_length"
+
+    def learn(self, server_message: str) -> int | None:
+        """Take the window the server states when it is below the current limit; the
+        new limit, or None when the message taught nothing."""
+        stated = stated_limit(server_message)
+        if stated is None or stated >= self.limit:
+            return None
+        self.stated = stated
+        return stated
+
+
+def request_tokens(messages: Sequence[Message], *, reply_budget: int, counter: TokenCounter) -> int:
+    """What a request takes of the window by our count: its messages plus the room its
+    reply may use (servers refuse prompt + ``max_tokens`` over the window)."""
+    return count_messages(counter, list(messages)) + reply_budget
+
+
+def fits_window(
+    messages: Sequence[Message], *, reply_budget: int, limit: int, counter: TokenCounter
+) -> tuple[bool, int]:
+    """(whether the request fits ``limit`` by our plain count, the tokens counted). The
+    byte count bounds any byte-level tokenizer's from above: when it fits, tokenizing
+    can be skipped."""
+    bound = request_tokens(messages, reply_budget=reply_budget, counter=UTF8_BYTES)
+    if bound <= limit:
+        return True, bound
+    tokens = request_tokens(messages, reply_budget=reply_budget, counter=counter)
+    return tokens <= limit, tokens
+
+
+def smallest_closing_request(
+    history: Sequence[Message], prompts: Sequence[Message]
+) -> list[Message]:
+    """What a closing call sends with everything droppable gone: the system prompt(s), the
+    task, and the closing prompts."""
+    head = []
+    for message in history:
+        if message.role is Role.SYSTEM:
+            head.append(message)
+        elif message.kind is MessageKind.TASK:
+            head.append(message)
+            break
+        else:
+            break
+    return [*head, *prompts]
