@@ -293,7 +293,13 @@ async def test_an_overflow_in_the_summary_falls_back_to_the_intermediate_answer(
     orchestrator, journal = await make(llm, max_turns=1)
     state = await orchestrator.run("task")
     assert (state.final_answer, state.provenance) == ("7", Provenance.INTERMEDIATE_FALLBACK)
-    assert journal.of("closing_call_failed")
+    # The refused summary was asked again without the newest exchange.
+    assert journal.of("context_overflow")[0]["action"] == "retry"
+    assert [m.kind for m in llm.calls[-1].messages] == [
+        MessageKind.SYSTEM,
+        MessageKind.TASK,
+        MessageKind.INJECTED,
+    ]
 
 
 async def test_a_reply_cut_by_the_context_window_is_not_kept():

@@ -109,6 +109,24 @@ def test_rich_live_display_renders_the_counts():
     progress.close()  # closing twice is harmless
 
 
+def test_both_displays_show_the_run_budget_when_there_is_one():
+    console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    with Progress(console=console, plain=False) as live:
+        live.start(total=2, budget=lambda: "$0.4200/$2")
+        live.task_finished("a", correct=True, tokens=10)
+    assert "budget $0.4200/$2" in console.file.getvalue()
+    out = io.StringIO()
+    plain = Progress(plain=True, file=out)
+    plain.start(total=2, budget=lambda: "1.2k/5.0k tokens")
+    plain.task_finished("a", correct=True, tokens=10)
+    assert "| budget 1.2k/5.0k tokens |" in out.getvalue()
+    unbudgeted = io.StringIO()
+    none = Progress(plain=True, file=unbudgeted)
+    none.start(total=1)
+    none.task_finished("a", correct=True, tokens=10)
+    assert "budget" not in unbudgeted.getvalue()
+
+
 def test_terminal_file_gets_the_live_display_not_plain_lines():
     out = FakeTTY()
     with Progress(file=out) as progress:

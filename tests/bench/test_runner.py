@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from deepledger.bench.progress import Progress
 from deepledger.bench.rundir import RunDirectory, read_jsonl
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
-from deepledger.errors import ConfigError, LLMError
+from deepledger.errors import ConfigError, FatalLLMError, LLMError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
 from deepledger.tools.manager import ToolManager
@@ -142,6 +143,22 @@ async def test_a_failing_task_is_an_error_record_and_the_suite_goes_on(tmp_path)
     assert by_id["easy/1"]["status"] == "error" and "fell over" in by_id["easy/1"]["error"]
     assert by_id["easy/1"]["correct"] is False  # counts as wrong, not as skipped
     assert by_id["open-4"]["status"] == "finished"
+
+
+async def test_a_model_error_is_logged_in_one_line_and_a_bug_with_its_traceback(tmp_path, caplog):
+    def decider(contents):
+        if "France" in contents[1]:
+            raise FatalLLMError("openai returned HTTP 400: bad request")
+        if "Anything" in contents[1]:
+            raise RuntimeError("a bug")
+        return decide(contents)
+
+    with caplog.at_level(logging.ERROR, logger="deepledger.bench.runner"):
+        records = await run(config(), model(decider), tmp_path, ("easy/1", "open-4"))
+    assert [r["status"] for r in records] == ["error", "error"]
+    logged = {r.getMessage(): r for r in caplog.records}
+    assert logged["task easy/1 failed: openai returned HTTP 400: bad request"].exc_info is None
+    assert logged["task open-4 failed"].exc_info is not None
 
 
 class FlakyJudge(Judge):

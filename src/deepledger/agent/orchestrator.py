@@ -5,8 +5,13 @@ copy of the history), roll the reply back if it is unusable, keep it (recording 
 ``\\boxed{}`` as an intermediate answer), run its tool calls, append the results. The
 loop ends when the model answers without tools (``MODEL_FINISHED``), ``max_turns``
 replies have been kept (``TURNS_EXHAUSTED``), the window guard stops it
-(``WINDOW_EXHAUSTED``), or the same turn comes back over and over (``LOOPING``); then
+(``WINDOW_EXHAUSTED``), the same turn comes back over and over (``LOOPING``), or a task
+limit or the run's budget is reached before a turn (``LIMIT``, see ``limits.py``); then
 the state goes to finalization.
+
+A request the server refuses as too long is handled as the guard would have handled it,
+had it known (:meth:`Orchestrator._after_overflow`); when nothing can be dropped the
+refusal is raised and the attempt ends as an error.
 
 The same class runs the main agent and every sub-agent; only its inputs differ.
 """
@@ -17,14 +22,19 @@ from dataclasses import asdict, dataclass, replace
 
 from deepledger.agent.answer import AnswerGenerator
 from deepledger.agent.boxed import last_boxed
+from deepledger.agent.limits import TaskBudget
 from deepledger.agent.rollback import call_key, review_reply
 from deepledger.agent.state import RunState
 from deepledger.context.compaction import Compaction
 from deepledger.context.guard import (
+    ContextWindow,
     WindowVerdict,
     check_window,
     drop_last_exchange,
     estimate_final_request,
+    fits_window,
+    request_tokens,
+    smallest_closing_request,
 )
 from deepledger.context.strategy import ContextStrategy, KeepToolResults, RequestBuilder
 from deepledger.errors import ContextOverflowError
@@ -45,6 +55,9 @@ from deepledger.tools.protocol import ForcedCall, ParsedCalls, ToolProtocol
 
 # A turn repeated this many times over (the same reply, the same results) ends the loop.
 REPEATS_TO_STOP = 2
+# Turns asked again after the server refused their request as too long and a compaction
+# shrank it; past this, a refusal ends the loop as the guard would.
+MAX_OVERFLOW_RETRIES = 2
 
 
 @dataclass(frozen=True)
@@ -70,8 +83,11 @@ class Orchestrator:
         price: Price | None = None,
         context: ContextStrategy | None = None,
         first_call: ForcedCall | None = None,
+        budget: TaskBudget | None = None,
+        window: ContextWindow | None = None,
     ) -> None:
         self.llm = llm
+        self.budget = budget  # the task's limits and the run's budget; None: no limits
         self.tools = tools
         self.protocol = protocol
         self.settings = settings
@@ -86,6 +102,10 @@ class Orchestrator:
         self.first_call = first_call
         self._rejected_reply: str | None = None  # the reply the last rollback refused
         self._compacted_since_call = False  # the last usage predates a compaction
+        # llm.max_context_length, or the smaller window the server stated (shared with
+        # the task's other agents when given).
+        self.window = window or ContextWindow(limits.max_context_length)
+        self._overflow_retries = 0
 
     async def run(
         self,
@@ -110,12 +130,15 @@ class Orchestrator:
             await self._turn(state)
         self.journal.write("loop_ended", end_reason=state.end_reason, turns=state.turn)
         tools = self.protocol.specs(self.tools.tools)
-        await self.finalizer.finalize(state, self.llm, self.settings, self.journal, tools)
+        await self.finalizer.finalize(
+            state, self.llm, self.settings, self.journal, tools, window=self.window
+        )
         self.journal.write(
             "task_finished",
             answer=state.final_answer,
             provenance=state.provenance,
             end_reason=state.end_reason,
+            end_detail=state.end_detail,
             turns=state.turn,
             tool_calls=state.tool_calls,
             rollbacks=len(state.rollbacks),
@@ -127,6 +150,8 @@ class Orchestrator:
     async def _turn(self, state: RunState) -> None:
         if state.turn >= self.limits.max_turns:
             state.end_reason = EndReason.TURNS_EXHAUSTED
+            return
+        if self._over_limit(state):
             return
         if isinstance(self._request.strategy, Compaction):
             await self._compact_if_due(state, self._request.strategy)
@@ -146,6 +171,22 @@ class Orchestrator:
             return
         await self._run_tools(state, parsed)
         self._stop_if_looping(state)
+
+    def _over_limit(self, state: RunState) -> bool:
+        """End the loop when a task limit or the run's budget is reached (checked before
+        every turn, so a call in flight is never cut)."""
+        hit = self.budget.check() if self.budget is not None else None
+        if hit is None:
+            return False
+        state.end_reason = EndReason.LIMIT
+        state.limit = hit
+        self.journal.write("limit_reached", turn=state.turn, **hit.record())
+        # No retry follows a limit, so no post-mortem: one closing call answers, falling
+        # back to the last intermediate box (what the final retry does, in one try).
+        self.finalizer.policy = replace(
+            self.finalizer.policy, is_final_retry=True, max_final_answer_retries=1
+        )
+        return True
 
     def _stop_if_looping(self, state: RunState) -> None:
         """End the loop when the newest turn (reply and results) repeats the one before
@@ -179,7 +220,7 @@ class Orchestrator:
             messages,
             last_usage=last_usage,
             summary_prompt=self.finalizer.summary_prompt,
-            max_context_length=self.limits.max_context_length,
+            max_context_length=self.window.limit,
             max_tokens=self.settings.max_tokens,
             counter=self.llm.token_counter,
         )
@@ -195,22 +236,85 @@ class Orchestrator:
             max_tokens=self.settings.max_tokens,
             counter=self.llm.token_counter,
         )
-        window = self.limits.max_context_length
+        window = self.window.limit
         if not compaction.due(estimate.total, window):
             return
+        await self._compact(state, compaction, urgent=estimate.total >= window)
+
+    async def _compact(self, state: RunState, compaction: Compaction, *, urgent: bool) -> bool:
         changed = await compaction.compact(
             state.history,
             llm=self.llm,
             settings=self.settings,
             counter=self.llm.token_counter,
-            window=window,
+            window=self.window.limit,
             journal=self.journal,
             ledger=state.ledger,
             turn=state.turn + 1,
             keep_tool_result=self.limits.keep_tool_result,
-            urgent=estimate.total >= window,
+            urgent=urgent,
         )
         self._compacted_since_call = self._compacted_since_call or changed
+        return changed
+
+    async def _after_overflow(
+        self, state: RunState, request: list[Message], exc: ContextOverflowError
+    ) -> None:
+        """The server refused a turn's request as too long: our count was short, or the
+        server's window is smaller than llm.max_context_length. Learn the window it
+        states, then do what the guard would have done: compact and ask again; else end
+        the loop without the newest exchange; else, when the task alone is known not to
+        fit, end it for finalization to say so. With none of these, the refusal stands
+        and the attempt ends as an error (raised, the server's message kept)."""
+        limit = self.window.limit
+        stated = self.window.learn(str(exc))
+        facts = {
+            "turn": state.turn + 1,
+            "purpose": "turn",
+            "provider_said": str(exc),
+            "estimated_tokens": request_tokens(
+                request, reply_budget=self.settings.max_tokens, counter=self.llm.token_counter
+            ),
+            "limit": limit,
+            "server_limit": stated,
+        }
+        strategy = self._request.strategy
+        if isinstance(strategy, Compaction) and self._overflow_retries < MAX_OVERFLOW_RETRIES:
+            self._overflow_retries += 1
+            if await self._compact(state, strategy, urgent=True):
+                self.journal.write(
+                    "context_overflow", **facts, action="compacted", dropped_messages=0
+                )
+                return  # the loop asks again, counting the compacted request
+        kept, dropped = drop_last_exchange(state.history)
+        if dropped or not self._task_alone_fits(state):
+            self.journal.write(
+                "context_overflow", **facts, action="ended_loop", dropped_messages=len(dropped)
+            )
+            self._end_on_window(state, list(kept), provider_said=str(exc))
+            return
+        self.journal.write("context_overflow", **facts, action="gave_up", dropped_messages=0)
+        raise ContextOverflowError(
+            f"{exc} — the request of turn {state.turn + 1} ({len(request)} messages, about "
+            f"{facts['estimated_tokens']:,} tokens by our count with the reply budget) held "
+            "nothing the window guard could drop",
+            provider=exc.provider,
+            status=exc.status,
+        ) from exc
+
+    def _task_alone_fits(self, state: RunState) -> bool:
+        """Whether the smallest closing request (system prompt, task, summarize prompt)
+        fits the window by our plain count."""
+        smallest = smallest_closing_request(
+            state.history, [Message.injected(self.finalizer.summary_prompt)]
+        )
+        fits, _ = fits_window(
+            smallest,
+            reply_budget=self.settings.max_tokens,
+            limit=self.window.limit,
+            counter=self.llm.token_counter,
+        )
+        return fits
 
     def _end_on_window(self, state: RunState, history: list[Message], **why: object) -> None:
         dropped = len(state.history) - len(history)
@@ -219,7 +323,7 @@ class Orchestrator:
         self.journal.write(
             "window_exhausted",
             turn=state.turn,
-            limit=self.limits.max_context_length,
+            limit=self.window.limit,
             dropped_messages=dropped,
             **why,
         )
@@ -243,9 +347,7 @@ class Orchestrator:
                 request, self.protocol.specs(self.tools.tools), settings
             )
         except ContextOverflowError as exc:
-            # The provider counted more than our estimate: same outcome as the guard.
-            kept, _ = drop_last_exchange(state.history)
-            self._end_on_window(state, list(kept), provider_said=str(exc))
+            await self._after_overflow(state, request, exc)
             return None
         state.ledger.record(response)
         self._compacted_since_call = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from deepledger.agent.limits import LimitHit
 from deepledger.agent.rollback import Rollback
 from deepledger.llm.usage import UsageLedger
 from deepledger.messages import EndReason, Message
@@ -34,6 +35,9 @@ class RunState:
     # blanked an older result, or the window slid): a prompt cache misses past the change.
     prefix_breaks: int = 0
     end_reason: EndReason | None = None
+    # Why, in words, when the end reason alone does not say it (the task cannot fit).
+    end_detail: str | None = None
+    limit: LimitHit | None = None  # the limit that ended the loop (end reason LIMIT)
     final_answer: str | None = None
     final_text: str = ""  # the full text the answer was taken from
     provenance: Provenance = Provenance.NONE

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
+from deepledger.agent.limits import TaskBudget, TaskLimits
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.state import RunState
 from deepledger.config import BUILTIN_TOOLS
 from deepledger.context.compaction import Compaction, NoteWriter
+from deepledger.context.guard import ContextWindow
 from deepledger.context.strategy import make_strategy
 from deepledger.journal import Journal
 from deepledger.llm.base import LLMClient
@@ -85,8 +87,12 @@ class AgentFactory:
         policy: AnswerPolicy | None = None,
         note_writer: NoteWriter | None = None,
         scraper: PageScraper | None = None,
+        budget: TaskBudget | None = None,
     ) -> None:
         self.cfg = cfg
+        # The task's limits, shared by the main agent and its sub-agents. Without one
+        # (`deepledger run`), the task limits of benchmark.execution apply from now.
+        self.budget = budget or TaskBudget(TaskLimits.from_execution(cfg.benchmark.execution))
         self.llm = llm
         self.scraper = scraper  # the scrape-and-extract tool's model, built once per run
         self.note_writer = note_writer  # agent.context.summary_llm, built once per run
@@ -94,6 +100,9 @@ class AgentFactory:
         self.policy = policy or policy_from_config(cfg.agent)
         self.price = find_price(cfg.llm.model_name, cfg.pricing)
         self._subagent_calls = 0
+        # The model's window for every agent of this task: lowered for all of them when
+        # the server refuses a request and states a smaller one (context/guard.py).
+        self.window = ContextWindow(cfg.llm.max_context_length)
 
     async def solve(
         self, question: str, journal: Journal, file_path: str | None = None
@@ -107,6 +116,7 @@ class AgentFactory:
             prompt="system.md",
             boxed=True,
             task_images=images,
+            main=True,
         )
 
     async def _run_role(
@@ -119,8 +129,26 @@ class AgentFactory:
         boxed: bool,
         role_description: str = "",
         task_images: tuple[ImagePart, ...] = (),
+        main: bool = False,
     ) -> RunState:
         ledger = UsageLedger(self.price)
+        # A sub-agent's calls are counted while it runs, then in its parent's ledger.
+        with self.budget.watch(ledger, keep=main):
+            return await self._run_role_counted(
+                role, text, journal, ledger, prompt, boxed, role_description, task_images
+            )
+
+    async def _run_role_counted(
+        self,
+        role: Any,
+        text: str,
+        journal: Journal,
+        ledger: UsageLedger,
+        prompt: str,
+        boxed: bool,
+        role_description: str,
+        task_images: tuple[ImagePart, ...],
+    ) -> RunState:
         servers = [t for t in role.tools if not t.startswith("agent-") and t not in BUILTIN_TOOLS]
         local = [
             self._subagent_tool(t, journal, ledger) for t in role.tools if t.startswith("agent-")
@@ -223,6 +251,8 @@ class AgentFactory:
             price=self.price,
             context=context,
             first_call=self._first_call(protocol, tools, journal),
+            budget=self.budget,
+            window=self.window,
         )
 
     def _first_call(

@@ -44,8 +44,16 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   strategy dropped a round): past that point a provider's prompt cache misses.
 - ``end_reasons``: how each task's last turn loop ended: ``answered`` (model finished),
   ``max_turns`` (turns exhausted), ``window_exhausted``, ``looping`` (the same reply and
-  results over and over), ``error`` (an ``error`` end
+  results over and over), ``limit`` (a task limit or the run's budget stopped it),
+  ``error`` (an ``error`` end
   reason, or an errored task without one) and ``unknown`` — they sum to ``tasks.total``.
+- ``budget`` (``agent/limits.py``): the ``limits`` set in ``benchmark.execution``
+  (``task_time_limit_seconds``, ``task_token_limit``, ``task_cost_limit_usd``,
+  ``max_cost_usd``, ``max_tokens``; empty: none), what the recorded tasks spent
+  (``spent_tokens``: input + output; ``spent_usd``: priced calls only), what is
+  ``left_tokens`` / ``left_usd`` of the run's budget (null without one), ``exhausted``
+  (the run's budget is spent), ``tasks_not_started`` (expected but not recorded: a
+  resume with a raised budget runs them) and ``limits_hit``: tasks stopped by each limit.
 - ``extra``: whatever the caller passed (config digest, run dir...), unchanged.
 - ``token_economics`` (added by the bench and report commands, from the journals): the
   prompt per turn, its growth against the quadratic arithmetic, the cache-read share
@@ -59,6 +67,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from deepledger.agent.limits import RUN_BUDGETS, TASK_LIMITS
 from deepledger.bench.economics import economics_line
 
 TOKEN_FIELDS = ("input", "output", "cache_read", "cache_write")
@@ -67,8 +76,10 @@ END_REASONS = {
     "turns_exhausted": "max_turns",
     "window_exhausted": "window_exhausted",
     "looping": "looping",
+    "limit": "limit",
     "error": "error",
 }
+BUDGET_KEYS = (*TASK_LIMITS, *RUN_BUDGETS)
 
 
 def ratio(numerator: float, denominator: float) -> float | None:
@@ -83,8 +94,10 @@ def summarize(
     benchmark: str,
     extra: dict | None = None,
     tasks_expected: int | None = None,
+    execution: Any = None,
 ) -> dict:
-    """The summary of a run (the content of ``summary.json``); see the module docstring."""
+    """The summary of a run (the content of ``summary.json``); see the module docstring.
+    ``execution``: the run's ``benchmark.execution`` (config or dict), for its budget."""
     judged = [r for r in records if r.get("correct") is not None]
     first_correct = sum(1 for r in judged if _first_attempt_correct(r))
     any_correct = sum(1 for r in judged if _any_attempt_correct(r))
@@ -118,7 +131,42 @@ def summarize(
         "tool_calls": _distribution(r.get("tool_calls") for r in records),
         "prefix_breaks": _distribution(r.get("prefix_breaks") for r in records),
         "end_reasons": _end_reasons(records),
+        "budget": _budget(records, budget_limits(execution), tasks_expected),
         "extra": dict(extra or {}),
+    }
+
+
+def budget_limits(execution: Any) -> dict[str, float]:
+    """The task limits and run budgets set in ``benchmark.execution`` (a config or the
+    dict of a manifest); unset ones are left out."""
+    if execution is None:
+        return {}
+    read = execution.get if isinstance(execution, dict) else lambda k: getattr(execution, k, None)
+    return {key: value for key in BUDGET_KEYS if (value := read(key)) is not None}
+
+
+def _budget(records: list[dict], limits: dict[str, float], expected: int | None) -> dict:
+    tokens = sum(
+        (u.get("input_tokens") or 0) + (u.get("output_tokens") or 0)
+        for u in map(_task_usage, records)
+    )
+    cost = sum(r.get("cost") or 0.0 for r in records)
+    max_usd, max_tokens = limits.get("max_cost_usd"), limits.get("max_tokens")
+    hits: dict[str, int] = {}
+    for record in records:
+        if isinstance(limit := record.get("limit"), dict):
+            kind = str(limit.get("kind"))
+            hits[kind] = hits.get(kind, 0) + 1
+    return {
+        "limits": limits,
+        "spent_tokens": tokens,
+        "spent_usd": cost,
+        "left_tokens": None if max_tokens is None else max(0, max_tokens - tokens),
+        "left_usd": None if max_usd is None else max(0.0, max_usd - cost),
+        "exhausted": (max_usd is not None and cost >= max_usd)
+        or (max_tokens is not None and tokens >= max_tokens),
+        "tasks_not_started": max(0, expected - len(records)) if expected else 0,
+        "limits_hit": hits,
     }
 
 
@@ -292,6 +340,7 @@ def format_summary(summary: dict) -> str:
         ("tool calls", _distribution_line(summary["tool_calls"])),
         ("prefix breaks", _distribution_line(summary.get("prefix_breaks") or {})),
         *([("context", economics)] if (economics := economics_line(summary)) else []),
+        *([("budget", budget)] if (budget := _budget_line(summary.get("budget"))) else []),
         (
             "end reasons",
             " · ".join(
@@ -301,6 +350,9 @@ def format_summary(summary: dict) -> str:
             ),
         ),
     ]
+    if configs := summary.get("configs"):  # resumed with resume.allow_config_change=true
+        ids = " · ".join(f"{cid} {n['tasks']} tasks" for cid, n in configs["ids"].items())
+        rows.append(("settings", f"{len(configs['ids'])} settings: {ids} (config_id per task)"))
     return "\n".join([header, *(f"  {label:<15}{value}" for label, value in rows)])
 
 
@@ -337,6 +389,34 @@ def _tokens_line(tokens: dict) -> str:
         return parts
     per_task = human_count(mean["input"] + mean["output"])
     return f"{parts}  ({per_task} in+out per task)"
+
+
+def _budget_line(budget: dict | None) -> str | None:
+    """The limits set, the run's budget spent and left, and the tasks it kept from
+    starting; None when the run set no limit (or predates them)."""
+    if not budget or not (budget.get("limits") or budget.get("limits_hit")):
+        return None
+    limits = budget["limits"]
+    parts = []
+    if "max_cost_usd" in limits:
+        parts.append(
+            f"${budget['spent_usd']:.4f} of ${limits['max_cost_usd']:g} "
+            f"(${budget['left_usd']:.4f} left)"
+        )
+    if "max_tokens" in limits:
+        parts.append(
+            f"{human_count(budget['spent_tokens'])} of {human_count(limits['max_tokens'])} "
+            f"tokens ({human_count(budget['left_tokens'])} left)"
+        )
+    task = [f"{k.removeprefix('task_')} {v:g}" for k, v in limits.items() if k.startswith("task_")]
+    if task:
+        parts.append("per task: " + ", ".join(task))
+    if budget.get("limits_hit"):
+        hit = ", ".join(f"{k} {n}" for k, n in budget["limits_hit"].items())
+        parts.append(f"tasks stopped: {hit}")
+    if budget.get("exhausted") and budget.get("tasks_not_started"):
+        parts.append(f"spent: {budget['tasks_not_started']} tasks not started (raise it to resume)")
+    return " · ".join(parts)
 
 
 def _cost_line(summary: dict) -> str:

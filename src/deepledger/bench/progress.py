@@ -10,6 +10,9 @@ of tasks. Rendering happens elsewhere:
   per finished task is written to stderr and nothing else, e.g.
   ``[12/300] t12 correct | acc 0.58 | 1.2M tokens | eta 0:14:10``.
 
+With a run budget (``benchmark.execution.max_cost_usd`` / ``max_tokens``) both show what
+the run has spent against it, e.g. ``budget $0.4210/$2``, running tasks included.
+
 The ETA is ``remaining tasks × mean duration of a task finished in this session ÷
 concurrency``, where concurrency is the most tasks seen running at once (capped by the
 tasks remaining). It is unknown (``?``) until a task started in this session finishes.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import IO, Self
 
@@ -67,13 +71,18 @@ class Progress:
         self._finished_here = 0
         self._duration_sum = 0.0
         self._started_at = time.monotonic()
+        self._budget: Callable[[], str] | None = None
 
     # ------------------------------------------------------------------ events
 
-    def start(self, total: int, already_done: int = 0) -> None:
-        """Begin: ``total`` tasks in the suite, ``already_done`` of them finished earlier."""
+    def start(
+        self, total: int, already_done: int = 0, budget: Callable[[], str] | None = None
+    ) -> None:
+        """Begin: ``total`` tasks in the suite, ``already_done`` of them finished earlier;
+        ``budget`` says what the run spent against its budget (None: it has none)."""
         self.total = total
         self.done = already_done
+        self._budget = budget
         self._started_at = time.monotonic()
         if not self._plain and self._live is None:
             console = self._console or Console(file=self._file)
@@ -150,9 +159,10 @@ class Progress:
         outcome = (
             "failed" if failed else {True: "correct", False: "wrong", None: "unjudged"}[correct]
         )
+        budget = f" | budget {self._budget()}" if self._budget else ""
         return (
             f"[{self.done}/{self.total}] {task_id} {outcome} | acc {_acc(self.accuracy)} | "
-            f"{human_count(self.tokens)} tokens | eta {_clock(self.eta_seconds())}"
+            f"{human_count(self.tokens)} tokens{budget} | eta {_clock(self.eta_seconds())}"
         )
 
     def _render(self) -> Table:
@@ -163,6 +173,7 @@ class Progress:
             (f"{self.failed} failed", "red" if self.failed else ""),
             f" · acc {_acc(self.accuracy)} ({self.correct}/{self.judged})",
             f" · {human_count(self.tokens)} tokens",
+            f" · budget {self._budget()}" if self._budget else "",
             f" · {_clock(self.elapsed)} elapsed · eta {_clock(self.eta_seconds())}",
         )
         line = Table.grid(padding=(0, 1))

@@ -146,6 +146,17 @@ def config_highlights(config: dict[str, Any], choices: dict[str, Any]) -> dict[s
         "tool protocol": llm.get("tool_protocol") or agent.get("tool_protocol"),
         "benchmark.execution.pass_at_k": execution.get("pass_at_k"),
         "benchmark.execution.max_concurrent": execution.get("max_concurrent"),
+        # Budgets (null, not shown: none set).
+        **{
+            f"benchmark.execution.{key}": execution.get(key)
+            for key in (
+                "task_time_limit_seconds",
+                "task_token_limit",
+                "task_cost_limit_usd",
+                "max_cost_usd",
+                "max_tokens",
+            )
+        },
     }
 
 

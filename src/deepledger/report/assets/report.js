@@ -119,7 +119,36 @@ function summaryCards(run) {
     card("turns per task", isNum(turns.mean) ? turns.mean.toFixed(1) : "–", `median ${turns.median ?? "–"} · max ${turns.max ?? "–"}`),
     card("tool calls per task", isNum(calls.mean) ? calls.mean.toFixed(1) : "–", `median ${calls.median ?? "–"} · max ${calls.max ?? "–"}`),
     card("wall time", fmtSeconds(run.wall_seconds), run.sessions > 1 ? `over ${run.sessions} sessions (resumed)` : run.state),
+    budgetCard(s.budget),
   );
+}
+
+// What a limit counts, in its own unit.
+function budgetAmount(kind, value) {
+  if (String(kind).endsWith("usd")) return fmtCost(value);
+  if (String(kind).endsWith("seconds")) return fmtSeconds(value);
+  return `${fmtTokens(value)} tokens`;
+}
+
+// The run's budget (spent / limit, left) and the task limits; none set: no card.
+function budgetCard(b) {
+  if (!b || !(Object.keys(b.limits || {}).length || Object.keys(b.limits_hit || {}).length)) return null;
+  const limits = b.limits || {};
+  const run = [];
+  if (isNum(limits.max_cost_usd)) run.push(`${fmtCost(b.spent_usd)} / ${fmtCost(limits.max_cost_usd)}`);
+  if (isNum(limits.max_tokens)) run.push(`${fmtTokens(b.spent_tokens)} / ${fmtTokens(limits.max_tokens)} tokens`);
+  const notes = [];
+  if (isNum(b.left_usd)) notes.push(`${fmtCost(b.left_usd)} left`);
+  if (isNum(b.left_tokens)) notes.push(`${fmtTokens(b.left_tokens)} tokens left`);
+  const perTask = Object.entries(limits).filter(([k]) => k.startsWith("task_"))
+    .map(([k, v]) => budgetAmount(k, v));
+  if (perTask.length) notes.push(`per task at most ${perTask.join(", ")}`);
+  const hits = Object.entries(b.limits_hit || {}).map(([k, n]) => `${k} ${n}`);
+  if (hits.length) notes.push(`tasks stopped by a limit: ${hits.join(", ")}`);
+  if (b.exhausted && b.tasks_not_started) notes.push(`spent: ${b.tasks_not_started} tasks not started (raise the budget and resume)`);
+  return el("div", { class: "card", id: "budget-card" }, el("div", { class: "label", text: "budget" }),
+    el("div", { class: "value", text: run.join(" · ") || "per task only" }),
+    el("div", { class: "note", text: notes.join(" · ") }));
 }
 
 function groupTable(title, groups, unit) {
@@ -322,6 +351,8 @@ const RENDER = {
   compaction_skipped: (e) => ev("compaction", `compaction skipped before turn ${e.turn}: ${e.reason} (request ${fmtInt(e.request_tokens)}, without older rounds ${fmtInt(e.without_older_rounds)})`),
   compaction_failed: (e) => ev("compaction", `compaction failed before turn ${e.turn}: ${e.reason}`),
   looping: (e) => ev("guard", `turn ${e.turn}: the same turn ${e.repeats} times in a row; the loop ends (looping)`),
+  limit_reached: (e) => ev("guard", `limit before turn ${e.turn + 1}: benchmark.execution.${e.kind}=${e.limit} reached ` +
+    `(${budgetAmount(e.kind, e.spent)} spent) · the loop ends (limit)`),
   loop_ended: (e) => ev("notice", `loop ended: ${e.end_reason} after ${e.turns} turn(s)`),
   closing_call: (e) => ev("closing", `closing call: ${e.purpose}${e.turn ? " (turn " + e.turn + ")" : ""} · ${usageText(e.usage)}` + (e.prefill ? ` · reply prefilled with ${JSON.stringify(e.prefill)}` : ""),
     el("div", { class: "text", text: ((e.message || {}).content) || "(empty reply)" })),

@@ -1,0 +1,366 @@
+"""Task limits and run budgets (benchmark.execution.*): the loop ends with `limit`, the
+task records which, the run stops starting tasks and a raised budget resumes it."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from deepledger.agent.limits import RunBudget, Spending, TaskBudget, TaskLimits
+from deepledger.agent.task import AgentFactory
+from deepledger.bench.judge import make_judge
+from deepledger.bench.metrics import format_summary, summarize
+from deepledger.bench.progress import Progress
+from deepledger.bench.report import rebuild_summary
+from deepledger.bench.rundir import RunDirectory, read_jsonl
+from deepledger.bench.runner import BenchmarkRunner
+from deepledger.bench.tasks import load_tasks
+from deepledger.config import validate
+from deepledger.errors import ConfigError
+from deepledger.journal import Journal
+from deepledger.llm.factory import PROVIDERS
+from deepledger.llm.scripted import ScriptedLLM, reply
+from deepledger.llm.usage import UsageLedger
+from deepledger.messages import EndReason, LLMResponse, Message, StopReason, Usage
+from deepledger.report.page import write_run_report
+from deepledger.testing.fake_llm_server import FakeLLMServer
+from deepledger.tools.manager import ToolManager
+from tests.bench.scripted_model import decide, respond_http
+from tests.bench.test_bench_cli import ROOT, bench_command, results
+from tests.report.browser import open_report
+from tests.test_config import composed
+
+SUITE = Path(__file__).with_name("suite")
+PER_CALL = Usage(1000, 0)  # every scripted call costs 1,000 tokens
+PRICED = ("llm.model_name=gpt-4.1",)  # $2 per million input tokens: $0.002 a call
+
+
+def config(*overrides: str):
+    return composed(
+        f"benchmark.data.data_dir={SUITE}",
+        "agent.main_agent.tools=[memory]",
+        "agent.max_final_answer_retries=1",
+        *overrides,
+    )
+
+
+class FakeClock:
+    """Time that moves only when a model call says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def researcher(clock: FakeClock | None = None, seconds_per_call: float = 0.0) -> ScriptedLLM:
+    """A model that keeps calling a tool (a new note each turn) until it is asked for the
+    answer, which it boxes; every call costs PER_CALL and moves the clock."""
+
+    def respond(messages: list[Message], tools) -> LLMResponse:
+        if clock is not None:
+            clock.now += seconds_per_call
+        last = messages[-1].content
+        if "This attempt at the task is over" in last:
+            return reply("Failure type: incomplete\nWhat happened: ran out.", usage=PER_CALL)
+        if "The work on this task is over" in last:
+            return reply("\\boxed{Paris}", usage=PER_CALL)
+        turn = sum(1 for m in messages if m.role.value == "assistant")
+        call = (
+            "<use_mcp_tool><server_name>memory</server_name><tool_name>write</tool_name>"
+            f'<arguments>{{"name": "note-{turn}", "text": "fact {turn}"}}</arguments>'
+            "</use_mcp_tool>"
+        )
+        return LLMResponse(Message.assistant(call), StopReason.END_TURN, PER_CALL, "scripted")
+
+    return ScriptedLLM(responder=respond)
+
+
+def finisher(clock: FakeClock | None = None, seconds_per_call: float = 0.0) -> ScriptedLLM:
+    """The suite's usual stand-in model (tests/bench/scripted_model.py), PER_CALL a call."""
+
+    def respond(messages: list[Message], tools) -> LLMResponse:
+        if clock is not None:
+            clock.now += seconds_per_call
+        return reply(decide([m.content for m in messages]), usage=PER_CALL)
+
+    return ScriptedLLM(responder=respond)
+
+
+async def run(cfg, llm, root: Path, only: tuple[str, ...] = (), clock=None, manifest=False):
+    tasks = [t for t in load_tasks(cfg.benchmark.data).tasks if not only or t.task_id in only]
+    run_dir = RunDirectory(root)
+    if manifest:  # what `deepledger bench` writes first; the report reads it
+        run_dir.start(OmegaConf.to_container(cfg, resolve=True), ["bench"], tasks=len(tasks))
+    runner = BenchmarkRunner(
+        cfg,
+        llm=llm,
+        tools=ToolManager({}),
+        run_dir=run_dir,
+        judge=make_judge("normalized"),
+        progress=Progress(plain=True),
+        **({"clock": clock} if clock else {}),
+    )
+    try:
+        return await runner.run(tasks)
+    finally:
+        run_dir.close()
+
+
+def journal_events(root: Path, task_id: str, name: str = "attempt-1-retry-0.jsonl") -> list[dict]:
+    run_dir = RunDirectory(root)
+    try:
+        return read_jsonl(run_dir.task_dir(task_id) / name)
+    finally:
+        run_dir.close()
+
+
+# -- config ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key", ["task_time_limit_seconds", "task_token_limit", "task_cost_limit_usd", "max_tokens"]
+)
+def test_a_budget_must_be_positive_or_null(key):
+    validate(composed(f"benchmark.execution.{key}=5"), PROVIDERS)
+    with pytest.raises(ConfigError, match=f"benchmark.execution.{key}=0 must be positive"):
+        validate(composed(f"benchmark.execution.{key}=0"), PROVIDERS)
+    with pytest.raises(ConfigError, match=f"benchmark.execution.{key}=-1 must be positive"):
+        validate(composed(f"benchmark.execution.{key}=-1"), PROVIDERS)
+
+
+async def test_a_cost_limit_on_a_model_without_a_price_is_refused(tmp_path):
+    cfg = config("llm.model_name=unpriced-model", "benchmark.execution.max_cost_usd=1")
+    with pytest.raises(ConfigError, match=r"llm.model_name='unpriced-model' has no price"):
+        await run(cfg, finisher(), tmp_path)
+    assert not (tmp_path / "benchmark_results.jsonl").exists()
+
+
+# -- per task -------------------------------------------------------------------------
+
+
+async def test_a_task_over_its_token_limit_finalizes_with_end_reason_limit(tmp_path):
+    llm = researcher()
+    cfg = config("benchmark.execution.task_token_limit=2500", "agent.context_compress_limit=2")
+    (record,) = await run(cfg, llm, tmp_path, ("easy/1",))
+    # Three turns (3,000 tokens) reach the limit; the fourth is not asked for. One
+    # closing call answers, and no post-mortem or further retry follows.
+    assert len(llm.calls) == 4
+    assert record["end_reason"] == "limit" and record["turns"] == 3
+    assert record["limit"] == {"kind": "task_token_limit", "limit": 2500, "spent": 3000}
+    assert (record["final_answer"], record["correct"]) == ("Paris", True)
+    (retry,) = record["attempts"][0]["retries"]
+    assert retry["limit"] == record["limit"] and retry["post_mortem"] is None
+    events = journal_events(tmp_path, "easy/1")
+    (hit,) = [e for e in events if e["event"] == "limit_reached"]
+    assert (hit["kind"], hit["spent"], hit["turn"]) == ("task_token_limit", 3000, 3)
+    assert [e["purpose"] for e in events if e["event"] == "closing_call"] == ["summary"]
+
+
+async def test_the_limit_counts_every_retry_of_the_task(tmp_path):
+    # Retry 0 of the hard task spends 3,000 tokens (a turn, the answer without a box, a
+    # post-mortem): retry 1 would start over the 2,500 limit, so it does not start.
+    llm = finisher()
+    cfg = config("benchmark.execution.task_token_limit=2500", "agent.context_compress_limit=2")
+    (record,) = await run(cfg, llm, tmp_path, ("hard #2",))
+    assert len(llm.calls) == 3
+    assert len(record["attempts"][0]["retries"]) == 1
+    assert record["end_reason"] == "limit"
+    assert record["limit"] == {"kind": "task_token_limit", "limit": 2500, "spent": 3000}
+
+
+async def test_a_resumed_task_starts_with_what_its_finished_retries_spent(tmp_path):
+    cfg = config("agent.context_compress_limit=2")
+    await run(cfg, finisher(), tmp_path, ("hard #2",))
+    run_dir = RunDirectory(tmp_path)  # as if killed during retry 1: only retry 0 finished
+    progress = run_dir.task_dir("hard #2") / "progress.jsonl"
+    progress.write_text(progress.read_text().splitlines()[0] + "\n")
+    run_dir.results_path.unlink()
+    run_dir.close()
+    again = finisher()
+    limited = config("agent.context_compress_limit=2", "benchmark.execution.task_token_limit=2500")
+    (record,) = await run(limited, again, tmp_path, ("hard #2",))
+    assert again.calls == []  # retry 0's 3,000 tokens already reach the limit
+    assert record["limit"]["spent"] == 3000 and record["end_reason"] == "limit"
+
+
+async def test_a_task_over_its_time_limit_stops_at_the_next_turn(tmp_path):
+    clock = FakeClock()
+    llm = researcher(clock, seconds_per_call=10)
+    cfg = config("benchmark.execution.task_time_limit_seconds=25")
+    (record,) = await run(cfg, llm, tmp_path, ("easy/1",), clock=clock)
+    # Turns at 0, 10 and 20 s; at 30 s the limit holds the fourth back.
+    assert record["turns"] == 3 and len(llm.calls) == 4
+    assert record["limit"] == {"kind": "task_time_limit_seconds", "limit": 25.0, "spent": 30.0}
+    (retry,) = record["attempts"][0]["retries"]
+    assert retry["elapsed_seconds"] == 40.0  # with the closing call
+
+
+async def test_a_resumed_task_counts_the_time_its_finished_retries_took(tmp_path):
+    clock = FakeClock()
+    timed = finisher(clock, seconds_per_call=10)
+    cfg = config("agent.context_compress_limit=2")
+    await run(cfg, timed, tmp_path, ("hard #2",), clock=clock)
+    run_dir = RunDirectory(tmp_path)  # as if killed after retry 0 (three calls: 30 s)
+    progress = run_dir.task_dir("hard #2") / "progress.jsonl"
+    first = json.loads(progress.read_text().splitlines()[0])
+    assert first["elapsed_seconds"] == 30.0
+    progress.write_text(json.dumps(first) + "\n")
+    run_dir.results_path.unlink()
+    run_dir.close()
+    again = finisher()
+    limited = config(
+        "agent.context_compress_limit=2", "benchmark.execution.task_time_limit_seconds=25"
+    )
+    (record,) = await run(limited, again, tmp_path, ("hard #2",), clock=FakeClock())
+    assert again.calls == []
+    assert record["limit"] == {"kind": "task_time_limit_seconds", "limit": 25.0, "spent": 30.0}
+
+
+async def test_a_task_over_its_cost_limit_stops(tmp_path):
+    llm = researcher()
+    cfg = config(*PRICED, "benchmark.execution.task_cost_limit_usd=0.003")
+    (record,) = await run(cfg, llm, tmp_path, ("easy/1",))
+    assert record["turns"] == 2 and len(llm.calls) == 3
+    assert record["limit"] == {"kind": "task_cost_limit_usd", "limit": 0.003, "spent": 0.004}
+    assert record["cost"] == pytest.approx(0.006)  # the closing call overshoots by one
+
+
+async def test_one_question_runs_keep_the_task_limits_too():
+    cfg = config("benchmark.execution.task_token_limit=1500")
+    llm = researcher()
+    state = await AgentFactory(cfg, llm, ToolManager({})).solve("Capital of France?", Journal(None))
+    assert state.end_reason is EndReason.LIMIT and state.turn == 2
+    assert state.final_answer == "Paris" and len(llm.calls) == 3
+
+
+async def test_a_sub_agents_calls_count_while_it_runs():
+    ledger, sub = UsageLedger(), UsageLedger()
+    budget = TaskBudget(TaskLimits(tokens=1500), earlier=Spending(tokens=1000))
+    with budget.watch(ledger, keep=True):
+        with budget.watch(sub, keep=False):
+            sub.record(reply("a", usage=Usage(400, 100)))
+            hit = budget.check()
+            assert hit is not None and hit.spent == 1500
+        ledger.absorb(sub)  # what the parent does when the sub-agent returns
+        assert budget.spent().tokens == 1500  # counted once
+    assert budget.spent().tokens == 1500 and budget.earlier.tokens == 1500
+
+
+# -- per run --------------------------------------------------------------------------
+
+
+async def test_a_spent_run_budget_leaves_tasks_unstarted_and_a_raised_one_resumes(tmp_path, capsys):
+    cfg = config("benchmark.execution.max_concurrent=1", "benchmark.execution.max_tokens=3000")
+    first = finisher()
+    records = await run(cfg, first, tmp_path)
+    # easy/1 spends 2,000; hard #2 starts under the budget and ends over it; the other
+    # two are not started and not recorded.
+    assert [r["task_id"] for r in records] == ["easy/1", "hard #2"]
+    assert "2 tasks were not started" in capsys.readouterr().err
+    summary = summarize(
+        records, pass_at_k=1, benchmark="tiny", tasks_expected=4, execution=cfg.benchmark.execution
+    )
+    budget = summary["budget"]
+    assert (budget["exhausted"], budget["tasks_not_started"]) == (True, 2)
+    assert (budget["spent_tokens"], budget["left_tokens"]) == (4000, 0)
+    assert "2 tasks not started" in format_summary(summary)
+
+    raised = config("benchmark.execution.max_concurrent=1", "benchmark.execution.max_tokens=9000")
+    second = finisher()
+    records = await run(raised, second, tmp_path)
+    assert [r["task_id"] for r in records] == ["easy/1", "hard #2", "näive 3", "open-4"]
+    assert not any("France" in c.messages[1].content for c in second.calls)  # not redone
+    assert not any("Vienna" in c.messages[1].content for c in second.calls)
+    assert len(read_jsonl(tmp_path / "benchmark_results.jsonl")) == 4
+
+
+async def test_running_tasks_stop_at_their_next_turn_once_the_run_budget_is_spent(tmp_path):
+    llm = researcher()
+    cfg = config("benchmark.execution.max_concurrent=2", "benchmark.execution.max_tokens=5000")
+    records = await run(cfg, llm, tmp_path)
+    assert [r["task_id"] for r in records] == ["easy/1", "hard #2"]  # the others wait
+    for record in records:
+        assert record["end_reason"] == "limit" and record["limit"]["kind"] == "max_tokens"
+    loop_calls = sum(r["turns"] for r in records)
+    assert loop_calls in (5, 6)  # the budget, plus at most one turn in flight
+    summary = summarize(records, pass_at_k=1, benchmark="t", execution=cfg.benchmark.execution)
+    assert summary["end_reasons"]["limit"] == 2
+    assert summary["budget"]["limits_hit"] == {"max_tokens": 2}
+
+
+def test_the_progress_line_shows_spent_against_the_budget():
+    budget = RunBudget(max_cost_usd=2.0, max_tokens=5000, recorded=Spending(1200, 0.42))
+    assert budget.line() == "$0.4200/$2 · 1.2k/5.0k tokens"
+    out = io.StringIO()
+    progress = Progress(plain=True, file=out)
+    progress.start(total=2, budget=budget.line)
+    progress.task_finished("t1", True, 100)
+    assert "budget $0.4200/$2 · 1.2k/5.0k tokens" in out.getvalue()
+
+
+# -- the command ----------------------------------------------------------------------
+
+
+def test_bench_stopped_by_its_budget_exits_1_and_resumes_with_a_raised_one(tmp_path):
+    run_dir = tmp_path / "run"
+    with FakeLLMServer(responder=respond_http) as server:  # 15 tokens a call
+        base = bench_command(
+            server.openai_base_url, run_dir, "benchmark.execution.max_concurrent=1"
+        )
+        first = subprocess.run(
+            [*base, "benchmark.execution.max_tokens=40"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        seen = len(server.requests)
+        stopped = json.loads((run_dir / "summary.json").read_text())["budget"]
+        second = subprocess.run(
+            [*base, "benchmark.execution.max_tokens=100000"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        later = [r.messages[1]["content"] for r in server.requests[seen:]]
+    assert first.returncode == 1, first.stderr
+    assert "the run's budget is spent: benchmark.execution.max_tokens=40 reached" in first.stderr
+    assert "2 tasks were not started" in first.stderr
+    assert "2 tasks not started" in first.stdout  # the summary's budget line
+    assert stopped["exhausted"] and stopped["tasks_not_started"] == 2
+    assert second.returncode == 0, second.stderr
+    ids = [r["task_id"] for r in results(run_dir)]
+    assert sorted(ids) == sorted({"easy/1", "hard #2", "näive 3", "open-4"})  # each once
+    assert later and not any("France" in t or "Vienna" in t for t in later)  # none redone
+
+
+# -- the report -----------------------------------------------------------------------
+
+
+def test_the_report_shows_the_budget_and_the_limit_a_task_hit(tmp_path):
+    cfg = config(
+        "benchmark.execution.max_concurrent=1",
+        "benchmark.execution.max_tokens=3000",
+        "benchmark.execution.task_token_limit=2500",
+    )
+    asyncio.run(run(cfg, researcher(), tmp_path, manifest=True))  # the browser's API is sync
+    summary = rebuild_summary(tmp_path)
+    assert summary["budget"]["limits"]["max_tokens"] == 3000
+    assert summary["budget"]["limits_hit"] == {"task_token_limit": 1}
+    report = write_run_report(tmp_path, summary)
+    with open_report(report) as visit:
+        page = visit.page
+        card = page.locator("#budget-card").inner_text()
+        assert "4,000 / 3,000 tokens" in card and "3 tasks not started" in card
+        assert "per task at most 2,500 tokens" in card
+        assert "task_token_limit 1" in card
+        assert page.get_by_text("benchmark.execution.task_token_limit").count() >= 1
+        assert "limit" in page.locator("#run").inner_text()  # among the end reasons
+        page.click("#task-table tbody tr")
+        page.wait_for_selector("#trajectory .ev.guard")
+        guard = page.locator("#trajectory .ev.guard").inner_text()
+        assert "benchmark.execution.task_token_limit=2500 reached (3,000 tokens spent)" in guard
+    assert visit.problems == []

@@ -1,0 +1,163 @@
+"""An endpoint that rejects the run (401 / 403 / 404) stops the suite at its first answer,
+with one message, exit code 2 and nothing recorded as finished; a resume runs it all."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deepledger.bench.judge import LLMJudge
+from deepledger.bench.progress import Progress
+from deepledger.bench.rundir import RunDirectory, read_jsonl
+from deepledger.bench.runner import BenchmarkRunner
+from deepledger.bench.tasks import load_tasks
+from deepledger.errors import EndpointRejectedError, RunRejectedError
+from deepledger.llm.scripted import ScriptedLLM
+from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, Reply
+from deepledger.tools.manager import ToolManager
+from tests.test_config import composed
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "sk-canary-0123456789abcdef"  # must never be printed
+TASKS = 5
+
+
+def suite(folder: Path) -> Path:
+    folder.mkdir()
+    lines = [
+        {"task_id": f"t{n}", "task_question": f"What is {n} + {n}?", "ground_truth": str(2 * n)}
+        for n in range(1, TASKS + 1)
+    ]
+    (folder / "standardized_data.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
+    return folder
+
+
+def bench(base_url: str, data: Path, run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    command = [
+        sys.executable, "-m", "deepledger", "bench",
+        f"benchmark.data.data_dir={data}", "benchmark.name=tiny", "benchmark.judge.name=normalized",
+        "llm=openai", "llm.model_name=gpt-4.1-mini", f"llm.base_url={base_url}",
+        "agent.main_agent.tools=[]", "agent.max_final_answer_retries=1",
+        f"hydra.run.dir={run_dir}", *extra,
+    ]  # fmt: skip
+    env = {**os.environ, "OPENAI_API_KEY": KEY, "DEEPLEDGER_PLAIN_PROGRESS": "1"}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def answer(request) -> Reply:
+    question = request.messages[1]["content"]
+    n = int(question.split()[2])
+    return Reply(f"\\boxed{{{2 * n}}}")
+
+
+def recorded(run_dir: Path) -> list[dict]:
+    return read_jsonl(run_dir / "benchmark_results.jsonl")
+
+
+def test_a_401_stops_the_suite_with_one_message_and_a_resume_runs_every_task(tmp_path):
+    data, run_dir = suite(tmp_path / "data"), tmp_path / "run"
+    with FakeLLMServer([Fault(status=401)], responder=answer) as server:
+        url = server.openai_base_url
+        stopped = bench(url, data, run_dir, "benchmark.execution.max_concurrent=1")
+        requests, after_stop = len(server.requests), recorded(run_dir)
+        resumed = bench(url, data, run_dir, "benchmark.execution.max_concurrent=1")
+    assert stopped.returncode == 2, stopped.stderr
+    assert requests == 1  # the first answer stopped the suite
+    messages = [line for line in stopped.stderr.splitlines() if line.startswith("deepledger:")]
+    assert len(messages) == 1, stopped.stderr
+    (message,) = messages
+    assert "HTTP 401" in message and "llm.model_name='gpt-4.1-mini'" in message
+    assert f"llm.base_url='{url}'" in message and "$OPENAI_API_KEY" in message
+    assert f"{TASKS} tasks are not done" in message
+    assert "Traceback" not in stopped.stderr and KEY not in stopped.stderr + stopped.stdout
+    assert after_stop == []  # nothing recorded as finished (or wrong)
+    assert resumed.returncode == 0, resumed.stderr
+    records = recorded(run_dir)
+    assert sorted(r["task_id"] for r in records) == [f"t{n}" for n in range(1, TASKS + 1)]
+    assert all(r["correct"] for r in records)
+
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_concurrent_tasks_stop_too_at_most_one_request_each(tmp_path, status):
+    data, run_dir = suite(tmp_path / "data"), tmp_path / "run"
+    with FakeLLMServer([Fault(status=status)] * TASKS) as server:
+        stopped = bench(
+            server.openai_base_url, data, run_dir, "benchmark.execution.max_concurrent=5"
+        )
+        requests = len(server.requests)
+    assert stopped.returncode == 2, stopped.stderr
+    assert 1 <= requests <= TASKS
+    messages = [line for line in stopped.stderr.splitlines() if line.startswith("deepledger:")]
+    assert len(messages) == 1 and f"HTTP {status}" in messages[0], stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    assert recorded(run_dir) == []
+
+
+async def test_a_rejected_judge_stops_the_suite_and_keeps_the_agents_work(tmp_path):
+    cfg = composed(
+        f"benchmark.data.data_dir={suite(tmp_path / 'data')}",
+        "agent.main_agent.tools=[]",
+        "agent.max_final_answer_retries=1",
+        "benchmark.judge.llm=openai",
+        "benchmark.execution.max_concurrent=1",
+    )
+    agent = ScriptedLLM(responder=lambda messages, tools: "\\boxed{seven}")
+    rejected = EndpointRejectedError("openai returned HTTP 401: invalid key", status=401)
+    judge_llm = ScriptedLLM([rejected], model="judge-model")
+    run_dir = RunDirectory(tmp_path / "run")
+    runner = BenchmarkRunner(
+        cfg,
+        llm=agent,
+        tools=ToolManager({}),
+        run_dir=run_dir,
+        judge=LLMJudge(judge_llm),
+        progress=Progress(plain=True),
+    )
+    try:
+        with pytest.raises(RunRejectedError) as caught:
+            await runner.run(load_tasks(cfg.benchmark.data).tasks)
+    finally:
+        run_dir.close()
+    message = str(caught.value)
+    assert "the judge's model, benchmark.judge.llm=openai" in message
+    assert "model 'judge-model'" in message and "HTTP 401" in message
+    assert len(judge_llm.calls) == 1  # one task was judged, then the suite stopped
+    assert {c.messages[1].content for c in agent.calls} == {"What is 1 + 1?"}
+    assert recorded(tmp_path / "run") == []
+    progress = list((tmp_path / "run" / "tasks").glob("t1-*/progress.jsonl"))
+    assert "retry_finished" in progress[0].read_text()  # a resume only judges it again
+
+
+async def test_a_rejection_inside_a_sub_agent_stops_the_suite_too(tmp_path):
+    cfg = composed(
+        f"benchmark.data.data_dir={suite(tmp_path / 'data')}",
+        "agent=multi_agent",
+        "agent.main_agent.tools=[agent-browsing]",
+        "agent.sub_agents.browsing.tools=[]",
+        "agent.max_final_answer_retries=1",
+        "benchmark.execution.max_concurrent=1",
+    )
+    delegate = (
+        "<use_mcp_tool><server_name>agent-browsing</server_name><tool_name>run_subtask"
+        '</tool_name><arguments>{"subtask": "Look it up."}</arguments></use_mcp_tool>'
+    )
+    revoked = EndpointRejectedError("openai returned HTTP 403: key revoked", status=403)
+    llm = ScriptedLLM([delegate, revoked])  # the sub-agent's first call is refused
+    run_dir = RunDirectory(tmp_path / "run")
+    runner = BenchmarkRunner(
+        cfg, llm=llm, tools=ToolManager({}), run_dir=run_dir, judge=None,
+        progress=Progress(plain=True),
+    )  # fmt: skip
+    try:
+        with pytest.raises(RunRejectedError, match="HTTP 403"):
+            await runner.run(load_tasks(cfg.benchmark.data).tasks)
+    finally:
+        run_dir.close()
+    llm.assert_consumed()
+    assert len(llm.calls) == 2  # not asked again as if a tool had merely failed
+    assert recorded(tmp_path / "run") == []
