@@ -192,3 +192,27 @@ def test_ctrl_c_stops_cleanly_without_orphans_and_says_how_to_resume(tmp_path):
         ["pgrep", "-f", f"{worker}|{tmp_path}"], capture_output=True, text=True
     )
     assert leftover.stdout.strip() == ""
+
+
+def test_a_sweep_names_each_run_by_its_swept_keys_and_report_compares_them(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    with FakeLLMServer(responder=respond_http) as server:
+        command = bench_command(server.openai_base_url, tmp_path / "unused")
+        command = [c for c in command if not c.startswith("hydra.run.dir")]
+        done = subprocess.run(
+            [*command[:4], "-m", *command[4:], f"hydra.sweep.dir={sweep_dir}",
+             "agent.keep_tool_result=1,5"],
+            cwd=ROOT, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # Only the swept key names the folders: not the data path, not the server's URL.
+    runs = sorted(p.name for p in sweep_dir.iterdir() if p.is_dir())
+    assert runs == ["0_agent.keep_tool_result=1", "1_agent.keep_tool_result=5"]
+    assert all((sweep_dir / run / ".hydra" / "overrides.yaml").is_file() for run in runs)
+    report = deepledger("report", str(sweep_dir), timeout=300)
+    assert report.returncode == 0, report.stderr
+    assert "2 of 2 runs compared" in report.stdout and "not averaged" in report.stdout
+    assert f"Comparison: {sweep_dir / 'comparison.html'}" in report.stdout
+    compared, _ = embedded(sweep_dir / "comparison.html")
+    labels = [run["label"] for run in compared["runs"]]
+    assert labels == ["agent.keep_tool_result=1", "agent.keep_tool_result=5"]

@@ -1,4 +1,6 @@
-"""Averaging independent runs of one suite (``scripts/multi_run.sh``, ``deepledger report``).
+"""Averaging independent runs of one suite (``scripts/multi_run.sh``, ``deepledger report``);
+for the runs of a sweep, which differ in their settings, the same checks without the
+averages (``format_aggregate(..., averaged=False)``).
 
 ``aggregate`` reads each run directory's ``summary.json`` and reports, per metric, the
 mean, sample standard deviation (None for fewer than 2 runs), min and max over the runs:
@@ -146,23 +148,26 @@ def _stats(values: list[float | None]) -> dict:
 # ---------------------------------------------------------------------------- terminal
 
 
-def format_aggregate(agg: dict) -> str:
-    """A human-readable rendering of an ``aggregate`` result, problems first."""
+def format_aggregate(agg: dict, averaged: bool = True) -> str:
+    """A human-readable rendering of an ``aggregate`` result, problems first. Runs of a
+    sweep (``averaged`` false) differ in their settings: each is shown, none averaged."""
     status = "complete" if agg["complete"] else "INCOMPLETE"
+    verb = "averaged" if averaged else "compared (a sweep: settings differ, not averaged)"
     lines = [
         f"{agg['benchmark'] or '?'}: {agg['runs_used']} of {agg['runs_expected']} runs "
-        f"averaged ({status})"
+        f"{verb} ({status})"
     ]
     lines += [f"  problem: {p['dir']}: {p['reason']}" for p in agg["problems"]]
-    for name in METRICS:
+    for name in METRICS if averaged else ():
         lines.append(f"  {name:<13}{_stats_line(name, agg['metrics'][name])}")
     for run in agg["runs"]:
         if "tasks" not in run:
             continue
-        note = "" if run["used"] else "  (not averaged)"
+        note = "" if run["used"] or not averaged else "  (not averaged)"
+        cost = f" · cost {_num('cost_total', run['cost_total'])}" if not averaged else ""
         lines.append(
             f"    {run['dir']}: accuracy {_num('accuracy', run['accuracy'])} · "
-            f"pass@k {_num('pass_at_k', run['pass_at_k'])} · {run['tasks']} tasks{note}"
+            f"pass@k {_num('pass_at_k', run['pass_at_k'])} · {run['tasks']} tasks{cost}{note}"
         )
     return "\n".join(lines)
 

@@ -15,6 +15,7 @@ from deepledger.bench.metrics import summarize
 from deepledger.bench.rundir import (
     RESULTS,
     SUMMARY,
+    config_breakdown,
     latest_records,
     load_manifest,
     read_jsonl,
@@ -31,7 +32,10 @@ def rebuild_summary(root: Path) -> dict[str, Any]:
         benchmark=config["benchmark"]["name"],
         tasks_expected=manifest.get("tasks_expected"),
         extra={"run_dir": str(root), "rebuilt": True},
+        execution=config["benchmark"]["execution"],  # its budget
     )
     summary["token_economics"] = token_economics(root)
+    if configs := config_breakdown(root):  # a resume changed settings: counted apart
+        summary["configs"] = configs
     write_json_atomic(root / SUMMARY, summary)
     return summary

@@ -8,12 +8,14 @@ is not a readable run is listed with the reason, and the others are still compar
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from deepledger import __version__
 from deepledger.bench.rundir import (
+    MANIFEST,
     RESULTS,
     latest_records,
     load_manifest,
@@ -35,6 +37,29 @@ from deepledger.report.page import REPORT, render
 COMPARISON = "comparison.html"
 _NOT_SETTINGS = ("run_dir", "hydra", "output_dir", "data_dir", "metadata_file")
 LABEL_KEYS = 4  # differing settings named in a run's label
+SWEEP_CONFIG = "multirun.yaml"  # Hydra writes it at the top of a sweep folder
+_JOB_FOLDER = re.compile(r"^(\d+)(?:_|$)")  # hydra.sweep.subdir starts with the job number
+
+
+def sweep_runs(folder: Path) -> list[Path] | None:
+    """The runs of a sweep folder (``hydra.sweep.dir``, or any folder of run
+    directories), in job order; None when ``folder`` is a run itself or holds none.
+    A job that left no manifest is listed too (the comparison says what is wrong with
+    it) when Hydra's ``multirun.yaml`` marks the folder as a sweep."""
+    if not folder.is_dir() or (folder / MANIFEST).is_file():
+        return None
+    sweep = (folder / SWEEP_CONFIG).is_file()
+    runs = [
+        d
+        for d in folder.iterdir()
+        if d.is_dir() and ((d / MANIFEST).is_file() or (sweep and _JOB_FOLDER.match(d.name)))
+    ]
+    return sorted(runs, key=_job_order) or None
+
+
+def _job_order(run_dir: Path) -> tuple[float, str]:
+    number = _JOB_FOLDER.match(run_dir.name)
+    return (int(number[1]) if number else float("inf"), run_dir.name)
 
 
 def default_output(run_dirs: list[Path]) -> Path:
