@@ -3,10 +3,20 @@
 Every spec reads named datasets (``calls``, ``marks``, ``window``...) that the page fills
 in: the run's charts from the data written into the page, a task's chart from that
 task's trajectory when the reader opens it. The specs themselves carry no data.
+
+A run's four charts never change with its data, so they are rendered once, here, into
+``assets/charts.json``, which the page reads: a run's report is written at the end of
+every ``deepledger bench``, and importing altair alone took longer than the rest of the
+report. After changing a chart, render them again (a test fails until then)::
+
+    .venv/bin/python -m deepledger.report.charts
 """
 
 from __future__ import annotations
 
+import json
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import altair as alt
@@ -154,3 +164,26 @@ def all_specs() -> dict[str, dict[str, Any]]:
         "cumulative": cumulative_input(),
         "turns": turns_histogram(),
     }
+
+
+def prerendered() -> dict[str, Any]:
+    """What ``assets/charts.json`` holds: the Vega-Lite version altair writes specs for
+    (the page bundles the matching library) and the run's chart specs."""
+    return {"vega_lite_version": alt.SCHEMA_VERSION.lstrip("v"), "specs": all_specs()}
+
+
+def prerendered_text() -> str:
+    return json.dumps(prerendered(), indent=1, sort_keys=True) + "\n"
+
+
+def main() -> None:
+    from deepledger.report.page import PRERENDERED_CHARTS
+
+    assets = resources.files("deepledger.report").joinpath("assets")
+    target = Path(str(assets.joinpath(PRERENDERED_CHARTS)))
+    target.write_text(prerendered_text(), encoding="utf-8")
+    print(f"wrote {target}")
+
+
+if __name__ == "__main__":
+    main()

@@ -5,6 +5,13 @@ Vega-Lite and vega-embed libraries (vl-convert's bundle, no CDN), the chart spec
 run's data as JSON, and each task's trajectory gzip-compressed and base64-encoded, so a
 run of 1,000 tasks stays a file a browser opens at once: a trajectory is decompressed
 (with the browser's own DecompressionStream) when the reader opens that task.
+
+Every ``deepledger bench`` ends by writing its report, so the parts that do not depend
+on the run are made once: the chart specs are rendered ahead (``assets/charts.json``,
+see :mod:`deepledger.report.charts`; altair is not imported here), and the library
+bundle, which vl-convert takes over a second to put together, is kept in deepledger's
+cache folder (``$DEEPLEDGER_CACHE_DIR``, else ``~/.cache/deepledger``) under a name
+that carries vl-convert's and Vega-Lite's versions.
 """
 
 from __future__ import annotations
@@ -13,30 +20,69 @@ import base64
 import functools
 import gzip
 import json
+import logging
+import os
 import re
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
-import altair as alt
-import vl_convert
-
 from deepledger.bench.rundir import write_text_atomic
-from deepledger.report import charts
 from deepledger.report.collect import FIELD_LIMIT, RESULT_LIMIT, TEXT_LIMIT, RunData, collect
+
+log = logging.getLogger(__name__)
 
 REPORT = "report.html"
 MAX_LINES = 400  # trajectories drawn in the run's prompt-tokens chart (evenly chosen)
 MAX_MARKS = 3_000
 MAX_POINTS = 1_500  # points per series of the cumulative chart
+CACHE_DIR_ENV = "DEEPLEDGER_CACHE_DIR"
+PRERENDERED_CHARTS = "charts.json"  # written by `python -m deepledger.report.charts`
+
+
+@functools.cache
+def _prerendered() -> dict[str, Any]:
+    return json.loads(_asset(PRERENDERED_CHARTS))
+
+
+def run_chart_specs() -> dict[str, dict[str, Any]]:
+    """The run report's chart specs, as altair rendered them ahead of time."""
+    return _prerendered()["specs"]
+
+
+def vega_lite_version() -> str:
+    """``MAJOR.MINOR`` of the Vega-Lite the specs are written for."""
+    return ".".join(_prerendered()["vega_lite_version"].split(".")[:2])
+
+
+def bundle_cache_path(version: str) -> Path:
+    """Where the library bundle for Vega-Lite ``version`` is kept between runs."""
+    root = os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "deepledger"
+    converter = metadata.version("vl-convert-python")
+    return Path(root) / "report" / f"vega-bundle-vlc{converter}-vl{version}.js"
 
 
 @functools.cache
 def chart_library() -> str:
-    """Vega, Vega-Lite (the version altair writes specs for) and vega-embed, as one
-    script that sets ``window.vegaEmbed``."""
-    version = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
-    return vl_convert.javascript_bundle(vl_version=version)
+    """Vega, Vega-Lite (the version the specs are written for) and vega-embed, as one
+    script that sets ``window.vegaEmbed``: from the cache, else made and cached."""
+    version = vega_lite_version()
+    cached = bundle_cache_path(version)
+    try:
+        bundle = cached.read_text("utf-8")
+        if "vegaEmbed" in bundle:  # a file that is not a bundle is made again
+            return bundle
+    except (OSError, UnicodeError):
+        pass  # not made yet on this machine (or unreadable): make it
+    import vl_convert  # a native module: imported only when the bundle must be made
+
+    bundle = vl_convert.javascript_bundle(vl_version=version)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(cached, bundle, mode=0o644)
+    except OSError as exc:  # a read-only home: every report makes its own, slower
+        log.warning("the chart library could not be cached at %s: %s", cached, exc)
+    return bundle
 
 
 def _asset(name: str) -> str:
@@ -88,7 +134,7 @@ def write_run_report(root: Path, summary: dict[str, Any]) -> Path:
         "kind": "run",
         "run": data.run,
         "tasks": data.tasks,
-        "charts": charts.all_specs(),
+        "charts": run_chart_specs(),
         "datasets": {
             "calls": _run_lines(data, drawn),
             "marks": [_labelled(m, data) for m in data.marks if m["task"] in drawn][:MAX_MARKS],
