@@ -16,7 +16,6 @@ import difflib
 import re
 import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -24,6 +23,7 @@ from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from deepledger.errors import ConfigError
+from deepledger.paths import looked_in, resolve_data_path
 from deepledger.prompts import prompt_exists
 
 
@@ -76,6 +76,17 @@ class LLMConfig:
     accepts_images: bool = False
     # MiroThinker's command lines set this; deepledger's clients are always async.
     async_client: bool = True
+    # anthropic: Claude's thinking, sent as the request's `thinking` field, e.g.
+    # {type: enabled, budget_tokens: 8000} or {type: adaptive}; null: the model's default.
+    # Thinking blocks are kept and re-sent as the API requires; no prefill while it is on.
+    thinking: Any = None  # a mapping, or null
+    # openai: reasoning models (o1/o3/o4-mini, gpt-5...) take max_completion_tokens and
+    # only the default temperature/top_p. null: told by llm.model_name; true/false: say so
+    # (a gateway's or an Azure deployment's own name).
+    reasoning_model: bool | None = None
+    reasoning_effort: str | None = None  # sent as reasoning_effort (none, low, medium, high...)
+    # azure_openai: the api-version query parameter (null: none, for the /openai/v1 API).
+    api_version: str | None = None
 
 
 @dataclass
@@ -312,7 +323,7 @@ def server_environment(cfg: Any) -> dict[str, str]:
     env = {}
     corpus = cfg.benchmark.search_corpus
     if corpus:
-        env[SEARCH_CORPUS_ENV] = str(Path(corpus).expanduser().resolve())
+        env[SEARCH_CORPUS_ENV] = str(resolve_data_path(corpus).resolve())
     if cfg.web.allow_private_networks:
         env[ALLOW_PRIVATE_ENV] = "1"
     return env
@@ -331,10 +342,10 @@ def validate(cfg: Any, known_providers: tuple[str, ...]) -> None:
     problems += _tool_problems(tool_servers(cfg), cfg.agent)
     problems += _execution_problems(cfg.benchmark.execution)
     corpus = cfg.benchmark.search_corpus
-    if corpus and not Path(corpus).expanduser().exists():
+    if corpus and not resolve_data_path(corpus).exists():
         problems.append(
-            f"benchmark.search_corpus={corpus}: no such file or folder (relative paths are "
-            "read from the working directory; run from the repository's root)."
+            f"benchmark.search_corpus={corpus}: no such file or folder (looked for "
+            f"{looked_in(corpus)})."
         )
     problems += _web_problems(cfg)
     if cfg.benchmark.judge.rule not in JUDGE_RULES:
@@ -393,6 +404,43 @@ def _llm_problems(llm: Any, known_providers: tuple[str, ...]) -> list[str]:
         )
     if llm.retry.max_attempts < 1:
         problems.append(f"llm.retry.max_attempts={llm.retry.max_attempts} must be at least 1.")
+    if llm.reasoning_effort is not None and llm.reasoning_effort not in REASONING_EFFORTS:
+        problems.append(
+            f"llm.reasoning_effort={llm.reasoning_effort!r}: use one of "
+            f"{', '.join(REASONING_EFFORTS)}, or null for the model's default."
+        )
+    return problems + _thinking_problems(llm)
+
+
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+MIN_THINKING_BUDGET = 1024  # Anthropic's floor for budget_tokens
+
+
+def _thinking_problems(llm: Any) -> list[str]:
+    """What Anthropic refuses with thinking on: a budget under 1024 or not under
+    max_tokens, and sampling settings other than the defaults (through extra_body)."""
+    if llm.thinking and llm.provider != "anthropic":
+        return [f"llm.thinking is Anthropic's setting; llm.provider={llm.provider!r} ignores it."]
+    thinking = llm.thinking or (llm.extra_body or {}).get("thinking")
+    if not thinking or llm.provider != "anthropic":
+        return []
+    if not hasattr(thinking, "get") or not isinstance(thinking.get("type"), str):
+        return ["llm.thinking needs a type, e.g. {type: enabled, budget_tokens: 8000}."]
+    problems = []
+    budget = thinking.get("budget_tokens")
+    if thinking["type"] == "enabled" and not (
+        isinstance(budget, int) and MIN_THINKING_BUDGET <= budget < llm.max_tokens
+    ):
+        problems.append(
+            f"llm.thinking.budget_tokens={budget}: with type enabled it must be at least "
+            f"{MIN_THINKING_BUDGET} and below llm.max_tokens={llm.max_tokens}."
+        )
+    extra = llm.extra_body or {}
+    if extra.get("temperature") not in (None, 1, 1.0) or "top_k" in extra:
+        problems.append(
+            "llm.extra_body: Anthropic takes no temperature other than 1 and no top_k while "
+            "llm.thinking is on; remove them."
+        )
     return problems
 
 
@@ -478,8 +526,10 @@ def _tool_problems(tools: Any, agent: Any) -> list[str]:
     roles |= {f"agent.sub_agents.{n}": role for n, role in agent.sub_agents.items()}
     for where, role in roles.items():
         for tool in role.tools:
-            if tool not in tools and tool not in BUILTIN_TOOLS and not _names_sub_agent(
-                tool, agent
+            if (
+                tool not in tools
+                and tool not in BUILTIN_TOOLS
+                and not _names_sub_agent(tool, agent)
             ):
                 sub_agents = [f"agent-{n}" for n in agent.sub_agents]
                 known = ", ".join([*tools, *sub_agents, *BUILTIN_TOOLS])
@@ -531,7 +581,23 @@ def _execution_problems(execution: Any) -> list[str]:
         problems.append(
             f"benchmark.execution.max_tasks={execution.max_tasks} must be >= 0 or null."
         )
+    for key in BUDGET_KEYS:
+        value = getattr(execution, key)
+        if value is not None and not value > 0:  # `not >`: NaN is refused too
+            problems.append(
+                f"benchmark.execution.{key}={value:g} must be positive, or null for no limit."
+            )
     return problems
+
+
+# Task limits and run budgets (agent/limits.py); null: none.
+BUDGET_KEYS = (
+    "task_time_limit_seconds",
+    "task_token_limit",
+    "task_cost_limit_usd",
+    "max_cost_usd",
+    "max_tokens",
+)
 
 
 # -- unknown keys on the command line -------------------------------------------------

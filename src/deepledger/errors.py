@@ -5,7 +5,10 @@
     DeepLedgerError                 anything deepledger raises on purpose
      ├── ConfigError                the configuration cannot work; the message says what to change
      │    ├── UnknownProviderError  llm.provider names no provider
-     │    └── MissingAPIKeyError    the API key variable is not set
+     │    ├── MissingAPIKeyError    the API key variable is not set
+     │    ├── RunRejectedError      a suite stopped: an endpoint refused its key or model
+     │    └── RunDirectoryError     hydra.run.dir is a file, read-only, full, held by a
+     │                              live run, or a resume would change its settings
      └── LLMError                   a model call failed
           ├── TransientLLMError     worth retrying: 5xx, timeouts, lost connections, bad bodies
           │    ├── RateLimitedError the provider said 429; carries its Retry-After
@@ -46,6 +49,16 @@ class MissingAPIKeyError(ConfigError):
             f"No API key: the environment variable {variable} is not set. "
             f"Export it (or put it in a .env file in the working directory).{hint}"
         )
+
+
+class RunRejectedError(ConfigError):
+    """A suite stopped because a model endpoint rejected it (:class:`EndpointRejectedError`):
+    nothing more was started, and the tasks not done run on the next resume."""
+
+
+class RunDirectoryError(ConfigError):
+    """The run directory cannot take this run, or its disk filled while the run went;
+    the message names the folder and what to do. What was recorded before stays valid."""
 
 
 class LLMError(DeepLedgerError):

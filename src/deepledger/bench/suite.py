@@ -12,12 +12,13 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from deepledger.bench.economics import token_economics
+from deepledger.bench.hydra_hooks import save_hydra_files
 from deepledger.bench.judge import Judge, make_judge
 from deepledger.bench.metrics import format_summary, summarize
 from deepledger.bench.progress import Progress
 from deepledger.bench.rundir import RESULTS, RunDirectory, latest_records, read_jsonl
 from deepledger.bench.runner import BenchmarkRunner
-from deepledger.bench.tasks import Task, load_tasks
+from deepledger.bench.tasks import Task, load_tasks, require_tasks
 from deepledger.config import LLMConfig, extract_llm_name, tool_servers
 from deepledger.context.compaction import NoteWriter
 from deepledger.errors import ConfigError
@@ -34,21 +35,27 @@ log = logging.getLogger(__name__)
 async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> dict[str, Any]:
     """Run (or resume) the suite into ``root``; return the summary it wrote."""
     loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks)
+    for notice in loaded.notices():  # skipped lines, a mapping that finds no ground truth
+        print(f"deepledger: {notice}", file=sys.stderr)
+    require_tasks(loaded, cfg.benchmark.execution.max_tasks)  # no task: exit 2, saying why
     judge_llm = judge_model(cfg, loaded.tasks, conf_dir)  # a missing key fails before any work
     writer = note_writer(cfg, conf_dir)
     scraper = page_scraper(cfg, conf_dir)
     run_dir = RunDirectory(root)
     try:
-        for problem in loaded.problems:
-            print(f"deepledger: skipped {problem}", file=sys.stderr)
         if advice := concurrency_advice(cfg):
             print(f"deepledger: {advice}", file=sys.stderr)
         config = OmegaConf.to_container(cfg, resolve=True)
-        differences = run_dir.start(config, argv, tasks=len(loaded.tasks))
-        if differences:
+        # Refused before the manifest changes: a resume that would mix settings (or
+        # judges) in one summary; see rundir.py for which keys count.
+        allowed = run_dir.check_resume(config, allow_change=resume_may_change_config(cfg))
+        save_hydra_files(root, cfg)
+        run_dir.start(config, argv, tasks=len(loaded.tasks))
+        if allowed:
             print(
-                f"deepledger: resuming {root} with a different configuration than its last "
-                "run:\n  " + "\n  ".join(differences),
+                f"deepledger: resuming {root} with other settings than its last run "
+                f"(resume.allow_config_change=true); its tasks from now on record config "
+                f"{run_dir.config_id}:\n  " + "\n  ".join(allowed),
                 file=sys.stderr,
             )
         ended = threading.Event()
@@ -66,11 +73,14 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
             benchmark=cfg.benchmark.name,
             tasks_expected=len(loaded.tasks),
             extra={"run_dir": str(root), "skipped_lines": loaded.problems},
+            execution=cfg.benchmark.execution,  # its budget
         )
         summary["token_economics"] = await asyncio.to_thread(token_economics, root)
         run_dir.write_summary(summary)
         run_dir.finish()
-        report = await asyncio.to_thread(_write_report, root, summary)
+        report = await asyncio.to_thread(
+            _write_report, root, summary, wanted=cfg.benchmark.execution.report
+        )
     finally:
         run_dir.close()
     print(format_summary(summary))
@@ -85,7 +95,8 @@ async def _report_while_running(
     """Rewrite report.html every ``report_every_seconds`` while tasks finish, so a
     browser refresh follows a long run. The token economics (a replay of every journal)
     wait for the end."""
-    every = cfg.benchmark.execution.report_every_seconds
+    # benchmark.execution.report=false: no report while the run goes either.
+    every = cfg.benchmark.execution.report_every_seconds if cfg.benchmark.execution.report else 0
     results, written = root / RESULTS, None
     execution = cfg.benchmark.execution
 
@@ -97,6 +108,7 @@ async def _report_while_running(
             benchmark=cfg.benchmark.name,
             tasks_expected=expected,
             extra={"run_dir": str(root)},
+            execution=execution,  # its budget
         )
         summary["token_economics"] = {"unavailable": "computed when the run ends"}
         return _write_report(root, summary, ended)
@@ -120,14 +132,22 @@ _one_report_at_a_time = threading.Lock()
 
 
 def _write_report(
-    root: Path, summary: dict[str, Any], ended: threading.Event | None = None
+    root: Path,
+    summary: dict[str, Any],
+    ended: threading.Event | None = None,
+    *,
+    wanted: bool = True,
 ) -> Path | None:
-    """The run's HTML report. A report that cannot be written costs the run nothing:
-    its results and summary are on disk, and ``deepledger report`` can try again.
+    """The run's HTML report; None when ``wanted`` is false
+    (``benchmark.execution.report=false``: ``deepledger report RUN_DIR`` writes it
+    later). A report that cannot be written costs the run nothing: its results and
+    summary are on disk, and ``deepledger report`` can try again.
 
     A live report (``ended`` given) is skipped once the run has ended: cancelling its
     task does not stop a thread already writing, so the final report waits for the lock
     and a live one that gets the lock after the end writes nothing."""
+    if not wanted:
+        return None
     try:
         with _one_report_at_a_time:
             if ended is not None and ended.is_set():
@@ -177,6 +197,14 @@ async def _run_tasks(
             await scraper.aclose()
         if judge_llm is not None:
             await judge_llm[0].aclose()
+
+
+def resume_may_change_config(cfg: Any) -> bool:
+    """``resume.allow_config_change`` (given as ``+resume...=true`` or without the ``+``)."""
+    value = (cfg.get("resume") or {}).get("allow_config_change", False)
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
 
 
 def concurrency_advice(cfg: Any) -> str | None:

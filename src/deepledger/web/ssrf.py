@@ -96,9 +96,11 @@ def classify(address: IPAddress) -> str | None:
         ("multicast", address.is_multicast),
         ("CGNAT", isinstance(address, ipaddress.IPv4Address) and address in _CGNAT),
         ("reserved", address.is_reserved),  # before private: Python counts 240/4 as both
-        ("private", address.is_private or any(
-            address.version == net.version and address in net for net in _ALSO_PRIVATE
-        )),
+        (
+            "private",
+            address.is_private
+            or any(address.version == net.version and address in net for net in _ALSO_PRIVATE),
+        ),
     )
     for name, matches in checks:
         if matches:
