@@ -13,10 +13,15 @@ Targets: first request <= 1.0 s, exit <= 0.5 s after the last request.
 The machine these numbers come from is shared: the load average is recorded with them.
 The command runs with Python's bytecode cache on (``PYTHONDONTWRITEBYTECODE``, set in
 some shells here, is removed from its environment), as on a user's machine; one unmeasured
-run first fills the caches. The report's library bundle is kept in deepledger's cache
-folder after the first report: ``default_cold_cache`` measures a run that makes it (a
-fresh ``DEEPLEDGER_CACHE_DIR`` that keeps only the search index); ``no_tool_servers``
-the same run with ``agent.main_agent.tools=[]`` (how much of the start is the servers').
+run first fills the caches. Two of them are deepledger's own, in its cache folder: the
+report's library bundle, made by the first report, and the tool servers' tool lists
+(``tool_lists/``, from the last run of each server: with them the first request goes
+out while the servers are still starting). ``default_cold_cache`` measures a run that
+makes the bundle (a fresh ``DEEPLEDGER_CACHE_DIR`` that keeps the search index and the
+tool lists); ``uncached_tool_lists`` a run whose servers have never run before (a fresh
+one that keeps all but the tool lists: it waits for every server's list);
+``no_tool_servers`` the same run with ``agent.main_agent.tools=[]`` (how much of the
+start is the servers').
 
     .venv/bin/python benchmarks/perf/start_exit.py [--runs 7] [--label after] [--out FILE]
     # beside another source tree, e.g. the last commit, the two taking turns:
@@ -79,13 +84,15 @@ def environment(tree: Path | None, cache_dir: Path | None) -> tuple[dict[str, st
     return env, overrides
 
 
-def cold_cache(folder: Path) -> Path:
-    """A cache folder with nothing made yet but the search index (building the index is
-    the search server's first-run cost, not the report's)."""
+def cold_cache(folder: Path, keep: tuple[str, ...]) -> Path:
+    """A cache folder with nothing made yet but the parts named in ``keep`` (e.g. the
+    search index: building it is the search server's first-run cost, not the report's)."""
     cache = folder / "cold-cache"
     cache.mkdir(parents=True)
     home = os.environ.get("DEEPLEDGER_CACHE_DIR") or Path.home() / ".cache" / "deepledger"
-    (cache / "search").symlink_to(Path(home) / "search")
+    for part in keep:
+        if (Path(home) / part).exists():
+            (cache / part).symlink_to(Path(home) / part)
     return cache
 
 
@@ -130,12 +137,14 @@ def one_run(
     }
 
 
-VARIANTS = {  # name: (overrides, whether the report library starts out uncached)
-    "default": ([], False),
-    "report_false": (["benchmark.execution.report=false"], False),
-    "default_cold_cache": ([], True),
+# name: (overrides, the parts of deepledger's cache folder it keeps; None: all of it)
+VARIANTS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
+    "default": ([], None),
+    "report_false": (["benchmark.execution.report=false"], None),
+    "default_cold_cache": ([], ("search", "tool_lists")),  # the report's bundle is made
+    "uncached_tool_lists": ([], ("search", "report")),  # servers that never ran before
     # What the command costs without its tool servers (how much of the start is theirs).
-    "no_tool_servers": (["agent.main_agent.tools=[]"], False),
+    "no_tool_servers": (["agent.main_agent.tools=[]"], None),
 }
 
 
@@ -149,11 +158,11 @@ def measure(runs: int, trees: dict[str, Path | None]) -> dict[str, dict[str, dic
         for label, tree in trees.items():  # warm the file cache and bytecode: not counted
             one_run(folder, f"warm-{label}", [], tree)
         number = 0
-        for variant, (extra, cold) in VARIANTS.items():
-            for _ in range(max(1, runs // 2) if cold else runs):
+        for variant, (extra, keep) in VARIANTS.items():
+            for _ in range(max(1, runs // 2) if keep is not None else runs):
                 for label, tree in trees.items():
                     number += 1
-                    cache = cold_cache(folder / f"cache-{number}") if cold else None
+                    cache = cold_cache(folder / f"cache-{number}", keep) if keep else None
                     samples[label][variant].append(one_run(folder, number, extra, tree, cache))
     return {
         label: {v: summarize(VARIANTS[v][0], runs) for v, runs in by_variant.items()}

@@ -21,23 +21,32 @@ tasks do not try a shared server again), unless its config says ``required: true
 the task fails. The message says why in full: the server, its command, how it ended, the
 last lines of its stderr and where its whole log is (``tool_servers/<name>.stderr.log``
 in the run directory); the model is told only that the server is unavailable.
+
+With a :class:`~deepledger.tools.list_cache.ToolListCache`, a stdio server whose tool
+list is known (from its last run, or from a session of this run) is not waited for: the
+task gets that list at once and the server starts in the background. A call that comes
+before it is ready waits for it; if it then fails to start, its calls get the error a
+server that failed before the task gets, and its cached list is dropped; closing a
+session that is still starting stops the process at once. ``required`` servers are
+always waited for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import importlib
 import json
 import logging
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
-
-import jsonschema
 
 from deepledger.errors import DeepLedgerError, EndpointRejectedError
 from deepledger.messages import ToolCall, ToolResult
@@ -46,12 +55,16 @@ from deepledger.tools.results import for_model, result_parts
 if TYPE_CHECKING:
     from mcp import Client
 
+    from deepledger.tools.list_cache import ToolListCache
     from deepledger.tools.stdio_transport import ServerProcess
 
 # The MCP SDK (and our stdio transport, built on it) is imported when a server is
 # started, not with this module: importing it takes 0.4 s, which every command paid
 # before its first request, tool servers or not (`deepledger report`, a run with
-# agent.main_agent.tools=[]).
+# agent.main_agent.tools=[]). It runs in a thread of its own, so that while servers
+# start in the background (their tool lists known from the last run:
+# tools/list_cache.py) the event loop sends the first request meanwhile.
+_SDK_MODULES = ("mcp", "mcp.client.stdio", "mcp.client.sse", "deepledger.tools.stdio_transport")
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +75,62 @@ BASE_ENV = ("PATH", "HOME")
 
 class ToolServerStartError(DeepLedgerError):
     """A tool server could not be started or did not complete the MCP handshake."""
+
+
+class _SdkImport:
+    """The SDK's import, once per process, in a daemon thread: a worker of the loop's
+    executor would be waited for when the command ends, and a run that is over before
+    its servers finished starting must not wait for an import it no longer needs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = False
+        self._error: BaseException | None = None
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._thread: threading.Thread | None = None
+
+    async def wait(self) -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self._done:
+                future.set_result(None)
+            else:
+                self._waiters.append((loop, future))
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="deepledger-mcp-import", daemon=True
+                    )
+                    self._thread.start()
+        await future
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        try:
+            for module in _SDK_MODULES:
+                importlib.import_module(module)
+        except BaseException as exc:  # handed to every waiter, not lost in the thread
+            self._error = exc
+        with self._lock:
+            self._done = True
+            waiters, self._waiters = self._waiters, []
+        for loop, future in waiters:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                loop.call_soon_threadsafe(_settle, future)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+_sdk_import = _SdkImport()
+
+
+async def load_sdk() -> None:
+    """Import the MCP SDK off the event loop (0.4 s of imports would stall every task)."""
+    await _sdk_import.wait()
 
 
 @dataclass(frozen=True)
@@ -118,6 +187,15 @@ class McpConnection:
         self._lock = asyncio.Lock()
         self._generation = 0
         self._process: ServerProcess | None = None  # the stdio process of the last start
+        self._background: asyncio.Task | None = None  # a start no caller waits for
+        # Told of each successful start (the manager keeps the tool list) and of a
+        # background start that failed (the manager drops the cached list).
+        self.on_started: Callable[[McpConnection], None] | None = None
+        self.on_background_failure: Callable[[McpConnection, str], None] | None = None
+
+    @property
+    def ever_started(self) -> bool:
+        return self._generation > 0
 
     @property
     def alive(self) -> bool:
@@ -134,6 +212,22 @@ class McpConnection:
                     self.failed_reason = str(exc)  # later tasks skip it at once
                     raise
 
+    def start_in_background(self) -> None:
+        """Start the server without waiting for it: a call waits for the start (the
+        lock), and :meth:`close` cancels a start still under way."""
+        if self.alive or self.failed_reason or self._background is not None:
+            return
+        self._background = asyncio.create_task(
+            self._start_unwatched(), name=f"mcp-start:{self.name}"
+        )
+
+    async def _start_unwatched(self) -> None:
+        try:
+            await self.ensure_started()
+        except ToolServerStartError as exc:  # its calls say it is unavailable
+            if self.on_background_failure is not None:
+                self.on_background_failure(self, str(exc))
+
     async def _start(self) -> None:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
@@ -141,6 +235,11 @@ class McpConnection:
         self._owner = asyncio.create_task(self._own(ready), name=f"mcp:{self.name}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.cfg.startup_timeout_seconds)
+        except asyncio.CancelledError:  # closed while starting: no grace for a bare start
+            if self._process is not None:
+                self._process.hurry = True
+            await self._stop_owner(grace=0)
+            raise
         except TimeoutError:
             await self._stop_owner(grace=0)
             raise ToolServerStartError(
@@ -152,11 +251,14 @@ class McpConnection:
                 )
             ) from None
         self._generation += 1
+        if self.on_started is not None:
+            self.on_started(self)
 
     async def _own(self, ready: asyncio.Future[None]) -> None:
-        from mcp import Client
-
         try:
+            await load_sdk()
+            from mcp import Client
+
             async with Client(self._target()) as client:
                 listed = await client.list_tools()
                 self.tools = [
@@ -309,6 +411,12 @@ class McpConnection:
         self._client = None
 
     async def close(self) -> None:
+        background, self._background = self._background, None
+        if background is not None and not background.done():
+            # A start nobody waited for is cut short, not waited out (up to
+            # startup_timeout_seconds): the server has served nothing yet.
+            background.cancel()
+            await asyncio.gather(background, return_exceptions=True)
         async with self._lock:
             await self._stop_owner()
 
@@ -385,9 +493,20 @@ class ResultPolicy:
 class ToolManager:
     """All tool servers of one run; shared connections live as long as the manager."""
 
-    def __init__(self, servers: dict[str, Any], log_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        servers: dict[str, Any],
+        log_dir: Path | None = None,
+        list_cache: ToolListCache | None = None,
+    ) -> None:
         self.servers = servers
         self.log_dir = log_dir
+        # With a cache, a server whose tool list is known (from its last run, or from a
+        # session of this run) starts in the background: the task's first request does
+        # not wait for it.
+        self.list_cache = list_cache
+        self._lists: dict[str, list[dict[str, Any]]] = {}  # server -> its tools, as listed
+        self._keys: dict[str, str] = {}  # server -> its cache key
         self._shared: dict[str, list[McpConnection]] = {}  # `instances` sessions each
         self._errlogs: dict[str, TextIO] = {}  # one per server, shared by its sessions
         self._reported: set[str] = set()  # servers whose start failure has been logged
@@ -400,13 +519,70 @@ class ToolManager:
         cfg = self.servers[name]
         if cfg.scope != "shared":
             if name not in task_scoped:
-                task_scoped[name] = McpConnection(name, cfg, self._errlog(name))
+                task_scoped[name] = self._connection(name)
             return [task_scoped[name]]
         if name not in self._shared:
-            self._shared[name] = [
-                McpConnection(name, cfg, self._errlog(name)) for _ in range(max(1, cfg.instances))
-            ]
+            self._shared[name] = [self._connection(name) for _ in range(max(1, cfg.instances))]
         return self._shared[name]
+
+    def _connection(self, name: str) -> McpConnection:
+        connection = McpConnection(name, self.servers[name], self._errlog(name))
+        connection.on_started = self._listed
+        connection.on_background_failure = self._background_start_failed
+        return connection
+
+    def known_tools(self, name: str) -> list[ToolInfo] | None:
+        """Server ``name``'s tools without starting it: as a session of this run listed
+        them, else as its last run did (the cache). None: it must be started first —
+        no cache, a server that is not stdio, or one the task cannot run without."""
+        cfg = self.servers[name]
+        if self.list_cache is None or cfg.transport != "stdio" or cfg.required:
+            return None
+        if name not in self._lists:
+            cached = self.list_cache.load(self._key(name))
+            if cached is None:
+                return None
+            self._lists[name] = cached
+        return [
+            ToolInfo(name, t["name"], t["description"], t["input_schema"], cfg.description)
+            for t in self._lists[name]
+        ]
+
+    def _key(self, name: str) -> str:
+        from deepledger.tools.list_cache import server_key
+
+        if name not in self._keys:
+            cfg = self.servers[name]
+            self._keys[name] = server_key(resolve_command(cfg.command), list(cfg.args), cfg)
+        return self._keys[name]
+
+    def _listed(self, connection: McpConnection) -> None:
+        """A session started: keep its list for the run and for the next run."""
+        name = connection.name
+        listed = [
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+            for t in connection.tools
+        ]
+        if self.list_cache is None or self._lists.get(name) == listed:
+            return
+        if name in self._lists:
+            log.warning(
+                "tool server %r lists other tools than its cached list said; the cache is "
+                "updated (requests sent before it started offered the old list)",
+                name,
+            )
+        self._lists[name] = listed
+        if connection.cfg.transport == "stdio":
+            self.list_cache.store(self._key(name), listed)
+
+    def _background_start_failed(self, connection: McpConnection, message: str) -> None:
+        """A server offered from the cache did not start: its calls say it is
+        unavailable; the cached list goes (the next run starts it before its request)."""
+        name = connection.name
+        self._lists.pop(name, None)
+        if self.list_cache is not None and connection.cfg.transport == "stdio":
+            self.list_cache.drop(self._key(name))
+        self.report_start_failure(name, f"{message}\n  Its calls answer that it is unavailable.")
 
     def connection(self, name: str, task_scoped: dict[str, McpConnection]) -> McpConnection:
         """The session to send the next call to: the least busy one."""
@@ -475,7 +651,8 @@ class TaskTools:
         self.unavailable: dict[str, str] = {}  # server -> why it was left out
 
     async def start(self) -> list[ToolInfo]:
-        """Start (or join) every server; list the tools this agent may use."""
+        """Start (or join) every server; list the tools this agent may use. A server
+        whose list is known already starts in the background instead."""
         pools = [self.manager.connections(n, self._task_scoped) for n in self.server_names]
         outcomes = await asyncio.gather(
             *(self._start_pool(pool) for pool in pools), return_exceptions=True
@@ -483,6 +660,9 @@ class TaskTools:
         tools: list[ToolInfo] = []
         for pool, outcome in zip(pools, outcomes, strict=True):
             connection = pool[0]
+            if isinstance(outcome, list):  # known ahead: the server is still starting
+                tools += [t for t in outcome if not self._blacklisted(t)]
+                continue
             if isinstance(outcome, BaseException):
                 message = str(outcome)
                 if connection.cfg.required:  # the task's error record carries it
@@ -500,9 +680,17 @@ class TaskTools:
         self.tools = tools
         return tools
 
-    @staticmethod
-    async def _start_pool(pool: list[McpConnection]) -> None:
+    async def _start_pool(self, pool: list[McpConnection]) -> list[ToolInfo] | None:
+        """The pool's tools when they are known without waiting (its sessions then start
+        in the background), else None once every session has started."""
+        if not any(c.alive or c.failed_reason for c in pool):
+            known = self.manager.known_tools(pool[0].name)
+            if known is not None:
+                for connection in pool:
+                    connection.start_in_background()
+                return known
         await asyncio.gather(*(c.ensure_started() for c in pool))
+        return None
 
     def _blacklisted(self, tool: ToolInfo) -> bool:
         return tool.name in self.blacklist or tool.qualified_name in self.blacklist
@@ -561,6 +749,12 @@ class TaskTools:
         """One call to an MCP server, answered from the run's cache when the server's
         results are cacheable and the same call succeeded before."""
         connection = self.manager.connection(info.server, self._task_scoped)
+        if not connection.ever_started:  # offered from the cache: it may still be starting
+            try:
+                await connection.ensure_started()
+            except ToolServerStartError as exc:  # told as if it had failed before the task
+                self.unavailable[info.server] = str(exc)
+                return _error(self._unavailable_message(info.server))
         if not self.manager.servers[info.server].cache_results:
             return await connection.call(info.name, arguments)
         key = (info.server, info.name, json.dumps(arguments, sort_keys=True, ensure_ascii=False))
@@ -574,13 +768,16 @@ class TaskTools:
     def _unknown_tool_message(self, call: ToolCall) -> str:
         where = f"{call.server_name}.{call.name}" if call.server_name else call.name
         if call.server_name in self.unavailable:
-            return (
-                f"Tool server {call.server_name!r} is unavailable in this task ("
-                + headline(self.unavailable[call.server_name])
-                + "); use the other tools."
-            )
+            return self._unavailable_message(call.server_name)
         available = ", ".join(t.qualified_name for t in self.tools) or "none"
         return f"There is no tool {where}. Available tools: {available}."
+
+    def _unavailable_message(self, server: str) -> str:
+        return (
+            f"Tool server {server!r} is unavailable in this task ("
+            + headline(self.unavailable[server])
+            + "); use the other tools."
+        )
 
     async def aclose(self) -> None:
         await asyncio.gather(*(c.close() for c in self._task_scoped.values()))
@@ -601,6 +798,8 @@ def encodable(value: Any) -> Any:
 
 @functools.lru_cache(maxsize=1024)
 def _cached_validator(schema_json: str) -> Any:
+    import jsonschema  # on the first call, not on the way to the first request
+
     schema = json.loads(schema_json)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -617,6 +816,8 @@ def schema_problem(info: ToolInfo, arguments: dict[str, Any]) -> str | None:
     here gives the model one clear message whatever the server would have said."""
     if not info.input_schema:
         return None
+    import jsonschema
+
     try:
         error = jsonschema.exceptions.best_match(_validator(info).iter_errors(arguments))
         if error is not None:

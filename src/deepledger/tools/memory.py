@@ -14,9 +14,13 @@ from __future__ import annotations
 import asyncio
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from deepledger.tools.manager import LocalTool, ToolInfo, ToolRefusal
+if TYPE_CHECKING:
+    from deepledger.tools.manager import LocalTool
+
+# The tool manager (and what it imports) is loaded when the tools are built or a call is
+# refused, not with this module: the run directory imports it for memory_folder alone.
 
 SERVER = MEMORY_TOOL = "memory"  # the name a role lists in its tools
 MAX_NOTE_CHARS = 20_000
@@ -55,6 +59,8 @@ class MemoryStore:
         return sorted(p.stem for p in self.folder.glob("*.md"))
 
     def write(self, name: str, text: str) -> str:
+        from deepledger.tools.manager import ToolRefusal
+
         path = self._path(name)
         if len(text) > MAX_NOTE_CHARS:
             raise ToolRefusal(
@@ -67,6 +73,8 @@ class MemoryStore:
         return f"Saved note {name!r} ({len(text)} characters)."
 
     def read(self, name: str) -> str:
+        from deepledger.tools.manager import ToolRefusal
+
         path = self._path(name)
         if not path.is_file():
             known = ", ".join(self.names()) or "none yet"
@@ -81,6 +89,8 @@ class MemoryStore:
         return "\n".join(f"- {n} ({size} characters)" for n, size in sizes)
 
     def _path(self, name: str) -> Path:
+        from deepledger.tools.manager import ToolRefusal
+
         name = name.strip()
         if not _NAME.fullmatch(name) or name.startswith("."):
             raise ToolRefusal(
@@ -100,6 +110,8 @@ def memory_folder(journal_path: Path | None) -> Path | None:
 
 
 def memory_tools(store: MemoryStore) -> list[LocalTool]:
+    from deepledger.tools.manager import LocalTool, ToolInfo
+
     async def write(arguments: dict[str, Any]) -> str:
         return await asyncio.to_thread(store.write, arguments["name"], arguments["text"])
 

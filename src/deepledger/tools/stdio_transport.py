@@ -149,6 +149,10 @@ class ServerProcess:
     pid: int | None = None  # None: the command could not be run at all
     returncode: int | None = None
     signalled: str | None = None  # the signal deepledger had to send to stop it
+    # Set when the session is closed while the server is still starting (nothing asked
+    # it anything yet, so it has nothing to finish): it gets SIGTERM at once instead of
+    # EXIT_GRACE_SECONDS after its stdin closes.
+    hurry: bool = False
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
     _partial: str = ""
 
@@ -238,7 +242,7 @@ async def capped_stdio_client(
         finally:
             with anyio.CancelScope(shield=True):
                 await outgoing.aclose()
-                watch.signalled = await _stop(process)
+                watch.signalled = await _stop(process, patient=not watch.hurry)
                 watch.returncode = process.returncode
                 with anyio.move_on_after(EXIT_GRACE_SECONDS):  # a child may hold the pipe
                     await stderr_read.wait()
@@ -309,14 +313,15 @@ class _Pipes:
                 return  # the server is gone; its calls fail through the read side
 
 
-async def _stop(process: asyncio.subprocess.Process) -> str | None:
-    """Close stdin, let the server exit, then signal its process group. The signal it
-    took to stop it, or None when it exited by itself."""
+async def _stop(process: asyncio.subprocess.Process, patient: bool = True) -> str | None:
+    """Close stdin, let the server exit (when ``patient``), then signal its process
+    group. The signal it took to stop it, or None when it exited by itself."""
     if process.stdin is not None:
         with contextlib.suppress(OSError):
             process.stdin.close()
     sent = None
-    for signum in (None, signal.SIGTERM, signal.SIGKILL):
+    steps = (None, signal.SIGTERM, signal.SIGKILL) if patient else (signal.SIGTERM, signal.SIGKILL)
+    for signum in steps:
         if signum is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signum)
