@@ -101,8 +101,13 @@ class AnthropicClient(LLMClient):
             base_url=base_url,
             timeout=httpx2.Timeout(timeout_seconds, connect=connect_timeout_seconds),
             max_retries=0,
-            http_client=anthropic.DefaultAioHttpClient(limits=CONNECTION_LIMITS),
+            # Never redirected: httpx drops Authorization on a redirect to another host
+            # but keeps x-api-key, which would reach that host.
+            http_client=anthropic.DefaultAioHttpClient(
+                limits=CONNECTION_LIMITS, follow_redirects=False
+            ),
         )
+        self._secrets = (api_key,)  # blanked out of what the server says back
         self.base_url = str(self._sdk.base_url)
 
     async def _call(
@@ -192,6 +197,7 @@ class AnthropicClient(LLMClient):
             provider=self.provider,
             base_url=self.base_url,
             timeout=self.timeout_seconds,
+            secrets=self._secrets,
         )
 
     async def aclose(self) -> None:

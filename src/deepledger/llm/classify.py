@@ -12,7 +12,7 @@ from __future__ import annotations
 import email.utils
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -59,19 +59,57 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 def from_sdk(
-    sdk: ModuleType, exc: Exception, *, provider: str, base_url: str, timeout: float
+    sdk: ModuleType,
+    exc: Exception,
+    *,
+    provider: str,
+    base_url: str,
+    timeout: float,
+    secrets: Sequence[str] = (),
 ) -> LLMError | None:
-    """Classify an exception of the ``openai`` or ``anthropic`` SDK (same class names)."""
+    """Classify an exception of the ``openai`` or ``anthropic`` SDK (same class names).
+    ``secrets`` (the client's key) are blanked out of whatever the server said."""
     if isinstance(exc, sdk.APITimeoutError) and not _refused(exc):
         return timeout_error(provider, base_url, timeout)
     if isinstance(exc, sdk.APIConnectionError):
         return connection_error(provider, base_url, _connection_detail(exc))
     if isinstance(exc, sdk.APIStatusError):
-        return status_error(provider, exc.status_code, exc.response.headers, error_detail(exc))
+        headers = exc.response.headers
+        if 300 <= exc.status_code < 400:
+            return redirect_error(provider, base_url, exc.status_code, headers.get("location"))
+        return status_error(provider, exc.status_code, headers, error_detail(exc), secrets=secrets)
     # A garbled JSON body escapes both SDKs as a plain JSONDecodeError.
     if isinstance(exc, sdk.APIResponseValidationError | json.JSONDecodeError):
-        return malformed_response(provider, str(exc))
+        return malformed_response(provider, str(exc), secrets=secrets)
     return None
+
+
+def without_secrets(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every secret's value replaced by ``***``.
+
+    A server may quote the key it refused (``Invalid key: Bearer sk-...``); the message
+    built from its words is printed, logged and stored, so the key must not survive in
+    it. Replacing the bare value covers ``Bearer <key>`` and any other wrapping. Values
+    shorter than 8 characters are placeholders (``EMPTY`` for a local server), not keys:
+    blanking them would garble ordinary words.
+    """
+    for secret in sorted({s for s in secrets if len(s) >= 8}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def redirect_error(
+    provider: str, base_url: str, status: int, location: str | None
+) -> FatalLLMError:
+    """A 3xx answer: never followed, because the key travels in a header and a redirect
+    to another host would carry it there."""
+    return FatalLLMError(
+        f"{provider} answered HTTP {status}, a redirect to {location or '(no Location)'}. "
+        "Requests to the model are not redirected, so the API key is only ever sent to "
+        f"llm.base_url ({base_url}): set llm.base_url to the address the server names.",
+        provider=provider,
+        status=status,
+    )
 
 
 def _root_connection_error(exc: BaseException) -> ConnectionError | None:
@@ -106,8 +144,16 @@ def error_detail(exc: Any) -> str:
     return str(getattr(exc, "message", exc))
 
 
-def status_error(provider: str, status: int, headers: Mapping[str, str], detail: str) -> LLMError:
-    """The error for an HTTP error response."""
+def status_error(
+    provider: str,
+    status: int,
+    headers: Mapping[str, str],
+    detail: str,
+    *,
+    secrets: Sequence[str] = (),
+) -> LLMError:
+    """The error for an HTTP error response; ``secrets`` are blanked out of ``detail``."""
+    detail = without_secrets(detail, secrets)
     message = f"{provider} returned HTTP {status}: {detail}"
     if _told_not_to_retry(headers, detail):
         return FatalLLMError(message, provider=provider, status=status)
@@ -163,7 +209,10 @@ def timeout_error(provider: str, base_url: str, timeout: float) -> LLMTimeoutErr
     )
 
 
-def malformed_response(provider: str, detail: str) -> TransientLLMError:
+def malformed_response(
+    provider: str, detail: str, *, secrets: Sequence[str] = ()
+) -> TransientLLMError:
     return TransientLLMError(
-        f"{provider} sent a response that could not be read: {detail}", provider=provider
+        f"{provider} sent a response that could not be read: {without_secrets(detail, secrets)}",
+        provider=provider,
     )

@@ -130,6 +130,7 @@ class OpenAIChatClient(LLMClient):
             "User-Agent": f"deepledger/{__version__}",
         }
         self._proxy = proxy_for(self._url)
+        self._secrets = (api_key,)  # blanked out of what the server says back
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
         self._said: set[str] = set()  # settings already reported as not sent
@@ -190,14 +191,20 @@ class OpenAIChatClient(LLMClient):
         """Send one request to ``url``; the decoded completion object, or a classified
         error."""
         body = json.dumps(request, ensure_ascii=False).encode("utf-8")
+        # Never redirected: aiohttp drops Authorization on a redirect to another host but
+        # keeps custom headers such as Azure's api-key, which would reach that host.
         async with self._http().post(
-            url, data=body, headers=self._headers, proxy=self._proxy
+            url, data=body, headers=self._headers, proxy=self._proxy, allow_redirects=False
         ) as response:
             raw = await response.read()
+            if 300 <= response.status < 400:
+                raise classify.redirect_error(
+                    self.provider, self.base_url, response.status, response.headers.get("Location")
+                )
             if response.status >= 400:
                 detail = error_message(raw, response.reason or "")
                 raise classify.status_error(
-                    self.provider, response.status, response.headers, detail
+                    self.provider, response.status, response.headers, detail, secrets=self._secrets
                 )
         return self._decode(raw)
 
@@ -206,14 +213,18 @@ class OpenAIChatClient(LLMClient):
         try:
             completion = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise classify.malformed_response(self.provider, f"{exc}: {raw[:200]!r}") from None
+            raise classify.malformed_response(
+                self.provider, f"{exc}: {raw[:200]!r}", secrets=self._secrets
+            ) from None
         if not isinstance(completion, dict):
-            raise classify.malformed_response(self.provider, f"not a JSON object: {raw[:200]!r}")
+            raise classify.malformed_response(
+                self.provider, f"not a JSON object: {raw[:200]!r}", secrets=self._secrets
+            )
         if not completion.get("choices"):
             # Some gateways answer 200 with an error object instead of an HTTP error.
             detail = error_message(raw, "") if "error" in completion else ""
             raise classify.malformed_response(
-                self.provider, detail or "no choices in the completion"
+                self.provider, detail or "no choices in the completion", secrets=self._secrets
             )
         return completion
 
