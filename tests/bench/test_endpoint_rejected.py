@@ -161,3 +161,88 @@ async def test_a_rejection_inside_a_sub_agent_stops_the_suite_too(tmp_path):
     llm.assert_consumed()
     assert len(llm.calls) == 2  # not asked again as if a tool had merely failed
     assert recorded(tmp_path / "run") == []
+
+
+def xml_call(server: str, tool: str, arguments: dict) -> str:
+    return (
+        f"<use_mcp_tool><server_name>{server}</server_name><tool_name>{tool}</tool_name>"
+        f"<arguments>{json.dumps(arguments)}</arguments></use_mcp_tool>"
+    )
+
+
+async def run_suite(cfg, agent, run_dir: Path, **models) -> None:
+    """The runner on ``cfg``'s suite, expected to stop on a rejection."""
+    directory = RunDirectory(run_dir)
+    runner = BenchmarkRunner(
+        cfg, llm=agent, tools=ToolManager({}), run_dir=directory, judge=None,
+        progress=Progress(plain=True), **models,
+    )  # fmt: skip
+    try:
+        await runner.run(load_tasks(cfg.benchmark.data).tasks)
+    finally:
+        directory.close()
+
+
+async def test_a_rejected_compaction_notes_model_stops_the_suite_naming_its_key(tmp_path):
+    from deepledger.context.compaction import NoteWriter
+    from deepledger.llm.base import GenerationSettings
+
+    cfg = composed(
+        f"benchmark.data.data_dir={suite(tmp_path / 'data')}",
+        "agent.main_agent.tools=[]",
+        "agent.max_final_answer_retries=1",
+        "agent.context.strategy=compaction",
+        "agent.context.summary_llm=openai",
+        "agent.context.keep_rounds=1",
+        "agent.context.compact_at=0.05",  # due from the start: the window is 32k
+        "agent.context.min_saving=0",
+        "llm.max_context_length=32768",
+        "llm.max_tokens=2048",
+        "benchmark.execution.max_concurrent=1",
+    )
+    look = xml_call("kb", "lookup", {"query": "sums"})
+    agent = ScriptedLLM(responder=lambda messages, tools: look)  # round after round
+    rejected = EndpointRejectedError("openai returned HTTP 401: invalid key", status=401)
+    notes = ScriptedLLM([rejected], model="notes-model")
+    writer = NoteWriter(notes, GenerationSettings(max_tokens=300))
+    with pytest.raises(RunRejectedError) as caught:
+        await run_suite(cfg, agent, tmp_path / "run", note_writer=writer)
+    message = str(caught.value)
+    assert "the compaction notes' model, agent.context.summary_llm=openai" in message
+    assert "model 'notes-model'" in message and "HTTP 401" in message
+    assert f"{TASKS} tasks are not done" in message
+    assert len(notes.calls) == 1  # stopped at the first refusal, not tried again later
+    assert recorded(tmp_path / "run") == []
+
+
+async def test_a_rejected_page_extraction_model_stops_the_suite_naming_its_key(tmp_path):
+    from deepledger.llm.base import GenerationSettings
+    from deepledger.testing.fake_web_server import FakeWebServer, Page
+    from deepledger.tools.scrape import ExtractionModel, PageScraper
+
+    cfg = composed(
+        f"benchmark.data.data_dir={suite(tmp_path / 'data')}",
+        "agent.main_agent.tools=[jina_scrape_llm_summary]",
+        "agent.max_final_answer_retries=1",
+        "+tools.extract_llm=openai",
+        "benchmark.execution.max_concurrent=1",
+    )
+    rejected = EndpointRejectedError("openai returned HTTP 404: no such model", status=404)
+    extractor = ScriptedLLM([rejected], model="extract-model")
+    page = b"<html><body><p>Two plus two is four.</p></body></html>"
+    with FakeWebServer({"/sums.html": Page(page, content_type="text/html")}) as site:
+        read = xml_call(
+            "jina_scrape_llm_summary",
+            "scrape_and_extract_info",
+            {"url": site.url("/sums.html"), "info_to_extract": "the sum"},
+        )
+        agent = ScriptedLLM(responder=lambda messages, tools: read)
+        model = ExtractionModel(extractor, GenerationSettings(max_tokens=300), None, 32768)
+        scraper = PageScraper(model, "direct", allow_private_networks=True)
+        with pytest.raises(RunRejectedError) as caught:
+            await run_suite(cfg, agent, tmp_path / "run", scraper=scraper)
+    message = str(caught.value)
+    assert "the page extraction model, tools.extract_llm=openai" in message
+    assert "model 'extract-model'" in message and "HTTP 404" in message
+    assert len(extractor.calls) == 1 and len(agent.calls) == 1  # nothing asked after it
+    assert recorded(tmp_path / "run") == []

@@ -3,8 +3,9 @@
 The run directory lives on a small tmpfs mounted for the test (the machine runs as
 root; without the right to mount, the tests skip and say so). The model fake fills the
 disk on a seeded request of the run, so the disk runs out in the middle of the work.
-The run must stop with a clear message; once space is freed, the same command resumes,
-every task ends recorded, and no task that finished is redone.
+The run must stop with a clear message at the first write the disk refuses, start no
+task after it and record none as an error; once space is freed, the same command
+resumes, every task ends recorded, and no task that finished is redone.
 """
 
 from __future__ import annotations
@@ -72,16 +73,24 @@ class DiskFillingModel:
         self.seen = 0
         self.filled = False
         self.lock = threading.Lock()
+        self.asked_before: set[str | None] = set()  # tasks that asked until the disk filled
+        self.asked_after: set[str | None] = set()  # and those that asked from then on
 
     def __call__(self, request: RecordedRequest) -> Step:
         with self.lock:
             self.seen += 1
             recorded = self.results.exists() and self.results.stat().st_size > 0
             due = self.seen >= self.fill_at and (recorded or not self.after_a_record)
+            # The filling request's task started before the disk was full.
+            (self.asked_after if self.filled else self.asked_before).add(task_key(request))
             if due and not self.filled:
                 fill(self.filler)
                 self.filled = True
         return self.model(request)
+
+    def started_after_the_fill(self) -> set[str | None]:
+        """Tasks whose first request came once the disk was full."""
+        return self.asked_after - self.asked_before
 
 
 def fill(path: Path) -> None:
@@ -149,20 +158,29 @@ def run_until_the_disk_fills(seed: int, tmp_path: Path, disk: Path, after_a_reco
         extra=["benchmark.execution.max_concurrent=2", f"hydra.run.dir={disk / 'run'}"],
     )
     command = [sys.executable, "-m", "deepledger", "bench", *overrides]
-    return keys, server, command, bench(command)
+    return keys, server, model, command, bench(command)
 
 
+@pytest.mark.parametrize("after_a_record", [True, False], ids=["after_a_record", "anytime"])
 def test_a_disk_that_fills_mid_run_stops_it_clearly_and_a_resume_finishes(
-    seed, tmp_path, small_disk
+    seed, tmp_path, small_disk, after_a_record
 ):
-    # Filled once a record is on disk: the next one appended is cut where the disk ends.
-    keys, server, command, first = run_until_the_disk_fills(seed, tmp_path, small_disk, True)
+    # after_a_record: filled once a record is on disk, so the next one appended is cut
+    # where the disk ends; anytime: on the seeded request, whatever is written by then.
+    keys, server, model, command, first = run_until_the_disk_fills(
+        seed, tmp_path, small_disk, after_a_record
+    )
     try:
         assert first.returncode == 2, first.stderr[-2000:]
         assert "the disk is full" in first.stderr and "run the same command" in first.stderr
         assert "Traceback" not in first.stderr and "Logging error" not in first.stderr
+        assert " failed |" not in first.stderr  # no task failed for want of space
+        # Of the two slots, the filling request's task holds one: at most the other task
+        # was started, and it had not asked yet; none started after the disk filled.
+        assert len(model.started_after_the_fill()) <= 1, model.started_after_the_fill()
         run_dir = small_disk / "run"
         assert unparsable_lines(run_dir / "benchmark_results.jsonl") == []  # nothing half-written
+        assert {r["status"] for r in latest_outcomes(run_dir).values()} <= {"finished"}
         for progress in run_dir.glob("tasks/*/progress.jsonl"):
             assert unparsable_lines(progress) == [], progress
         recorded = finished_keys(run_dir)

@@ -21,7 +21,10 @@ savings. So compaction waits for the brink, and then takes a large bite:
   request.
 
 A summary call that fails or comes back empty leaves the request as it was; this is
-journaled, and it is not tried again until another round has been added.
+journaled, and it is not tried again until another round has been added. An endpoint
+that rejects the key or the model (401/403/404) is not such a failure: every call of the
+run would meet it, so it is raised, and the runner stops the run naming the model
+(:class:`NotesModelRejectedError` for ``agent.context.summary_llm``'s).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 from deepledger.context.strategy import split_rounds
 from deepledger.context.tokens import TokenCounter, count_messages
 from deepledger.context.trim import trim_tool_results
-from deepledger.errors import ConfigError, LLMError
+from deepledger.errors import ConfigError, EndpointRejectedError, LLMError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import Price, UsageLedger
@@ -46,6 +49,12 @@ log = logging.getLogger(__name__)
 # from: the notes keep facts, not pages, and the summary call must fit the window too.
 RESULT_CHARS = 2000
 MIN_RESULT_CHARS = 200
+
+
+class NotesModelRejectedError(EndpointRejectedError):
+    """The endpoint of ``agent.context.summary_llm`` refused its key or model."""
+
+    config_key = "agent.context.summary_llm"  # named in the runner's message
 
 
 @dataclass(frozen=True)
@@ -206,6 +215,12 @@ class Compaction:
         )
         try:
             response = await llm.generate([Message.task(prompt)], settings=asked)
+        except EndpointRejectedError as exc:
+            if self.writer is None:
+                raise  # the agent's own model: the run stops on it anyway
+            raise NotesModelRejectedError(
+                str(exc), provider=exc.provider, status=exc.status
+            ) from exc
         except LLMError as exc:
             return "", f"the summary call failed: {exc}"
         ledger.record_aside(response, price)  # the guard's last usage stays the loop's

@@ -24,7 +24,10 @@ provider deepledger speaks.
 The result is JSON with MiroThinker's fields: ``success``, ``url``, ``extracted_info``,
 ``error``, ``scrape_stats`` (line and character counts, whether all of the page was
 read), ``model_used``, ``tokens_used``. A page that cannot be read, a model call that
-fails: ``success: false`` with the reason, and the task goes on.
+fails: ``success: false`` with the reason, and the task goes on. But an endpoint that
+rejects the key or the model (401/403/404) would reject every page of the run: it is
+raised (:class:`ExtractionModelRejectedError` for ``tools.extract_llm``'s), and the
+runner stops the run naming the model.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from deepledger import web
-from deepledger.errors import ContextOverflowError, LLMError
+from deepledger.errors import ContextOverflowError, EndpointRejectedError, LLMError
 from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import Price, UsageLedger
@@ -74,6 +77,12 @@ DESCRIPTION = (
 )
 
 
+class ExtractionModelRejectedError(EndpointRejectedError):
+    """The endpoint of ``tools.extract_llm`` refused its key or model."""
+
+    config_key = "tools.extract_llm"  # named in the runner's message
+
+
 @dataclass(frozen=True)
 class ExtractionModel:
     """The model that reads pages for the agent, and what it costs."""
@@ -82,6 +91,7 @@ class ExtractionModel:
     settings: GenerationSettings
     price: Price | None
     window: int  # its context window in tokens: pages are chunked to fit it
+    agents_own: bool = False  # the agent's model, not tools.extract_llm's
 
 
 @dataclass(frozen=True)
@@ -99,7 +109,7 @@ class PageScraper:
         from deepledger.llm.factory import settings_from_config
 
         model = ExtractionModel(llm, settings_from_config(cfg.llm), price,
-                                cfg.llm.max_context_length)  # fmt: skip
+                                cfg.llm.max_context_length, agents_own=True)  # fmt: skip
         return cls(model, cfg.web.scraper, cfg.web.allow_private_networks, suite_corpus(cfg))
 
     async def aclose(self) -> None:
@@ -228,6 +238,12 @@ class PageScraper:
                     chunk = chunk[: len(chunk) // 2]
                     continue
                 return "", 0, "the page did not fit the extraction model's window"
+            except EndpointRejectedError as exc:
+                if self.model.agents_own:
+                    raise  # the agent's own model: the run stops on it anyway
+                raise ExtractionModelRejectedError(
+                    str(exc), provider=exc.provider, status=exc.status
+                ) from exc
             except LLMError as exc:
                 return "", 0, f"the extraction model call failed: {exc}"
             ledger.record_extraction(response, self.model.price)
