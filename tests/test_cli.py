@@ -458,3 +458,20 @@ def test_flags_may_come_after_the_overrides():
     run = deepledger("bench", "agent.keep_tool_result=5", "--cfg", "job")
     assert run.returncode == 0, run.stderr
     assert "keep_tool_result: 5" in run.stdout
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_a_closed_stdout_ends_the_command_quietly(flag):
+    """`deepledger --help | head -1`: the reader is gone before the output is written (its
+    end of the pipe is closed first, so this does not depend on who runs first)."""
+    exe = shutil.which("deepledger", path=str(Path(sys.executable).parent))
+    command = [exe] if exe else [sys.executable, "-m", "deepledger"]
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        run = subprocess.run(
+            [*command, flag], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120
+        )
+    finally:
+        os.close(write_end)
+    assert run.stderr == "" and run.returncode == 141  # 128 + SIGPIPE, as a shell reports

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from deepledger.testing.fake_llm_server import FakeLLMServer
 from tests.bench.scripted_model import respond_http
+from tests.process_tree import Descendants, command_line
 from tests.report.helpers import embedded
 from tests.test_cli import deepledger
 
@@ -75,6 +76,12 @@ def test_a_run_killed_with_sigkill_resumes_without_redoing_or_losing_work(tmp_pa
     hard_progress = None
 
     def slow(request):  # slow enough to kill the run in the middle of the hard task
+        if request.messages[1]["content"].startswith("HARD"):
+            # Held until the live report due once easy/1 finished is on disk, however
+            # slowly the loaded machine gets there: the kill below must find one.
+            deadline = time.monotonic() + 120
+            while not (run_dir / "report.html").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
         return dataclasses.replace(respond_http(request), delay=0.3)
 
     with FakeLLMServer(responder=slow) as server:
@@ -169,6 +176,8 @@ def test_missing_data_and_missing_judge_keys_fail_before_any_work(tmp_path):
 
 
 def test_ctrl_c_stops_cleanly_without_orphans_and_says_how_to_resume(tmp_path):
+    sandbox = "deepledger.tools.servers.python_sandbox"  # the real server to clean up
+
     def slow(request):
         return dataclasses.replace(respond_http(request), delay=2.0)
 
@@ -179,19 +188,25 @@ def test_ctrl_c_stops_cleanly_without_orphans_and_says_how_to_resume(tmp_path):
         run = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        deadline = time.monotonic() + 60
-        while not server.requests and time.monotonic() < deadline:
-            time.sleep(0.1)
-        run.send_signal(signal.SIGINT)
-        _, stderr = run.communicate(timeout=60)
+        # Only what this run started: other tests' and runs' servers may be running too.
+        started = Descendants(run.pid)
+        try:
+            deadline = time.monotonic() + 60
+            # The server may still be starting when the first request goes out (its
+            # tool list cached by an earlier run): wait for its process as well.
+            while not (server.requests and started.ran(sandbox)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            run.send_signal(signal.SIGINT)
+            _, stderr = run.communicate(timeout=60)
+        finally:
+            started.stop()
     assert run.returncode == 130
     assert "interrupted" in stderr and "resume" in stderr and "Traceback" not in stderr
-    # Workers of this checkout only: another checkout's run may be going on beside it.
-    worker = ROOT / "src" / "deepledger" / "tools" / "servers" / "_sandbox_worker"
-    leftover = subprocess.run(
-        ["pgrep", "-f", f"{worker}|{tmp_path}"], capture_output=True, text=True
-    )
-    assert leftover.stdout.strip() == ""
+    assert started.ran(sandbox), f"no python tool server, nothing checked: {started.commands}"
+    leftover = [command_line(process) for process in started.still_running()]
+    assert leftover == []
+    named = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
+    assert named.stdout.strip() == ""
 
 
 def test_a_sweep_names_each_run_by_its_swept_keys_and_report_compares_them(tmp_path):

@@ -199,10 +199,9 @@ async def test_a_model_that_cannot_start_fails_every_task_at_once(tmp_path):
         with pytest.raises(LLMError, match="exited with code") as first:
             await client.generate([Message.task("q")])
         assert "deepledger-local-model-" in str(first.value)  # where its output is
-        started = time.monotonic()
         with pytest.raises(LLMError) as again:
             await client.generate([Message.task("q")])
-        assert again.value is first.value and time.monotonic() - started < 1
+        assert again.value is first.value  # the same error object: the server was not restarted
     finally:
         await client.aclose()
 

@@ -90,8 +90,10 @@ async def test_500_then_success_backs_off_exponentially_with_jitter(protocol, se
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_timeout_is_retried(protocol, server):
-    server.enqueue(slow(2.0), Reply(text="in time"))
-    client, sleeper = retrying(protocol, server, timeout=0.3)
+    # The first reply comes far past the limit; the second has the whole 3 s, which a
+    # loopback reply gets even on a loaded machine.
+    server.enqueue(slow(30.0), Reply(text="in time"))
+    client, sleeper = retrying(protocol, server, timeout=3.0)
     async with client:
         assert (await client.generate(TASK)).text == "in time"
     assert len(sleeper.waits) == 1
