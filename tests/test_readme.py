@@ -232,7 +232,7 @@ def _run_as_printed(command: Command, fake_server, small_run: Path, tmp_path: Pa
     if sub == "run":
         assert "Answer: 1083 feet" in ran.stdout
     else:
-        assert "1 tasks of 1 expected" in ran.stdout
+        assert "1 task of 1 expected" in ran.stdout
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=_id)

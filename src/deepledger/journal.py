@@ -1,8 +1,9 @@
 """The append-only event journal of one agent run (one attempt, or one sub-agent call).
 
-One JSON object per line: ``{"ts": UTC ISO time, "event": name, ...data}``. Lines are
-flushed as they are written, so a run killed at any point leaves a readable journal up
-to its last event. Dataclasses (messages, usage) are written as plain dicts; images as
+One JSON object per line: ``{"ts": UTC ISO time, "event": name, ...data}``. Each line
+goes to the file in one write as it happens, so a run killed at any point leaves a
+readable journal up to its last event; a line the disk cannot take whole is cut back
+out, never left torn. Dataclasses (messages, usage) are written as plain dicts; images as
 their type, source, size and sha256, never their data.
 """
 
@@ -13,10 +14,11 @@ import binascii
 import dataclasses
 import hashlib
 import json
+import os
 from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from deepledger.messages import ImagePart
 
@@ -59,19 +61,38 @@ class Journal:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.events: list[dict[str, Any]] = []
-        self._file: TextIO | None = None
+        self._handle: int | None = None
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # A model can emit lone surrogates; write them as \\udXXX escapes, not a crash.
-            self._file = path.open("a", encoding="utf-8", errors="backslashreplace")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+                self._handle = os.open(path, flags, 0o644)
+            except OSError as exc:
+                _stop_on_disk_trouble(path, exc)
+                raise
 
     def write(self, event: str, **data: Any) -> None:
         record = {"ts": datetime.now(UTC).isoformat(timespec="milliseconds"), "event": event}
         record |= to_jsonable(data)
         self.events.append(record)
-        if self._file is not None:
-            self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
-            self._file.flush()
+        if self._handle is not None:
+            line = json.dumps(record, ensure_ascii=False) + "\n"
+            # A model can emit lone surrogates; write them as \\udXXX escapes, not a crash.
+            self._append(line.encode("utf-8", errors="backslashreplace"))
+
+    def _append(self, data: bytes) -> None:
+        """``data`` whole or not at all: a write the disk refuses part way is cut back
+        (which frees the space it took) and stops the run with a clear message."""
+        assert self._handle is not None and self.path is not None
+        size = os.fstat(self._handle).st_size
+        try:
+            written = 0
+            while written < len(data):  # a short write is not an error: go on from there
+                written += os.write(self._handle, data[written:])
+        except OSError as exc:
+            os.ftruncate(self._handle, size)
+            _stop_on_disk_trouble(self.path, exc)
+            raise
 
     def child(self, name: str) -> Journal:
         """A journal for a sub-agent run, in a folder beside this one."""
@@ -83,6 +104,18 @@ class Journal:
         return [e for e in self.events if e["event"] == event]
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._handle is not None:
+            os.close(self._handle)
+            self._handle = None
+
+    def __del__(self) -> None:  # as a file object would: a journal left open is closed
+        self.close()
+
+
+def _stop_on_disk_trouble(path: Path, exc: OSError) -> None:
+    """A full or read-only disk raised as the run directory reports it (the run stops
+    with one message, exit 2); any other failure is left to the caller to re-raise."""
+    from deepledger.bench.rundir import disk_trouble  # rundir imports this module
+
+    if (trouble := disk_trouble(path, exc)) is not None:
+        raise trouble from exc

@@ -267,8 +267,9 @@ class Message:
         """Every image this message carries: its own, then its tool results' in order."""
         return self.images + tuple(i for r in self.tool_results for i in r.images)
 
-    def text_for_counting(self) -> str:
-        """Everything in this message that occupies the context window, as text."""
+    def text_for_counting(self, with_thinking: bool = True) -> str:
+        """Everything in this message that occupies the context window, as text; its
+        thinking only ``with_thinking`` (see :func:`texts_for_counting`)."""
         parts = [self.content]
         parts += [
             f"{c.name} {c.raw_arguments or json.dumps(c.arguments)}"
@@ -278,8 +279,20 @@ class Message:
         ]
         if self.role is Role.TOOL:
             parts += [r.content for r in self.tool_results]
-        parts += [block.text for block in self.thinking]  # re-sent within a tool-use turn
+        if with_thinking:
+            parts += [block.text for block in self.thinking]
         return "\n".join(p for p in parts if p)
+
+
+def texts_for_counting(messages: list[Message] | tuple[Message, ...]) -> list[str]:
+    """Each message's :meth:`Message.text_for_counting` as a request carries it. Thinking
+    goes back to the provider only within the current tool-use turn (the assistant
+    messages after the last user message: the task, an injected prompt, XML-protocol
+    results), so earlier thinking, and all of it in a closing call (which ends with its
+    prompt), takes no room and is not counted. Messages with no user message among them
+    (a reply on its own) count all their thinking."""
+    turn_start = max((i for i, m in enumerate(messages) if m.role is Role.USER), default=-1)
+    return [m.text_for_counting(with_thinking=i > turn_start) for i, m in enumerate(messages)]
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from deepledger.bench.rundir import (
     check_folder,
     claim,
     redact,
+    redact_assignments,
     release,
     write_text_atomic,
 )
@@ -44,6 +45,8 @@ SWEPT_KEYS_ENV = "DEEPLEDGER_SWEPT_KEYS"  # set for the jobs of a sweep (and the
 SUBDIR_RESOLVER = "deepledger_sweep_subdir"
 _UNSAFE_IN_FOLDER = re.compile(r"[^A-Za-z0-9._=,+-]+")
 FOLDER_NAME_LIMIT = 120
+MULTIRUN_FILE = "multirun.yaml"
+_LAUNCHER_LOGGER = "hydra._internal.core_plugins.basic_launcher"
 EXIT_USAGE = 2  # cli.EXIT_USAGE: a folder that cannot take the run is a usage error
 
 
@@ -57,6 +60,9 @@ class RunDirectoryGuard:
 
     def on_multirun_start(self, config: DictConfig, **_: Any) -> None:
         os.environ[SWEPT_KEYS_ENV] = json.dumps(swept_keys(config.hydra.overrides.task))
+        launcher_log = logging.getLogger(_LAUNCHER_LOGGER)
+        if not any(isinstance(f, _RedactOverrides) for f in launcher_log.filters):
+            launcher_log.addFilter(_RedactOverrides())
         _or_exit(lambda: check_folder(Path(config.hydra.sweep.dir), "hydra.sweep.dir"))
 
     def on_job_start(self, config: DictConfig, **_: Any) -> None:
@@ -64,7 +70,8 @@ class RunDirectoryGuard:
         key = "hydra.run.dir" if config.hydra.mode.name == "RUN" else "hydra.sweep.dir"
         _or_exit(lambda: claim(root, key))  # a single run's: taken in on_run_start already
         if not (root / MANIFEST).exists():  # a resume's: once run_suite accepted it
-            write_hydra_files(root, config)
+            # Hydra would turn a full disk here into a warning and run the job anyway
+            _or_exit(lambda: write_hydra_files(root, config))
 
     def on_job_end(self, config: DictConfig, **_: Any) -> None:
         release(Path(config.hydra.runtime.output_dir))  # if no RunDirectory adopted it
@@ -126,6 +133,29 @@ def _write_hydra_files(root: Path, everything: dict[str, Any], hydra: dict[str, 
     }
     for name, content in files.items():
         write_text_atomic(folder / name, OmegaConf.to_yaml(OmegaConf.create(redact(content))))
+    mode = hydra.get("mode")
+    if getattr(mode, "name", mode) == "MULTIRUN":
+        redact_multirun_file(root.parent / MULTIRUN_FILE)
+
+
+def redact_multirun_file(path: Path) -> None:
+    """Hydra's sweeper saves the whole config, overrides unredacted, as the sweep
+    folder's ``multirun.yaml`` before any job starts; each job's start writes it back
+    redacted (again: a no-op after the first)."""
+    if not path.is_file():
+        return
+    saved = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    write_text_atomic(path, OmegaConf.to_yaml(OmegaConf.create(redact(saved))))
+
+
+class _RedactOverrides(logging.Filter):
+    """Hydra's launcher logs each job's overrides (``#0 : a=1 b=2``) before it runs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        record.msg = " ".join(redact_assignments(word) for word in message.split(" "))
+        record.args = ()
+        return True
 
 
 def swept_keys(overrides: Any) -> list[str]:
@@ -144,7 +174,7 @@ def sweep_subdir(number: Any, overrides: Any) -> str:
         key, _, value = str(override).partition("=")
         key = key.lstrip("+~").split("@", 1)[0]
         if key in swept:
-            parts.append(f"{key}={value}")
+            parts.append(redact_assignments(f"{key}={value}"))
     return safe_folder_name(f"{number}_{','.join(parts)}" if parts else str(number))
 
 

@@ -7,6 +7,7 @@ marks the tasks that have not finished.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ def rebuild_summary(root: Path) -> dict[str, Any]:
         pass_at_k=config["benchmark"]["execution"]["pass_at_k"],
         benchmark=config["benchmark"]["name"],
         tasks_expected=manifest.get("tasks_expected"),
-        extra={"run_dir": str(root), "rebuilt": True},
+        extra={"run_dir": str(root), "rebuilt": True, **_kept_from_last_summary(root)},
         execution=config["benchmark"]["execution"],  # its budget
     )
     summary["token_economics"] = token_economics(root)
@@ -39,3 +40,15 @@ def rebuild_summary(root: Path) -> dict[str, Any]:
         summary["configs"] = configs
     write_json_atomic(root / SUMMARY, summary)
     return summary
+
+
+def _kept_from_last_summary(root: Path) -> dict[str, Any]:
+    """What only the run knew and its results do not hold: the task file's skipped
+    lines (the run printed the first ones and points at this list for the rest)."""
+    try:
+        last = json.loads((root / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    extra = last.get("extra") if isinstance(last, dict) else None
+    kept = extra.get("skipped_lines") if isinstance(extra, dict) else None
+    return {"skipped_lines": kept} if isinstance(kept, list) else {}

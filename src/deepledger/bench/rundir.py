@@ -67,13 +67,18 @@ from typing import Any
 from deepledger import __version__
 from deepledger.errors import DeepLedgerError, RunDirectoryError
 from deepledger.journal import Journal
-from deepledger.tools.memory import memory_folder
 
 RESULTS = "benchmark_results.jsonl"
 SUMMARY = "summary.json"
 MANIFEST = "manifest.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_SECRET_KEY = re.compile(r"(api_?key|token|secret|password)$", re.IGNORECASE)
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password)$", re.IGNORECASE)
+# ``key=value`` inside a longer text (Hydra's ``override_dirname`` joins overrides with
+# commas): the value runs to the next comma or space.
+_SECRET_ASSIGNMENT = re.compile(
+    r"(?P<key>[\w.@/+~-]*?(?:api[_-]?key|token|secret|password))=(?P<value>[^,\s]+)",
+    re.IGNORECASE,
+)
 _VERSIONED = ("openai", "anthropic", "mcp", "hydra-core", "omegaconf", "tiktoken")
 LOCK = ".lock"
 # Below this much free space a run is refused before it starts: a task's journals and
@@ -430,7 +435,7 @@ class RunDirectory:
             {
                 "started_at": now(),
                 "finished_at": None,
-                "argv": argv,
+                "argv": redact(argv),
                 "config": redacted,
                 "config_id": self.config_id,
                 "versions": versions(),
@@ -515,6 +520,8 @@ class RunDirectory:
             if subagents.exists():
                 subagents.rename(path.with_suffix(f".interrupted-{stamp}.subagents"))
             # The attempt starts afresh, so do its memory notes (tools/memory.py).
+            from deepledger.tools.memory import memory_folder
+
             memory = memory_folder(path)
             if retry == 0 and memory is not None and memory.exists():
                 memory.rename(memory.with_name(f"{memory.name}.interrupted-{stamp}"))
@@ -546,7 +553,9 @@ def latest_records(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def redact(value: Any) -> Any:
-    """The config without secrets (values of keys named like api_key/token/secret)."""
+    """The config without secrets: values of keys named like api_key/token/secret, and
+    the value in any ``key=value`` text whose key is named so (the overrides Hydra
+    records, the command line)."""
     if isinstance(value, dict):
         return {
             k: "***" if _SECRET_KEY.search(str(k)) and isinstance(v, str) and v else redact(v)
@@ -554,7 +563,22 @@ def redact(value: Any) -> Any:
         }
     if isinstance(value, list):
         return [redact(v) for v in value]
+    if isinstance(value, str):
+        return redact_assignments(value)
     return value
+
+
+def redact_assignments(text: str) -> str:
+    """``text`` with the value of each secret-looking ``key=value`` replaced by ``***``.
+
+    A whole override (``+tools.search.env.SERPER_API_KEY='a b'``) loses everything after
+    its ``=``, quotes and spaces included; in a longer text a value ends at a comma or a
+    space.
+    """
+    key, equals, value = text.partition("=")
+    if equals and value and _SECRET_KEY.search(key.split("@", 1)[0].strip()):
+        return f"{key}=***"
+    return _SECRET_ASSIGNMENT.sub(lambda m: f"{m['key']}=***", text)
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:

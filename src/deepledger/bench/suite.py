@@ -19,13 +19,14 @@ from deepledger.bench.progress import Progress
 from deepledger.bench.rundir import RESULTS, RunDirectory, latest_records, read_jsonl
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import Task, load_tasks, require_tasks
-from deepledger.config import LLMConfig, extract_llm_name, tool_servers
+from deepledger.config import LLMConfig, check_llm_preset, extract_llm_name, tool_servers
 from deepledger.context.compaction import NoteWriter
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings, LLMClient
-from deepledger.llm.factory import create_client, settings_from_config
+from deepledger.llm.factory import PROVIDERS, create_client, settings_from_config
 from deepledger.llm.usage import find_price
 from deepledger.report.page import write_run_report
+from deepledger.tools.list_cache import ToolListCache
 from deepledger.tools.manager import ToolManager
 from deepledger.tools.scrape import ExtractionModel, PageScraper, suite_corpus
 
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> dict[str, Any]:
     """Run (or resume) the suite into ``root``; return the summary it wrote."""
     loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks)
-    for notice in loaded.notices():  # skipped lines, a mapping that finds no ground truth
+    for notice in shown_notices(loaded):  # skipped lines, a mapping that finds no ground truth
         print(f"deepledger: {notice}", file=sys.stderr)
     require_tasks(loaded, cfg.benchmark.execution.max_tasks)  # no task: exit 2, saying why
     judge_llm = judge_model(cfg, loaded.tasks, conf_dir)  # a missing key fails before any work
@@ -63,7 +64,9 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
             _report_while_running(root, cfg, len(loaded.tasks), ended), name="live report"
         )
         try:
-            records = await _run_tasks(cfg, run_dir, loaded.tasks, judge_llm, writer, scraper)
+            records, stopped = await _run_tasks(
+                cfg, run_dir, loaded.tasks, judge_llm, writer, scraper
+            )
         finally:
             ended.set()  # a live report still being written must not replace the final one
             live_report.cancel()
@@ -74,6 +77,7 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
             tasks_expected=len(loaded.tasks),
             extra={"run_dir": str(root), "skipped_lines": loaded.problems},
             execution=cfg.benchmark.execution,  # its budget
+            stopped=stopped,  # tasks the run's budget cut short: unrecorded
         )
         summary["token_economics"] = await asyncio.to_thread(token_economics, root)
         run_dir.write_summary(summary)
@@ -172,9 +176,12 @@ async def _run_tasks(
     judge_llm: tuple[LLMClient, GenerationSettings] | None,
     writer: NoteWriter | None = None,
     scraper: PageScraper | None = None,
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The records, and the tasks the run's budget stopped unrecorded (runner.unrecorded)."""
     llm = create_client(cfg.llm)
-    tools = ToolManager(tool_servers(cfg), log_dir=run_dir.root / "tool_servers")
+    tools = ToolManager(
+        tool_servers(cfg), log_dir=run_dir.root / "tool_servers", list_cache=ToolListCache.default()
+    )
     try:
         judge = build_judge(cfg, judge_llm)
         runner = BenchmarkRunner(
@@ -187,7 +194,7 @@ async def _run_tasks(
             note_writer=writer,
             scraper=scraper,
         )
-        return await runner.run(tasks)
+        return await runner.run(tasks), runner.unrecorded()
     finally:
         await tools.aclose()
         await llm.aclose()
@@ -218,6 +225,20 @@ def concurrency_advice(cfg: Any) -> str | None:
         f"max_concurrent={concurrent} the tasks interleave and each re-reads its whole "
         "prompt. benchmark.execution.max_concurrent=1 is faster."
     )
+
+
+SKIPPED_LINES_SHOWN = 20  # a wrong field_mapping skips every line: the rest go to summary.json
+
+
+def shown_notices(loaded: Any) -> list[str]:
+    """What the run says before it starts: the first skipped lines, how many more there
+    are (summary.json's ``extra.skipped_lines`` lists them all when a task is left to
+    run), then every warning."""
+    skipped = [f"skipped {problem}" for problem in loaded.problems[:SKIPPED_LINES_SHOWN]]
+    if (more := len(loaded.problems) - SKIPPED_LINES_SHOWN) > 0:
+        where = " (all listed in summary.json's extra.skipped_lines)" if loaded.tasks else ""
+        skipped.append(f"… and {more} more {'line' if more == 1 else 'lines'} skipped{where}")
+    return skipped + [f"warning: {warning}" for warning in loaded.warnings]
 
 
 def judge_model(
@@ -254,12 +275,16 @@ def build_judge(cfg: Any, model: tuple[LLMClient, GenerationSettings] | None) ->
 
 
 def load_llm_preset(name: str, conf_dir: Path, key: str = "benchmark.judge.llm") -> Any:
-    """``conf/llm/<name>.yaml`` checked against the llm schema; ``key`` names the setting."""
+    """``conf/llm/<name>.yaml`` checked against the llm schema and as ``llm`` is checked
+    (a bad ``base_url`` fails here, not at the first judged task); ``key`` names the
+    setting."""
     path = conf_dir / "llm" / f"{name}.yaml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in (conf_dir / "llm").glob("*.yaml")))
         raise ConfigError(f"{key}={name!r} is not an llm preset (known: {known}).")
-    return OmegaConf.merge(OmegaConf.structured(LLMConfig), OmegaConf.load(path))
+    preset = OmegaConf.merge(OmegaConf.structured(LLMConfig), OmegaConf.load(path))
+    check_llm_preset(preset, f"{key}={name}", PROVIDERS)
+    return preset
 
 
 def page_scraper(cfg: Any, conf_dir: Path) -> PageScraper | None:

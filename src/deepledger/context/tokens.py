@@ -26,7 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import Protocol
 
-from deepledger.messages import Message
+from deepledger.messages import Message, texts_for_counting
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +101,11 @@ class TiktokenCounter:
 
 
 def count_messages(counter: TokenCounter, messages: list[Message] | tuple[Message, ...]) -> int:
-    """Estimated prompt size of ``messages``; each image is :data:`IMAGE_TOKENS`."""
+    """Estimated prompt size of ``messages`` as one request sends them (thinking only
+    where it is sent: :func:`texts_for_counting`); each image is :data:`IMAGE_TOKENS`."""
     return sum(
-        counter.count(m.text_for_counting())
-        + PER_MESSAGE_OVERHEAD
-        + IMAGE_TOKENS * len(m.all_images)
-        for m in messages
+        counter.count(text) + PER_MESSAGE_OVERHEAD + IMAGE_TOKENS * len(m.all_images)
+        for m, text in zip(messages, texts_for_counting(messages), strict=True)
     )
 
 

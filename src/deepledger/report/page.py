@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from deepledger.bench.rundir import write_text_atomic
+from deepledger.errors import RunDirectoryError
 from deepledger.report.collect import FIELD_LIMIT, RESULT_LIMIT, TEXT_LIMIT, RunData, collect
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,9 @@ def chart_library() -> str:
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(cached, bundle, mode=0o644)
-    except OSError as exc:  # a read-only home: every report makes its own, slower
+    # A read-only home (OSError) or a full disk there (write_text_atomic's
+    # RunDirectoryError): the report is written from this copy; later ones make their own.
+    except (OSError, RunDirectoryError) as exc:
         log.warning("the chart library could not be cached at %s: %s", cached, exc)
     return bundle
 

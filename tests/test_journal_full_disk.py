@@ -1,0 +1,96 @@
+"""A full disk while a journal or ``.hydra/`` is written: one clear message, exit 2, no
+torn line and no traceback.
+
+The disk is a small tmpfs mounted for the test (the machine runs as root; without the
+right to mount, the tests skip and say so).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from deepledger.errors import RunDirectoryError
+from deepledger.journal import Journal
+from tests.test_cli import deepledger
+
+DISK_SIZE = "2m"  # above the 1 MiB a run needs free to start (bench/rundir.py)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A tmpfs of DISK_SIZE at tmp_path/disk, unmounted afterwards."""
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    if not shutil.which("mount"):
+        pytest.skip("no `mount` command: cannot make a small disk to fill")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): {mounted.stderr}")
+    try:
+        yield mount_point
+    finally:
+        if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", str(mount_point)], check=True)
+
+
+def whole_lines(path: Path) -> list[dict]:
+    data = path.read_bytes()
+    assert not data or data.endswith(b"\n"), "the journal ends in a torn line"
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def test_a_line_the_disk_cannot_take_is_cut_back_and_stops_the_run(small_disk):
+    journal = Journal(small_disk / "journal.jsonl")
+    journal.write("task_started", task="a question")
+    with pytest.raises(RunDirectoryError, match="the disk is full"):
+        journal.write("llm_response", text="x" * 3_000_000)
+    journal.close()
+    assert [e["event"] for e in whole_lines(small_disk / "journal.jsonl")] == ["task_started"]
+
+
+def test_deepledger_run_on_a_disk_that_fills_exits_2_with_one_message(small_disk, tmp_path):
+    from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+
+    huge = "filler " * 450_000 + "\\boxed{42}"  # 3 MB: more than the disk has left
+    with FakeLLMServer(responder=lambda request: Reply(huge)) as server:
+        run = deepledger(
+            "run",
+            "question=What is six times seven?",
+            "llm=openai_compatible",
+            f"llm.base_url={server.openai_base_url}",
+            "agent.main_agent.tools=[]",
+            f"hydra.run.dir={small_disk / 'run'}",
+            cwd=tmp_path,
+        )
+    assert run.returncode == 2, run.stderr
+    assert "the disk is full" in run.stderr and "free some space" in run.stderr
+    assert "Traceback" not in run.stderr
+    whole_lines(small_disk / "run" / "journal.jsonl")
+
+
+def test_hydra_files_the_disk_refuses_stop_the_job_with_the_usage_code(monkeypatch, tmp_path):
+    from deepledger.bench import hydra_hooks
+
+    def full_disk(root, config):
+        raise RunDirectoryError(f"Could not write {root}/.hydra: the disk is full.")
+
+    monkeypatch.setattr(hydra_hooks, "claim", lambda root, key: None)
+    monkeypatch.setattr(hydra_hooks, "write_hydra_files", full_disk)
+    config = SimpleNamespace(
+        hydra=SimpleNamespace(
+            runtime=SimpleNamespace(output_dir=str(tmp_path)), mode=SimpleNamespace(name="RUN")
+        )
+    )
+    with pytest.raises(SystemExit) as stopped:
+        hydra_hooks.RunDirectoryGuard().on_job_start(config)
+    assert stopped.value.code == 2
