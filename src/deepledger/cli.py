@@ -48,7 +48,7 @@ For run, an argument is an override when its key is a config key or group (or hy
 +key, ~key, a dotted key); any other argument is the question (after --, always).
 Exit codes: 0 done, 1 some tasks failed, 2 a usage or configuration error, 130 Ctrl-C.
 
-Config groups: llm=local|openai_compatible|openai|anthropic|qwen-3,
+Config groups: llm=local|openai_compatible|openai|azure_openai|anthropic|qwen-3,
   agent=default|keep5_compress5|keep5_compress5_300turns|multi_agent|
     mirothinker_1.7_keep5_max200|mirothinker_1.7_keep5_max300|mirothinker_v1.5_keep5_max400,
   benchmark=example|worldfacts|gaia-validation|gaia-validation-text-103|browsecomp|
@@ -77,7 +77,40 @@ def config_dir() -> Path:
     return path
 
 
+EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE: what a shell shows for `yes | head -1`
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command; a reader that stops reading (``deepledger --help | head -1``) ends it
+    quietly instead of with a BrokenPipeError traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise  # some other pipe broke (a subprocess's): a bug, keep its traceback
+        # Not an error to report: whoever read the output has what they wanted. stdout
+        # goes to /dev/null so the interpreter's last flush cannot fail again. The exit
+        # code is 141, not 0, so that `set -o pipefail` still tells the output was cut
+        # short, as it does for any program a closed pipe stops.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_STDOUT_CLOSED
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reading end has gone (poll reports an error)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):  # no usable stdout at all
+        return True
+
+
+def _main(argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE)
@@ -236,14 +269,13 @@ def _resume_key(override: str) -> str:
     return f"+{override}" if override.startswith("resume.") else override
 
 
-COMMAND_LINE_KEY_ENV = "DEEPLEDGER_COMMAND_LINE_API_KEY"
-
-
 def take_command_line_key(overrides: list[str]) -> list[str]:
     """``llm.api_key=KEY`` (MiroThinker's command lines pass keys so) taken out of the
     overrides before Hydra sees them, so the key is never written to the run directory,
     the manifest or a log: it moves to a variable of this process, which the llm preset
     then names. An empty one (an unset ``$API_KEY`` in a script) is dropped."""
+    from deepledger.config import COMMAND_LINE_KEY_ENV
+
     kept, key = [], None
     for override in overrides:
         name, _, value = override.partition("=")
@@ -437,7 +469,8 @@ def _bench(cfg: Any) -> int:
     summary = asyncio.run(run_suite(cfg, root, config_dir(), sys.argv[1:]))
     print(f"Run directory: {root}")
     budget = summary.get("budget") or {}
-    stopped = budget.get("exhausted") and budget.get("tasks_not_started")  # not all done
+    not_done = budget.get("tasks_not_started") or budget.get("tasks_stopped")
+    stopped = budget.get("exhausted") and not_done  # the budget kept tasks from finishing
     return 0 if not summary["tasks"]["errors"] and not stopped else 1
 
 
@@ -461,6 +494,7 @@ async def _answer_one(cfg: Any) -> int:
     from deepledger.config import tool_servers
     from deepledger.journal import Journal
     from deepledger.llm.factory import create_client
+    from deepledger.tools.list_cache import ToolListCache
     from deepledger.tools.manager import ToolManager
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -469,7 +503,9 @@ async def _answer_one(cfg: Any) -> int:
     if cfg.task_file and "reader" in servers:  # let the reader open the attached file
         folder = await asyncio.to_thread(lambda: Path(cfg.task_file).resolve().parent)
         servers["reader"].args.extend(["--root", str(folder)])
-    manager = ToolManager(servers, log_dir=run_dir / "tool_servers")
+    manager = ToolManager(
+        servers, log_dir=run_dir / "tool_servers", list_cache=ToolListCache.default()
+    )
     writer = note_writer(cfg, config_dir())
     scraper = page_scraper(cfg, config_dir())
     llm = create_client(cfg.llm)

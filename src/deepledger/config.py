@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import os
 import re
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -23,7 +26,7 @@ from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from deepledger.errors import ConfigError
-from deepledger.paths import looked_in, resolve_data_path
+from deepledger.paths import CONFIG_DIR_ENV, looked_in, resolve_data_path
 from deepledger.prompts import prompt_exists
 
 
@@ -293,6 +296,13 @@ TOOL_SETTINGS = ("extract_llm",)
 BUILTIN_TOOLS = ("memory", "archive", "jina_scrape_llm_summary")
 
 
+@functools.cache
+def _server_schema() -> Any:
+    """The structured :class:`ToolServerConfig`, built once: building it costs a few
+    milliseconds, and every run checks each server entry twice."""
+    return OmegaConf.structured(ToolServerConfig)
+
+
 def tool_servers(cfg: Any) -> dict[str, Any]:
     """Every ``tools.<name>`` server entry checked against :class:`ToolServerConfig`."""
     servers, problems = {}, []
@@ -305,7 +315,7 @@ def tool_servers(cfg: Any) -> dict[str, Any]:
             values = (
                 OmegaConf.to_container(entry, resolve=True) if OmegaConf.is_config(entry) else entry
             )
-            servers[name] = OmegaConf.merge(OmegaConf.structured(ToolServerConfig), values)
+            servers[name] = OmegaConf.merge(_server_schema(), values)  # merge copies it
         except OmegaConfBaseException as exc:
             key = getattr(exc, "key", None) or "?"
             problems.append(f"tools.{name}.{key}: {str(exc).splitlines()[0]}")
@@ -319,8 +329,13 @@ def tool_servers(cfg: Any) -> dict[str, Any]:
 def server_environment(cfg: Any) -> dict[str, str]:
     """What every tool server learns from the config: the suite's search corpus (the
     search servers index it, the page readers open its ``corpus://`` links) and whether
-    URLs the model chooses may reach private networks. Neither is a secret."""
+    URLs the model chooses may reach private networks. Neither is a secret. With
+    ``$DEEPLEDGER_CONFIG_DIR`` set they learn it too: a relative ``--root`` (the reader's
+    ``benchmark.data.data_dir``) is then found in the same project as the task loader
+    finds it (``deepledger.paths``)."""
     env = {}
+    if configured := os.environ.get(CONFIG_DIR_ENV):
+        env[CONFIG_DIR_ENV] = str(Path(configured).expanduser().resolve())
     corpus = cfg.benchmark.search_corpus
     if corpus:
         env[SEARCH_CORPUS_ENV] = str(resolve_data_path(corpus).resolve())
@@ -341,6 +356,7 @@ def validate(cfg: Any, known_providers: tuple[str, ...]) -> None:
     problems = [*_llm_problems(cfg.llm, known_providers), *_agent_problems(cfg.agent)]
     problems += _tool_problems(tool_servers(cfg), cfg.agent)
     problems += _execution_problems(cfg.benchmark.execution)
+    problems += _unpriced_cost_limits(cfg)
     corpus = cfg.benchmark.search_corpus
     if corpus and not resolve_data_path(corpus).exists():
         problems.append(
@@ -359,6 +375,16 @@ def validate(cfg: Any, known_providers: tuple[str, ...]) -> None:
         )
     if problems:
         raise ConfigError("Invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def check_llm_preset(preset: Any, key: str, known_providers: tuple[str, ...]) -> None:
+    """The checks ``llm`` gets, for a preset another setting names (``key``: e.g.
+    ``benchmark.judge.llm=<name>``), so a bad one stops the run before any work."""
+    problems = _llm_problems(preset, known_providers)
+    if problems:
+        raise ConfigError(
+            f"Invalid llm preset {key}:\n" + "\n".join(f"  - {key}: {p}" for p in problems)
+        )
 
 
 def _llm_problems(llm: Any, known_providers: tuple[str, ...]) -> list[str]:
@@ -590,14 +616,34 @@ def _execution_problems(execution: Any) -> list[str]:
     return problems
 
 
-# Task limits and run budgets (agent/limits.py); null: none.
-BUDGET_KEYS = (
-    "task_time_limit_seconds",
-    "task_token_limit",
-    "task_cost_limit_usd",
-    "max_cost_usd",
-    "max_tokens",
-)
+def _unpriced_cost_limits(cfg: Any) -> list[str]:
+    """A cost limit on a model without a price could never be reached: refused before
+    any work, rather than letting the run spend without a bound."""
+    from deepledger.llm.usage import find_price
+
+    execution = cfg.benchmark.execution
+    keys = [k for k in COST_LIMITS if getattr(execution, k, None) is not None]
+    model = cfg.llm.model_name
+    if not keys or find_price(model, cfg.pricing or {}) is not None:
+        return []
+    return [
+        f"benchmark.execution.{keys[0]} is set, but llm.model_name={model!r} has no price, "
+        f"so its cost is unknown. Add one (+pricing.{model}.input=USD "
+        f"+pricing.{model}.output=USD per million tokens) or limit tokens instead "
+        "(benchmark.execution.task_token_limit, .max_tokens)."
+    ]
+
+
+# Task limits and run budgets under benchmark.execution (agent/limits.py); null: none.
+# The one list of them: limits, metrics and the report import it from here.
+TASK_LIMITS = ("task_time_limit_seconds", "task_token_limit", "task_cost_limit_usd")
+RUN_BUDGETS = ("max_cost_usd", "max_tokens")
+BUDGET_KEYS = (*TASK_LIMITS, *RUN_BUDGETS)
+COST_LIMITS = ("task_cost_limit_usd", "max_cost_usd")
+
+# The variable `llm.api_key=KEY` on the command line moves the key to (cli.py), named by
+# llm.api_key_env from then on, so that the key itself is never written anywhere.
+COMMAND_LINE_KEY_ENV = "DEEPLEDGER_COMMAND_LINE_API_KEY"
 
 
 # -- unknown keys on the command line -------------------------------------------------

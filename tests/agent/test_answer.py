@@ -279,7 +279,7 @@ async def test_a_refused_closing_call_with_nothing_left_to_drop_ends_the_attempt
 
 
 async def test_refused_closing_calls_are_retried_a_bounded_number_of_times():
-    from deepledger.agent.answer import MAX_OVERFLOW_RETRIES
+    from deepledger.agent.answer import MAX_CLOSING_CALL_REFUSALS
     from deepledger.errors import ContextOverflowError
 
     def always_refuse(messages, tools):
@@ -289,7 +289,7 @@ async def test_refused_closing_calls_are_retried_a_bounded_number_of_times():
     llm = CharCountingLLM(responder=always_refuse)
     with pytest.raises(ContextOverflowError, match="after 4 refusal"):
         await finalize_in(100_000, OFF, state, llm)
-    assert len(llm.calls) == MAX_OVERFLOW_RETRIES + 1
+    assert len(llm.calls) == MAX_CLOSING_CALL_REFUSALS + 1
     sizes = [len(c.messages) for c in llm.calls]  # each retry one exchange shorter
     assert sizes == [sizes[0] - 2 * i for i in range(len(sizes))]
 

@@ -123,15 +123,20 @@ async def test_a_task_bigger_than_the_window_sends_no_request_and_says_why():
     assert journal.of("task_finished")[0]["end_detail"] == state.end_detail
 
 
-async def test_a_stated_window_too_small_for_the_task_ends_without_an_answer():
+async def test_a_stated_window_too_small_for_the_task_ends_the_attempt_in_error():
+    # Known only from the server's refusal, not from llm.max_context_length: the server's
+    # setup, not a finished task without an answer (a resume runs it again).
     task = "Explain this. " + "word " * 2000
     llm = ScriptedLLM([refusal(limit=1024, asked=2100)])
     orchestrator, journal = await make(llm, window=100_000)
-    state = await orchestrator.run(task)
+    with pytest.raises(ContextOverflowError, match="window of 1,024 tokens") as raised:
+        await orchestrator.run(task)
+    assert "is smaller than the system prompt, the task and the summary prompt" in str(raised.value)
+    assert "llm.max_context_length to the server's real window (1024)" in str(raised.value)
     assert len(llm.calls) == 1  # the refused turn; the closing call is known not to fit
     assert journal.of("context_overflow")[0]["action"] == "ended_loop"
-    assert state.final_answer is None and state.end_reason is EndReason.WINDOW_EXHAUSTED
-    assert "1,024-token window (the window the server stated)" in state.end_detail
+    (skipped,) = journal.of("closing_call_skipped")
+    assert skipped["task_alone"] and skipped["limit"] == 1024
 
 
 # -- the real provider and the runner against the loopback fake server --------------------
@@ -215,6 +220,10 @@ async def test_over_http_a_question_bigger_than_the_window_never_reaches_the_ser
     assert huge["end_detail"].startswith("the task alone does not fit")
     assert "32,768-token window (llm.max_context_length)" in huge["end_detail"]
     assert huge["usage"]["input_tokens"] == 0
+    # Told by the typed flag, not by the wording: no further retry or attempt.
+    assert huge["stopped"] == "does_not_fit"
+    ((retry,),) = [a["retries"] for a in huge["attempts"]]
+    assert retry["does_not_fit"] is True
     said = [r.getMessage() for r in caplog.records if "does not fit" in r.getMessage()]
     assert said == [f"task huge: {huge['end_detail']}"]  # once, however many retries
 
@@ -236,6 +245,35 @@ async def test_over_http_a_refusal_with_nothing_to_drop_is_an_error_a_resume_run
     # The same run again: the errored task runs again (and now is answered).
     with FakeLLMServer([Reply("It is \\boxed{Paris}."), Reply("\\boxed{Paris}")]) as server:
         records = await bench(server, data, tmp_path / "run")
+        server.assert_all_consumed()
+    (record,) = records
+    assert (record["status"], record["final_answer"], record["correct"]) == (
+        "finished",
+        "Paris",
+        True,
+    )
+
+
+async def test_over_http_a_server_window_below_the_reply_budget_is_an_error_not_a_wrong_answer(
+    tmp_path,
+):
+    # The server's window (8,192) is below llm.max_tokens (16,384): only its refusal says
+    # so. Not "finished, wrong": an error naming the keys to change, which a resume redoes.
+    data = suite(tmp_path / "data", {"t1": "Capital of France?"})
+    with FakeLLMServer([vllm_refusal(8192, 16_500)]) as server:
+        records = await bench(server, data, tmp_path / "run", "llm.max_tokens=16384")
+        server.assert_all_consumed()
+        assert len(server.requests) == 1  # no closing call: it is known not to fit
+    (record,) = records
+    assert (record["status"], record["end_reason"], record["correct"]) == ("error", "error", False)
+    assert "the server's window of 8,192 tokens" in record["error"]
+    assert "below or too close to llm.max_tokens=16,384" in record["error"]
+    assert "set llm.max_context_length to the server's real window (8192)" in record["error"]
+    summary = summarize(records, pass_at_k=1, benchmark="overflow")
+    assert summary["tasks"]["errors"] == 1 and summary["tasks"]["finished"] == 0
+    # Fixed as the message says, the same run again answers it.
+    with FakeLLMServer([Reply("It is \\boxed{Paris}."), Reply("\\boxed{Paris}")]) as server:
+        records = await bench(server, data, tmp_path / "run", "llm.max_context_length=8192")
         server.assert_all_consumed()
     (record,) = records
     assert (record["status"], record["final_answer"], record["correct"]) == (

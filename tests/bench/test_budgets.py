@@ -22,7 +22,7 @@ from deepledger.bench.rundir import RunDirectory, read_jsonl
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
 from deepledger.config import validate
-from deepledger.errors import ConfigError
+from deepledger.errors import ConfigError, FatalLLMError
 from deepledger.journal import Journal
 from deepledger.llm.factory import PROVIDERS
 from deepledger.llm.scripted import ScriptedLLM, reply
@@ -136,11 +136,32 @@ def test_a_budget_must_be_positive_or_null(key):
         validate(composed(f"benchmark.execution.{key}=-1"), PROVIDERS)
 
 
-async def test_a_cost_limit_on_a_model_without_a_price_is_refused(tmp_path):
-    cfg = config("llm.model_name=unpriced-model", "benchmark.execution.max_cost_usd=1")
+@pytest.mark.parametrize("key", ["max_cost_usd", "task_cost_limit_usd"])
+def test_a_cost_limit_on_a_model_without_a_price_is_refused_by_validate(key):
+    cfg = config("llm.model_name=unpriced-model", f"benchmark.execution.{key}=1")
     with pytest.raises(ConfigError, match=r"llm.model_name='unpriced-model' has no price"):
-        await run(cfg, finisher(), tmp_path)
-    assert not (tmp_path / "benchmark_results.jsonl").exists()
+        validate(cfg, PROVIDERS)
+    validate(config(*PRICED, f"benchmark.execution.{key}=1"), PROVIDERS)  # priced: fine
+
+
+def test_bench_with_a_cost_limit_on_an_unpriced_model_exits_2_writing_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    with FakeLLMServer(responder=respond_http) as server:
+        command = bench_command(
+            server.openai_base_url,
+            run_dir,
+            "llm.model_name=unpriced-model",
+            "benchmark.execution.max_cost_usd=1",
+        )
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        requests = len(server.requests)
+    assert done.returncode == 2, done.stderr
+    assert "benchmark.execution.max_cost_usd is set" in done.stderr
+    assert requests == 0
+    written = sorted(p.name for p in run_dir.iterdir()) if run_dir.exists() else []
+    assert not {"manifest.json", "benchmark_results.jsonl", "tasks", "summary.json"} & set(
+        written
+    ), written
 
 
 # -- per task -------------------------------------------------------------------------
@@ -286,14 +307,82 @@ async def test_running_tasks_stop_at_their_next_turn_once_the_run_budget_is_spen
     llm = researcher()
     cfg = config("benchmark.execution.max_concurrent=2", "benchmark.execution.max_tokens=5000")
     records = await run(cfg, llm, tmp_path)
-    assert [r["task_id"] for r in records] == ["easy/1", "hard #2"]  # the others wait
-    for record in records:
-        assert record["end_reason"] == "limit" and record["limit"]["kind"] == "max_tokens"
-    loop_calls = sum(r["turns"] for r in records)
+    # Both running tasks stop at a turn boundary and stay unrecorded (a raised budget
+    # resumes them); the others wait and are never started.
+    assert records == [] and not (tmp_path / "benchmark_results.jsonl").exists()
+    loop_calls = sum(
+        1
+        for task in ("easy/1", "hard #2")
+        for e in journal_events(tmp_path, task)
+        if e["event"] == "llm_call"
+    )
     assert loop_calls in (5, 6)  # the budget, plus at most one turn in flight
-    summary = summarize(records, pass_at_k=1, benchmark="t", execution=cfg.benchmark.execution)
-    assert summary["end_reasons"]["limit"] == 2
-    assert summary["budget"]["limits_hit"] == {"max_tokens": 2}
+    for task in ("easy/1", "hard #2"):
+        (hit,) = [e for e in journal_events(tmp_path, task) if e["event"] == "limit_reached"]
+        assert hit["kind"] == "max_tokens"
+
+
+# A task that loops on its tool until max_turns, then answers: 6 calls, 6,000 tokens.
+LOOPING = ("agent.main_agent.max_turns=5", "agent.context_compress_limit=0")
+
+
+async def test_a_task_the_run_budget_stops_is_continued_by_a_resume_with_a_raised_one(
+    tmp_path, capsys
+):
+    cfg = config(
+        *LOOPING, "benchmark.execution.max_tokens=7000", "benchmark.execution.max_concurrent=1"
+    )
+    records = await run(cfg, researcher(), tmp_path)
+    # easy/1 finishes (6,000 tokens); hard #2 starts under the budget, is stopped at its
+    # second turn (and its closing call) and left unrecorded; the other two never start.
+    assert [r["task_id"] for r in records] == ["easy/1"]
+    assert records[0]["end_reason"] == "turns_exhausted"
+    err = capsys.readouterr().err
+    assert "1 running tasks were stopped unrecorded; 2 tasks were not started" in err
+    assert not (RunDirectory(tmp_path).task_dir("hard #2") / "progress.jsonl").exists()
+
+    again = researcher()
+    raised = config(
+        *LOOPING, "benchmark.execution.max_tokens=100000", "benchmark.execution.max_concurrent=1"
+    )
+    records = await run(raised, again, tmp_path)
+    by_id = {r["task_id"]: r for r in records}
+    assert sorted(by_id) == ["easy/1", "hard #2", "näive 3", "open-4"]
+    assert not any("France" in c.messages[1].content for c in again.calls)  # not redone
+    hard = by_id["hard #2"]
+    assert hard["status"] == "finished" and hard["end_reason"] == "turns_exhausted"
+    assert hard.get("limit") is None and hard["turns"] == 5
+    # The cut retry was redone from its start; its two calls still count.
+    assert hard["interrupted_calls"] == 2 and hard["usage"]["input_tokens"] == 8000
+    folder = RunDirectory(tmp_path).task_dir("hard #2")
+    assert len(list(folder.glob("attempt-1-retry-0.interrupted-*.jsonl"))) == 1
+    results = read_jsonl(tmp_path / "benchmark_results.jsonl")
+    assert [r["task_id"] for r in results].count("easy/1") == 1
+
+
+async def test_an_errored_task_counts_the_calls_of_the_retry_that_failed(tmp_path, capsys):
+    # The loop's call is answered (1,000 tokens); the closing call fails for good.
+    def respond(messages: list[Message], tools) -> LLMResponse:
+        if "The work on this task is over" in messages[-1].content:
+            raise FatalLLMError("HTTP 400: bad request", provider="scripted", status=400)
+        return reply("Looking.", usage=PER_CALL)
+
+    cfg = config(
+        "benchmark.execution.max_concurrent=1",
+        "benchmark.execution.max_tokens=1000",
+        "agent.context_compress_limit=0",
+    )
+    records = await run(cfg, ScriptedLLM(responder=respond), tmp_path)
+    (record,) = records
+    assert record["status"] == "error"
+    assert record["usage"]["input_tokens"] == 1000  # the failed retry's call included
+    assert "(1,000 tokens spent). 3 tasks were not started" in capsys.readouterr().err
+    summary = summarize(
+        records, pass_at_k=1, benchmark="t", tasks_expected=4, execution=cfg.benchmark.execution
+    )
+    budget = summary["budget"]
+    assert (budget["spent_tokens"], budget["left_tokens"], budget["exhausted"]) == (1000, 0, True)
+    assert budget["tasks_not_started"] == 3
 
 
 def test_the_progress_line_shows_spent_against_the_budget():
@@ -328,13 +417,17 @@ def test_bench_stopped_by_its_budget_exits_1_and_resumes_with_a_raised_one(tmp_p
         later = [r.messages[1]["content"] for r in server.requests[seen:]]
     assert first.returncode == 1, first.stderr
     assert "the run's budget is spent: benchmark.execution.max_tokens=40 reached" in first.stderr
-    assert "2 tasks were not started" in first.stderr
-    assert "2 tasks not started" in first.stdout  # the summary's budget line
-    assert stopped["exhausted"] and stopped["tasks_not_started"] == 2
+    # hard #2 finished its retry 0, then the budget stopped its retry 1 unrecorded.
+    assert "1 running tasks were stopped unrecorded; 2 tasks were not started" in first.stderr
+    assert "1 task stopped, 2 tasks not started" in first.stdout  # the summary's budget line
+    assert stopped["exhausted"] and stopped["spent_tokens"] == 75
+    assert (stopped["tasks_stopped"], stopped["tasks_not_started"]) == (1, 2)
     assert second.returncode == 0, second.stderr
     ids = [r["task_id"] for r in results(run_dir)]
     assert sorted(ids) == sorted({"easy/1", "hard #2", "näive 3", "open-4"})  # each once
-    assert later and not any("France" in t or "Vienna" in t for t in later)  # none redone
+    assert later and not any("France" in t for t in later)  # the finished task: not redone
+    vienna = [t for t in later if "Vienna" in t]  # hard #2 goes on from its retry 1
+    assert vienna and all("Earlier attempts" in t for t in vienna)
 
 
 # -- the report -----------------------------------------------------------------------

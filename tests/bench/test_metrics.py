@@ -218,11 +218,11 @@ def test_empty_run_gives_nulls_not_errors():
 
 def test_format_summary_shows_the_headline_numbers(records):
     text = format_summary(summarize(records, pass_at_k=2, benchmark="toy"))
-    assert text.splitlines()[0] == "toy: 5 tasks (4 finished, 1 errors), 3 judged"
+    assert text.splitlines()[0] == "toy: 5 tasks (4 finished, 1 error), 3 judged"
     assert "0.333 (1/3)" in text
     assert "pass@2" in text and "0.667 (2/3)" in text
     assert "intermediate_fallback 0.000 (0/1)" in text
-    assert "unknown (1 tasks without a price)" in text
+    assert "unknown (1 task without a price)" in text
     assert "2.0k input" in text
     assert "answered 2 · max_turns 1 · window_exhausted 1 · looping 0 · limit 0 · error 1" in text
     assert "context" not in text  # no journals read: no token economics line
@@ -253,3 +253,9 @@ def test_cache_prefix_breaks_are_summarized_and_shown(records):
     older = summarize(records, pass_at_k=1, benchmark="toy")  # records from before the field
     assert older["prefix_breaks"]["mean"] is None
     assert "prefix breaks  -" in format_summary(older)
+
+
+def test_counts_of_one_are_singular():
+    from deepledger.bench.metrics import plural
+
+    assert [plural(n, "task") for n in (0, 1, 2)] == ["0 tasks", "1 task", "2 tasks"]

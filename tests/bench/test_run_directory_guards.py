@@ -369,3 +369,50 @@ def test_folder_names_are_safe_and_bounded():
     assert safe_folder_name("../x/y\\z") == "_x_y_z"
     long = safe_folder_name("k=" + "v" * 500)
     assert len(long) <= 120 and long != safe_folder_name("k=" + "v" * 499)
+
+
+# -- the disk fills while tasks run ----------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["journal", "progress"])
+async def test_the_first_write_a_full_disk_refuses_stops_the_run_and_a_resume_finishes(
+    tmp_path, monkeypatch, where
+):
+    """With one task at a time, the second task's first journal event (a plain file
+    write) or its first progress line (append_line) meets a full disk: no later task
+    starts, nothing is recorded as an error, and the resume runs what is not done."""
+    from deepledger.bench.rundir import disk_trouble
+    from deepledger.journal import Journal
+    from tests.bench.test_runner import config, model, run, task_texts
+
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    real_write, real_progress = Journal.write, RunDirectory.record_progress
+
+    def journal_write(self, event, **data):
+        if self.path is not None and "hard" in self.path.parent.name:
+            raise full
+        return real_write(self, event, **data)
+
+    def record_progress(self, task_id, event, **data):
+        if task_id == "hard #2":
+            raise disk_trouble(self.task_dir(task_id) / "progress.jsonl", full)
+        return real_progress(self, task_id, event, **data)
+
+    if where == "journal":
+        monkeypatch.setattr(Journal, "write", journal_write)
+    else:
+        monkeypatch.setattr(RunDirectory, "record_progress", record_progress)
+    cfg = config("benchmark.execution.max_concurrent=1", "agent.context_compress_limit=0")
+    first = model()
+    with pytest.raises(RunDirectoryError, match="the disk is full") as stopped:
+        await run(cfg, first, tmp_path)
+    assert "run the same command again" in str(stopped.value)
+    recorded = read_jsonl(tmp_path / "benchmark_results.jsonl")
+    assert [(r["task_id"], r["status"]) for r in recorded] == [("easy/1", "finished")]
+    asked = " ".join(task_texts(first))
+    assert "animal" not in asked and "Anything" not in asked  # no task started after it
+    monkeypatch.undo()  # space freed
+    second = model()
+    records = await run(cfg, second, tmp_path)
+    assert [r["status"] for r in records] == ["finished"] * 4
+    assert not any("France" in t for t in task_texts(second))  # nothing finished is redone

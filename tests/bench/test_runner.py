@@ -246,3 +246,79 @@ async def test_tokens_spent_by_a_killed_run_count_in_the_totals(tmp_path):
     own = sum(r["usage"]["input_tokens"] for r in record["attempts"][0]["retries"])
     assert record["interrupted_calls"] == 1
     assert record["usage"]["input_tokens"] == own + 500
+
+
+def huge_suite(folder: Path) -> Path:
+    """One task whose question alone is far over a 4,096-token window, one small."""
+    folder.mkdir(parents=True, exist_ok=True)
+    questions = {"huge": "Add these up: " + " ".join(map(str, range(20_000))), "small": "2+2?"}
+    lines = [
+        json.dumps({"task_id": task_id, "task_question": text, "ground_truth": "4"})
+        for task_id, text in questions.items()
+    ]
+    (folder / "standardized_data.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+async def test_a_question_too_big_for_the_window_gets_no_further_retry_or_attempt(tmp_path):
+    data = huge_suite(tmp_path / "data")
+    cfg = config(
+        f"benchmark.data.data_dir={data}",
+        "llm.max_context_length=4096",
+        "llm.max_tokens=256",
+        "agent.context_compress_limit=2",
+        "benchmark.execution.pass_at_k=3",
+    )
+    llm = model(lambda contents: "\\boxed{4}")
+    records = {r["task_id"]: r for r in await run(cfg, llm, tmp_path / "run")}
+    huge = records["huge"]
+    assert len(huge["attempts"]) == 1 and len(huge["attempts"][0]["retries"]) == 1
+    assert huge["stopped"] == "does_not_fit" and huge["end_reason"] == "window_exhausted"
+    assert huge["end_detail"].startswith("the task alone does not fit")
+    journals = list((tmp_path / "run" / "tasks").glob("huge-*/attempt-*-retry-*.jsonl"))
+    assert [p.name for p in journals] == ["attempt-1-retry-0.jsonl"]  # one journal, not 9
+    assert not any("Add these up" in c.messages[1].content for c in llm.calls)
+    assert records["small"]["correct"] is True and "stopped" not in records["small"]
+
+
+async def test_a_resumed_question_too_big_for_the_window_is_not_tried_again(tmp_path):
+    data = huge_suite(tmp_path / "data")
+    cfg = config(
+        f"benchmark.data.data_dir={data}",
+        "llm.max_context_length=4096",
+        "agent.context_compress_limit=2",
+        "benchmark.execution.pass_at_k=3",
+    )
+    await run(cfg, model(lambda contents: "\\boxed{4}"), tmp_path / "run", ("huge",))
+    # Killed after the retry was recorded, before the attempt and the task were.
+    progress = next((tmp_path / "run" / "tasks").glob("huge-*/progress.jsonl"))
+    progress.write_text(progress.read_text().splitlines()[0] + "\n")
+    (tmp_path / "run" / "benchmark_results.jsonl").unlink()
+    (record,) = await run(cfg, model(lambda contents: "\\boxed{4}"), tmp_path / "run", ("huge",))
+    assert record["stopped"] == "does_not_fit"
+    assert [len(a["retries"]) for a in record["attempts"]] == [1]
+    assert len(list(progress.parent.glob("attempt-*-retry-*.jsonl"))) == 1
+
+
+async def test_a_required_tool_server_that_cannot_start_is_logged_in_one_line(tmp_path, caplog):
+    from deepledger.config import ToolServerConfig
+
+    cfg = config("agent.main_agent.tools=[gone]")
+    tools = ToolManager({"gone": ToolServerConfig(command="/nonexistent/srv", required=True)})
+    tasks = [t for t in load_tasks(cfg.benchmark.data).tasks if t.task_id == "easy/1"]
+    run_dir = RunDirectory(tmp_path)
+    runner = BenchmarkRunner(
+        cfg, llm=model(), tools=tools, run_dir=run_dir, judge=make_judge("normalized"),
+        progress=Progress(plain=True),
+    )  # fmt: skip
+    try:
+        with caplog.at_level(logging.ERROR, logger="deepledger.bench.runner"):
+            (record,) = await runner.run(tasks)
+    finally:
+        run_dir.close()
+        await tools.aclose()
+    assert record["status"] == "error" and record["error"].startswith("ToolServerStartError")
+    (logged,) = [r for r in caplog.records if r.getMessage().startswith("task easy/1 failed")]
+    assert logged.exc_info is None  # on purpose, and it says why: no traceback
+    assert "cannot run /nonexistent/srv" in logged.getMessage()
+    assert "tools.gone.required is true" in logged.getMessage()

@@ -33,7 +33,7 @@ the closing prompt is never sent: the call is skipped (``closing_call_skipped``)
 state's ``end_detail`` says why, and there is no answer from it. When the server refuses
 a request as too long anyway (``context_overflow`` in the journal: what it said, our
 count, the window it states), the newest exchange is dropped and the call is asked
-again, at most ``MAX_OVERFLOW_RETRIES`` times; with nothing left to drop the refusal is
+again, at most ``MAX_CLOSING_CALL_REFUSALS`` times; with nothing left to drop the refusal is
 raised, and the attempt ends as an error that a resume runs again. A post-mortem is the
 exception: without it the attempt still has its outcome, so a refused one is simply none.
 """
@@ -65,7 +65,7 @@ _FAILURE_TYPE = re.compile(r"failure type\W*(" + "|".join(FAILURE_TYPES) + r")",
 _ANY_TYPE = re.compile(r"\b(" + "|".join(FAILURE_TYPES) + r")\b", re.IGNORECASE)
 # Requests of one closing call the server may refuse as too long before the refusal
 # stands: each retry sends one exchange less, or fits a window the server stated.
-MAX_OVERFLOW_RETRIES = 3
+MAX_CLOSING_CALL_REFUSALS = 3
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,9 @@ class _Caller:
         even the smallest one does not."""
         fits, tokens = self._fits(smallest_closing_request(self.state.history, prompts))
         if not fits:
+            self._refuse_if_server_window(purpose, tokens)
             self._skip(purpose, tokens, task_alone=True)
+            self.state.task_does_not_fit = True
             return None
         while True:
             request = self.requests(self.state.history, closing=prompts)
@@ -309,7 +311,7 @@ class _Caller:
         # request would go out again, so something has to be dropped by hand.
         refits = stated is None or counted <= stated
         _, dropped = drop_last_exchange(self.state.history)
-        gave_up = self._refusals > MAX_OVERFLOW_RETRIES or (refits and not dropped)
+        gave_up = self._refusals > MAX_CLOSING_CALL_REFUSALS or (refits and not dropped)
         self.journal.write(
             "context_overflow",
             turn=self.state.turn,
@@ -331,6 +333,41 @@ class _Caller:
             ) from exc
         if refits:
             self._drop_exchange(purpose, provider_said=str(exc))
+
+    def _refuse_if_server_window(self, purpose: str, tokens: int) -> None:
+        """The task alone is over a window the server stated when it refused a request:
+        that is the server's setup (its window below, or too close to, llm.max_tokens),
+        not the question's size, so the attempt ends as an error a resume retries once
+        the config is fixed, never as a finished task without an answer."""
+        window = self.window
+        if window is None or window.stated is None or window.stated >= window.configured:
+            return
+        self.journal.write(
+            "closing_call_skipped",
+            purpose=purpose,
+            reason="the server's stated window is too small for the reply budget",
+            task_alone=True,
+            estimated_tokens=tokens,
+            limit=window.limit,
+        )
+        reply_budget = self.settings.max_tokens
+        what = f"the system prompt, the task and the {purpose.replace('_', '-')} prompt"
+        if tokens - reply_budget < window.stated:  # the reply budget is what overflows
+            why = (
+                f"is below or too close to llm.max_tokens={reply_budget:,}: {what} come to "
+                f"about {tokens:,} tokens with that reply budget. Lower llm.max_tokens, or "
+                f"set llm.max_context_length to the server's real window ({window.stated})"
+            )
+        else:
+            why = (
+                f"is smaller than {what} alone (about {tokens - reply_budget:,} tokens). Use "
+                "a model with a larger window, or set llm.max_context_length to the "
+                f"server's real window ({window.stated}) so the task is known not to fit"
+            )
+        raise ContextOverflowError(
+            f"the server's window of {window.stated:,} tokens (stated in its refusal) {why}; "
+            "then run the same command again to resume"
+        )
 
     def _skip(self, purpose: str, tokens: int, *, task_alone: bool) -> None:
         """Journal why a closing call is not sent; the first reason is the state's

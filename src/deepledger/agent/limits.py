@@ -32,7 +32,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from deepledger.config import RUN_BUDGETS
 from deepledger.llm.usage import UsageLedger
+from deepledger.messages import Usage
 
 Clock = Callable[[], float]
 
@@ -48,6 +50,12 @@ class LimitHit:
     def record(self) -> dict[str, Any]:
         """As written to journals and records."""
         return {"kind": self.kind, "limit": self.limit, "spent": round(self.spent, 6)}
+
+    @property
+    def is_run_budget(self) -> bool:
+        """The run's budget (``max_cost_usd``, ``max_tokens``), not the task's own limit:
+        a task it stops is not done, and a resume with a raised budget continues it."""
+        return self.kind in RUN_BUDGETS
 
     def describe(self) -> str:
         return (
@@ -142,10 +150,6 @@ class TaskLimits:
         return None
 
 
-TASK_LIMITS = ("task_time_limit_seconds", "task_token_limit", "task_cost_limit_usd")
-RUN_BUDGETS = ("max_cost_usd", "max_tokens")
-
-
 class RunBudget:
     """The run's budget: what ended tasks spent plus what running tasks have spent.
 
@@ -237,6 +241,7 @@ class TaskBudget:
     earlier: Spending = Spending()
     clock: Clock = time.monotonic
     _live: list[_Tally] = field(default_factory=list)
+    _kept: list[UsageLedger] = field(default_factory=list)  # this run's retries' ledgers
     _started: float = 0.0
 
     def __post_init__(self) -> None:
@@ -254,6 +259,7 @@ class TaskBudget:
             self._live.remove(tally)
             if keep:
                 self.earlier += tally.current()
+                self._kept.append(ledger)
 
     def tokens_and_cost(self) -> tuple[int, float]:
         tokens, cost = self.earlier.tokens, self.earlier.cost
@@ -265,6 +271,14 @@ class TaskBudget:
 
     def spent(self) -> Spending:
         return Spending(*self.tokens_and_cost(), self.clock() - self._started)
+
+    def usage_now(self) -> tuple[Usage, float | None]:
+        """Tokens and cost of the retries run for the task since this budget was made,
+        finished or not (a retry that raised included): what the run's budget counted
+        of it beyond ``earlier``. Cost None when a call's price is unknown."""
+        usage = sum((ledger.total for ledger in self._kept), Usage())
+        costs = [ledger.cost for ledger in self._kept]
+        return usage, None if any(c is None for c in costs) else sum(costs)  # type: ignore[arg-type]
 
     def check(self) -> LimitHit | None:
         """The first limit reached (the task's own, then the run's), or None."""

@@ -57,7 +57,7 @@ from deepledger.tools.protocol import ForcedCall, ParsedCalls, ToolProtocol
 REPEATS_TO_STOP = 2
 # Turns asked again after the server refused their request as too long and a compaction
 # shrank it; past this, a refusal ends the loop as the guard would.
-MAX_OVERFLOW_RETRIES = 2
+MAX_COMPACTIONS_AFTER_OVERFLOW = 2
 
 
 @dataclass(frozen=True)
@@ -279,7 +279,8 @@ class Orchestrator:
             "server_limit": stated,
         }
         strategy = self._request.strategy
-        if isinstance(strategy, Compaction) and self._overflow_retries < MAX_OVERFLOW_RETRIES:
+        compactions_left = self._overflow_retries < MAX_COMPACTIONS_AFTER_OVERFLOW
+        if isinstance(strategy, Compaction) and compactions_left:
             self._overflow_retries += 1
             if await self._compact(state, strategy, urgent=True):
                 self.journal.write(

@@ -37,6 +37,9 @@ class RunState:
     end_reason: EndReason | None = None
     # Why, in words, when the end reason alone does not say it (the task cannot fit).
     end_detail: str | None = None
+    # The system prompt, the task and a closing prompt alone are over our configured
+    # window (its closing call skipped): no retry or attempt of the question could fit.
+    task_does_not_fit: bool = False
     limit: LimitHit | None = None  # the limit that ended the loop (end reason LIMIT)
     final_answer: str | None = None
     final_text: str = ""  # the full text the answer was taken from

@@ -44,16 +44,19 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   strategy dropped a round): past that point a provider's prompt cache misses.
 - ``end_reasons``: how each task's last turn loop ended: ``answered`` (model finished),
   ``max_turns`` (turns exhausted), ``window_exhausted``, ``looping`` (the same reply and
-  results over and over), ``limit`` (a task limit or the run's budget stopped it),
+  results over and over), ``limit`` (the task's own limit stopped it),
   ``error`` (an ``error`` end
   reason, or an errored task without one) and ``unknown`` — they sum to ``tasks.total``.
 - ``budget`` (``agent/limits.py``): the ``limits`` set in ``benchmark.execution``
   (``task_time_limit_seconds``, ``task_token_limit``, ``task_cost_limit_usd``,
-  ``max_cost_usd``, ``max_tokens``; empty: none), what the recorded tasks spent
-  (``spent_tokens``: input + output; ``spent_usd``: priced calls only), what is
-  ``left_tokens`` / ``left_usd`` of the run's budget (null without one), ``exhausted``
-  (the run's budget is spent), ``tasks_not_started`` (expected but not recorded: a
-  resume with a raised budget runs them) and ``limits_hit``: tasks stopped by each limit.
+  ``max_cost_usd``, ``max_tokens``; empty: none), what the run spent (``spent_tokens``:
+  input + output; ``spent_usd``: priced calls only; the recorded tasks' plus what the
+  tasks the budget stopped spent), what is ``left_tokens`` / ``left_usd`` of the run's
+  budget (null without one), ``exhausted`` (the run's budget is spent),
+  ``tasks_stopped`` (running when the budget ran out: unrecorded, their finished
+  retries kept), ``tasks_not_started`` (expected, neither recorded nor stopped) — a
+  resume with a raised budget runs both — and ``limits_hit``: recorded tasks stopped by
+  each limit.
 - ``extra``: whatever the caller passed (config digest, run dir...), unchanged.
 - ``token_economics`` (added by the bench and report commands, from the journals): the
   prompt per turn, its growth against the quadratic arithmetic, the cache-read share
@@ -67,8 +70,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from deepledger.agent.limits import RUN_BUDGETS, TASK_LIMITS
 from deepledger.bench.economics import economics_line
+from deepledger.config import BUDGET_KEYS
 
 TOKEN_FIELDS = ("input", "output", "cache_read", "cache_write")
 END_REASONS = {
@@ -79,7 +82,6 @@ END_REASONS = {
     "limit": "limit",
     "error": "error",
 }
-BUDGET_KEYS = (*TASK_LIMITS, *RUN_BUDGETS)
 
 
 def ratio(numerator: float, denominator: float) -> float | None:
@@ -95,9 +97,12 @@ def summarize(
     extra: dict | None = None,
     tasks_expected: int | None = None,
     execution: Any = None,
+    stopped: dict | None = None,
 ) -> dict:
     """The summary of a run (the content of ``summary.json``); see the module docstring.
-    ``execution``: the run's ``benchmark.execution`` (config or dict), for its budget."""
+    ``execution``: the run's ``benchmark.execution`` (config or dict), for its budget.
+    ``stopped``: the tasks the run's budget cut short, unrecorded, and what they spent
+    (``{"tasks", "tokens", "usd"}``, from the runner)."""
     judged = [r for r in records if r.get("correct") is not None]
     first_correct = sum(1 for r in judged if _first_attempt_correct(r))
     any_correct = sum(1 for r in judged if _any_attempt_correct(r))
@@ -131,7 +136,7 @@ def summarize(
         "tool_calls": _distribution(r.get("tool_calls") for r in records),
         "prefix_breaks": _distribution(r.get("prefix_breaks") for r in records),
         "end_reasons": _end_reasons(records),
-        "budget": _budget(records, budget_limits(execution), tasks_expected),
+        "budget": _budget(records, budget_limits(execution), tasks_expected, stopped or {}),
         "extra": dict(extra or {}),
     }
 
@@ -145,12 +150,15 @@ def budget_limits(execution: Any) -> dict[str, float]:
     return {key: value for key in BUDGET_KEYS if (value := read(key)) is not None}
 
 
-def _budget(records: list[dict], limits: dict[str, float], expected: int | None) -> dict:
-    tokens = sum(
+def _budget(
+    records: list[dict], limits: dict[str, float], expected: int | None, stopped: dict
+) -> dict:
+    tokens = stopped.get("tokens", 0) + sum(
         (u.get("input_tokens") or 0) + (u.get("output_tokens") or 0)
         for u in map(_task_usage, records)
     )
-    cost = sum(r.get("cost") or 0.0 for r in records)
+    cost = stopped.get("usd", 0.0) + sum(r.get("cost") or 0.0 for r in records)
+    cut_short = stopped.get("tasks", 0)
     max_usd, max_tokens = limits.get("max_cost_usd"), limits.get("max_tokens")
     hits: dict[str, int] = {}
     for record in records:
@@ -165,7 +173,10 @@ def _budget(records: list[dict], limits: dict[str, float], expected: int | None)
         "left_usd": None if max_usd is None else max(0.0, max_usd - cost),
         "exhausted": (max_usd is not None and cost >= max_usd)
         or (max_tokens is not None and tokens >= max_tokens),
-        "tasks_not_started": max(0, expected - len(records)) if expected else 0,
+        # Not done, both resumed with a raised budget: stopped while running (its
+        # finished retries kept), or never started.
+        "tasks_stopped": cut_short,
+        "tasks_not_started": max(0, expected - len(records) - cut_short) if expected else 0,
         "limits_hit": hits,
     }
 
@@ -297,13 +308,19 @@ def _end_reasons(records: list[dict]) -> dict[str, int]:
 # ---------------------------------------------------------------------------- terminal
 
 
+def plural(count: int, word: str) -> str:
+    """``1 task``, ``2 tasks``: a count and its noun (nouns taking a plain ``s``)."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 def format_summary(summary: dict) -> str:
     """A compact, human-readable rendering of a ``summarize`` result."""
     tasks = summary["tasks"]
     expected = f" of {tasks['expected']} expected" if tasks.get("expected") else ""
     header = (
-        f"{summary['benchmark']}: {tasks['total']} tasks{expected} "
-        f"({tasks['finished']} finished, {tasks['errors']} errors), {tasks['judged']} judged"
+        f"{summary['benchmark']}: {plural(tasks['total'], 'task')}{expected} "
+        f"({tasks['finished']} finished, {plural(tasks['errors'], 'error')}), "
+        f"{tasks['judged']} judged"
     )
     first = _rate(summary["accuracy"], summary["correct_first_attempt"], tasks["judged"])
     any_ = _rate(summary["pass_at_k"], summary["correct_any_attempt"], tasks["judged"])
@@ -330,7 +347,7 @@ def format_summary(summary: dict) -> str:
                 "  extraction",
                 f"{human_count(extraction['input'])} input · "
                 f"{human_count(extraction['output'])} output "
-                f"in {extraction['tasks']} tasks (pages read by scrape_and_extract_info; "
+                f"in {plural(extraction['tasks'], 'task')} (pages read by scrape_and_extract_info; "
                 "included above)",
             )
         )
@@ -351,7 +368,7 @@ def format_summary(summary: dict) -> str:
         ),
     ]
     if configs := summary.get("configs"):  # resumed with resume.allow_config_change=true
-        ids = " · ".join(f"{cid} {n['tasks']} tasks" for cid, n in configs["ids"].items())
+        ids = " · ".join(f"{cid} {plural(n['tasks'], 'task')}" for cid, n in configs["ids"].items())
         rows.append(("settings", f"{len(configs['ids'])} settings: {ids} (config_id per task)"))
     return "\n".join([header, *(f"  {label:<15}{value}" for label, value in rows)])
 
@@ -414,14 +431,24 @@ def _budget_line(budget: dict | None) -> str | None:
     if budget.get("limits_hit"):
         hit = ", ".join(f"{k} {n}" for k, n in budget["limits_hit"].items())
         parts.append(f"tasks stopped: {hit}")
-    if budget.get("exhausted") and budget.get("tasks_not_started"):
-        parts.append(f"spent: {budget['tasks_not_started']} tasks not started (raise it to resume)")
+    if budget.get("exhausted") and (budget.get("tasks_not_started") or budget.get("tasks_stopped")):
+        parts.append(f"spent: {_not_done(budget)} (raise it to resume)")
     return " · ".join(parts)
+
+
+def _not_done(budget: dict) -> str:
+    """``1 task stopped, 2 tasks not started``: what a raised budget would resume."""
+    parts = []
+    if stopped := budget.get("tasks_stopped"):
+        parts.append(f"{plural(stopped, 'task')} stopped")
+    if not_started := budget.get("tasks_not_started"):
+        parts.append(f"{plural(not_started, 'task')} not started")
+    return ", ".join(parts)
 
 
 def _cost_line(summary: dict) -> str:
     unknown = summary["cost_unknown_tasks"]
     if summary["cost_total"] is None:
-        return f"unknown ({unknown} tasks without a price)" if unknown else "-"
+        return f"unknown ({plural(unknown, 'task')} without a price)" if unknown else "-"
     total, mean = summary["cost_total"], summary["cost_mean_per_task"]
     return f"${total:.4f} total" + ("" if mean is None else f" · ${mean:.4f}/task")

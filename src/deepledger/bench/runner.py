@@ -12,21 +12,38 @@
   and finished tasks to ``benchmark_results.jsonl``: see ``rundir.py`` for resuming.
 
 A task that fails outright (the model or the judge unreachable after all retries, a bug)
-is recorded with ``status: error``, its reason and what its finished retries spent, and
-the other tasks go on. Running the same command again retries it from those retries.
-A model error is logged in one line; a traceback means a bug.
+is recorded with ``status: error``, its reason and everything it spent (the retry that
+failed included, as the run's budget counted it), and the other tasks go on. Running
+the same command again retries it from its finished retries.
+A deepledger error (the model's, a required tool server that cannot start: the message
+says why) is logged in one line; a traceback means a bug.
 
-An endpoint that rejects the run (HTTP 401/403, or 404 for the model; the agent's model
-or the judge's) stops the suite at its first such answer: no task starts after it, the
+A task whose question alone cannot fit the configured window (the closing call is
+skipped, its ``end_detail`` says so, its retry's ``does_not_fit`` is set from
+``RunState.task_does_not_fit``) gets no further format-retry or attempt: each would skip
+the same call. Its record keeps the end reason and ``end_detail``, and ``stopped:
+"does_not_fit"``. (Over a window only the server's refusal stated, the attempt is an
+error instead: agent/answer.py.)
+
+A disk that fills (or goes read-only) under the run directory stops the run at the first
+write it refuses, the way a rejected endpoint does: no task starts after it, the running
+ones are cancelled unrecorded, and :class:`RunDirectoryError` says what to do. A resume
+after freeing space runs the tasks not done from their finished retries.
+
+An endpoint that rejects the run (HTTP 401/403, or 404 for the model; the agent's model,
+the judge's, the compaction notes' ``agent.context.summary_llm`` or the page extractor's
+``tools.extract_llm``) stops the suite at its first such answer: no task starts after it, the
 running ones are cancelled without a record (their partial journals are set aside on
 resume), and :class:`RunRejectedError` says which model, URL and key variable to check.
 Fixed, the same command resumes the tasks not done.
 
-Budgets (``agent/limits.py``): a task over its own limit, or any task once the run's
-budget is spent, ends its loop with end reason ``limit`` and gets no further retry or
-attempt; its record says which limit (``limit: {kind, limit, spent}``). Once the run's
-budget is spent no task starts: those stay unrecorded, so the same command with a raised
-budget runs them.
+Budgets (``agent/limits.py``): a task over its own limit ends its loop with end reason
+``limit`` and gets no further retry or attempt; its record says which limit (``limit:
+{kind, limit, spent}``). Once the run's budget is spent no task starts, and a running task
+the budget stops is left unrecorded: its finished retries stay in its ``progress.jsonl``
+and the retry it cut short is redone on resume (its partial journal set aside, its calls
+counted), as after a kill. So the same command with a raised budget runs exactly what
+running with that budget from the start would have.
 """
 
 from __future__ import annotations
@@ -34,12 +51,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -48,6 +65,7 @@ from deepledger.agent.limits import (
     Clock,
     LimitHit,
     RunBudget,
+    Spending,
     TaskBudget,
     TaskLimits,
     recorded_spending,
@@ -57,13 +75,13 @@ from deepledger.agent.task import AgentFactory, policy_from_config
 from deepledger.bench.experience import retry_task_text
 from deepledger.bench.judge import Judge, Judgement
 from deepledger.bench.progress import Progress
-from deepledger.bench.rundir import RunDirectory, TaskProgress
+from deepledger.bench.rundir import RunDirectory, TaskProgress, disk_trouble
 from deepledger.bench.tasks import Task
+from deepledger.config import COMMAND_LINE_KEY_ENV, extract_llm_name
 from deepledger.context.compaction import NoteWriter
 from deepledger.errors import (
-    ConfigError,
+    DeepLedgerError,
     EndpointRejectedError,
-    LLMError,
     RunDirectoryError,
     RunRejectedError,
 )
@@ -104,6 +122,8 @@ class BenchmarkRunner:
         self.note_writer = note_writer
         self.scraper = scraper
         self.progress = progress or Progress(plain=True)
+        self.stopped: list[LimitHit] = []  # tasks the run's budget cut short, unrecorded
+        self._stopped_spent = Spending()  # what they spent: in the run's total, not in a record
         self.retry_limit = cfg.agent.context_compress_limit
         self.pass_at_k = cfg.benchmark.execution.pass_at_k
         self.price = find_price(cfg.llm.model_name, cfg.pricing)
@@ -113,7 +133,6 @@ class BenchmarkRunner:
 
     async def run(self, tasks: list[Task]) -> list[dict[str, Any]]:
         """Every task's record, in task order: earlier runs' and this run's."""
-        self._refuse_unpriced_cost_limits()
         finished = self.run_dir.finished_results()
         todo = [t for t in tasks if t.task_id not in finished]
         execution = self.cfg.benchmark.execution
@@ -127,13 +146,22 @@ class BenchmarkRunner:
         )
         limit = asyncio.Semaphore(execution.max_concurrent)
         not_started: list[LimitHit] = []
+        self.stopped.clear()
+        self._stopped_spent = Spending()
+        stopping = asyncio.Event()  # the run is ending: a waiting task must not start
 
         async def one(task: Task) -> None:
             async with limit:
+                if stopping.is_set():
+                    return
                 if (spent := self.budget.exhausted()) is not None:
                     not_started.append(spent)  # unrecorded: a resume with more runs it
                     return
-                await self._run_and_record(task, finished)
+                try:
+                    await self._run_and_record(task, finished)
+                except (EndpointRejectedError, RunDirectoryError):
+                    stopping.set()  # before the semaphore lets the next task in
+                    raise
 
         jobs = [asyncio.create_task(one(t)) for t in todo]
         try:
@@ -147,18 +175,31 @@ class BenchmarkRunner:
             raise
         finally:
             self.progress.close()
-        if not_started:
-            _say_budget_spent(not_started[-1], len(not_started))
+        if not_started or self.stopped:
+            hit = (not_started or self.stopped)[-1]
+            _say_budget_spent(hit, len(not_started), len(self.stopped))
         return [finished[t.task_id] for t in tasks if t.task_id in finished]
+
+    def unrecorded(self) -> dict[str, Any]:
+        """The tasks this run's budget stopped while they ran, which have no record, and
+        what they spent (counted by the budget): for the summary (metrics.summarize)."""
+        spent = self._stopped_spent
+        return {"tasks": len(self.stopped), "tokens": spent.tokens, "usd": spent.cost}
 
     async def _run_and_record(self, task: Task, finished: dict[str, dict[str, Any]]) -> None:
         self.progress.task_started(task.task_id)
         try:
             record = await self._task_record(task)
+            if isinstance(record, LimitHit):  # the run's budget: not done, resumable
+                self.stopped.append(record)
+                self.progress.task_finished(task.task_id, None, 0, failed=False)
+                return
             # Written and fsynced on a worker thread: a slow disk (or a network
             # filesystem) must not stall every other task.
             await asyncio.to_thread(self.run_dir.add_result, record)
         except OSError as exc:  # the disk, not the task: say so, and go on
+            if (trouble := disk_trouble(self.run_dir.results_path, exc)) is not None:
+                raise trouble from exc  # full: no other task could be recorded either
             log.error("could not record task %s: %s", task.task_id, exc)
             self.progress.task_finished(task.task_id, None, 0, failed=True)
             return
@@ -167,23 +208,27 @@ class BenchmarkRunner:
         failed = record["status"] == "error"
         self.progress.task_finished(task.task_id, record["correct"], tokens, failed)
 
-    async def _task_record(self, task: Task) -> dict[str, Any]:
+    async def _task_record(self, task: Task) -> dict[str, Any] | LimitHit:
+        """The task's record; or the run's budget that stopped it, left unrecorded."""
         started = self.clock()
-        budget = None
+        budget, earlier = None, []
         try:
-            done, budget = await self._start(task)
+            done, budget, earlier = await self._start(task)
             attempts, stopped_by = await self._attempts(task, done, budget)
-        except EndpointRejectedError:
+        except (EndpointRejectedError, RunDirectoryError):
             raise  # the run stops: see run()
+        except _StoppedByRunBudget as stop:
+            if budget is not None:
+                self._stopped_spent += Spending(*budget.tokens_and_cost())
+            return stop.hit
         except Exception as exc:  # one task's failure must not end the suite
-            if isinstance(exc, LLMError):  # the model's failure, not a bug: one line
+            if (trouble := self._disk_trouble(exc)) is not None:
+                raise trouble from exc  # not the task's failure: the run stops, see run()
+            if isinstance(exc, DeepLedgerError):  # raised on purpose, it says why: one line
                 log.error("task %s failed: %s", task.task_id, exc)
             else:
                 log.exception("task %s failed", task.task_id)
-            done = self.run_dir.progress(task.task_id)  # what it finished still counts
-            spent = [r for a in done.attempts for r in a["retries"]] + done.retries
-            spent += self._interrupted(task)
-            return _error_record(task, exc, self.clock() - started, spent)
+            return self._error_record(task, exc, self.clock() - started, earlier, budget)
         finally:
             if budget is not None:
                 self.budget.task_ended(budget)
@@ -192,6 +237,8 @@ class BenchmarkRunner:
             log.warning("task %s: %s", task.task_id, record["end_detail"])
         if stopped_by is not None:
             record |= {"end_reason": "limit", "limit": stopped_by}
+        if attempts[-1]["retries"][-1].get("does_not_fit"):
+            record["stopped"] = "does_not_fit"  # no retry or attempt was left to try
         interrupted = await asyncio.to_thread(self._interrupted, task)
         if interrupted:  # a killed run's calls were spent too: they count in the totals
             retries = [r for a in attempts for r in a["retries"]]
@@ -199,32 +246,56 @@ class BenchmarkRunner:
             record |= {"usage": asdict(usage), "cost": cost, "interrupted_calls": len(interrupted)}
         return record
 
-    async def _start(self, task: Task) -> tuple[TaskProgress, TaskBudget]:
-        """What earlier runs finished of the task, and its budget, which starts with what
-        they spent (time included)."""
+    async def _start(self, task: Task) -> tuple[TaskProgress, TaskBudget, list[dict[str, Any]]]:
+        """What earlier runs finished of the task, its budget, which starts with what
+        they spent (time included), and those spendings (finished and killed retries')."""
         done = await asyncio.to_thread(self.run_dir.progress, task.task_id)
         earlier = [r for a in done.attempts for r in a["retries"]] + done.retries
         earlier += await asyncio.to_thread(self._interrupted, task)
         budget = TaskBudget(self.limits, self.budget, recorded_spending(earlier), self.clock)
         self.budget.task_started(budget)
-        return done, budget
+        return done, budget, earlier
 
-    def _refuse_unpriced_cost_limits(self) -> None:
-        """A cost limit on a model without a price could never be reached."""
-        execution = self.cfg.benchmark.execution
-        keys = [k for k in ("task_cost_limit_usd", "max_cost_usd") if getattr(execution, k)]
-        if keys and self.price is None:
-            model = self.cfg.llm.model_name
-            raise ConfigError(
-                f"benchmark.execution.{keys[0]} is set, but llm.model_name={model!r} has no "
-                f"price, so its cost is unknown. Add one (+pricing.{model}.input=USD "
-                f"+pricing.{model}.output=USD per million tokens) or limit tokens instead "
-                "(benchmark.execution.task_token_limit, .max_tokens)."
-            )
+    def _error_record(
+        self,
+        task: Task,
+        exc: BaseException,
+        elapsed: float,
+        earlier: list[dict[str, Any]],
+        budget: TaskBudget | None,
+    ) -> dict[str, Any]:
+        """A failed task's record, counting everything it spent: what earlier runs did
+        and every call of this run's retries, the one that failed included (the run's
+        budget counted those calls; the summary must say the same)."""
+        done = self.run_dir.progress(task.task_id)  # its turns and tool calls still count
+        finished = [r for a in done.attempts for r in a["retries"]] + done.retries
+        if budget is None:  # failed before it started: what is on disk is all it spent
+            usage, cost = _spent(finished + self._interrupted(task))
+        else:
+            usage, cost = _spent(earlier)
+            now, now_cost = budget.usage_now()
+            usage += now
+            cost = None if cost is None or now_cost is None else cost + now_cost
+        return _error_record(task, exc, elapsed, usage, cost, finished)
+
+    def _disk_trouble(self, exc: BaseException) -> RunDirectoryError | None:
+        """The run-stopping error when ``exc`` (or what it wraps) is a write the disk
+        refused: full or read-only. Journals write through plain files, so their
+        OSError comes unconverted."""
+        for cause in _causes(exc):
+            if isinstance(cause, RunDirectoryError):
+                return cause
+            if isinstance(cause, OSError):
+                where = cause.filename or self.run_dir.root
+                if (trouble := disk_trouble(Path(where), cause)) is not None:
+                    return trouble
+        return None
 
     def _rejected(self, exc: EndpointRejectedError, not_done: int) -> RunRejectedError:
         """The one message of a suite stopped by an endpoint that rejects it."""
-        if isinstance(exc, _JudgeRejectedError) and self.judge is not None:
+        if (key := getattr(exc, "config_key", None)) is not None:
+            whose = self._other_model(key)
+        elif isinstance(exc, _JudgeRejectedError) and self.judge is not None:
             llm = getattr(self.judge, "llm", None)
             preset = self.cfg.benchmark.judge.llm
             whose = (
@@ -240,13 +311,27 @@ class BenchmarkRunner:
                 f"{_key_source(llm_cfg)}"
             )
         status = f"HTTP {exc.status}" if exc.status else "a rejection"
-        said = _without_key(str(exc.__cause__ or exc), self.cfg.llm)
+        said = str(exc.__cause__ or exc)  # the provider blanked its key (without_secrets)
         return RunRejectedError(
             f"the model endpoint answered {status}, refusing the key or the model, for "
             f"{whose}. The suite stopped at this first such answer: {not_done} tasks are not "
             "done and none of them was recorded. Fix the key, the model name or the URL, then "
             "run the same command again (same hydra.run.dir) to resume.\n"
             f"  The server said: {said}"
+        )
+
+    def _other_model(self, key: str) -> str:
+        """A model of its own preset (``key`` names it), described without its key."""
+        if key == "agent.context.summary_llm":
+            what, preset = "the compaction notes' model", self.cfg.agent.context.summary_llm
+            llm = self.note_writer.llm if self.note_writer is not None else None
+        else:
+            what, preset = "the page extraction model", extract_llm_name(self.cfg)
+            llm = self.scraper.model.llm if self.scraper is not None else None
+        return (
+            f"{what}, {key}={preset} (model {getattr(llm, 'model', '?')!r} at "
+            f"{_base_url(llm)!r}; its API key from the variable named by llm.api_key_env in "
+            "that preset)"
         )
 
     def _interrupted(self, task: Task) -> list[dict[str, Any]]:
@@ -264,20 +349,21 @@ class BenchmarkRunner:
         # File work (reading what earlier runs left, opening journals) happens on worker
         # threads: hundreds of tasks start at once, and the event loop serves them all.
         attempts = list(done.attempts)
-        if any(a["correct"] for a in attempts):
+        if any(a["correct"] for a in attempts) or _gave_up(attempts):
             return attempts, None
         first = len(attempts) + 1
         tries = self.pass_at_k if task.ground_truth is not None else 1
         for number in range(first, tries + 1):
             if attempts and (hit := budget.check()) is not None:
-                return attempts, hit.record()  # no new attempt once over a limit
+                _stop_if_run_budget(hit)
+                return attempts, hit.record()  # no new attempt once over its own limit
             carried = done.retries if number == first else []
             attempt = await self._attempt(task, number, carried, budget)
             await asyncio.to_thread(
                 self.run_dir.record_progress, task.task_id, "attempt_finished", **attempt
             )
             attempts.append(attempt)
-            if attempt["correct"] or attempt["limit"]:
+            if attempt["correct"] or attempt["limit"] or _gave_up(attempts):
                 break
         return attempts, attempts[-1].get("limit")
 
@@ -298,7 +384,11 @@ class BenchmarkRunner:
                 break
             if retries and (stopped_by := _limit_after(retries[-1], budget)) is not None:
                 break  # a retry would start over the limit: the attempt ends here
+            if retries and retries[-1].get("does_not_fit"):
+                break  # with post-mortems added, the task text would only be longer
             retry = await self._retry(task, number, index, post_mortems, budget)
+            if retry["limit"] is not None:  # not recorded as finished when the run's
+                _stop_if_run_budget(LimitHit(**retry["limit"]))  # budget cut it short
             await asyncio.to_thread(
                 self.run_dir.record_progress, task.task_id, "retry_finished", **retry
             )
@@ -356,12 +446,52 @@ class _JudgeRejectedError(EndpointRejectedError):
     """The judge's endpoint, not the agent's, rejected the run."""
 
 
+class _StoppedByRunBudget(Exception):
+    """The run's budget cut a task short: it stays unrecorded, resumable."""
+
+    def __init__(self, hit: LimitHit) -> None:
+        super().__init__(hit.describe())
+        self.hit = hit
+
+
+def _stop_if_run_budget(hit: LimitHit) -> None:
+    if hit.is_run_budget:
+        raise _StoppedByRunBudget(hit)
+
+
+def _gave_up(attempts: list[dict[str, Any]]) -> bool:
+    """Whether the last attempt's bare question was over the window: another attempt
+    would start from that same text. (A retry that carried post-mortems may have been
+    too long only because of them, so a fresh attempt still has a chance.)"""
+    if not attempts:
+        return False
+    failed = [r for r in attempts[-1]["retries"] if r.get("does_not_fit")]
+    return any(r.get("carried_post_mortems", 0) == 0 for r in failed)
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, the exceptions it was raised from, and those of any group, depth first."""
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if isinstance(current, BaseExceptionGroup):
+            stack += list(current.exceptions)
+        stack += [c for c in (current.__cause__, current.__context__) if c is not None]
+
+
 def _limit_after(last_retry: dict[str, Any], budget: TaskBudget) -> dict[str, Any] | None:
     """The limit that keeps the next retry from starting: the one the last retry ended on
     (also when resumed), or one reached since."""
     if last_retry.get("end_reason") == "limit":
         return last_retry.get("limit") or {"kind": "unknown"}
     hit = budget.check()
+    if hit is not None:
+        _stop_if_run_budget(hit)
     return hit.record() if hit is not None else None
 
 
@@ -372,11 +502,13 @@ async def _cancel(jobs: list[asyncio.Task[None]]) -> None:
     await asyncio.gather(*jobs, return_exceptions=True)
 
 
-def _say_budget_spent(hit: LimitHit, not_started: int) -> None:
+def _say_budget_spent(hit: LimitHit, not_started: int, stopped: int) -> None:
+    what = [f"{stopped} running tasks were stopped unrecorded"] if stopped else []
+    what += [f"{not_started} tasks were not started"] if not_started else []
     print(
-        f"deepledger: the run's budget is spent: {hit.describe()}. {not_started} tasks were "
-        "not started; raise the budget and run the same command again (same hydra.run.dir) "
-        "to run them (finished tasks are kept).",
+        f"deepledger: the run's budget is spent: {hit.describe()}. {'; '.join(what)}; raise "
+        "the budget and run the same command again (same hydra.run.dir) to run them "
+        "(finished tasks and retries are kept).",
         file=sys.stderr,
     )
 
@@ -388,7 +520,6 @@ def _base_url(llm: Any) -> str | None:
 
 def _key_source(llm_cfg: Any) -> str:
     """Where the API key came from, named without the key."""
-    from deepledger.cli import COMMAND_LINE_KEY_ENV
     from deepledger.llm.factory import DEFAULT_KEY_VARIABLES
 
     variable = llm_cfg.api_key_env
@@ -401,15 +532,6 @@ def _key_source(llm_cfg: Any) -> str:
     return f"with the API key in ${variable} (llm.api_key_env)"
 
 
-def _without_key(text: str, llm_cfg: Any) -> str:
-    """``text`` with the API key blanked, should a server quote it back."""
-    from deepledger.llm.factory import DEFAULT_KEY_VARIABLES
-
-    variable = llm_cfg.api_key_env or DEFAULT_KEY_VARIABLES.get(llm_cfg.provider)
-    key = os.environ.get(variable, "").strip() if variable else ""
-    return text.replace(key, "***") if len(key) >= 4 else text
-
-
 def _retry_record(state: RunState, index: int, carried: int, journal: str | None) -> dict[str, Any]:
     return {
         "retry": index,
@@ -417,6 +539,8 @@ def _retry_record(state: RunState, index: int, carried: int, journal: str | None
         "provenance": state.provenance.value,
         "end_reason": state.end_reason.value if state.end_reason else None,
         "end_detail": state.end_detail,  # e.g. why the task alone cannot fit the window
+        # The question alone is over the window: no retry or attempt of it could fit.
+        "does_not_fit": state.task_does_not_fit,
         "turns": state.turn,
         "tool_calls": state.tool_calls,
         "prefix_breaks": state.prefix_breaks,
@@ -483,10 +607,14 @@ def _task_record(task: Task, attempts: list[dict[str, Any]], elapsed: float) -> 
 
 
 def _error_record(
-    task: Task, exc: BaseException, elapsed: float, spent: list[dict[str, Any]]
+    task: Task,
+    exc: BaseException,
+    elapsed: float,
+    usage: Usage,
+    cost: float | None,
+    finished: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """A task that failed; a resume runs it again from its finished retries."""
-    usage, cost = _spent(spent)
+    """A task that failed; a resume runs it again from its ``finished`` retries."""
     return {
         "task_id": task.task_id,
         "question": task.question,
@@ -504,8 +632,8 @@ def _error_record(
         "attempts": [],
         "usage": asdict(usage),
         "cost": cost,
-        "turns": sum(r["turns"] for r in spent),
-        "tool_calls": sum(r["tool_calls"] for r in spent),
+        "turns": sum(r["turns"] for r in finished),
+        "tool_calls": sum(r["tool_calls"] for r in finished),
         "elapsed_seconds": round(elapsed, 3),
     }
 

@@ -31,6 +31,7 @@ from deepledger.bench.rundir import (
     run_is_live,
     safe_name,
 )
+from deepledger.config import BUDGET_KEYS
 
 TEXT_LIMIT = 6_000  # characters of a reply, task text, post-mortem or notes kept inline
 RESULT_LIMIT = 2_500  # characters of one tool result kept inline
@@ -149,13 +150,7 @@ def config_highlights(config: dict[str, Any], choices: dict[str, Any]) -> dict[s
         # Budgets (null, not shown: none set).
         **{
             f"benchmark.execution.{key}": execution.get(key)
-            for key in (
-                "task_time_limit_seconds",
-                "task_token_limit",
-                "task_cost_limit_usd",
-                "max_cost_usd",
-                "max_tokens",
-            )
+            for key in BUDGET_KEYS
         },
     }
 
