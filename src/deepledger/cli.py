@@ -46,7 +46,8 @@ OVERRIDES are Hydra overrides, e.g.
   agent=keep5_compress5 agent.keep_tool_result=3 benchmark.execution.max_tasks=10
 For run, an argument is an override when its key is a config key or group (or hydra.*,
 +key, ~key, a dotted key); any other argument is the question (after --, always).
-Exit codes: 0 done, 1 some tasks failed, 2 a usage or configuration error, 130 Ctrl-C.
+Exit codes: 0 done, 1 some tasks failed, 2 a usage or configuration error, 130 Ctrl-C,
+  141 the output pipe was closed.
 
 Config groups: llm=local|openai_compatible|openai|azure_openai|anthropic|qwen-3,
   agent=default|keep5_compress5|keep5_compress5_300turns|multi_agent|

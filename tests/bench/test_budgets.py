@@ -338,7 +338,7 @@ async def test_a_task_the_run_budget_stops_is_continued_by_a_resume_with_a_raise
     assert [r["task_id"] for r in records] == ["easy/1"]
     assert records[0]["end_reason"] == "turns_exhausted"
     err = capsys.readouterr().err
-    assert "1 running tasks were stopped unrecorded; 2 tasks were not started" in err
+    assert "1 running task was stopped unrecorded; 2 tasks were not started" in err
     assert not (RunDirectory(tmp_path).task_dir("hard #2") / "progress.jsonl").exists()
 
     again = researcher()
@@ -418,7 +418,7 @@ def test_bench_stopped_by_its_budget_exits_1_and_resumes_with_a_raised_one(tmp_p
     assert first.returncode == 1, first.stderr
     assert "the run's budget is spent: benchmark.execution.max_tokens=40 reached" in first.stderr
     # hard #2 finished its retry 0, then the budget stopped its retry 1 unrecorded.
-    assert "1 running tasks were stopped unrecorded; 2 tasks were not started" in first.stderr
+    assert "1 running task was stopped unrecorded; 2 tasks were not started" in first.stderr
     assert "1 task stopped, 2 tasks not started" in first.stdout  # the summary's budget line
     assert stopped["exhausted"] and stopped["spent_tokens"] == 75
     assert (stopped["tasks_stopped"], stopped["tasks_not_started"]) == (1, 2)

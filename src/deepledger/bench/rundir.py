@@ -152,7 +152,8 @@ def disk_trouble(path: Path, exc: OSError) -> RunDirectoryError | None:
         return None
     return RunDirectoryError(
         f"Could not write {path}: {what}. What was recorded before stays valid: free some "
-        "space (or make it writable) and run the same command again to resume."
+        "space (or make it writable) and run the same command again: a benchmark resumes "
+        "where it stopped."
     )
 
 

@@ -74,6 +74,7 @@ from deepledger.agent.state import RunState
 from deepledger.agent.task import AgentFactory, policy_from_config
 from deepledger.bench.experience import retry_task_text
 from deepledger.bench.judge import Judge, Judgement
+from deepledger.bench.metrics import plural
 from deepledger.bench.progress import Progress
 from deepledger.bench.rundir import RunDirectory, TaskProgress, disk_trouble
 from deepledger.bench.tasks import Task
@@ -314,9 +315,10 @@ class BenchmarkRunner:
         said = str(exc.__cause__ or exc)  # the provider blanked its key (without_secrets)
         return RunRejectedError(
             f"the model endpoint answered {status}, refusing the key or the model, for "
-            f"{whose}. The suite stopped at this first such answer: {not_done} tasks are not "
-            "done and none of them was recorded. Fix the key, the model name or the URL, then "
-            "run the same command again (same hydra.run.dir) to resume.\n"
+            f"{whose}. The suite stopped at this first such answer: {plural(not_done, 'task')} "
+            f"{'is' if not_done == 1 else 'are'} not done and none of them was recorded. Fix "
+            "the key, the model name or the URL, then run the same command again (same "
+            "hydra.run.dir) to resume.\n"
             f"  The server said: {said}"
         )
 
@@ -502,9 +504,17 @@ async def _cancel(jobs: list[asyncio.Task[None]]) -> None:
     await asyncio.gather(*jobs, return_exceptions=True)
 
 
+def _was(count: int) -> str:
+    return "was" if count == 1 else "were"
+
+
 def _say_budget_spent(hit: LimitHit, not_started: int, stopped: int) -> None:
-    what = [f"{stopped} running tasks were stopped unrecorded"] if stopped else []
-    what += [f"{not_started} tasks were not started"] if not_started else []
+    what = (
+        [f"{plural(stopped, 'running task')} {_was(stopped)} stopped unrecorded"] if stopped else []
+    )
+    what += (
+        [f"{plural(not_started, 'task')} {_was(not_started)} not started"] if not_started else []
+    )
     print(
         f"deepledger: the run's budget is spent: {hit.describe()}. {'; '.join(what)}; raise "
         "the budget and run the same command again (same hydra.run.dir) to run them "

@@ -148,10 +148,7 @@ def config_highlights(config: dict[str, Any], choices: dict[str, Any]) -> dict[s
         "benchmark.execution.pass_at_k": execution.get("pass_at_k"),
         "benchmark.execution.max_concurrent": execution.get("max_concurrent"),
         # Budgets (null, not shown: none set).
-        **{
-            f"benchmark.execution.{key}": execution.get(key)
-            for key in BUDGET_KEYS
-        },
+        **{f"benchmark.execution.{key}": execution.get(key) for key in BUDGET_KEYS},
     }
 
 
