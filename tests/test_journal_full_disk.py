@@ -8,8 +8,6 @@ right to mount, the tests skip and say so).
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,6 +15,7 @@ import pytest
 
 from deepledger.errors import RunDirectoryError
 from deepledger.journal import Journal
+from tests.disks import small_tmpfs
 from tests.test_cli import deepledger
 
 DISK_SIZE = "2m"  # above the 1 MiB a run needs free to start (bench/rundir.py)
@@ -25,22 +24,8 @@ DISK_SIZE = "2m"  # above the 1 MiB a run needs free to start (bench/rundir.py)
 @pytest.fixture
 def small_disk(tmp_path):
     """A tmpfs of DISK_SIZE at tmp_path/disk, unmounted afterwards."""
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    if not shutil.which("mount"):
-        pytest.skip("no `mount` command: cannot make a small disk to fill")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): {mounted.stderr}")
-    try:
+    with small_tmpfs(tmp_path / "disk", DISK_SIZE) as mount_point:
         yield mount_point
-    finally:
-        if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode:
-            subprocess.run(["umount", "-l", str(mount_point)], check=True)
 
 
 def whole_lines(path: Path) -> list[dict]:

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from deepledger.testing.faults import (
     task_key,
     write_suite,
 )
+from tests.disks import small_tmpfs
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = 8
@@ -43,22 +43,8 @@ DISK_SIZE = "8m"  # above the 1 MiB a run needs free to start (bench/rundir.py)
 @pytest.fixture
 def small_disk(tmp_path):
     """A tmpfs of DISK_SIZE at tmp_path/disk, unmounted afterwards."""
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    if not shutil.which("mount"):
-        pytest.skip("no `mount` command: cannot make a small disk to fill")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): {mounted.stderr}")
-    try:
+    with small_tmpfs(tmp_path / "disk", DISK_SIZE) as mount_point:
         yield mount_point
-    finally:
-        if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode:
-            subprocess.run(["umount", "-l", str(mount_point)], check=True)
 
 
 class DiskFillingModel:
