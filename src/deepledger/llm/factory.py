@@ -50,15 +50,19 @@ def resolve_api_key(cfg: Any) -> str:
 def _build_openai(cfg: Any) -> LLMClient:
     from deepledger.llm.openai import OpenAIChatClient
 
-    return OpenAIChatClient(
-        cfg.model_name,
-        api_key=resolve_api_key(cfg),
-        base_url=cfg.base_url,
-        timeout_seconds=cfg.timeout_seconds,
-        connect_timeout_seconds=cfg.connect_timeout_seconds,
-        continue_final_message=cfg.assistant_prefill,
-        reasoning_model=cfg.reasoning_model,
-    )
+    return OpenAIChatClient(cfg.model_name, **_openai_protocol_settings(cfg))
+
+
+def _openai_protocol_settings(cfg: Any) -> dict[str, Any]:
+    """What every client speaking the OpenAI protocol takes from ``llm.*``."""
+    return {
+        "api_key": resolve_api_key(cfg),
+        "base_url": cfg.base_url,
+        "timeout_seconds": cfg.timeout_seconds,
+        "connect_timeout_seconds": cfg.connect_timeout_seconds,
+        "continue_final_message": cfg.assistant_prefill,
+        "reasoning_model": cfg.reasoning_model,
+    }
 
 
 def _build_azure_openai(cfg: Any) -> LLMClient:
@@ -71,14 +75,7 @@ def _build_azure_openai(cfg: Any) -> LLMClient:
             "(and llm.model_name to the model it serves)."
         )
     return AzureOpenAIChatClient(
-        cfg.model_name,
-        api_key=resolve_api_key(cfg),
-        base_url=cfg.base_url,
-        api_version=cfg.api_version,
-        timeout_seconds=cfg.timeout_seconds,
-        connect_timeout_seconds=cfg.connect_timeout_seconds,
-        continue_final_message=cfg.assistant_prefill,
-        reasoning_model=cfg.reasoning_model,
+        cfg.model_name, api_version=cfg.api_version, **_openai_protocol_settings(cfg)
     )
 
 
