@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import errno
 import hashlib
 import json
 import os
@@ -20,7 +21,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from deepledger.errors import RunDirectoryError
 from deepledger.messages import ImagePart
+
+# What a write says when the disk is full or over quota.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -84,13 +89,9 @@ class Journal:
         """``data`` whole or not at all: a write the disk refuses part way is cut back
         (which frees the space it took) and stops the run with a clear message."""
         assert self._handle is not None and self.path is not None
-        size = os.fstat(self._handle).st_size
         try:
-            written = 0
-            while written < len(data):  # a short write is not an error: go on from there
-                written += os.write(self._handle, data[written:])
+            append_whole(self._handle, data, sync=False)
         except OSError as exc:
-            os.ftruncate(self._handle, size)
             _stop_on_disk_trouble(self.path, exc)
             raise
 
@@ -115,7 +116,37 @@ class Journal:
 def _stop_on_disk_trouble(path: Path, exc: OSError) -> None:
     """A full or read-only disk raised as the run directory reports it (the run stops
     with one message, exit 2); any other failure is left to the caller to re-raise."""
-    from deepledger.bench.rundir import disk_trouble  # rundir imports this module
-
     if (trouble := disk_trouble(path, exc)) is not None:
         raise trouble from exc
+
+
+def append_whole(handle: int, data: bytes, *, sync: bool) -> None:
+    """Append ``data`` to the file open as ``handle`` (``O_APPEND``) whole or not at all:
+    a write the disk refuses part way is cut back, which frees the space it took, and
+    the error raised. ``sync``: fsync it too (records a resume relies on)."""
+    size = os.fstat(handle).st_size
+    try:
+        written = 0
+        while written < len(data):  # a short write is not an error: go on from there
+            written += os.write(handle, data[written:])
+        if sync:
+            os.fsync(handle)
+    except OSError:
+        os.ftruncate(handle, size)
+        raise
+
+
+def disk_trouble(path: Path, exc: OSError) -> RunDirectoryError | None:
+    """The error that stops a run when ``exc`` says its disk is full or went read-only
+    (None for other failures): every later write would fail the same way."""
+    if exc.errno in DISK_FULL:
+        what = f"the disk is full ({exc.strerror})"
+    elif exc.errno == errno.EROFS:
+        what = f"the filesystem is read-only ({exc.strerror})"
+    else:
+        return None
+    return RunDirectoryError(
+        f"Could not write {path}: {what}. What was recorded before stays valid: free some "
+        "space (or make it writable) and run the same command again: a benchmark resumes "
+        "where it stopped."
+    )

@@ -381,8 +381,7 @@ async def test_the_first_write_a_full_disk_refuses_stops_the_run_and_a_resume_fi
     """With one task at a time, the second task's first journal event (a plain file
     write) or its first progress line (append_line) meets a full disk: no later task
     starts, nothing is recorded as an error, and the resume runs what is not done."""
-    from deepledger.bench.rundir import disk_trouble
-    from deepledger.journal import Journal
+    from deepledger.journal import Journal, disk_trouble
     from tests.bench.test_runner import config, model, run, task_texts
 
     full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

@@ -66,7 +66,7 @@ from typing import Any
 
 from deepledger import __version__
 from deepledger.errors import DeepLedgerError, RunDirectoryError
-from deepledger.journal import Journal
+from deepledger.journal import DISK_FULL, Journal, append_whole, disk_trouble
 
 RESULTS = "benchmark_results.jsonl"
 SUMMARY = "summary.json"
@@ -84,7 +84,6 @@ LOCK = ".lock"
 # Below this much free space a run is refused before it starts: a task's journals and
 # results need a few hundred kilobytes, and a disk this full fills up mid-run.
 MIN_FREE_BYTES = 1 << 20
-_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
@@ -139,22 +138,6 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
         if (trouble := disk_trouble(path, exc)) is not None:
             raise trouble from exc
         raise
-
-
-def disk_trouble(path: Path, exc: OSError) -> RunDirectoryError | None:
-    """The error that stops a run when ``exc`` says its disk is full or went read-only
-    (None for other failures): every later write would fail the same way."""
-    if exc.errno in _DISK_FULL:
-        what = f"the disk is full ({exc.strerror})"
-    elif exc.errno == errno.EROFS:
-        what = f"the filesystem is read-only ({exc.strerror})"
-    else:
-        return None
-    return RunDirectoryError(
-        f"Could not write {path}: {what}. What was recorded before stays valid: free some "
-        "space (or make it writable) and run the same command again: a benchmark resumes "
-        "where it stopped."
-    )
 
 
 def load_manifest(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -276,7 +259,7 @@ def _check_writable(root: Path, key: str) -> None:
 
 def _unusable(root: Path, key: str, exc: OSError) -> RunDirectoryError:
     reason = exc.strerror or str(exc)
-    if exc.errno in _DISK_FULL:
+    if exc.errno in DISK_FULL:
         advice = "the disk is full: free some space or choose another folder"
     elif exc.errno in _READ_ONLY:
         advice = "it is read-only: choose a folder you can write"
@@ -316,24 +299,12 @@ def append_line(path: Path, record: dict[str, Any]) -> None:
         data = line.encode("utf-8", errors="backslashreplace")
         handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            _append_whole(handle, data)
+            append_whole(handle, data, sync=True)
         finally:
             os.close(handle)
     except OSError as exc:
         if (trouble := disk_trouble(path, exc)) is not None:
             raise trouble from exc
-        raise
-
-
-def _append_whole(handle: int, data: bytes) -> None:
-    size = os.fstat(handle).st_size
-    try:
-        written = 0
-        while written < len(data):  # a short write is not an error: go on from there
-            written += os.write(handle, data[written:])
-        os.fsync(handle)
-    except OSError:
-        os.ftruncate(handle, size)
         raise
 
 

@@ -76,7 +76,7 @@ from deepledger.bench.experience import retry_task_text
 from deepledger.bench.judge import Judge, Judgement
 from deepledger.bench.metrics import plural
 from deepledger.bench.progress import Progress
-from deepledger.bench.rundir import RunDirectory, TaskProgress, disk_trouble
+from deepledger.bench.rundir import RunDirectory, TaskProgress
 from deepledger.bench.tasks import Task
 from deepledger.config import COMMAND_LINE_KEY_ENV, extract_llm_name
 from deepledger.context.compaction import NoteWriter
@@ -86,6 +86,7 @@ from deepledger.errors import (
     RunDirectoryError,
     RunRejectedError,
 )
+from deepledger.journal import disk_trouble
 from deepledger.llm.base import LLMClient
 from deepledger.llm.usage import find_price
 from deepledger.messages import Usage
