@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 
 from deepledger.errors import RunDirectoryError
-from deepledger.journal import Journal
+from deepledger.store.journal import Journal
 from tests.disks import small_tmpfs
 from tests.test_cli import deepledger
 
-DISK_SIZE = "2m"  # above the 1 MiB a run needs free to start (bench/rundir.py)
+DISK_SIZE = "2m"  # above the 1 MiB a run needs free to start (store/run_store.py)
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from deepledger.bench.judge import make_judge
 from deepledger.bench.progress import Progress
-from deepledger.bench.rundir import RunDirectory
+from deepledger.store.run_store import RunStore
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
 from deepledger.cli import config_dir
@@ -118,7 +118,7 @@ async def measure(tasks: int, turns: int, folder: Path) -> dict:
             cfg,
             llm=llm,
             tools=tools,
-            run_dir=RunDirectory(folder / "run"),
+            run_dir=RunStore(folder / "run"),
             judge=make_judge("normalized"),
             progress=Progress(plain=True, file=io.StringIO()),
         )

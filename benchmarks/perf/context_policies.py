@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from deepledger.context.tokens import default_counter
+from deepledger.llm.tokens import default_counter
 from deepledger.testing.fake_llm_server import FakeLLMServer, FakeUsage, Reply
 
 ROOT = Path(__file__).resolve().parents[2]

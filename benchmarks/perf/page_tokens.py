@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bs4 import BeautifulSoup
 
-from deepledger.context.tokens import default_counter
+from deepledger.llm.tokens import default_counter
 from deepledger.web.convert import convert
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from deepledger.bench.metrics import summarize
-from deepledger.bench.rundir import RESULTS, latest_records, read_jsonl
+from deepledger.store.run_store import RESULTS, latest_records, read_jsonl
 from deepledger.report.page import write_run_report
 from deepledger.testing.synthetic_run import make_run
 

@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 from deepledger.config import compose
-from deepledger.context.tokens import default_counter
-from deepledger.journal import Journal
+from deepledger.llm.tokens import default_counter
+from deepledger.store.journal import Journal
 from deepledger.llm.factory import create_client, settings_from_config
 from deepledger.llm.usage import UsageLedger
 from deepledger.testing.fake_web_server import FakeWebServer, Page

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
-from deepledger.context.tokens import default_counter
-from deepledger.journal import Journal
+from deepledger.llm.tokens import default_counter
+from deepledger.store.journal import Journal
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM, reply
 from deepledger.messages import Usage

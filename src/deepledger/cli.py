@@ -493,8 +493,8 @@ async def _answer_one(cfg: Any) -> int:
     from deepledger.agent.task import AgentFactory
     from deepledger.bench.suite import note_writer, page_scraper
     from deepledger.config import tool_servers
-    from deepledger.journal import Journal
     from deepledger.llm.factory import create_client
+    from deepledger.store.journal import Journal
     from deepledger.tools.list_cache import ToolListCache
     from deepledger.tools.manager import ToolManager
 

@@ -12,11 +12,11 @@ from deepledger.agent.answer import (
     summary_prompt,
 )
 from deepledger.agent.state import Provenance, RunState
-from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.llm.usage import UsageLedger
 from deepledger.messages import EndReason, Message, MessageKind, Role
+from deepledger.store.journal import Journal
 
 POST_MORTEM = "incomplete\nWhat happened: ran out.\nUseful findings: the tower is 330 m."
 OFF = AnswerPolicy(context_management=False, max_final_answer_retries=3)
@@ -211,7 +211,7 @@ class CharCountingLLM(ScriptedLLM):
 
     @property
     def token_counter(self):
-        from deepledger.context.tokens import CharCounter
+        from deepledger.llm.tokens import CharCounter
 
         return CharCounter()
 
@@ -315,6 +315,6 @@ async def test_a_stated_window_shrinks_the_retry_to_fit_it_at_once():
 
 def request_size(messages) -> int:
     from deepledger.context.guard import request_tokens
-    from deepledger.context.tokens import CharCounter
+    from deepledger.llm.tokens import CharCounter
 
     return request_tokens(messages, reply_budget=100, counter=CharCounter())

@@ -18,7 +18,6 @@ import pytest
 from deepledger.bench.judge import make_judge
 from deepledger.bench.metrics import summarize
 from deepledger.bench.progress import Progress
-from deepledger.bench.rundir import RunDirectory, read_jsonl
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
 from deepledger.context.compaction import Compaction
@@ -27,6 +26,7 @@ from deepledger.errors import ContextOverflowError
 from deepledger.llm.factory import create_client
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import EndReason, MessageKind
+from deepledger.store.run_store import RunStore, read_jsonl
 from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, Reply
 from deepledger.tools.manager import ToolManager
 from tests.agent.test_orchestrator import call, make, restate
@@ -184,7 +184,7 @@ async def bench(
         *overrides,
     )
     llm = create_client(cfg.llm)
-    run_dir = RunDirectory(root)
+    run_dir = RunStore(root)
     runner = BenchmarkRunner(
         cfg,
         llm=llm,

@@ -15,10 +15,10 @@ from deepledger.context.compaction import Compaction
 from deepledger.context.strategy import RoundWindow
 from deepledger.context.trim import OMITTED_PLACEHOLDER
 from deepledger.errors import ContextOverflowError
-from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM, reply
 from deepledger.messages import EndReason, MessageKind, StopReason, ToolCall, Usage
+from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
 from deepledger.tools.protocol import NativeProtocol, XmlProtocol
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from deepledger.agent.task import AgentFactory, task_text
 from deepledger.config import tool_servers
-from deepledger.journal import Journal
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
+from deepledger.store.journal import Journal
 from deepledger.tools.manager import ToolManager
 from tests.test_config import composed
 

@@ -5,7 +5,7 @@ request look far larger than it is."""
 from __future__ import annotations
 
 from deepledger.agent.answer import AnswerPolicy
-from deepledger.context.tokens import CharCounter, count_messages
+from deepledger.llm.tokens import CharCounter, count_messages
 from deepledger.messages import (
     EndReason,
     Message,

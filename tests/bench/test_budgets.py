@@ -18,17 +18,17 @@ from deepledger.bench.judge import make_judge
 from deepledger.bench.metrics import format_summary, summarize
 from deepledger.bench.progress import Progress
 from deepledger.bench.report import rebuild_summary
-from deepledger.bench.rundir import RunDirectory, read_jsonl
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
 from deepledger.config import validate
 from deepledger.errors import ConfigError, FatalLLMError
-from deepledger.journal import Journal
 from deepledger.llm.factory import PROVIDERS
 from deepledger.llm.scripted import ScriptedLLM, reply
 from deepledger.llm.usage import UsageLedger
 from deepledger.messages import EndReason, LLMResponse, Message, StopReason, Usage
 from deepledger.report.page import write_run_report
+from deepledger.store.journal import Journal
+from deepledger.store.run_store import RunStore, read_jsonl
 from deepledger.testing.fake_llm_server import FakeLLMServer
 from deepledger.tools.manager import ToolManager
 from tests.bench.scripted_model import decide, respond_http
@@ -96,7 +96,7 @@ def finisher(clock: FakeClock | None = None, seconds_per_call: float = 0.0) -> S
 
 async def run(cfg, llm, root: Path, only: tuple[str, ...] = (), clock=None, manifest=False):
     tasks = [t for t in load_tasks(cfg.benchmark.data).tasks if not only or t.task_id in only]
-    run_dir = RunDirectory(root)
+    run_dir = RunStore(root)
     if manifest:  # what `deepledger bench` writes first; the report reads it
         run_dir.start(OmegaConf.to_container(cfg, resolve=True), ["bench"], tasks=len(tasks))
     runner = BenchmarkRunner(
@@ -115,7 +115,7 @@ async def run(cfg, llm, root: Path, only: tuple[str, ...] = (), clock=None, mani
 
 
 def journal_events(root: Path, task_id: str, name: str = "attempt-1-retry-0.jsonl") -> list[dict]:
-    run_dir = RunDirectory(root)
+    run_dir = RunStore(root)
     try:
         return read_jsonl(run_dir.task_dir(task_id) / name)
     finally:
@@ -200,7 +200,7 @@ async def test_the_limit_counts_every_retry_of_the_task(tmp_path):
 async def test_a_resumed_task_starts_with_what_its_finished_retries_spent(tmp_path):
     cfg = config("agent.context_compress_limit=2")
     await run(cfg, finisher(), tmp_path, ("hard #2",))
-    run_dir = RunDirectory(tmp_path)  # as if killed during retry 1: only retry 0 finished
+    run_dir = RunStore(tmp_path)  # as if killed during retry 1: only retry 0 finished
     progress = run_dir.task_dir("hard #2") / "progress.jsonl"
     progress.write_text(progress.read_text().splitlines()[0] + "\n")
     run_dir.results_path.unlink()
@@ -229,7 +229,7 @@ async def test_a_resumed_task_counts_the_time_its_finished_retries_took(tmp_path
     timed = finisher(clock, seconds_per_call=10)
     cfg = config("agent.context_compress_limit=2")
     await run(cfg, timed, tmp_path, ("hard #2",), clock=clock)
-    run_dir = RunDirectory(tmp_path)  # as if killed after retry 0 (three calls: 30 s)
+    run_dir = RunStore(tmp_path)  # as if killed after retry 0 (three calls: 30 s)
     progress = run_dir.task_dir("hard #2") / "progress.jsonl"
     first = json.loads(progress.read_text().splitlines()[0])
     assert first["elapsed_seconds"] == 30.0
@@ -339,7 +339,7 @@ async def test_a_task_the_run_budget_stops_is_continued_by_a_resume_with_a_raise
     assert records[0]["end_reason"] == "turns_exhausted"
     err = capsys.readouterr().err
     assert "1 running task was stopped unrecorded; 2 tasks were not started" in err
-    assert not (RunDirectory(tmp_path).task_dir("hard #2") / "progress.jsonl").exists()
+    assert not (RunStore(tmp_path).task_dir("hard #2") / "progress.jsonl").exists()
 
     again = researcher()
     raised = config(
@@ -354,7 +354,7 @@ async def test_a_task_the_run_budget_stops_is_continued_by_a_resume_with_a_raise
     assert hard.get("limit") is None and hard["turns"] == 5
     # The cut retry was redone from its start; its two calls still count.
     assert hard["interrupted_calls"] == 2 and hard["usage"]["input_tokens"] == 8000
-    folder = RunDirectory(tmp_path).task_dir("hard #2")
+    folder = RunStore(tmp_path).task_dir("hard #2")
     assert len(list(folder.glob("attempt-1-retry-0.interrupted-*.jsonl"))) == 1
     results = read_jsonl(tmp_path / "benchmark_results.jsonl")
     assert [r["task_id"] for r in results].count("easy/1") == 1

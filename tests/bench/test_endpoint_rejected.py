@@ -13,11 +13,11 @@ import pytest
 
 from deepledger.bench.judge import LLMJudge
 from deepledger.bench.progress import Progress
-from deepledger.bench.rundir import RunDirectory, read_jsonl
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
 from deepledger.errors import EndpointRejectedError, RunRejectedError
 from deepledger.llm.scripted import ScriptedLLM
+from deepledger.store.run_store import RunStore, read_jsonl
 from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, Reply
 from deepledger.tools.manager import ToolManager
 from tests.test_config import composed
@@ -109,7 +109,7 @@ async def test_a_rejected_judge_stops_the_suite_and_keeps_the_agents_work(tmp_pa
     agent = ScriptedLLM(responder=lambda messages, tools: "\\boxed{seven}")
     rejected = EndpointRejectedError("openai returned HTTP 401: invalid key", status=401)
     judge_llm = ScriptedLLM([rejected], model="judge-model")
-    run_dir = RunDirectory(tmp_path / "run")
+    run_dir = RunStore(tmp_path / "run")
     runner = BenchmarkRunner(
         cfg,
         llm=agent,
@@ -148,7 +148,7 @@ async def test_a_rejection_inside_a_sub_agent_stops_the_suite_too(tmp_path):
     )
     revoked = EndpointRejectedError("openai returned HTTP 403: key revoked", status=403)
     llm = ScriptedLLM([delegate, revoked])  # the sub-agent's first call is refused
-    run_dir = RunDirectory(tmp_path / "run")
+    run_dir = RunStore(tmp_path / "run")
     runner = BenchmarkRunner(
         cfg, llm=llm, tools=ToolManager({}), run_dir=run_dir, judge=None,
         progress=Progress(plain=True),
@@ -172,7 +172,7 @@ def xml_call(server: str, tool: str, arguments: dict) -> str:
 
 async def run_suite(cfg, agent, run_dir: Path, **models) -> None:
     """The runner on ``cfg``'s suite, expected to stop on a rejection."""
-    directory = RunDirectory(run_dir)
+    directory = RunStore(run_dir)
     runner = BenchmarkRunner(
         cfg, llm=agent, tools=ToolManager({}), run_dir=directory, judge=None,
         progress=Progress(plain=True), **models,

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deepledger.bench.rundir import redact
+from deepledger.store.run_store import redact
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]

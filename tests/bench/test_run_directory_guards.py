@@ -21,14 +21,14 @@ from pathlib import Path
 import pytest
 
 from deepledger.bench.hydra_hooks import safe_folder_name, sweep_subdir, swept_keys
-from deepledger.bench.rundir import (
-    RunDirectory,
+from deepledger.errors import RunDirectoryError
+from deepledger.store.run_store import (
+    RunStore,
     config_breakdown,
     config_id,
     read_jsonl,
     resume_changes,
 )
-from deepledger.errors import RunDirectoryError
 from deepledger.testing.fake_llm_server import FakeLLMServer
 from tests.bench.scripted_model import respond_http
 from tests.bench.test_bench_cli import ROOT, bench_command, results
@@ -107,7 +107,7 @@ def finished_run(tmp_path_factory, server) -> Path:
 def test_a_second_bench_on_a_live_run_directory_is_refused_and_changes_nothing(
     server, finished_run
 ):
-    held = RunDirectory(finished_run)  # what a running bench holds
+    held = RunStore(finished_run)  # what a running bench holds
     try:
         before = snapshot(finished_run)
         second = bench(server, finished_run)
@@ -307,7 +307,7 @@ def test_which_differences_count_for_a_resume():
 
 
 def test_a_judge_change_before_any_task_was_judged_is_allowed(tmp_path):
-    run_dir = RunDirectory(tmp_path)
+    run_dir = RunStore(tmp_path)
     run_dir.start({"benchmark": {"judge": {"name": "exact"}}}, ["bench"], tasks=1)
     changed = {"benchmark": {"judge": {"name": "llm"}}}
     with pytest.raises(RunDirectoryError, match=r"resume\.allow_config_change=true"):
@@ -322,7 +322,7 @@ def test_a_judge_change_before_any_task_was_judged_is_allowed(tmp_path):
 
 
 def test_each_record_carries_the_settings_it_ran_under(tmp_path):
-    run_dir = RunDirectory(tmp_path)
+    run_dir = RunStore(tmp_path)
     run_dir.start({"agent": {"keep_tool_result": 5}}, ["bench"], tasks=2)
     old = run_dir.config_id
     run_dir.record_progress("b", "retry_finished", retry=0)
@@ -381,11 +381,11 @@ async def test_the_first_write_a_full_disk_refuses_stops_the_run_and_a_resume_fi
     """With one task at a time, the second task's first journal event (a plain file
     write) or its first progress line (append_line) meets a full disk: no later task
     starts, nothing is recorded as an error, and the resume runs what is not done."""
-    from deepledger.journal import Journal, disk_trouble
+    from deepledger.store.journal import Journal, disk_trouble
     from tests.bench.test_runner import config, model, run, task_texts
 
     full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    real_write, real_progress = Journal.write, RunDirectory.record_progress
+    real_write, real_progress = Journal.write, RunStore.record_progress
 
     def journal_write(self, event, **data):
         if self.path is not None and "hard" in self.path.parent.name:
@@ -400,7 +400,7 @@ async def test_the_first_write_a_full_disk_refuses_stops_the_run_and_a_resume_fi
     if where == "journal":
         monkeypatch.setattr(Journal, "write", journal_write)
     else:
-        monkeypatch.setattr(RunDirectory, "record_progress", record_progress)
+        monkeypatch.setattr(RunStore, "record_progress", record_progress)
     cfg = config("benchmark.execution.max_concurrent=1", "agent.context_compress_limit=0")
     first = model()
     with pytest.raises(RunDirectoryError, match="the disk is full") as stopped:

@@ -10,12 +10,12 @@ import pytest
 
 from deepledger.bench.judge import Judge, Judgement, make_judge
 from deepledger.bench.progress import Progress
-from deepledger.bench.rundir import RunDirectory, read_jsonl
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
 from deepledger.errors import ConfigError, FatalLLMError, LLMError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
+from deepledger.store.run_store import RunStore, read_jsonl
 from deepledger.tools.manager import ToolManager
 from tests.bench.scripted_model import decide
 from tests.test_config import composed
@@ -38,7 +38,7 @@ def model(decider=decide) -> ScriptedLLM:
 
 async def run(cfg, llm, root: Path, only: tuple[str, ...] = (), judge=None):
     tasks = [t for t in load_tasks(cfg.benchmark.data).tasks if not only or t.task_id in only]
-    run_dir = RunDirectory(root)
+    run_dir = RunStore(root)
     runner = BenchmarkRunner(
         cfg,
         llm=llm,
@@ -106,7 +106,7 @@ async def test_a_resumed_task_continues_after_its_finished_retries(tmp_path):
     await run(cfg, first, tmp_path, ("hard #2",))
     # Pretend the run was killed during the task's second retry: keep only the first
     # retry's progress line and no result line.
-    rundir = RunDirectory(tmp_path)
+    rundir = RunStore(tmp_path)
     progress = rundir.task_dir("hard #2") / "progress.jsonl"
     lines = progress.read_text().splitlines()
     progress.write_text(lines[0] + "\n")
@@ -186,22 +186,22 @@ async def test_a_judge_failure_keeps_the_work_and_a_resume_only_judges_again(tmp
     (record,) = await run(cfg, again, tmp_path, ("hard #2",), judge=judge)
     assert again.calls == []  # the retries were done: only the judging was repeated
     assert record["status"] == "finished" and record["correct"] is True
-    latest = RunDirectory(tmp_path)
+    latest = RunStore(tmp_path)
     assert [r["status"] for r in read_jsonl(latest.results_path)] == ["error", "finished"]
     assert latest.finished_results()["hard #2"]["correct"] is True
     latest.close()
 
 
 def test_a_run_directory_is_used_by_one_process_at_a_time(tmp_path):
-    first = RunDirectory(tmp_path)
+    first = RunStore(tmp_path)
     with pytest.raises(ConfigError, match="Another deepledger process is running"):
-        RunDirectory(tmp_path)
+        RunStore(tmp_path)
     first.close()
-    RunDirectory(tmp_path).close()
+    RunStore(tmp_path).close()
 
 
 def test_a_line_cut_short_by_a_crash_does_not_swallow_the_next(tmp_path):
-    rundir = RunDirectory(tmp_path)
+    rundir = RunStore(tmp_path)
     rundir.add_result({"task_id": "a", "status": "finished"})
     with rundir.results_path.open("a") as out:
         out.write('{"task_id": "b", "sta')  # the process died mid-write
@@ -211,7 +211,7 @@ def test_a_line_cut_short_by_a_crash_does_not_swallow_the_next(tmp_path):
 
 
 def test_a_resume_with_another_config_names_the_differences(tmp_path):
-    rundir = RunDirectory(tmp_path)
+    rundir = RunStore(tmp_path)
     first = {"agent": {"keep_tool_result": 5}, "llm": {"api_key": "sk-secret"}}
     assert rundir.start(first, ["bench"], tasks=3) == []
     changed = rundir.start({"agent": {"keep_tool_result": 3}, "llm": {}}, ["bench"], tasks=3)
@@ -225,7 +225,7 @@ def test_a_resume_with_another_config_names_the_differences(tmp_path):
 
 async def test_tokens_spent_by_a_killed_run_count_in_the_totals(tmp_path):
     cfg = config()
-    rundir = RunDirectory(tmp_path)
+    rundir = RunStore(tmp_path)
     killed = rundir.journal("easy/1", 1, 0)  # the killed run's journal for this retry
     killed.write(
         "llm_call",
@@ -306,7 +306,7 @@ async def test_a_required_tool_server_that_cannot_start_is_logged_in_one_line(tm
     cfg = config("agent.main_agent.tools=[gone]")
     tools = ToolManager({"gone": ToolServerConfig(command="/nonexistent/srv", required=True)})
     tasks = [t for t in load_tasks(cfg.benchmark.data).tasks if t.task_id == "easy/1"]
-    run_dir = RunDirectory(tmp_path)
+    run_dir = RunStore(tmp_path)
     runner = BenchmarkRunner(
         cfg, llm=model(), tools=tools, run_dir=run_dir, judge=make_judge("normalized"),
         progress=Progress(plain=True),

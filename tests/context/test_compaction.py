@@ -10,13 +10,13 @@ from deepledger.config import ContextConfig
 from deepledger.context.compaction import Compaction, NoteWriter, transcript
 from deepledger.context.pairing import pairing_problems
 from deepledger.context.strategy import RequestBuilder, make_strategy, split_rounds
-from deepledger.context.tokens import count_messages, default_counter
 from deepledger.errors import ConfigError, TransientLLMError
-from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
+from deepledger.llm.tokens import count_messages, default_counter
 from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import MessageKind
+from deepledger.store.journal import Journal
 from tests.context.test_strategy import SEEDS, random_history
 from tests.test_config import composed
 

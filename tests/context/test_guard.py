@@ -15,7 +15,7 @@ from deepledger.context.guard import (
     smallest_closing_request,
     stated_limit,
 )
-from deepledger.context.tokens import PER_MESSAGE_OVERHEAD, CharCounter
+from deepledger.llm.tokens import PER_MESSAGE_OVERHEAD, CharCounter
 from deepledger.messages import EndReason, Message, ToolCall, ToolResult, Usage
 
 COUNTER = CharCounter()  # 4 chars = 1 token: makes the arithmetic checkable by hand

@@ -18,12 +18,12 @@ from deepledger.bench.economics import economics_line, token_economics
 from deepledger.bench.replay import run_replay
 from deepledger.context.replay import Policy, attempts, decode_message, decode_result, replay
 from deepledger.context.strategy import make_strategy
-from deepledger.context.tokens import IMAGE_TOKENS, default_counter
 from deepledger.errors import ConfigError
-from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
+from deepledger.llm.tokens import IMAGE_TOKENS, default_counter
 from deepledger.messages import ImagePart, Message, MessageKind, ToolCall, ToolResult, Usage
+from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
 from deepledger.tools.protocol import make_protocol
 from tests.test_cli import deepledger

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from deepledger.context.tokens import CharCounter, TiktokenCounter, count_messages
+from deepledger.llm.tokens import CharCounter, TiktokenCounter, count_messages
 from deepledger.messages import Message, ToolResult
 
 # Runs in a fresh interpreter: nothing cached in memory, an empty tiktoken cache
@@ -19,7 +19,7 @@ OFFLINE_PROBE = textwrap.dedent(
     socket.create_connection = refuse
     socket.getaddrinfo = refuse
     os.environ["TIKTOKEN_CACHE_DIR"] = sys.argv[1]
-    from deepledger.context.tokens import TiktokenCounter, default_counter
+    from deepledger.llm.tokens import TiktokenCounter, default_counter
     o200k = TiktokenCounter("o200k_base")
     cl100k = TiktokenCounter("cl100k_base")
     print(json.dumps({
@@ -80,7 +80,7 @@ def test_a_call_written_in_the_text_is_counted_once_and_a_native_one_counted_too
 
 
 def test_a_remembering_counter_counts_each_text_once():
-    from deepledger.context.tokens import RememberingCounter
+    from deepledger.llm.tokens import RememberingCounter
 
     class Tally:
         name = "tally"

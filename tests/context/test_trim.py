@@ -4,8 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from deepledger.context.tokens import count_messages, default_counter
 from deepledger.context.trim import OMITTED_PLACEHOLDER, trim_tool_results
+from deepledger.llm.tokens import count_messages, default_counter
 from deepledger.messages import ImagePart, Message, MessageKind, Role, ToolCall, ToolResult
 
 

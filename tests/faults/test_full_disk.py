@@ -37,7 +37,7 @@ from tests.disks import small_tmpfs
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = 8
-DISK_SIZE = "8m"  # above the 1 MiB a run needs free to start (bench/rundir.py)
+DISK_SIZE = "8m"  # above the 1 MiB a run needs free to start (store/run_store.py)
 
 
 @pytest.fixture

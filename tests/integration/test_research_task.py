@@ -9,9 +9,9 @@ import pytest
 
 from deepledger.agent.task import AgentFactory
 from deepledger.config import tool_servers
-from deepledger.journal import Journal
 from deepledger.llm.factory import create_client
 from deepledger.messages import MessageKind
+from deepledger.store.journal import Journal
 from deepledger.testing.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
 from deepledger.tools.manager import ToolManager
 from tests.test_config import composed

@@ -9,10 +9,10 @@ import json
 import openai
 import pytest
 
-from deepledger.context.tokens import IMAGE_TOKENS, count_messages, default_counter
 from deepledger.llm.local import LocalModelClient, bundled_model, images_as_notes
 from deepledger.llm.local_template import LocalTemplate
 from deepledger.llm.openai import OpenAIChatClient, to_wire_messages
+from deepledger.llm.tokens import IMAGE_TOKENS, count_messages, default_counter
 from deepledger.messages import ImagePart, Message, ToolCall, ToolResult
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 from tests.llm.test_providers import TASK, make_client, native_history, xml_history

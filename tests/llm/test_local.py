@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.context.tokens import default_counter
 from deepledger.errors import ConfigError, LLMError
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.factory import create_client
 from deepledger.llm.local import BUNDLED_FILE, LlamaServer, LocalModelClient, bundled_model
 from deepledger.llm.local_template import common_prefix
 from deepledger.llm.openai import to_wire_messages
+from deepledger.llm.tokens import default_counter
 from deepledger.messages import Message
 from tests.test_config import composed
 

@@ -10,11 +10,11 @@ import pytest
 from deepledger.config import compose, validate
 from deepledger.context.replay import decode_message
 from deepledger.errors import ConfigError, FatalLLMError
-from deepledger.journal import to_jsonable
 from deepledger.llm.anthropic import AnthropicClient
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.factory import PROVIDERS, create_client
 from deepledger.messages import Message, ThinkingBlock, ToolResult, ToolSpec
+from deepledger.store.journal import to_jsonable
 from deepledger.testing.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
 from tests.test_cli import deepledger
 from tests.test_config import CONF

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from deepledger.bench.metrics import summarize
-from deepledger.bench.rundir import RESULTS, latest_records, read_jsonl
+from deepledger.store.run_store import RESULTS, latest_records, read_jsonl
 from deepledger.testing.synthetic_run import make_run
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 import pytest
 
 from deepledger.bench.report import rebuild_summary
-from deepledger.bench.rundir import RunDirectory
 from deepledger.errors import DeepLedgerError
 from deepledger.report import page as page_module
 from deepledger.report.collect import RESULT_LIMIT, collect, wall_seconds
 from deepledger.report.compare import _labels, default_output
 from deepledger.report.page import REPORT, write_run_report
+from deepledger.store.run_store import RunStore
 from deepledger.testing.synthetic_run import make_run
 from tests.report.helpers import CONF, embedded, runs_keeping
 from tests.test_cli import deepledger
@@ -168,7 +168,7 @@ def test_wall_time_counts_a_killed_session_up_to_its_last_write():
 
 def test_a_run_held_by_a_process_is_running_and_one_without_is_stopped(tmp_path):
     root = make_run(tmp_path / "run", tasks=2, conf_dir=CONF, unfinished=1)
-    held = RunDirectory(root)
+    held = RunStore(root)
     try:
         data = collect(root, {})
         assert data.run["state"] == "running"

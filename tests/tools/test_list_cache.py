@@ -12,9 +12,9 @@ import pytest
 
 from deepledger.agent.task import AgentFactory
 from deepledger.config import ToolServerConfig, tool_servers
-from deepledger.journal import Journal
 from deepledger.llm.factory import create_client
 from deepledger.messages import ToolCall
+from deepledger.store.journal import Journal
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 from deepledger.tools.list_cache import ToolListCache, server_key
 from deepledger.tools.manager import ToolManager, resolve_command

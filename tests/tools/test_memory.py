@@ -10,10 +10,10 @@ from deepledger.agent.task import AgentFactory
 from deepledger.config import tool_servers, validate
 from deepledger.context.compaction import Compaction
 from deepledger.errors import ConfigError
-from deepledger.journal import Journal
 from deepledger.llm.factory import PROVIDERS
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
+from deepledger.store.journal import Journal
 from deepledger.tools.manager import ToolManager, ToolRefusal
 from deepledger.tools.memory import MemoryStore, memory_folder
 from tests.context.test_compaction import NOTES, compact, padded
@@ -111,9 +111,9 @@ def test_a_configured_server_named_memory_is_refused():
 
 
 def test_a_redone_attempt_starts_without_the_killed_runs_notes(tmp_path):
-    from deepledger.bench.rundir import RunDirectory
+    from deepledger.store.run_store import RunStore
 
-    run = RunDirectory(tmp_path)
+    run = RunStore(tmp_path)
     first = run.journal("t1", 1, 0)
     first.write("task_started")
     first.close()

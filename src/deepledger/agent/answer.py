@@ -54,10 +54,10 @@ from deepledger.context.guard import (
 )
 from deepledger.context.strategy import ContextStrategy, KeepToolResults, RequestBuilder
 from deepledger.errors import ContextOverflowError
-from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.messages import EndReason, Message, ToolSpec
 from deepledger.prompts import render
+from deepledger.store.journal import Journal
 
 BOX_OPENING = "\\boxed{"
 FAILURE_TYPES = ("incomplete", "blocked", "misdirected", "format_missed")

@@ -38,7 +38,6 @@ from deepledger.context.guard import (
 )
 from deepledger.context.strategy import ContextStrategy, KeepToolResults, RequestBuilder
 from deepledger.errors import ContextOverflowError
-from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import (
@@ -50,6 +49,7 @@ from deepledger.messages import (
     ToolResult,
     Usage,
 )
+from deepledger.store.journal import Journal
 from deepledger.tools.manager import TaskTools
 from deepledger.tools.protocol import ForcedCall, ParsedCalls, ToolProtocol
 

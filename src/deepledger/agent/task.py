@@ -23,12 +23,12 @@ from deepledger.config import BUILTIN_TOOLS
 from deepledger.context.compaction import Compaction, NoteWriter
 from deepledger.context.guard import ContextWindow
 from deepledger.context.strategy import make_strategy
-from deepledger.journal import Journal
 from deepledger.llm.base import LLMClient
 from deepledger.llm.factory import settings_from_config
 from deepledger.llm.usage import UsageLedger, find_price
 from deepledger.messages import ImagePart
 from deepledger.prompts import render
+from deepledger.store.journal import Journal
 from deepledger.tools.archive import ARCHIVE_TOOL, ResultArchive, archive_folder, archive_tools
 from deepledger.tools.manager import LocalTool, ResultPolicy, TaskTools, ToolInfo, ToolManager
 from deepledger.tools.memory import MEMORY_TOOL, MemoryStore, memory_folder, memory_tools

@@ -29,7 +29,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from deepledger.bench.rundir import (
+from deepledger.errors import RunDirectoryError
+from deepledger.store.run_store import (
     MANIFEST,
     check_folder,
     claim,
@@ -38,7 +39,6 @@ from deepledger.bench.rundir import (
     release,
     write_text_atomic,
 )
-from deepledger.errors import RunDirectoryError
 
 HYDRA_FILES = ".hydra"
 SWEPT_KEYS_ENV = "DEEPLEDGER_SWEPT_KEYS"  # set for the jobs of a sweep (and their launchers)
@@ -74,7 +74,7 @@ class RunDirectoryGuard:
             _or_exit(lambda: write_hydra_files(root, config))
 
     def on_job_end(self, config: DictConfig, **_: Any) -> None:
-        release(Path(config.hydra.runtime.output_dir))  # if no RunDirectory adopted it
+        release(Path(config.hydra.runtime.output_dir))  # if no RunStore adopted it
 
     def on_run_end(self, config: DictConfig, **_: Any) -> None:
         pass

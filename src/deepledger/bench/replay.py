@@ -35,8 +35,8 @@ from deepledger.context.replay import (
     replay,
 )
 from deepledger.context.strategy import make_strategy
-from deepledger.context.tokens import RememberingCounter, TokenCounter, default_counter
 from deepledger.errors import ConfigError
+from deepledger.llm.tokens import RememberingCounter, TokenCounter, default_counter
 from deepledger.llm.usage import Price, find_price
 
 # What a replay may change; everything else is what the run was.

@@ -13,7 +13,7 @@ from typing import Any
 
 from deepledger.bench.economics import token_economics
 from deepledger.bench.metrics import summarize
-from deepledger.bench.rundir import (
+from deepledger.store.run_store import (
     RESULTS,
     SUMMARY,
     config_breakdown,

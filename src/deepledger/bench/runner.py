@@ -9,7 +9,7 @@
   question plus the post-mortems of the retries before it; the last one is the final
   retry (generate and fall back). With context management off, one run.
 - Finished retries and attempts are written to the task's ``progress.jsonl`` as they end,
-  and finished tasks to ``benchmark_results.jsonl``: see ``rundir.py`` for resuming.
+  and finished tasks to ``benchmark_results.jsonl``: see ``store/run_store.py`` for resuming.
 
 A task that fails outright (the model or the judge unreachable after all retries, a bug)
 is recorded with ``status: error``, its reason and everything it spent (the retry that
@@ -76,7 +76,6 @@ from deepledger.bench.experience import retry_task_text
 from deepledger.bench.judge import Judge, Judgement
 from deepledger.bench.metrics import plural
 from deepledger.bench.progress import Progress
-from deepledger.bench.rundir import RunDirectory, TaskProgress
 from deepledger.bench.tasks import Task
 from deepledger.config import COMMAND_LINE_KEY_ENV, extract_llm_name
 from deepledger.context.compaction import NoteWriter
@@ -86,10 +85,11 @@ from deepledger.errors import (
     RunDirectoryError,
     RunRejectedError,
 )
-from deepledger.journal import disk_trouble
 from deepledger.llm.base import LLMClient
 from deepledger.llm.usage import find_price
 from deepledger.messages import Usage
+from deepledger.store.journal import disk_trouble
+from deepledger.store.run_store import RunStore, TaskProgress
 from deepledger.tools.manager import ToolManager
 from deepledger.tools.scrape import PageScraper
 
@@ -106,7 +106,7 @@ class BenchmarkRunner:
         *,
         llm: LLMClient,
         tools: ToolManager,
-        run_dir: RunDirectory,
+        run_dir: RunStore,
         judge: Judge | None,
         progress: Progress | None = None,
         note_writer: NoteWriter | None = None,

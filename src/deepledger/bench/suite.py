@@ -16,7 +16,6 @@ from deepledger.bench.hydra_hooks import save_hydra_files
 from deepledger.bench.judge import Judge, make_judge
 from deepledger.bench.metrics import format_summary, summarize
 from deepledger.bench.progress import Progress
-from deepledger.bench.rundir import RESULTS, RunDirectory, latest_records, read_jsonl
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import Task, load_tasks, require_tasks
 from deepledger.config import LLMConfig, check_llm_preset, extract_llm_name, tool_servers
@@ -26,6 +25,7 @@ from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.factory import PROVIDERS, create_client, settings_from_config
 from deepledger.llm.usage import find_price
 from deepledger.report.page import write_run_report
+from deepledger.store.run_store import RESULTS, RunStore, latest_records, read_jsonl
 from deepledger.tools.list_cache import ToolListCache
 from deepledger.tools.manager import ToolManager
 from deepledger.tools.scrape import ExtractionModel, PageScraper, suite_corpus
@@ -42,13 +42,13 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
     judge_llm = judge_model(cfg, loaded.tasks, conf_dir)  # a missing key fails before any work
     writer = note_writer(cfg, conf_dir)
     scraper = page_scraper(cfg, conf_dir)
-    run_dir = RunDirectory(root)
+    run_dir = RunStore(root)
     try:
         if advice := concurrency_advice(cfg):
             print(f"deepledger: {advice}", file=sys.stderr)
         config = OmegaConf.to_container(cfg, resolve=True)
         # Refused before the manifest changes: a resume that would mix settings (or
-        # judges) in one summary; see rundir.py for which keys count.
+        # judges) in one summary; see store/run_store.py for which keys count.
         allowed = run_dir.check_resume(config, allow_change=resume_may_change_config(cfg))
         save_hydra_files(root, cfg)
         run_dir.start(config, argv, tasks=len(loaded.tasks))
@@ -171,7 +171,7 @@ def _write_report(
 
 async def _run_tasks(
     cfg: Any,
-    run_dir: RunDirectory,
+    run_dir: RunStore,
     tasks: list[Task],
     judge_llm: tuple[LLMClient, GenerationSettings] | None,
     writer: NoteWriter | None = None,

@@ -34,14 +34,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from deepledger.context.strategy import split_rounds
-from deepledger.context.tokens import TokenCounter, count_messages
 from deepledger.context.trim import trim_tool_results
 from deepledger.errors import ConfigError, EndpointRejectedError, LLMError
-from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.tokens import TokenCounter, count_messages
 from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import Message, MessageKind, Role
 from deepledger.prompts import render
+from deepledger.store.journal import Journal
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deepledger.context.tokens import TokenCounter, count_messages
+from deepledger.llm.tokens import TokenCounter, count_messages
 from deepledger.messages import EndReason, Message, MessageKind, Role, Usage
 
 

@@ -32,12 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deepledger.bench.rundir import read_jsonl
 from deepledger.context.compaction import Compaction
 from deepledger.context.guard import WindowEstimate, check_window, drop_last_exchange
 from deepledger.context.strategy import RequestBuilder, make_strategy, split_rounds
-from deepledger.context.tokens import PER_MESSAGE_OVERHEAD, TokenCounter, count_messages
 from deepledger.errors import ConfigError
+from deepledger.llm.tokens import PER_MESSAGE_OVERHEAD, TokenCounter, count_messages
 from deepledger.llm.usage import Price
 from deepledger.messages import (
     ImagePart,
@@ -50,6 +49,7 @@ from deepledger.messages import (
     Usage,
 )
 from deepledger.prompts import render
+from deepledger.store.run_store import read_jsonl
 from deepledger.tools.protocol import make_protocol
 
 SUMMARY_CALL_OVERHEAD = 300  # the compaction prompt's own words, in tokens

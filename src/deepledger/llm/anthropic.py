@@ -41,7 +41,6 @@ from typing import Any
 import anthropic
 import httpx2
 
-from deepledger.context.tokens import count_messages
 from deepledger.errors import LLMError
 from deepledger.llm import classify
 from deepledger.llm.base import (
@@ -51,6 +50,7 @@ from deepledger.llm.base import (
     answered_natively,
     connect_timed_out,
 )
+from deepledger.llm.tokens import count_messages
 from deepledger.llm.usage import report_unreadable, token_count
 from deepledger.messages import (
     ImagePart,

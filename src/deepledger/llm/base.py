@@ -25,8 +25,8 @@ from typing import Any
 
 import httpx2
 
-from deepledger.context.tokens import TokenCounter, default_counter
 from deepledger.errors import LLMError
+from deepledger.llm.tokens import TokenCounter, default_counter
 from deepledger.messages import LLMResponse, Message, Role, ToolSpec
 
 log = logging.getLogger(__name__)

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from deepledger.context.tokens import default_counter
 from deepledger.errors import ConfigError, MissingAPIKeyError, UnknownProviderError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.retry import RetryingClient, RetryPolicy
+from deepledger.llm.tokens import default_counter
 
 # The key variable each provider reads when the preset does not name one.
 DEFAULT_KEY_VARIABLES = {

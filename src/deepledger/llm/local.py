@@ -50,7 +50,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
-from deepledger.context.tokens import TokenCounter, default_counter
 from deepledger.errors import ConfigError, FatalLLMError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.local_template import LocalTemplate, common_prefix
@@ -60,6 +59,7 @@ from deepledger.llm.openai import (
     sampling_fields,
     to_wire_messages,
 )
+from deepledger.llm.tokens import TokenCounter, default_counter
 from deepledger.llm.usage import token_count
 from deepledger.messages import (
     ImagePart,

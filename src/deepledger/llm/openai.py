@@ -53,7 +53,6 @@ from urllib.parse import urlencode, urlsplit
 import aiohttp
 
 from deepledger import __version__
-from deepledger.context.tokens import count_messages
 from deepledger.errors import LLMError
 from deepledger.llm import classify
 from deepledger.llm.base import (
@@ -62,6 +61,7 @@ from deepledger.llm.base import (
     LLMClient,
     answered_natively,
 )
+from deepledger.llm.tokens import count_messages
 from deepledger.llm.usage import report_unreadable, token_count
 from deepledger.messages import (
     ImagePart,

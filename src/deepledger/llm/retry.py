@@ -28,9 +28,9 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from deepledger.context.tokens import TokenCounter
 from deepledger.errors import RateLimitedError, TransientLLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.tokens import TokenCounter
 from deepledger.messages import LLMResponse, Message, ToolSpec
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from deepledger.context.tokens import count_messages
 from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.tokens import count_messages
 from deepledger.messages import LLMResponse, Message, StopReason, ToolCall, ToolSpec, Usage
 
 Responder = Callable[[list[Message], list[ToolSpec]], "LLMResponse | str"]

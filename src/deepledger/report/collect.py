@@ -23,7 +23,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from deepledger import __version__
-from deepledger.bench.rundir import (
+from deepledger.config import BUDGET_KEYS
+from deepledger.store.run_store import (
     RESULTS,
     latest_records,
     load_manifest,
@@ -31,7 +32,6 @@ from deepledger.bench.rundir import (
     run_is_live,
     safe_name,
 )
-from deepledger.config import BUDGET_KEYS
 
 TEXT_LIMIT = 6_000  # characters of a reply, task text, post-mortem or notes kept inline
 RESULT_LIMIT = 2_500  # characters of one tool result kept inline

@@ -14,15 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from deepledger import __version__
-from deepledger.bench.rundir import (
-    MANIFEST,
-    RESULTS,
-    latest_records,
-    load_manifest,
-    read_jsonl,
-    run_is_live,
-    write_text_atomic,
-)
 from deepledger.errors import DeepLedgerError
 from deepledger.report import charts
 from deepledger.report.collect import (
@@ -33,6 +24,15 @@ from deepledger.report.collect import (
     wall_seconds,
 )
 from deepledger.report.page import REPORT, render
+from deepledger.store.run_store import (
+    MANIFEST,
+    RESULTS,
+    latest_records,
+    load_manifest,
+    read_jsonl,
+    run_is_live,
+    write_text_atomic,
+)
 
 COMPARISON = "comparison.html"
 _NOT_SETTINGS = ("run_dir", "hydra", "output_dir", "data_dir", "metadata_file")

@@ -27,9 +27,9 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
-from deepledger.bench.rundir import write_text_atomic
 from deepledger.errors import RunDirectoryError
 from deepledger.report.collect import FIELD_LIMIT, RESULT_LIMIT, TEXT_LIMIT, RunData, collect
+from deepledger.store.run_store import write_text_atomic
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A run directory made up without a model: journals, results and manifest as
 ``deepledger bench`` writes them, for any number of tasks in seconds.
 
-Written through the runtime's own classes (``RunDirectory``, ``Journal``, messages and
+Written through the runtime's own classes (``RunStore``, ``Journal``, messages and
 usage), so its files are in the current format. Tasks vary the way real ones do: many
 turns or few, long tool results, rollbacks, compactions, the window guard, a wrong first
 attempt whose post-mortem the retry carries, and, when asked, tasks that have not
@@ -20,10 +20,10 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from deepledger.bench.rundir import RunDirectory
 from deepledger.config import compose
-from deepledger.journal import Journal
 from deepledger.messages import Message, ToolCall, ToolResult, Usage
+from deepledger.store.journal import Journal
+from deepledger.store.run_store import RunStore
 
 WINDOW = 32_000
 _WORDS = [
@@ -72,7 +72,7 @@ def make_run(
     expects ``not_started`` more that have neither."""
     rng = random.Random(seed)
     config = config_for(conf_dir, [f"llm.max_context_length={WINDOW}", *(overrides or [])])
-    run_dir = RunDirectory(root)
+    run_dir = RunStore(root)
     try:
         run_dir.start(config, ["bench", "(synthetic)"], tasks=tasks + not_started)
         for index in range(tasks):
@@ -89,7 +89,7 @@ def make_run(
 
 
 def _task(
-    run_dir: RunDirectory,
+    run_dir: RunStore,
     rng: random.Random,
     task_id: str,
     index: int,

@@ -41,12 +41,12 @@ from typing import Any
 
 from deepledger import web
 from deepledger.errors import ContextOverflowError, EndpointRejectedError, LLMError
-from deepledger.journal import Journal
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import Message
 from deepledger.paths import resolve_data_path
 from deepledger.prompts import render
+from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo
 
 log = logging.getLogger(__name__)

@@ -66,7 +66,7 @@ from typing import Any
 
 from deepledger import __version__
 from deepledger.errors import DeepLedgerError, RunDirectoryError
-from deepledger.journal import DISK_FULL, Journal, append_whole, disk_trouble
+from deepledger.store.journal import DISK_FULL, Journal, append_whole, disk_trouble
 
 RESULTS = "benchmark_results.jsonl"
 SUMMARY = "summary.json"
@@ -174,7 +174,7 @@ def _lock_soon(handle: Any, tries: int = 25, pause: float = 0.02) -> bool:
 
 
 # Run directories whose lock this process took before Hydra started the job (the
-# callback in bench/hydra_hooks.py); RunDirectory adopts the lock from here.
+# callback in bench/hydra_hooks.py); RunStore adopts the lock from here.
 _claimed: dict[Path, Any] = {}
 
 
@@ -189,7 +189,7 @@ def claim(root: Path, key: str = "hydra.run.dir") -> None:
 
 
 def release(root: Path) -> None:
-    """Give back a lock ``claim`` took and no RunDirectory adopted."""
+    """Give back a lock ``claim`` took and no RunStore adopted."""
     handle = _claimed.pop(Path(os.path.abspath(root)), None)
     if handle is not None:
         handle.close()  # closing the file releases its lock
@@ -324,7 +324,7 @@ class TaskProgress:
     retries: list[dict[str, Any]] = field(default_factory=list)  # of the unfinished attempt
 
 
-class RunDirectory:
+class RunStore:
     """One run directory, held exclusively while open: two processes appending to the
     same results would record tasks twice."""
 
@@ -587,7 +587,7 @@ RESUME_HARMLESS = (
     "question",
     "task_file",
 )
-# Two judges' verdicts never share one accuracy (see RunDirectory.check_resume).
+# Two judges' verdicts never share one accuracy (see RunStore.check_resume).
 JUDGE_KEYS = ("benchmark.judge",)
 
 
