@@ -23,9 +23,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeAlias
 
 import json_repair
+
+# JSON exactly as a wire protocol carries it: a provider's request and reply bodies, MCP
+# payloads, a tool's JSON schema, a task line's own fields. Kept untyped at that edge
+# only; what deepledger itself writes to disk is a typed record (records/).
+JSONObject: TypeAlias = dict[str, Any]
 
 
 class Role(StrEnum):
