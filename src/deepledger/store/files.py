@@ -1,0 +1,135 @@
+"""How the run directory's files are read and written so that a crash never tears one.
+
+Every file is appended to in whole lines (one write each, cut back if the disk refuses
+part of it) or replaced whole (temp file + rename): a run killed at any moment leaves
+readable files, and a line cut short by a crash is skipped when reading. A disk that is
+full or went read-only raises :class:`RunDirectoryError` (``disk_trouble``), which stops
+the run with one message: every later write would fail the same way.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from deepledger.errors import RunDirectoryError
+
+# What a write says when the disk is full or over quota.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every complete JSON line of ``path`` (a line cut short by a crash is skipped)."""
+    if not path.exists():
+        return []
+    records = []
+    # errors="replace": a read that lands mid-append may cut a character in two; that
+    # last line is no JSON anyway.
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+def latest_records(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The last record of each task id, in first-seen order."""
+    latest: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if "task_id" in record:
+            latest[record["task_id"]] = record
+    return latest
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
+    """Replace ``path`` whole: readers see the old file or the new one, never a part.
+    The file is private to its owner unless ``mode`` says otherwise. A full disk leaves
+    the old file as it was and raises :class:`RunDirectoryError`."""
+    try:
+        handle, temporary = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+        )
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as out:
+                out.write(text)
+            if mode is not None:
+                os.chmod(temporary, mode)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        if (trouble := disk_trouble(path, exc)) is not None:
+            raise trouble from exc
+        raise
+
+
+def append_line(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line in a single write, flushed to disk. If a crash left the last
+    line unfinished, start on a new line so the new record is not glued to it. A write
+    the disk cannot take whole is undone (the file cut back to where it was: that frees
+    space, so it works on a full disk) and raises :class:`RunDirectoryError`."""
+    line = json.dumps(record, ensure_ascii=False) + "\n"
+    try:
+        if _ends_mid_line(path):
+            line = "\n" + line
+        data = line.encode("utf-8", errors="backslashreplace")
+        handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            append_whole(handle, data, sync=True)
+        finally:
+            os.close(handle)
+    except OSError as exc:
+        if (trouble := disk_trouble(path, exc)) is not None:
+            raise trouble from exc
+        raise
+
+
+def _ends_mid_line(path: Path) -> bool:
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    with path.open("rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) != b"\n"
+
+
+def append_whole(handle: int, data: bytes, *, sync: bool) -> None:
+    """Append ``data`` to the file open as ``handle`` (``O_APPEND``) whole or not at all:
+    a write the disk refuses part way is cut back, which frees the space it took, and
+    the error raised. ``sync``: fsync it too (records a resume relies on)."""
+    size = os.fstat(handle).st_size
+    try:
+        written = 0
+        while written < len(data):  # a short write is not an error: go on from there
+            written += os.write(handle, data[written:])
+        if sync:
+            os.fsync(handle)
+    except OSError:
+        os.ftruncate(handle, size)
+        raise
+
+
+def disk_trouble(path: Path, exc: OSError) -> RunDirectoryError | None:
+    """The error that stops a run when ``exc`` says its disk is full or went read-only
+    (None for other failures): every later write would fail the same way."""
+    if exc.errno in DISK_FULL:
+        what = f"the disk is full ({exc.strerror})"
+    elif exc.errno == errno.EROFS:
+        what = f"the filesystem is read-only ({exc.strerror})"
+    else:
+        return None
+    return RunDirectoryError(
+        f"Could not write {path}: {what}. What was recorded before stays valid: free some "
+        "space (or make it writable) and run the same command again: a benchmark resumes "
+        "where it stopped."
+    )

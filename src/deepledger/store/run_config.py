@@ -1,0 +1,132 @@
+"""Which settings of a run count, and how a resume with other settings is told apart.
+
+A resume whose settings differ from the last run's (``resume_changes``) is refused
+unless ``resume.allow_config_change=true``; harmless keys (``RESUME_HARMLESS``:
+concurrency, reporting, run budgets, timeouts, where the server is) never count. Each
+run's settings have a ``config_id`` (a hash of the keys that count), stamped on every
+result and progress line, so a summary over several says so (``config_breakdown``). A
+change of judge is refused even when allowed: one accuracy never mixes two judges.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from deepledger.store.files import latest_records, read_jsonl
+from deepledger.store.layout import RunLayout
+from deepledger.store.redaction import redact
+
+# Settings a resume may change freely: how fast the run goes, how often it reports, how
+# much it may spend (raising a budget and resuming is how budgets work), which tasks it
+# covers, timeouts and retries, where the server is and which variable holds its key.
+# Every other key counts: it changes what a task does or how it is judged.
+RESUME_HARMLESS = (
+    "benchmark.execution.max_concurrent",
+    "benchmark.execution.report_every_seconds",
+    "benchmark.execution.report",
+    "benchmark.execution.max_tasks",
+    "benchmark.execution.max_cost_usd",
+    "benchmark.execution.max_tokens",
+    "llm.base_url",
+    "llm.api_key",
+    "llm.api_key_env",
+    "llm.api_key_required",
+    "llm.timeout_seconds",
+    "llm.connect_timeout_seconds",
+    "llm.retry",
+    "llm.async_client",
+    "pricing",
+    "resume",
+    "hydra",
+    "question",
+    "task_file",
+)
+# Two judges' verdicts never share one accuracy (see RunStore.check_resume).
+JUDGE_KEYS = ("benchmark.judge",)
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat |= _flatten(item, f"{prefix}{key}.")
+        return flat or {prefix.rstrip("."): {}}
+    return {prefix.rstrip("."): value}
+
+
+def _under(key: str, prefixes: tuple[str, ...]) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in prefixes)
+
+
+def _counted(config: dict[str, Any]) -> dict[str, Any]:
+    """The flattened settings that count for a resume (None for an absent key: a key a
+    newer deepledger added with no value is no change)."""
+    return {
+        k: v
+        for k, v in _flatten(config).items()
+        if not _under(k, RESUME_HARMLESS) and v is not None
+    }
+
+
+def config_id(config: dict[str, Any]) -> str:
+    """A short name for the settings that decide what a task does and how it is judged:
+    a resume that changes only harmless keys keeps it."""
+    canonical = json.dumps(_counted(redact(config)), sort_keys=True, default=str)
+    return hashlib.sha1(canonical.encode()).hexdigest()[:8]
+
+
+def resume_changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The differences that count (``key: old -> new``), and of those the judge's."""
+    old, new = _counted(before), _counted(after)
+    counted = [
+        f"{key}: {old.get(key, '(absent)')!r} -> {new.get(key, '(absent)')!r}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key) != new.get(key)
+    ]
+    return counted, [c for c in counted if _under(c.split(":", 1)[0], JUDGE_KEYS)]
+
+
+def config_breakdown(root: Path) -> dict[str, Any] | None:
+    """How many tasks finished under each config_id, when the results hold more than
+    one (None otherwise), with the runs that used it and the tasks whose retries ran
+    under several."""
+    layout = RunLayout(root)
+    try:
+        runs = json.loads(layout.manifest.read_text(encoding="utf-8")).get("runs") or []
+    except (OSError, json.JSONDecodeError):
+        runs = []
+    records = list(latest_records(read_jsonl(layout.results)).values())
+    ids = [r.get("config_id") for r in records if r.get("config_id")]
+    if len(set(ids)) < 2:
+        return None
+    mixed = [
+        r["task_id"]
+        for r in records
+        if len(
+            {x.get("config_id") for a in r.get("attempts") or [] for x in a.get("retries") or []}
+            - {None}
+        )
+        > 1
+    ]
+    return {
+        "ids": {
+            cid: {
+                "tasks": ids.count(cid),
+                "runs": [n for n, run in enumerate(runs, 1) if run.get("config_id") == cid],
+            }
+            for cid in dict.fromkeys(ids)
+        },
+        "mixed_tasks": mixed,
+    }
+
+
+def config_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    old, new = _flatten(before), _flatten(after)
+    return [
+        f"{key}: {old.get(key, '(absent)')!r} -> {new.get(key, '(absent)')!r}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key, "(absent)") != new.get(key, "(absent)")
+    ]

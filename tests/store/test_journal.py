@@ -1,0 +1,59 @@
+"""One agent journal: where it and the folders beside it are, and a full disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deepledger.errors import RunDirectoryError
+from deepledger.messages import Message
+from deepledger.records.events import AssistantTurn, TaskStarted
+from deepledger.store.journal import Journal
+from tests.support.disks import small_tmpfs
+
+DISK_SIZE = "2m"
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A tmpfs of DISK_SIZE at tmp_path/disk, unmounted afterwards."""
+    with small_tmpfs(tmp_path / "disk", DISK_SIZE) as mount_point:
+        yield mount_point
+
+
+def whole_lines(path: Path) -> list[dict]:
+    data = path.read_bytes()
+    assert not data or data.endswith(b"\n"), "the journal ends in a torn line"
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def test_a_line_the_disk_cannot_take_is_cut_back_and_stops_the_run(small_disk):
+    journal = Journal(small_disk / "journal.jsonl")
+    journal.write(TaskStarted(task="a question"))
+    with pytest.raises(RunDirectoryError, match="the disk is full"):
+        journal.write(AssistantTurn(turn=1, message=Message.assistant("x" * 3_000_000)))
+    journal.close()
+    events = [e["event"] for e in whole_lines(small_disk / "journal.jsonl")]
+    assert events == ["journal_opened", "task_started"]
+
+
+def test_a_sub_agent_journals_beside_its_caller_with_folders_of_its_own(tmp_path):
+    journal = Journal(tmp_path / "attempt-2-retry-1.jsonl")
+    child = journal.child("browsing-1")
+    assert child.path == tmp_path / "attempt-2-retry-1.subagents" / "browsing-1.jsonl"
+    assert child.path.is_file()  # created, with its schema line
+    assert journal.memory_folder == tmp_path / "memory" / "attempt-2"
+    assert journal.archive_folder == tmp_path / "archive" / "attempt-2-retry-1"
+    assert child.archive_folder == child.path.parent / "archive" / "browsing-1"
+    child.close()
+    journal.close()
+
+
+def test_a_journal_in_memory_has_no_folders_on_disk():
+    journal = Journal(None)
+    journal.write(TaskStarted(task="a question"))
+    assert journal.child("x").path is None
+    assert journal.memory_folder is None and journal.archive_folder is None
+    assert [type(e) for e in journal.events] == [TaskStarted]

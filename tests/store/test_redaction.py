@@ -1,0 +1,31 @@
+"""What keeps secrets out of the run directory."""
+
+from __future__ import annotations
+
+from deepledger.store.redaction import redact, redact_assignments
+
+
+def test_redact_blanks_secret_assignments_in_text():
+    assert redact(["+a.SERPER_API_KEY='x y'", "llm.x-api-key=k", "llm.api_key_env=FOO"]) == [
+        "+a.SERPER_API_KEY=***",
+        "llm.x-api-key=***",
+        "llm.api_key_env=FOO",
+    ]
+    assert redact("a=1,b.token=s3cr3t,c=2") == "a=1,b.token=***,c=2"
+    assert redact({"api-key": "k", "x-api-key": "k", "api_key_env": "FOO"}) == {
+        "api-key": "***",
+        "x-api-key": "***",
+        "api_key_env": "FOO",
+    }
+
+
+def test_a_secret_key_in_a_nested_config_is_blanked_and_empty_or_other_values_kept():
+    config = {"llm": {"api_key": "sk-1", "password": "", "retry": {"token": None}}, "n": 3}
+    assert redact(config) == {
+        "llm": {"api_key": "***", "password": "", "retry": {"token": None}},
+        "n": 3,
+    }
+    assert (
+        redact_assignments("+tools.x.env.GITHUB_TOKEN@pkg='a b'")
+        == "+tools.x.env.GITHUB_TOKEN@pkg=***"
+    )

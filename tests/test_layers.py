@@ -1,0 +1,203 @@
+"""The package's layering: a module imports only from its own floor or lower, and only
+the run store's layout (``store/layout.py``) spells the run directory's file names.
+
+Floors, bottom to top (``FLOORS``): what a floor may use is below it, so the bottom of
+the tree can be read, tested and reused without what is built on it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from deepledger.store import layout
+
+SOURCE = Path(__file__).resolve().parents[1] / "src" / "deepledger"
+
+# The top-level modules and packages of deepledger, by floor ("" is deepledger/__init__).
+FLOORS = {
+    0: ("", "messages", "errors", "paths", "prompts"),
+    1: ("config", "records"),
+    2: ("store",),
+    3: ("llm",),
+    4: ("web",),
+    5: ("tools",),
+    6: ("context",),
+    7: ("agent",),
+    8: ("report",),
+    9: ("bench",),
+    10: ("cli", "__main__", "testing"),
+}
+FLOOR_OF = {part: floor for floor, parts in FLOORS.items() for part in parts}
+
+# Names of the run directory that no module but store/layout.py writes as a literal:
+# each is reached through ``deepledger.store.layout``.
+RUN_FILE_NAMES = frozenset(
+    {
+        layout.LOCK,
+        layout.HYDRA,
+        layout.MANIFEST,
+        layout.RESULTS,
+        layout.SUMMARY,
+        layout.PROGRESS,
+        layout.TOOL_SERVER_LOGS,
+        layout.REPLAY,
+        layout.REPORT,
+        layout.RUN_JOURNAL,
+        layout.SUBAGENTS,
+        layout.SERVER_LOG_SUFFIX,
+    }
+)
+# Plain words used for other things too ("memory" is also a tool's name): flagged only
+# where they are joined onto a path (``root / "tasks"``).
+RUN_FOLDER_WORDS = frozenset({layout.TASKS, layout.MEMORY, layout.ARCHIVE})
+# Pieces of the journal file-name grammar (``attempt-A-retry-R.interrupted-<stamp>``);
+# "-retry-" alone is too common a word part (``--retry-wait``).
+JOURNAL_GRAMMAR = ("attempt-", layout.INTERRUPTED)
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # dotted module name
+    imported: str
+    line: int
+
+
+def module_name(path: Path, root: Path = SOURCE) -> str:
+    parts = ["deepledger", *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, root: Path = SOURCE) -> Iterator[Import]:
+    """Every deepledger module ``path`` imports: at the top, inside functions and under
+    ``TYPE_CHECKING`` alike, relative imports resolved."""
+    importer = module_name(path, root)
+    package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            targets = [base]
+            if base == "deepledger":  # ``from deepledger import store``: deepledger.store
+                targets = [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            if target == "deepledger" or target.startswith("deepledger."):
+                yield Import(importer, target, node.lineno)
+
+
+def floor_of(module: str) -> int:
+    """The floor of a dotted module name; a top-level part with no floor fails."""
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else ""
+    if top not in FLOOR_OF and not (SOURCE / top).is_dir() and not (SOURCE / f"{top}.py").exists():
+        top = ""  # ``from deepledger import __version__`` and the like
+    if top not in FLOOR_OF:
+        raise AssertionError(f"{module}: deepledger.{top} has no floor; add it to FLOORS")
+    return FLOOR_OF[top]
+
+
+def upward_imports(root: Path = SOURCE) -> list[str]:
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        for found in imports_of(path, root):
+            own, theirs = floor_of(found.importer), floor_of(found.imported)
+            if theirs > own:
+                problems.append(
+                    f"{found.importer} (floor {own}) imports {found.imported} (floor {theirs}), "
+                    f"line {found.line}"
+                )
+    return problems
+
+
+def test_no_module_imports_from_a_floor_above_its_own():
+    assert upward_imports() == []
+
+
+def test_every_top_level_module_has_a_floor():
+    tops = {p.stem for p in SOURCE.glob("*.py")} | {
+        p.name for p in SOURCE.iterdir() if (p / "__init__.py").exists()
+    }
+    assert tops - {"__init__"} <= set(FLOOR_OF)
+
+
+def test_an_upward_import_is_named_with_both_floors(tmp_path):
+    """The check can fail: a copy of the tree with one planted upward import."""
+    planted = tmp_path / "deepledger"
+    for path in SOURCE.rglob("*.py"):
+        copy = planted / path.relative_to(SOURCE)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    target = planted / "store" / "layout.py"
+    target.write_text(
+        target.read_text() + "\n\ndef _late():\n    from ..bench import runner  # noqa\n"
+    )
+    problems = upward_imports(planted)
+    assert len(problems) == 1
+    assert problems[0].startswith(
+        "deepledger.store.layout (floor 2) imports deepledger.bench (floor 9)"
+    )
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring nodes of ``tree``: prose may name files."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def run_file_literals(path: Path) -> list[str]:
+    """Where ``path`` spells a name of the run directory's layout itself."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    prose = _docstrings(tree)
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            for side in (node.left, node.right):
+                if isinstance(side, ast.Constant) and side.value in RUN_FOLDER_WORDS:
+                    problems.append(f"{path.name}:{node.lineno} joins {side.value!r} onto a path")
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+            continue
+        if id(node) in prose:
+            continue
+        if node.value in RUN_FILE_NAMES or any(piece in node.value for piece in JOURNAL_GRAMMAR):
+            problems.append(f"{path.name}:{node.lineno} spells {node.value!r}")
+    return problems
+
+
+def test_only_the_store_layout_spells_the_run_directory_layout():
+    layout_module = Path(layout.__file__).resolve()
+    problems = {
+        str(path.relative_to(SOURCE)): found
+        for path in sorted(SOURCE.rglob("*.py"))
+        if path.resolve() != layout_module and (found := run_file_literals(path))
+    }
+    assert problems == {}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'path = root / "tasks" / name',
+        'name = f"attempt-{attempt}-retry-{retry}.jsonl"',
+        'summary = run_dir / "summary.json"',
+        'journals = task_dir.glob("*.interrupted-*.jsonl")',
+    ],
+)
+def test_a_run_file_name_built_outside_the_store_is_found(tmp_path, source):
+    module = tmp_path / "module.py"
+    module.write_text(f'"""Names summary.json in prose, which is fine."""\n{source}\n')
+    assert len(run_file_literals(module)) == 1
