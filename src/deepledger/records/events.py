@@ -1,0 +1,358 @@
+"""Every event a journal holds, one class each, in one union told apart by ``event``.
+
+A journal line is ``{"ts": UTC ISO time, "event": name, ...the class's fields}``.
+A field with a default may be left out by a writer, and is then not written (a reader
+gets the default): the lines stay as short as the runtime always wrote them, and a
+journal of an older release, which lacks fields added since, still reads.
+
+To add a field: add it here (with a default if older journals lack it). The writers
+pass it, the readers read it, ``records.schema.json`` (``python -m
+deepledger.records.schema``) tells the report page about it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field
+from typing_extensions import TypedDict
+
+from deepledger.messages import EndReason, ImagePart, JSONObject, StopReason, Usage
+from deepledger.records.base import Record
+from deepledger.records.parts import (
+    ImagesField,
+    MessageField,
+    MessagesField,
+    ToolCallsField,
+    ToolResultsField,
+)
+
+
+class Event(Record):
+    """What every journal line has. ``ts`` is stamped by the journal as it writes;
+    each class narrows ``event`` to its own name."""
+
+    ts: str = ""
+    event: str
+
+
+# -- the journal itself -----------------------------------------------------------------
+class JournalOpened(Event):
+    """The first line of a journal since typed records: the layout it is written in. A
+    journal without it is of schema 1 (every release before)."""
+
+    event: Literal["journal_opened"] = "journal_opened"
+    schema_version: int
+
+
+# -- a run of the loop: start and end ---------------------------------------------------
+class RetryStarted(Event):
+    event: Literal["retry_started"] = "retry_started"
+    task_id: str
+    attempt: int
+    retry: int
+    carried_post_mortems: int = 0
+    final_retry: bool = False
+
+
+class TaskStarted(Event):
+    """The task as sent, with what a replay needs to rebuild every request."""
+
+    event: Literal["task_started"] = "task_started"
+    task: str
+    task_images: ImagesField = Field(default_factory=list[ImagePart])
+    tools: list[str] = Field(default_factory=list[str])
+    system_prompt: str | None = None  # None: an older release did not record it
+    protocol: str = "xml"
+
+
+class LoopEnded(Event):
+    event: Literal["loop_ended"] = "loop_ended"
+    end_reason: EndReason
+    turns: int
+
+
+class TaskFinished(Event):
+    event: Literal["task_finished"] = "task_finished"
+    answer: str | None
+    provenance: str
+    end_reason: EndReason
+    end_detail: str | None = None
+    turns: int
+    tool_calls: int
+    rollbacks: int
+    usage: Usage
+    cost: int | float | None
+
+
+class SubagentFinished(Event):
+    """A sub-agent's run ended; ``journal``: the path of its own (None: in memory)."""
+
+    event: Literal["subagent_finished"] = "subagent_finished"
+    agent: str
+    journal: str | None
+    turns: int
+    usage: Usage
+
+
+class ToolServerUnavailable(Event):
+    event: Literal["tool_server_unavailable"] = "tool_server_unavailable"
+    server: str
+    reason: str
+
+
+class FirstCallSkipped(Event):
+    event: Literal["first_call_skipped"] = "first_call_skipped"
+    tool: str
+    reason: str
+
+
+# -- turns ------------------------------------------------------------------------------
+class LLMCall(Event):
+    """One model call of the loop, with what the context strategy did to its request."""
+
+    event: Literal["llm_call"] = "llm_call"
+    turn: int
+    messages: int = 0
+    left_out_messages: int = 0
+    prefix_kept_messages: int = 0
+    prefix_broken: bool = False
+    prefix_broken_by: str | None = None
+    blanked_tool_results: int = 0
+    forced_call: bool = False
+    usage: Usage
+    stop_reason: StopReason | None = None
+
+
+class AssistantTurn(Event):
+    event: Literal["assistant"] = "assistant"
+    turn: int
+    message: MessageField
+    boxed: str | None = None
+
+
+class ToolResults(Event):
+    """The calls of a turn and their results, in order (results of malformed calls
+    come after those of the calls that ran)."""
+
+    event: Literal["tool_results"] = "tool_results"
+    turn: int
+    calls: ToolCallsField
+    results: ToolResultsField
+
+
+class PairingProblem(TypedDict):
+    index: int
+    kind: str
+    call_id: str
+
+
+class PairingRepaired(Event):
+    event: Literal["pairing_repaired"] = "pairing_repaired"
+    turn: int
+    problems: list[PairingProblem]
+
+
+class Rollback(Event):
+    event: Literal["rollback"] = "rollback"
+    turn: int
+    reason: str
+    detail: str
+    reply: str
+
+
+class RollbackCapReached(Event):
+    event: Literal["rollback_cap_reached"] = "rollback_cap_reached"
+    turn: int
+
+
+class RollbackRepeated(Event):
+    event: Literal["rollback_repeated"] = "rollback_repeated"
+    turn: int
+    reason: str
+
+
+# -- why a loop stops -------------------------------------------------------------------
+class Looping(Event):
+    event: Literal["looping"] = "looping"
+    turn: int
+    repeats: int
+
+
+class LimitReached(Event):
+    event: Literal["limit_reached"] = "limit_reached"
+    turn: int
+    kind: str
+    limit: int | float  # a count (max_turns) stays an int, as it was written
+    spent: int | float
+
+
+class WindowExhausted(Event):
+    """The window guard dropped the newest exchange: by our ``estimate``, or because
+    the provider refused the request (``provider_said``). ``purpose``: the closing call
+    it was for (none: the loop's)."""
+
+    event: Literal["window_exhausted"] = "window_exhausted"
+    turn: int
+    purpose: str | None = None
+    limit: int | None
+    dropped_messages: int
+    estimate: int | None = None
+    provider_said: str | None = None
+
+
+class ContextOverflow(Event):
+    """The provider refused a request as too long; ``action``: compacted, ended_loop,
+    retry or gave_up."""
+
+    event: Literal["context_overflow"] = "context_overflow"
+    turn: int
+    purpose: str
+    provider_said: str
+    estimated_tokens: int
+    limit: int | None
+    server_limit: int | None
+    action: str
+    dropped_messages: int
+
+
+# -- compaction -------------------------------------------------------------------------
+class Compacted(Event):
+    event: Literal["compacted"] = "compacted"
+    turn: int
+    rounds_replaced: int
+    rounds_kept: int
+    tokens_before: int
+    tokens_after: int
+    notes: str
+
+
+class CompactionSkipped(Event):
+    event: Literal["compaction_skipped"] = "compaction_skipped"
+    turn: int
+    reason: str
+    request_tokens: int
+    without_older_rounds: int
+
+
+class CompactionFailed(Event):
+    event: Literal["compaction_failed"] = "compaction_failed"
+    turn: int
+    reason: str
+    rounds: int
+
+
+# -- finalization -----------------------------------------------------------------------
+class ClosingCall(Event):
+    """A model call outside the loop: the summary, a boxed retry, the post-mortem, a
+    sub-agent's report, or compaction notes (``turn`` and no prompts: the notes)."""
+
+    event: Literal["closing_call"] = "closing_call"
+    purpose: str
+    turn: int | None = None
+    prompts: MessagesField = Field(default_factory=list)
+    message: MessageField
+    prefill: str | None = None
+    usage: Usage
+    stop_reason: StopReason | None = None
+
+
+class ClosingCallSkipped(Event):
+    event: Literal["closing_call_skipped"] = "closing_call_skipped"
+    purpose: str
+    reason: str
+    task_alone: bool
+    estimated_tokens: int
+    limit: int | None
+
+
+class ClosingCallFailed(Event):
+    """Written by releases before refused closing calls were retried; read only."""
+
+    event: Literal["closing_call_failed"] = "closing_call_failed"
+    purpose: str
+    reason: str
+
+
+class AnswerSkipped(Event):
+    event: Literal["answer_skipped"] = "answer_skipped"
+    reason: str
+
+
+class FinalAnswer(Event):
+    event: Literal["final_answer"] = "final_answer"
+    answer: str | None
+    provenance: str
+
+
+class PostMortem(Event):
+    event: Literal["post_mortem"] = "post_mortem"
+    text: str | None
+    failure_type: str | None
+    prefilled: bool = False
+
+
+# -- tools ------------------------------------------------------------------------------
+class ExtractionCall(Event):
+    """A model call a scraping tool made to extract what was asked from a page."""
+
+    event: Literal["extraction_call"] = "extraction_call"
+    url: str
+    part: int
+    parts: int
+    page_chars: int
+    model: str
+    usage: Usage
+    stop_reason: StopReason | None = None
+    reply_chars: int
+
+
+class UnknownEvent(Event):
+    """A line with an event name this release does not know (a newer release wrote
+    it): kept with its fields, so a report still shows it."""
+
+    model_config = Record.model_config | {"extra": "allow"}
+    event: str
+
+    @property
+    def data(self) -> JSONObject:
+        return dict(self.__pydantic_extra__ or {})
+
+
+JournalEvent = Annotated[
+    JournalOpened
+    | RetryStarted
+    | TaskStarted
+    | LoopEnded
+    | TaskFinished
+    | SubagentFinished
+    | ToolServerUnavailable
+    | FirstCallSkipped
+    | LLMCall
+    | AssistantTurn
+    | ToolResults
+    | PairingRepaired
+    | Rollback
+    | RollbackCapReached
+    | RollbackRepeated
+    | Looping
+    | LimitReached
+    | WindowExhausted
+    | ContextOverflow
+    | Compacted
+    | CompactionSkipped
+    | CompactionFailed
+    | ClosingCall
+    | ClosingCallSkipped
+    | ClosingCallFailed
+    | AnswerSkipped
+    | FinalAnswer
+    | PostMortem
+    | ExtractionCall,
+    Field(discriminator="event"),
+]
+
+# Each class by its event name.
+EVENT_CLASSES: dict[str, type[Event]] = {
+    cls.model_fields["event"].default: cls for cls in get_args(get_args(JournalEvent)[0])
+}

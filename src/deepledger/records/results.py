@@ -1,0 +1,432 @@
+"""The results of a benchmark run, as typed records.
+
+::
+
+    tasks/<id>/progress.jsonl    RetryFinished / AttemptFinished lines, as each ends
+    benchmark_results.jsonl      a TaskRecord line per task (finished or errored)
+    summary.json                 a SummaryRecord
+
+Every line and the summary carry ``schema_version`` (``records/base.py``); a line or a
+summary without one was written before typed records and is read as schema 1. Its
+fields then are the same, some of them missing (an errored task's ``end_detail``, the
+judge's and the extractor's usage, ``prefix_breaks``): they take the defaults below.
+
+A task that finished and a task that failed are the same class, built by
+``TaskRecord.finished`` and ``TaskRecord.failed``: the fields mean the same in both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal, Protocol, Self
+
+from pydantic import Field, model_validator
+from pydantic.fields import FieldInfo
+
+from deepledger.messages import JSONObject, Usage
+from deepledger.records.base import SCHEMA_VERSION, Record
+
+# A file written before typed records: no schema_version anywhere in it.
+FIRST_SCHEMA = 1
+
+TaskStatus = Literal["finished", "error"]
+
+
+class ResultRecord(Record):
+    """A record read back from a run directory: lenient about what older files lack."""
+
+    @classmethod
+    def load(cls, data: JSONObject) -> Self:
+        """Read a line or file this release or an older one wrote (no version: schema 1).
+        Fields a newer release added are accepted, not refused (and not written back)."""
+        if "schema_version" in cls.model_fields:
+            data = {"schema_version": FIRST_SCHEMA, **data}
+        return cls.model_validate(data, extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_not_recorded(cls, data: Any) -> Any:
+        """A null where the field has a value by default (a usage, a count) is a figure
+        the writer did not have: the field stays unset, so a reader can tell (a task's
+        usage is then its retries', ``bench/metrics.py``)."""
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        return {
+            k: v
+            for k, v in data.items()
+            if v is not None or k not in fields or _may_be_null(fields[k])
+        }
+
+    def to_json(self) -> JSONObject:
+        """The record as it goes to disk."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def _may_be_null(field: FieldInfo) -> bool:
+    return not field.is_required() and field.default is None
+
+
+class LimitRecord(Record):
+    """A limit that stopped a retry, an attempt or a task (``agent/limits.py``)."""
+
+    kind: str  # the key under benchmark.execution, e.g. "task_cost_limit_usd"
+    limit: float | None = None  # None: a limit an older record did not name
+    spent: float | None = None
+
+
+class JudgementRecord(Record):
+    """A judge's decision on one answer (``bench/judge.py``'s Judgement, on disk)."""
+
+    correct: bool | None = None  # None when there is no ground truth (not judged)
+    judge: str = "none"
+    reason: str = ""
+    score: float | None = None  # partial credit in [0, 1]
+    usage: Usage | None = None  # the judge model's tokens (LLM judge only)
+
+
+class Spent(Protocol):
+    """What some work spent, as a retry, a task and an :class:`Expense` say it."""
+
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def cost(self) -> float | None: ...  # USD; None when a call had no price
+    @property
+    def elapsed_seconds(self) -> float | None: ...
+
+
+class Expense(Record):
+    """Spending that is no retry: the calls of a killed run's journal, a sum."""
+
+    usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None
+    elapsed_seconds: float | None = None
+
+
+class RetryRecord(ResultRecord):
+    """One format-retry: one run of the turn loop and its closing."""
+
+    retry: int = 0
+    final_answer: str | None = None
+    provenance: str = "none"
+    end_reason: str | None = None
+    end_detail: str | None = None  # e.g. why the task alone cannot fit the window
+    # The question alone is over the window: no retry or attempt of it could fit.
+    does_not_fit: bool = False
+    turns: int = 0
+    tool_calls: int = 0
+    prefix_breaks: int = 0
+    rollbacks: int = 0
+    post_mortem: str | None = None
+    failure_type: str | None = None
+    limit: LimitRecord | None = None
+    carried_post_mortems: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None  # USD; None when a call had no price
+    # Of ``usage`` and ``cost``, the page extractor's calls (scrape_and_extract_info).
+    extraction_usage: Usage = Field(default_factory=Usage)
+    extraction_cost: float | None = 0.0
+    journal: str | None = None  # relative to the run directory
+    elapsed_seconds: float | None = None
+    config_id: str | None = None  # the settings it ran under (store/run_config.py)
+
+
+class AttemptRecord(ResultRecord):
+    """One attempt of pass@k: its format-retries and the judgement of its answer."""
+
+    attempt: int = 1
+    final_answer: str | None = None
+    provenance: str = "none"
+    correct: bool | None = None
+    judgement: JudgementRecord | None = None
+    carried_post_mortems: int = 0  # by the retry that answered
+    limit: LimitRecord | None = None
+    retries: list[RetryRecord] = Field(default_factory=list)
+    config_id: str | None = None
+
+
+class RetryFinished(RetryRecord):
+    """A ``progress.jsonl`` line: a retry ended (a resume carries its post-mortem)."""
+
+    schema_version: int = SCHEMA_VERSION
+    ts: str
+    event: Literal["retry_finished"] = "retry_finished"
+
+
+class AttemptFinished(AttemptRecord):
+    """A ``progress.jsonl`` line: an attempt ended and was judged."""
+
+    schema_version: int = SCHEMA_VERSION
+    ts: str
+    event: Literal["attempt_finished"] = "attempt_finished"
+
+
+class TaskRecord(ResultRecord):
+    """A line of ``benchmark_results.jsonl``: a task, finished or failed, with everything
+    it spent. ``correct`` is the last attempt's (attempts stop at the first correct one);
+    a failed task with a ground truth counts as wrong, so accuracy never improves because
+    the model or a server broke down."""
+
+    schema_version: int = SCHEMA_VERSION
+    task_id: str
+    question: str = ""
+    ground_truth: str | None = None  # as text (bench/tasks.py turns any JSON into text)
+    file_path: str | None = None
+    final_answer: str | None = None
+    provenance: str = "none"
+    correct: bool | None = None
+    judgement: JudgementRecord | None = None
+    status: TaskStatus = "finished"
+    error: str | None = None  # ``Type: message`` of a failed task
+    end_reason: str | None = None
+    end_detail: str | None = None
+    attempts: list[AttemptRecord] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    cost: float | None = None  # USD; None when a call had no price
+    # The judge's own model calls, apart: another model, another price.
+    judge_usage: Usage = Field(default_factory=Usage)
+    extraction_usage: Usage = Field(default_factory=Usage)  # part of ``usage``
+    turns: int = 0
+    tool_calls: int = 0
+    prefix_breaks: int = 0
+    elapsed_seconds: float | None = None
+    limit: LimitRecord | None = None  # the task's own limit that ended it
+    stopped: Literal["does_not_fit"] | None = None  # nothing was left to try
+    interrupted_calls: int = 0  # killed runs' model calls, counted in ``usage``
+    config_id: str | None = None
+
+    @property
+    def retries(self) -> list[RetryRecord]:
+        return [r for a in self.attempts for r in a.retries]
+
+    @classmethod
+    def finished(cls, task: TaskFacts, attempts: list[AttemptRecord], elapsed: float) -> Self:
+        """A task whose attempts ran to their end: the last one answers for it."""
+        retries = [r for a in attempts for r in a.retries]
+        final, last_retry = attempts[-1], attempts[-1].retries[-1]
+        return cls._build(
+            task,
+            retries,
+            elapsed,
+            final_answer=final.final_answer,
+            provenance=final.provenance,
+            correct=final.correct,
+            judgement=final.judgement,
+            end_reason=last_retry.end_reason,
+            end_detail=last_retry.end_detail,
+            attempts=attempts,
+            usage=sum_usage(r.usage for r in retries),
+            cost=sum_cost(r.cost for r in retries),
+            judge_usage=sum_usage(a.judgement.usage for a in attempts if a.judgement),
+        )
+
+    @classmethod
+    def failed(
+        cls,
+        task: TaskFacts,
+        error: BaseException,
+        elapsed: float,
+        spent: Spent,
+        finished: list[RetryRecord],
+    ) -> Self:
+        """A task that failed outright; a resume runs it again from its ``finished``
+        retries. ``spent``: everything it spent, the failed retry's calls included."""
+        return cls._build(
+            task,
+            finished,
+            elapsed,
+            correct=None if task.ground_truth is None else False,
+            status="error",
+            error=f"{type(error).__name__}: {error}",
+            end_reason="error",
+            usage=spent.usage,
+            cost=spent.cost,
+        )
+
+    @classmethod
+    def _build(
+        cls, task: TaskFacts, retries: list[RetryRecord], elapsed: float, **fields: Any
+    ) -> Self:
+        """The fields every task record computes the same way, finished or failed."""
+        return cls(
+            task_id=task.task_id,
+            question=task.question,
+            ground_truth=task.ground_truth,
+            file_path=task.file_path,
+            extraction_usage=sum_usage(r.extraction_usage for r in retries),
+            turns=sum(r.turns for r in retries),
+            tool_calls=sum(r.tool_calls for r in retries),
+            prefix_breaks=sum(r.prefix_breaks for r in retries),
+            elapsed_seconds=round(elapsed, 3),
+            **fields,
+        )
+
+
+class TaskFacts(Protocol):
+    """What a task record repeats of the task itself (``bench/tasks.py``'s Task)."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+    @property
+    def ground_truth(self) -> str | None: ...
+    @property
+    def file_path(self) -> str | None: ...
+
+
+def sum_usage(usages: Iterable[Usage | None]) -> Usage:
+    """The sum of some usages (None ones skipped)."""
+    total = Usage()
+    for usage in usages:
+        if usage is not None:
+            total += usage
+    return total
+
+
+def sum_cost(costs: Iterable[float | None]) -> float | None:
+    """The sum of some costs; unknown (None) if any one is."""
+    known = list(costs)
+    return None if any(c is None for c in known) else float(sum(c or 0.0 for c in known))
+
+
+def total_spent(spendings: Iterable[Spent]) -> Expense:
+    """Tokens and cost of some work together (cost unknown if any part's is)."""
+    parts = list(spendings)
+    return Expense(usage=sum_usage(s.usage for s in parts), cost=sum_cost(s.cost for s in parts))
+
+
+# ------------------------------------------------------------------------ summary.json
+
+
+class TaskCounts(Record):
+    total: int = 0
+    finished: int = 0
+    errors: int = 0
+    judged: int = 0  # had a ground truth and was graded
+    expected: int | None = None  # the suite's size, when known
+
+
+class Tally(Record):
+    judged: int = 0
+    correct: int = 0
+    accuracy: float | None = None
+
+
+class ProvenanceTally(Tally):
+    tasks: int = 0
+
+
+class AttemptTally(Tally):
+    attempts: int = 0
+
+
+class PostMortemSplit(Record):
+    """Attempts by whether their answering retry carried post-mortems."""
+
+    without: AttemptTally = Field(default_factory=AttemptTally)
+    with_: AttemptTally = Field(default_factory=AttemptTally, alias="with")
+
+
+class JudgeScore(Record):
+    scored: int = 0
+    mean: float | None = None
+
+
+class TokenPair(Record):
+    input: int = 0
+    output: int = 0
+
+
+class ExtractionTokens(TokenPair):
+    tasks: int = 0  # tasks that made any page extraction call
+
+
+class TokenCounts(Record):
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+
+class TokenMeans(Record):
+    input: float | None = None
+    output: float | None = None
+    cache_read: float | None = None
+    cache_write: float | None = None
+
+
+class TokenTotals(Record):
+    total: TokenCounts = Field(default_factory=TokenCounts)
+    mean_per_task: TokenMeans = Field(default_factory=TokenMeans)
+
+
+class Distribution(Record):
+    mean: float | None = None
+    median: float | None = None
+    max: float | None = None
+
+
+class BudgetSummary(Record):
+    limits: dict[str, float] = Field(default_factory=dict)
+    spent_tokens: int = 0
+    spent_usd: float = 0.0
+    left_tokens: int | None = None
+    left_usd: float | None = None
+    exhausted: bool = False
+    tasks_stopped: int = 0
+    tasks_not_started: int = 0
+    limits_hit: dict[str, int] = Field(default_factory=dict)
+
+
+class ConfigUse(Record):
+    tasks: int = 0
+    runs: list[int] = Field(default_factory=list)
+
+
+class ConfigBreakdown(Record):
+    """Tasks per config_id, when a permitted resume changed the settings."""
+
+    ids: dict[str, ConfigUse] = Field(default_factory=dict)
+    mixed_tasks: list[str] = Field(default_factory=list)
+
+
+class SummaryRecord(ResultRecord):
+    """``summary.json``: the numbers of a run; ``bench/metrics.py`` says what each means."""
+
+    schema_version: int = SCHEMA_VERSION
+    benchmark: str | None = None
+    generated_at: str | None = None
+    k: int = 1
+    tasks: TaskCounts = Field(default_factory=TaskCounts)
+    accuracy: float | None = None
+    correct_first_attempt: int = 0
+    pass_at_k: float | None = None
+    correct_any_attempt: int = 0
+    by_provenance: dict[str, ProvenanceTally] = Field(default_factory=dict)
+    post_mortems: PostMortemSplit = Field(default_factory=PostMortemSplit)
+    judge_score: JudgeScore = Field(default_factory=JudgeScore)
+    judge_tokens: TokenPair = Field(default_factory=TokenPair)
+    extraction_tokens: ExtractionTokens = Field(default_factory=ExtractionTokens)
+    tokens: TokenTotals = Field(default_factory=TokenTotals)
+    cost_total: float | None = None
+    cost_mean_per_task: float | None = None
+    cost_unknown_tasks: int = 0
+    turns: Distribution = Field(default_factory=Distribution)
+    tool_calls: Distribution = Field(default_factory=Distribution)
+    prefix_breaks: Distribution = Field(default_factory=Distribution)
+    end_reasons: dict[str, int] = Field(default_factory=dict)
+    budget: BudgetSummary | None = None  # None: a summary from before budgets
+    extra: JSONObject = Field(default_factory=dict)  # whatever the caller passed
+    # The journals' replay (bench/economics.py), added once the run ends.
+    token_economics: JSONObject | None = None
+    configs: ConfigBreakdown | None = None  # only when a resume changed the settings
+
+    def to_json(self) -> JSONObject:
+        """The summary as written: the sections a run may not have are left out."""
+        absent = {name for name in _OPTIONAL_SECTIONS if getattr(self, name) is None}
+        return self.model_dump(mode="json", by_alias=True, exclude=absent)
+
+
+_OPTIONAL_SECTIONS = ("token_economics", "configs")
