@@ -2,60 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from deepledger.config import ContextConfig
 from deepledger.context.compaction import Compaction, NoteWriter, transcript
 from deepledger.context.pairing import pairing_problems
-from deepledger.context.strategy import RequestBuilder, make_strategy, split_rounds
+from deepledger.context.rounds import split_rounds
+from deepledger.context.strategy import RequestBuilder, make_strategy
 from deepledger.errors import ConfigError, TransientLLMError
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
-from deepledger.llm.tokens import count_messages, default_counter
+from deepledger.llm.tokens import count_messages
 from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import MessageKind
-from deepledger.store.journal import Journal
-from tests.context.test_strategy import SEEDS, random_history
-from tests.test_config import composed
-
-COUNTER = default_counter()
-NOTES = "Task goal: find it. Confirmed facts: none. Key decisions: none. Open leads: all."
-
-
-async def compact(
-    strategy: Compaction, history, llm, keep=-1, urgent=False, ledger=None
-) -> tuple[bool, Journal]:
-    journal = Journal(None)
-    changed = await strategy.compact(
-        history,
-        llm=llm,
-        settings=GenerationSettings(max_tokens=500),
-        counter=COUNTER,
-        window=100_000,
-        journal=journal,
-        ledger=ledger if ledger is not None else UsageLedger(),
-        turn=9,
-        keep_tool_result=keep,
-        urgent=urgent,
-    )
-    return changed, journal
-
-
-def padded(seed: int):
-    """A random history whose tool results are long enough to be worth compacting."""
-    pad = " facts" * 200
-    return [
-        m
-        if m.kind is not MessageKind.TOOL_RESULTS
-        else replace(
-            m,
-            content=m.content + pad if m.content else "",
-            tool_results=tuple(replace(r, content=r.content + pad) for r in m.tool_results),
-        )
-        for m in random_history(seed)
-    ]
+from deepledger.records.events import Compacted, CompactionFailed, CompactionSkipped
+from tests.support.config import composed
+from tests.support.histories import COUNTER, NOTES, SEEDS, compact, padded
 
 
 @pytest.mark.parametrize("keep_rounds", [1, 2, 4])
@@ -76,7 +38,7 @@ async def test_compaction_keeps_pairing_head_and_the_notes_and_never_grows(keep_
             assert not changed and request == before, seed
             continue
         if not changed:  # the old rounds were shorter than the notes: nothing to gain
-            assert "not shorter" in journal.of("compaction_failed")[0]["reason"], seed
+            assert "not shorter" in journal.of(CompactionFailed)[0].reason, seed
             assert request == before, seed
             continue
         assert request[2].kind is MessageKind.INJECTED and NOTES in request[2].content, seed
@@ -84,7 +46,7 @@ async def test_compaction_keeps_pairing_head_and_the_notes_and_never_grows(keep_
         assert (
             builder(history)[3:] == RequestBuilder(Compaction(keep_rounds), keep)(head + kept)[2:]
         ), seed
-        assert journal.of("compacted")[0]["rounds_replaced"] == len(rounds) - keep_rounds
+        assert journal.of(Compacted)[0].rounds_replaced == len(rounds) - keep_rounds
 
 
 async def test_notes_ride_along_and_the_next_compaction_builds_on_them():
@@ -115,7 +77,7 @@ async def test_a_failed_summary_leaves_the_request_as_it_was(reply, reason):
     before = strategy.select(history)
     changed, journal = await compact(strategy, history, ScriptedLLM([reply]))
     assert not changed and strategy.select(history) == before
-    assert reason in journal.of("compaction_failed")[0]["reason"]
+    assert reason in journal.of(CompactionFailed)[0].reason
     # Not tried again on the same history: only once another round has come.
     assert not (await compact(strategy, history, ScriptedLLM([])))[0]
 
@@ -124,7 +86,7 @@ async def test_a_small_saving_is_not_worth_breaking_the_cache():
     history = padded(11)
     strategy = Compaction(1, min_saving=0.99)
     changed, journal = await compact(strategy, history, ScriptedLLM([]))
-    assert not changed and journal.of("compaction_skipped")
+    assert not changed and journal.of(CompactionSkipped)
     # ...unless the window guard would end the loop otherwise: then any saving is taken.
     changed, _ = await compact(strategy, history, ScriptedLLM([NOTES]), urgent=True)
     assert changed
@@ -153,12 +115,10 @@ async def test_another_model_can_write_the_notes_at_its_own_price():
     history = padded(11)
     strategy = Compaction(1, min_saving=0.0)
     writer = ScriptedLLM([NOTES])
-    strategy.writer = NoteWriter(
-        writer, GenerationSettings(max_tokens=300), Price(1.0, 2.0, 0.1, 1.0)
-    )
+    other = NoteWriter(writer, GenerationSettings(max_tokens=300), Price(1.0, 2.0, 0.1, 1.0))
     ledger = UsageLedger()
     agent = ScriptedLLM([])  # must not be asked
-    changed, _ = await compact(strategy, history, agent, ledger=ledger)
+    changed, _ = await compact(strategy, history, agent, ledger=ledger, writer=other)
     assert changed and len(writer.calls) == 1 and writer.calls[0].settings.max_tokens == 300
     # Priced as the writer, and aside from the loop's calls: the guard's last usage is
     # still the conversation's own.
@@ -182,8 +142,8 @@ async def test_the_transcript_is_cut_to_the_note_writers_window():
     history = padded(11)
     strategy = Compaction(1, min_saving=0.0)
     writer = ScriptedLLM([NOTES])
-    strategy.writer = NoteWriter(writer, GenerationSettings(max_tokens=100), None, 2000)
-    changed, _ = await compact(strategy, history, ScriptedLLM([]))
+    other = NoteWriter(writer, GenerationSettings(max_tokens=100), None, 2000)
+    changed, _ = await compact(strategy, history, ScriptedLLM([]), writer=other)
     sent = writer.calls[0].messages[0].content
     assert changed and COUNTER.count(sent) < 2000 - strategy.summary_max_tokens
     assert " [...]" in sent  # long results were cut to make it fit

@@ -10,12 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.bench.economics import economics_line, token_economics
 from deepledger.bench.replay import run_replay
+from deepledger.config import as_record
 from deepledger.context.replay import Policy, attempts, decode_message, decode_result, replay
 from deepledger.context.strategy import make_strategy
 from deepledger.errors import ConfigError
@@ -23,11 +23,12 @@ from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.llm.tokens import IMAGE_TOKENS, default_counter
 from deepledger.messages import ImagePart, Message, MessageKind, ToolCall, ToolResult, Usage
+from deepledger.records.events import AssistantTurn, LLMCall, TaskStarted, ToolResults
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
 from deepledger.tools.protocol import make_protocol
-from tests.test_cli import deepledger
-from tests.test_config import composed
+from tests.support.cli import deepledger
+from tests.support.config import composed
 
 SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
 
@@ -62,7 +63,7 @@ async def record_run(run_dir: Path, *overrides: str, tasks: int = 2, turns: int 
         "agent.max_final_answer_retries=1",
         *overrides,
     )
-    config = write_manifest(run_dir, OmegaConf.to_container(cfg, resolve=True))
+    config = write_manifest(run_dir, as_record(cfg))
     for n in range(tasks):
         tools = ToolManager({}).for_task(
             [], local_tools=[LocalTool(ToolInfo("kb", "lookup", "Look up.", SCHEMA), lookup)]
@@ -246,19 +247,20 @@ def write_image_journal(run_dir: Path, results: list[ToolResult]) -> Path:
     journal = Journal(path)
     attached = ImagePart("image/jpeg", base64.b64encode(b"\xff\xd8" * 50).decode(), "q.jpg")
     journal.write(
-        "task_started",
-        task="What does the page show?",
-        task_images=[attached],
-        tools=["web.screenshot"],
-        system_prompt="You research.",
-        protocol="native",
+        TaskStarted(
+            task="What does the page show?",
+            task_images=[attached],
+            tools=["web.screenshot"],
+            system_prompt="You research.",
+            protocol="native",
+        )
     )
     usage = Usage(100, 10)
-    journal.write("llm_call", turn=1, usage=usage)
+    journal.write(LLMCall(turn=1, usage=usage))
     calls = [ToolCall(r.call_id, "screenshot", {"url": "a"}) for r in results]
-    journal.write("assistant", turn=1, message=Message.assistant("", calls), boxed=None)
-    journal.write("tool_results", turn=1, calls=calls, results=results)
-    journal.write("llm_call", turn=2, usage=usage)
+    journal.write(AssistantTurn(turn=1, message=Message.assistant("", calls), boxed=None))
+    journal.write(ToolResults(turn=1, calls=calls, results=results))
+    journal.write(LLMCall(turn=2, usage=usage))
     journal.close()
     return path
 
@@ -270,7 +272,9 @@ def test_the_journal_names_images_without_their_data_and_replay_counts_them(tmp_
     path = write_image_journal(tmp_path, results)
     text = path.read_text()
     assert data[:1000] not in text and len(text) < 5000  # the base64 is 1.3 MB
-    written = [json.loads(line) for line in text.splitlines()][3]["results"][0]["images"]
+    lines = [json.loads(line) for line in text.splitlines()]
+    (turn,) = [line for line in lines if line["event"] == "tool_results"]
+    written = turn["results"][0]["images"]
     assert (
         written
         == [

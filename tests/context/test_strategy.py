@@ -28,33 +28,7 @@ from deepledger.context.strategy import (
 )
 from deepledger.errors import ConfigError
 from deepledger.messages import Message, MessageKind, Role, ToolCall, ToolResult
-
-SEEDS = range(300)
-
-
-def random_history(seed: int) -> list[Message]:
-    rng = random.Random(seed)
-    native = rng.random() < 0.5
-    history = [Message.system("sys"), Message.task(f"task {seed}")]
-    for turn in range(1, rng.randint(1, 14) + 1):
-        if rng.random() < 0.15:
-            history.append(Message.injected(f"note {turn}"))
-        calls = [
-            ToolCall(f"t{turn}c{i}", "lookup", {"q": i}, "" if native else "kb")
-            for i in range(1, rng.choice([0, 1, 1, 1, 2, 3]) + 1)
-        ]
-        history.append(Message.assistant(f"reply {turn}", calls))
-        if not calls:
-            continue
-        results = [ToolResult(c.id, f"result of {c.id}") for c in calls]
-        if native:
-            history.append(Message.native_tool_results(results))
-        else:
-            if rng.random() < 0.2:  # malformed markup gets a notice with no call of its own
-                results.append(ToolResult(f"t{turn}m1", "Tool call not run", is_error=True))
-            text = "\n\n".join(r.content for r in results)
-            history.append(Message.text_tool_results(text, results))
-    return history
+from tests.support.histories import SEEDS, random_history
 
 
 def strategies():

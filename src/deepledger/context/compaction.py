@@ -20,6 +20,11 @@ savings. So compaction waits for the brink, and then takes a large bite:
 - the notes must be shorter than what they replace, so a compaction never grows the
   request.
 
+Who writes the notes is a :class:`NotesWriter`: :class:`ModelNotes` asks a model (the
+agent's own, or ``agent.context.summary_llm``'s); the replay (``replay.py``) gives the
+same strategy a double that writes notes of a plausible size without a model, so the
+decisions it replays are these very ones.
+
 A summary call that fails or comes back empty leaves the request as it was; this is
 journaled, and it is not tried again until another round has been added. An endpoint
 that rejects the key or the model (401/403/404) is not such a failure: every call of the
@@ -32,8 +37,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from deepledger.context.strategy import split_rounds
+from deepledger.context.rounds import split_rounds
 from deepledger.context.trim import trim_tool_results
 from deepledger.errors import ConfigError, EndpointRejectedError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
@@ -41,6 +47,7 @@ from deepledger.llm.tokens import TokenCounter, count_messages
 from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import Message, MessageKind, Role
 from deepledger.prompts import render
+from deepledger.records.events import ClosingCall, Compacted, CompactionFailed, CompactionSkipped
 from deepledger.store.journal import Journal
 
 log = logging.getLogger(__name__)
@@ -67,21 +74,43 @@ class NoteWriter:
     max_context_length: int = 128_000  # its window: the transcript is cut to fit it
 
 
+# The names of the agent's memory notes (tools/memory.py), read at each compaction.
+MemoryIndex = Callable[[], list[str]]
+
+
+@dataclass(frozen=True)
+class NotesJob:
+    """What the notes are written from: the head (system prompt, task), the notes of
+    earlier compactions, and the rounds the new notes replace."""
+
+    head: Sequence[Message]
+    earlier: Message | None
+    old: Sequence[Message]
+    turn: int
+    max_tokens: int  # agent.context.summary_max_tokens
+    counter: TokenCounter  # the agent's model's, and its window
+    window: int
+
+
+class NotesWriter(Protocol):
+    async def write(self, job: NotesJob) -> tuple[str, str]:
+        """(the notes, or "" and why there are none)."""
+        ...
+
+
 @dataclass
 class Compaction:
     keep_rounds: int
     compact_at: float = 0.8
     min_saving: float = 0.25
     summary_max_tokens: int = 1024
+    # The index goes into every compaction's notes, so the agent knows what it can read
+    # back (None: the agent has no memory tool).
+    memory_index: MemoryIndex | None = None
     name: str = "compaction"
     notes: Message | None = field(default=None, init=False)
     covered: int = field(default=0, init=False)  # rounds of the history the notes replace
     compactions: int = field(default=0, init=False)
-    # The names of the agent's memory notes (tools/memory.py), when it has the tool: the
-    # index goes into every compaction's notes, so the agent knows what it can read back.
-    memory_index: Callable[[], list[str]] | None = field(default=None, init=False)
-    # Another model that writes the notes (agent.context.summary_llm), else the agent's.
-    writer: NoteWriter | None = field(default=None, init=False)
     _failed_at_rounds: int = field(default=-1, init=False)
 
     def __post_init__(self) -> None:
@@ -105,16 +134,22 @@ class Compaction:
     def due(self, estimated_tokens: int, window: int) -> bool:
         return estimated_tokens >= self.compact_at * window
 
+    def adopt(self, history: Sequence[Message], summary: str, rounds_kept: int) -> None:
+        """Take notes a recorded run wrote (``summary``, with ``rounds_kept`` rounds of
+        ``history`` after them) as if this strategy had written them."""
+        _, rounds = split_rounds(history)
+        self.notes = Message.injected(render("compacted.md", summary=summary))
+        self.covered = max(0, len(rounds) - rounds_kept)
+        self.compactions += 1
+
     async def compact(
         self,
         history: Sequence[Message],
         *,
-        llm: LLMClient,
-        settings: GenerationSettings,
+        notes_writer: NotesWriter,
         counter: TokenCounter,
         window: int,
         journal: Journal,
-        ledger: UsageLedger,
         turn: int,
         keep_tool_result: int = -1,
         urgent: bool = False,
@@ -137,40 +172,37 @@ class Compaction:
         before = count_messages(counter, trim_tool_results(self.select(history), keep_tool_result))
         if not urgent and before - sent_tokens(self.notes) < self.min_saving * before:
             journal.write(
-                "compaction_skipped",
-                turn=turn,
-                reason="saving below agent.context.min_saving",
-                request_tokens=before,
-                without_older_rounds=sent_tokens(self.notes),
+                CompactionSkipped(
+                    turn=turn,
+                    reason="saving below agent.context.min_saving",
+                    request_tokens=before,
+                    without_older_rounds=sent_tokens(self.notes),
+                )
             )
             return False
         old = [m for round_ in rounds[self.covered : upto] for m in round_]
-        # The summary call must fit the window of the model that writes the notes.
-        writer_counter, writer_window = counter, window
-        if self.writer is not None:
-            writer_counter = self.writer.llm.token_counter
-            writer_window = self.writer.max_context_length
-        prompt = self._prompt(head, old, writer_counter, writer_window - self.summary_max_tokens)
-        text, why = await self._summarize(prompt, llm, settings, ledger, journal, turn)
+        job = NotesJob(head, self.notes, old, turn, self.summary_max_tokens, counter, window)
+        text, why = await notes_writer.write(job)
         notes = Message.injected(self._notes_text(text)) if text else None
         if notes is not None and sent_tokens(notes) >= before:
             notes, why = None, "the notes were not shorter than the rounds they replace"
         if notes is None:
             log.warning("compaction at turn %d left the history as it was: %s", turn, why)
-            journal.write("compaction_failed", turn=turn, reason=why, rounds=upto - self.covered)
+            journal.write(CompactionFailed(turn=turn, reason=why, rounds=upto - self.covered))
             self._failed_at_rounds = len(rounds)
             return False
         replaced = upto - self.covered
         self.notes, self.covered = notes, upto
         self.compactions += 1
         journal.write(
-            "compacted",
-            turn=turn,
-            rounds_replaced=replaced,
-            rounds_kept=len(rounds) - upto,
-            tokens_before=before,
-            tokens_after=sent_tokens(notes),
-            notes=text,
+            Compacted(
+                turn=turn,
+                rounds_replaced=replaced,
+                rounds_kept=len(rounds) - upto,
+                tokens_before=before,
+                tokens_after=sent_tokens(notes),
+                notes=text,
+            )
         )
         return True
 
@@ -180,60 +212,6 @@ class Compaction:
         if names:
             text += "\n\n" + render("compacted_memory.md", names=", ".join(names))
         return text
-
-    def _prompt(
-        self, head: list[Message], old: list[Message], counter: TokenCounter, budget: int
-    ) -> str:
-        task = next((m.content for m in head if m.kind is MessageKind.TASK), "")
-        earlier = self.notes.content if self.notes is not None else "(none yet)"
-        limit = RESULT_CHARS
-        while True:
-            text = transcript(old, limit)
-            prompt = render("compact.md", task=task, earlier=earlier, transcript=text)
-            if counter.count(prompt) < budget or limit <= MIN_RESULT_CHARS:
-                return prompt
-            limit //= 2
-
-    async def _summarize(
-        self,
-        prompt: str,
-        llm: LLMClient,
-        settings: GenerationSettings,
-        ledger: UsageLedger,
-        journal: Journal,
-        turn: int,
-    ) -> tuple[str, str]:
-        """(the notes, or "" and why there are none)."""
-        price = None
-        if self.writer is not None:
-            llm, settings, price = self.writer.llm, self.writer.settings, self.writer.price
-        asked = GenerationSettings(
-            max_tokens=min(settings.max_tokens, self.summary_max_tokens),
-            temperature=settings.temperature,
-            top_p=settings.top_p,
-            extra_body=settings.extra_body,
-        )
-        try:
-            response = await llm.generate([Message.task(prompt)], settings=asked)
-        except EndpointRejectedError as exc:
-            if self.writer is None:
-                raise  # the agent's own model: the run stops on it anyway
-            raise NotesModelRejectedError(
-                str(exc), provider=exc.provider, status=exc.status
-            ) from exc
-        except LLMError as exc:
-            return "", f"the summary call failed: {exc}"
-        ledger.record_aside(response, price)  # the guard's last usage stays the loop's
-        journal.write(
-            "closing_call",
-            purpose="compaction",
-            turn=turn,
-            message=response.message,
-            usage=response.usage,
-            stop_reason=response.stop_reason,
-        )
-        text = response.text.split("</think>")[-1].strip()
-        return (text, "") if text else ("", "the summary came back empty")
 
 
 def transcript(messages: Sequence[Message], result_chars: int = RESULT_CHARS) -> str:
@@ -258,3 +236,70 @@ def transcript(messages: Sequence[Message], result_chars: int = RESULT_CHARS) ->
         else:
             lines.append(f"[note to the agent]\n{message.content}")
     return "\n\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ModelNotes:
+    """Notes written by a model: the agent's own (``llm``, ``settings``), or the one
+    ``writer`` names (``agent.context.summary_llm``). Its call is recorded in ``ledger``
+    aside from the loop's and journaled as a ``compaction`` closing call."""
+
+    llm: LLMClient
+    settings: GenerationSettings
+    journal: Journal
+    ledger: UsageLedger
+    writer: NoteWriter | None = None
+
+    async def write(self, job: NotesJob) -> tuple[str, str]:
+        """(the notes, or "" and why there are none)."""
+        # The summary call must fit the window of the model that writes the notes.
+        counter, window = job.counter, job.window
+        if self.writer is not None:
+            counter, window = self.writer.llm.token_counter, self.writer.max_context_length
+        prompt = self._prompt(job, counter, window - job.max_tokens)
+        return await self._summarize(prompt, job.max_tokens, job.turn)
+
+    def _prompt(self, job: NotesJob, counter: TokenCounter, budget: int) -> str:
+        task = next((m.content for m in job.head if m.kind is MessageKind.TASK), "")
+        earlier = job.earlier.content if job.earlier is not None else "(none yet)"
+        old = job.old
+        limit = RESULT_CHARS
+        while True:
+            text = transcript(old, limit)
+            prompt = render("compact.md", task=task, earlier=earlier, transcript=text)
+            if counter.count(prompt) < budget or limit <= MIN_RESULT_CHARS:
+                return prompt
+            limit //= 2
+
+    async def _summarize(self, prompt: str, max_tokens: int, turn: int) -> tuple[str, str]:
+        llm, settings, price, journal = self.llm, self.settings, None, self.journal
+        if self.writer is not None:
+            llm, settings, price = self.writer.llm, self.writer.settings, self.writer.price
+        asked = GenerationSettings(
+            max_tokens=min(settings.max_tokens, max_tokens),
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            extra_body=settings.extra_body,
+        )
+        try:
+            response = await llm.generate([Message.task(prompt)], settings=asked)
+        except EndpointRejectedError as exc:
+            if self.writer is None:
+                raise  # the agent's own model: the run stops on it anyway
+            raise NotesModelRejectedError(
+                str(exc), provider=exc.provider, status=exc.status
+            ) from exc
+        except LLMError as exc:
+            return "", f"the summary call failed: {exc}"
+        self.ledger.record_aside(response, price)  # the guard's last usage stays the loop's
+        journal.write(
+            ClosingCall(
+                purpose="compaction",
+                turn=turn,
+                message=response.message,
+                usage=response.usage,
+                stop_reason=response.stop_reason,
+            )
+        )
+        text = response.text.split("</think>")[-1].strip()
+        return (text, "") if text else ("", "the summary came back empty")

@@ -11,7 +11,9 @@ to answer now (the summarize prompt appended to the history)::
 
 The last call's usage is exact (the provider counted it); only what was added since is
 estimated, with a 1.5 safety factor, so the check is cheap and conservative. Before the
-first call there is no usage yet, so the whole history is estimated instead.
+first call there is no usage yet, so the whole history is estimated instead. The request
+estimated is the context strategy's pick of the history; :class:`WindowGuard` holds one
+conversation's terms, and its context policy (``policy.py``) asks it before each turn.
 
 At or over ``max_context_length`` the newest tool results (which pushed the window over)
 and the assistant reply that asked for them are dropped, and the verdict says the window
@@ -33,7 +35,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from deepledger.llm.tokens import TokenCounter, count_messages
 from deepledger.messages import EndReason, Message, MessageKind, Role, Usage
@@ -96,14 +98,25 @@ def check_window(
     max_tokens: int,
     counter: TokenCounter,
 ) -> WindowVerdict:
-    terms = {"last_usage": last_usage, "summary_prompt": summary_prompt, "max_tokens": max_tokens}
     # A token is at least one byte, so counting bytes bounds the estimate from above: when
     # even the bound fits, so does the real count, and tokenizing can wait until the
     # window is nearly full (it was a tenth of the loop's own CPU under load).
-    bound = estimate_final_request(history, counter=UTF8_BYTES, **terms)
+    bound = estimate_final_request(
+        history,
+        last_usage=last_usage,
+        summary_prompt=summary_prompt,
+        max_tokens=max_tokens,
+        counter=UTF8_BYTES,
+    )
     if bound.total < max_context_length:
         return WindowVerdict(True, bound, max_context_length, tuple(history))
-    estimate = estimate_final_request(history, counter=counter, **terms)
+    estimate = estimate_final_request(
+        history,
+        last_usage=last_usage,
+        summary_prompt=summary_prompt,
+        max_tokens=max_tokens,
+        counter=counter,
+    )
     if estimate.total < max_context_length:
         return WindowVerdict(True, estimate, max_context_length, tuple(history))
     kept, dropped = drop_last_exchange(history)
@@ -141,8 +154,9 @@ def drop_last_exchange(
     if len(kept) < 2 or kept[-1].kind is not MessageKind.TOOL_RESULTS:
         return tuple(kept), ()
     results = kept.pop()
-    if kept[-1].kind is MessageKind.MODEL:
-        return tuple(kept[:-1]), (kept[-1], results)
+    reply = kept[-1]
+    if reply.kind is MessageKind.MODEL:
+        return tuple(kept[:-1]), (reply, results)
     return tuple(kept), (results,)
 
 
@@ -194,6 +208,47 @@ class ContextWindow:
             return None
         self.stated = stated
         return stated
+
+
+@dataclass(frozen=True)
+class WindowGuard:
+    """The window guard of one conversation: the window it works against and the terms
+    its estimate adds to the request (the summarize prompt the agent may have to be
+    sent, the reply budget)."""
+
+    counter: TokenCounter
+    window: ContextWindow
+    reply_budget: int  # llm.max_tokens
+    summary_prompt: str
+
+    def estimate(self, request: Sequence[Message], last_usage: Usage | None) -> WindowEstimate:
+        return estimate_final_request(
+            request,
+            last_usage=last_usage,
+            summary_prompt=self.summary_prompt,
+            max_tokens=self.reply_budget,
+            counter=self.counter,
+        )
+
+    def check(
+        self, history: Sequence[Message], request: Sequence[Message], last_usage: Usage | None
+    ) -> WindowVerdict:
+        """The verdict on ``request``, the strategy's pick of ``history``. ``last_usage``
+        (the call before, when it was of the same pick) stands for all but the newest
+        message. When it does not fit, the history to continue from is ``history``
+        without its newest exchange."""
+        verdict = check_window(
+            request,
+            last_usage=last_usage,
+            summary_prompt=self.summary_prompt,
+            max_context_length=self.window.limit,
+            max_tokens=self.reply_budget,
+            counter=self.counter,
+        )
+        if verdict.fits:
+            return replace(verdict, history=tuple(history))
+        kept, dropped = drop_last_exchange(history)
+        return WindowVerdict(False, verdict.estimate, verdict.limit, kept, dropped)
 
 
 def request_tokens(messages: Sequence[Message], *, reply_budget: int, counter: TokenCounter) -> int:

@@ -4,7 +4,8 @@ No model is called. Each attempt's journal is read back into the history the age
 had at every model call (its system prompt, the task, every kept reply, every tool
 result, what the window guard dropped), and each call's request is rebuilt with the
 policy under study (``agent.context.*``, ``agent.keep_tool_result``) by the same
-:class:`RequestBuilder` the runtime uses. Per call we count the request's tokens, the
+:class:`~deepledger.context.policy.ContextPolicy` the runtime uses: its window guard,
+its compaction decisions, its requests. Per call we count the request's tokens, the
 part it shares with the previous request (what a prompt cache can serve), and what the
 policy left out or blanked.
 
@@ -16,8 +17,9 @@ Assumptions, stated because they bound what a replay can say:
 - When the window guard would have fired under the policy, that attempt's replay stops
   there (the run would have ended); the turn is reported.
 - A compaction the recorded run made is replayed with its recorded notes. One it did
-  not make is simulated: notes of ``min(summary_max_tokens, a tenth of what they
-  replace)`` tokens, and a summary call reading the replaced rounds.
+  not make is decided as the runtime decides it, and the notes are simulated
+  (:class:`SimulatedNotes`): ``min(summary_max_tokens, a tenth of what they replace)``
+  tokens, and a summary call reading the replaced rounds.
 - Tokens are counted with the run's model's counter (the GGUF vocabulary for
   ``llm=local``, tiktoken otherwise) plus a few tokens of framing per message; the
   replay of the recorded policy against the recorded counts states the error.
@@ -27,29 +29,33 @@ Assumptions, stated because they bound what a replay can say:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
-from deepledger.context.compaction import Compaction
-from deepledger.context.guard import WindowEstimate, check_window, drop_last_exchange
-from deepledger.context.strategy import RequestBuilder, make_strategy, split_rounds
+from deepledger.config import ContextConfig
+from deepledger.context.compaction import NotesJob
+from deepledger.context.guard import ContextWindow, WindowGuard, drop_last_exchange
+from deepledger.context.policy import ContextPolicy
+from deepledger.context.strategy import make_strategy
 from deepledger.errors import ConfigError
 from deepledger.llm.tokens import PER_MESSAGE_OVERHEAD, TokenCounter, count_messages
 from deepledger.llm.usage import Price
-from deepledger.messages import (
-    ImagePart,
-    Message,
-    MessageKind,
-    Role,
-    ThinkingBlock,
-    ToolCall,
-    ToolResult,
-    Usage,
+from deepledger.messages import ImagePart, JSONObject, Message, ToolResult, Usage
+from deepledger.records.codec import read_journal
+from deepledger.records.events import (
+    AssistantTurn,
+    ClosingCall,
+    Compacted,
+    Event,
+    LLMCall,
+    TaskStarted,
+    ToolResults,
+    WindowExhausted,
 )
-from deepledger.prompts import render
-from deepledger.store.run_store import read_jsonl
+from deepledger.records.parts import message_from_record, result_from_record
+from deepledger.store.layout import ATTEMPT_JOURNALS, RUN_JOURNAL, RunLayout
 from deepledger.tools.protocol import make_protocol
 
 SUMMARY_CALL_OVERHEAD = 300  # the compaction prompt's own words, in tokens
@@ -60,7 +66,7 @@ class Policy:
     """One context policy: ``agent.context`` settings plus ``agent.keep_tool_result``."""
 
     name: str
-    context: Any  # a ContextConfig (or any object with its fields)
+    context: ContextConfig
     keep_tool_result: int
 
 
@@ -118,29 +124,24 @@ class RecordedAttempt:
     """One attempt's journal, decoded."""
 
     name: str
-    events: list[dict[str, Any]]
+    events: list[Event]
     system_prompt: str
     task: str
     protocol: str
     task_images: tuple[ImagePart, ...] = ()  # placeholders: journals keep no image data
 
 
-RUN_JOURNAL = "journal.jsonl"  # `deepledger run`'s one journal, at its folder's root
-
-
 def journal_paths(run_dir: Path) -> list[Path]:
-    """A bench run's attempt journals (``tasks/*/attempt-*.jsonl``), else a ``deepledger
-    run`` folder's ``journal.jsonl``."""
-    journals = sorted(
-        path
-        for path in (run_dir / "tasks").glob("*/attempt-*.jsonl")
-        if ".interrupted-" not in path.name  # a killed run's, redone in its own journal
-    )
-    if not journals and (run_dir / RUN_JOURNAL).is_file():
-        journals = [run_dir / RUN_JOURNAL]
+    """A bench run's attempt journals (``tasks/*/attempt-*.jsonl``; not those a killed run
+    left, redone in their own journal), else a ``deepledger run`` folder's
+    ``journal.jsonl``."""
+    layout = RunLayout(run_dir)
+    journals = layout.attempt_journals()
+    if not journals and layout.run_journal.is_file():
+        journals = [layout.run_journal]
     if not journals:
         raise ConfigError(
-            f"{run_dir} has no journals to replay: neither tasks/*/attempt-*.jsonl "
+            f"{run_dir} has no journals to replay: neither {ATTEMPT_JOURNALS} "
             f"(deepledger bench) nor {RUN_JOURNAL} (deepledger run)."
         )
     return journals
@@ -149,20 +150,19 @@ def journal_paths(run_dir: Path) -> list[Path]:
 def attempts(run_dir: Path) -> Iterator[RecordedAttempt]:
     """Every finished or interrupted attempt journal of ``run_dir``."""
     for path in journal_paths(run_dir):
-        events = read_jsonl(path)  # a line a crash cut short is skipped
-        started = next((e for e in events if e["event"] == "task_started"), None)
+        events = read_journal(path)  # a line a crash cut short is skipped
+        started = next((e for e in events if isinstance(e, TaskStarted)), None)
         if started is None:
             continue  # the attempt never began its loop
-        if "system_prompt" not in started:
+        if started.system_prompt is None:
             raise ConfigError(
                 f"{path} was written by an older deepledger whose journals do not record the "
                 "system prompt; replay needs a run made by this version."
             )
         name = f"{path.parent.name}/{path.stem}"
-        protocol = started.get("protocol", "xml")
-        images = decode_images(started.get("task_images"))
+        images = tuple(started.task_images)  # placeholders: journals keep no image data
         yield RecordedAttempt(
-            name, events, started["system_prompt"], started["task"], protocol, images
+            name, events, started.system_prompt, started.task, started.protocol, images
         )
 
 
@@ -210,12 +210,17 @@ class _Conversation:
         self.attempt = attempt
         self.result = result
         self.counter = counter
-        self.window = max_context_length
-        self.max_tokens = max_tokens
-        self.summary_prompt = summary_prompt
         self.recorded_policy = recorded_policy
-        self.strategy = make_strategy(policy.context)
-        self.builder = RequestBuilder(self.strategy, policy.keep_tool_result)
+        guard = WindowGuard(counter, ContextWindow(max_context_length), max_tokens, summary_prompt)
+        # The recorded policy's compactions are the recorded ones (adopted from the
+        # journal); another policy's are decided here, with notes made up.
+        notes = None if recorded_policy else SimulatedNotes(attempt.name, self._size, result)
+        self.policy = ContextPolicy(
+            make_strategy(policy.context),
+            keep_tool_result=policy.keep_tool_result,
+            guard=guard,
+            notes=notes,
+        )
         self.protocol = make_protocol(attempt.protocol)
         self.history = [
             Message.system(attempt.system_prompt),
@@ -225,78 +230,66 @@ class _Conversation:
 
     def run(self) -> None:
         for event in self.attempt.events:
-            kind = event["event"]
-            if kind == "assistant":
-                self.history.append(decode_message(event["message"]))
-            elif kind == "tool_results":
-                calls = [ToolCall(**c) for c in event["calls"]]
-                results = [decode_result(r) for r in event["results"]]
-                self.history.append(self.protocol.results_message(results, calls))
-            elif kind == "window_exhausted":
+            if isinstance(event, AssistantTurn):
+                self.history.append(event.message)
+            elif isinstance(event, ToolResults):
+                results = list(event.results)
+                self.history.append(self.protocol.results_message(results, list(event.calls)))
+            elif isinstance(event, WindowExhausted):
                 self.history = list(drop_last_exchange(self.history)[0])
-            elif kind == "compacted" and self.recorded_policy:
-                self._adopt_notes(event)
-            elif kind == "llm_call":
-                if not self._call(event, "loop", ()):
+            elif isinstance(event, Compacted) and self.recorded_policy:
+                if self.policy.adopt_notes(self.history, event.notes, event.rounds_kept):
+                    self.result.compactions += 1
+            elif isinstance(event, LLMCall):
+                if not self._call(event.turn, event.usage, "loop", ()):
                     return  # the guard would have ended this attempt here
-            elif kind == "closing_call" and event.get("purpose") == "compaction":
+            elif isinstance(event, ClosingCall) and event.purpose == "compaction":
                 if self.recorded_policy:  # its notes call, as the provider counted it
                     self._recorded_call(event)
-            elif kind == "closing_call":
-                prompts = [decode_message(m) for m in event.get("prompts") or ()]
-                self._call(event, event.get("purpose", "closing"), prompts)
+            elif isinstance(event, ClosingCall):
+                self._call(event.turn or 0, event.usage, event.purpose, list(event.prompts))
 
-    def _recorded_call(self, event: dict[str, Any]) -> None:
-        usage = event.get("usage") or {}
+    def _recorded_call(self, event: ClosingCall) -> None:
+        usage = event.usage
         self.result.calls.append(
             ReplayedCall(
                 self.attempt.name,
-                event.get("turn") or 0,
+                event.turn or 0,
                 "compaction",
-                usage.get("input_tokens") or 0,
+                usage.input_tokens,
                 0,
-                usage.get("output_tokens") or 0,
+                usage.output_tokens,
                 None,
             )
         )
 
-    def _call(self, event: dict[str, Any], purpose: str, closing: Sequence[Message]) -> bool:
-        turn = event.get("turn") or 0
-        if purpose == "loop" and not self.recorded_policy:  # the recorded run is the truth
-            if isinstance(self.strategy, Compaction):
-                self._simulate_compaction(turn)
-            if not self._fits():
-                self.result.guard_fired.append((self.attempt.name, turn))
-                return False
-        request = self.builder(self.history, closing=closing)
-        sizes = [self._size(m) for m in request]
-        usage = event.get("usage") or {}
+    def _call(self, turn: int, usage: Usage, purpose: str, closing: Sequence[Message]) -> bool:
+        # The recorded run's own decisions are the truth for it: only the request is
+        # rebuilt. Under another policy, the policy decides each loop turn.
+        decides = purpose == "loop" and not self.recorded_policy
+        prepared = self.policy.prepare(
+            self.history, None, turn=turn, closing=None if decides else closing
+        )
+        request = at_once(prepared)
+        self.result.compactions += request.compacted
+        if not request.fits:
+            self.result.guard_fired.append((self.attempt.name, turn))
+            return False
+        sizes = [self._size(m) for m in request.messages]
         self.result.calls.append(
             ReplayedCall(
                 journal=self.attempt.name,
                 turn=turn,
                 purpose=purpose,
                 input_tokens=sum(sizes),
-                cached_tokens=sum(sizes[: self.builder.last_prefix_kept]),
-                output_tokens=usage.get("output_tokens") or 0,
-                recorded_input_tokens=usage.get("input_tokens") if self.recorded_policy else None,
-                left_out_messages=self.builder.last_dropped - len(closing),
-                blanked_tool_results=self.builder.last_blanked,
+                cached_tokens=sum(sizes[: request.prefix_kept]),
+                output_tokens=usage.output_tokens,
+                recorded_input_tokens=usage.input_tokens if self.recorded_policy else None,
+                left_out_messages=request.left_out,
+                blanked_tool_results=request.blanked,
             )
         )
         return True
-
-    def _fits(self) -> bool:
-        """The window guard's verdict on the request this policy would send."""
-        selected = self.strategy.select(self.history)
-        return check_window(
-            selected,
-            last_usage=None,
-            summary_prompt=self.summary_prompt,
-            max_context_length=self.window,
-            max_tokens=self.max_tokens,
-            counter=self.counter,
-        ).fits
 
     def _size(self, message: Message) -> int:
         # Keyed by identity (messages repeat in every request), holding the message so
@@ -306,69 +299,55 @@ class _Conversation:
             entry = self._sizes[id(message)] = (message, count_messages(self.counter, [message]))
         return entry[1]
 
-    def _adopt_notes(self, event: dict[str, Any]) -> None:
-        strategy = self.strategy
-        if not isinstance(strategy, Compaction):
-            return
-        _, rounds = split_rounds(self.history)
-        strategy.notes = Message.injected(render("compacted.md", summary=event.get("notes", "")))
-        strategy.covered = max(0, len(rounds) - int(event.get("rounds_kept", 0)))
-        self.result.compactions += 1
 
-    def _simulate_compaction(self, turn: int) -> None:
-        strategy = self.strategy
-        assert isinstance(strategy, Compaction)
-        request = strategy.select(self.history)
-        # The guard's own formula, from the sizes counted once per message here.
-        estimate = WindowEstimate(
-            prior_tokens=sum(self._size(m) for m in request[:-1]),
-            newest_message_tokens=self._size(request[-1]),
-            summary_prompt_tokens=self.counter.count(self.summary_prompt),
-            reply_budget=self.max_tokens,
-        ).total
-        head, rounds = split_rounds(self.history)
-        upto = len(rounds) - strategy.keep_rounds
-        if not strategy.due(estimate, self.window) or upto <= strategy.covered:
-            return
-        old = [m for r in rounds[strategy.covered : upto] for m in r]
-        old_tokens = sum(self._size(m) for m in old)
-        urgent = not self._fits()  # the guard would end the loop: any saving goes
-        if not urgent and old_tokens < strategy.min_saving * sum(self._size(m) for m in request):
-            return
-        notes_tokens = min(strategy.summary_max_tokens, max(50, old_tokens // 10))
-        placeholder = " ".join(["note"] * max(1, notes_tokens - 2 * PER_MESSAGE_OVERHEAD))
-        strategy.notes = Message.injected(render("compacted.md", summary=placeholder))
-        strategy.covered = upto
-        self.result.compactions += 1
-        reading = old_tokens + SUMMARY_CALL_OVERHEAD + self._size(head[-1])
+class SimulatedNotes:
+    """The notes writer of a replay: no model is asked. The notes are filler of
+    ``min(summary_max_tokens, a tenth of what they replace)`` tokens (at least 50), and
+    the summary call that would have written them, reading the replaced rounds, is
+    added to the replay's calls."""
+
+    def __init__(
+        self, journal: str, size: Callable[[Message], int], result: PolicyReplay
+    ) -> None:
+        self.journal = journal
+        self.size = size  # a message's tokens, counted once per message
+        self.result = result
+
+    async def write(self, job: NotesJob) -> tuple[str, str]:
+        old_tokens = sum(self.size(m) for m in job.old)
+        notes_tokens = min(job.max_tokens, max(50, old_tokens // 10))
+        filler = " ".join(["note"] * max(1, notes_tokens - 2 * PER_MESSAGE_OVERHEAD))
+        reading = old_tokens + SUMMARY_CALL_OVERHEAD + self.size(job.head[-1])
         self.result.calls.append(
-            ReplayedCall(self.attempt.name, turn, "compaction", reading, 0, notes_tokens, None)
+            ReplayedCall(self.journal, job.turn, "compaction", reading, 0, notes_tokens, None)
         )
+        return filler, ""
 
 
-def decode_message(data: dict[str, Any]) -> Message:
-    """A message as the journal wrote it (``journal.to_jsonable``), back as a Message."""
-    return Message(
-        role=Role(data["role"]),
-        kind=MessageKind(data["kind"]),
-        content=data.get("content") or "",
-        tool_calls=tuple(ToolCall(**c) for c in data.get("tool_calls") or ()),
-        tool_results=tuple(decode_result(r) for r in data.get("tool_results") or ()),
-        reasoning=data.get("reasoning"),
-        images=decode_images(data.get("images")),
-        thinking=tuple(ThinkingBlock.from_record(t) for t in data.get("thinking") or ()),
-    )
+T = TypeVar("T")
 
 
-def decode_result(data: dict[str, Any]) -> ToolResult:
+def at_once(step: Coroutine[object, None, T]) -> T:
+    """The result of ``step``, which never waits: a replay calls no model (its notes
+    writer answers at once), so a policy's ``prepare`` finishes in its first step, with
+    no event loop (replay runs inside one in tests, and outside one from the CLI)."""
+    try:
+        step.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    step.close()
+    raise RuntimeError("a replayed request waited on something, but replay calls no model")
+
+
+def decode_message(data: JSONObject) -> Message:
+    """A message as the journal wrote it, back as a Message."""
+    return message_from_record(data)
+
+
+def decode_result(data: JSONObject) -> ToolResult:
     """A tool result as the journal wrote it; journals from before images load too."""
-    return ToolResult(**(data | {"images": decode_images(data.get("images"))}))
-
-
-def decode_images(records: Sequence[dict[str, Any]] | None) -> tuple[ImagePart, ...]:
-    """Placeholders for the images a journal names (it keeps no image data): they are
-    counted like any image (``IMAGE_TOKENS``) when a request is rebuilt."""
-    return tuple(ImagePart(r.get("mime_type", ""), "", r.get("source", "")) for r in records or ())
+    return result_from_record(data)
 
 
 def counting_error(replayed: PolicyReplay) -> dict[str, float] | None:

@@ -3,13 +3,10 @@
 A strategy is a small object with ``select(history) -> messages``, chosen by
 ``agent.context.strategy``. It never changes the stored history, it only picks from it;
 :class:`RequestBuilder` then repairs pairing (a safety net: a strategy that cuts only at
-round boundaries never needs it) and applies ``keep_tool_result`` to what is left.
-
-Rounds. A round is the unit a strategy may keep or drop whole: the user message that
-prompted a reply, if there is one (the task, an injected prompt), the model's reply, and
-the results of that reply's tool calls. In a research loop most rounds start at the
-reply, since the previous round's results are what prompt it. Cutting between rounds
-never separates a call from its result, in either protocol.
+round boundaries never needs it) and applies ``keep_tool_result`` to what is left. A
+strategy keeps or drops whole rounds (``rounds.py``). The conversation's
+:class:`~deepledger.context.policy.ContextPolicy` is what callers use: it owns the
+strategy, the builder, the window guard's estimate and when to compact.
 
 - ``keep_tool_results`` (the default): every message, as the first seed's runtime does;
   ``keep_tool_result`` alone decides what is blanked.
@@ -20,24 +17,29 @@ never separates a call from its result, in either protocol.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from deepledger.config import CONTEXT_STRATEGIES
+from deepledger.config import ContextConfig, StrategyName
+from deepledger.context.compaction import Compaction, MemoryIndex
 from deepledger.context.pairing import (
     PairingProblem,
     last_reply_index,
     pairing_problems,
     repair_pairing,
 )
+from deepledger.context.rounds import split_rounds
 from deepledger.context.trim import ToolResultTrimmer
 from deepledger.errors import ConfigError
-from deepledger.messages import Message, MessageKind, Role
+from deepledger.messages import Message
 
 
 class ContextStrategy(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """The strategy's ``agent.context.strategy`` name."""
+        ...
 
     def select(self, history: Sequence[Message]) -> list[Message]:
         """The messages of ``history`` to send, in order; never more than it holds."""
@@ -71,52 +73,35 @@ class RoundWindow:
         return head + [message for round_ in kept for message in round_]
 
 
-def split_rounds(history: Sequence[Message]) -> tuple[list[Message], list[list[Message]]]:
-    """(the head that is always kept: system prompts and the task, the rounds after it)."""
-    head: list[Message] = []
-    index = 0
-    while index < len(history) and history[index].role is Role.SYSTEM:
-        head.append(history[index])
-        index += 1
-    if index < len(history) and history[index].kind is MessageKind.TASK:
-        head.append(history[index])
-        index += 1
-    rounds: list[list[Message]] = []
-    for message in history[index:]:
-        if not rounds or _starts_round(message, rounds[-1]):
-            rounds.append([message])
-        else:
-            rounds[-1].append(message)
-    return head, rounds
+# How each ``agent.context.strategy`` is built from its settings; the memory index is
+# what compaction re-offers the agent in every set of notes (tools/memory.py).
+StrategyBuilder = Callable[[ContextConfig, MemoryIndex | None], ContextStrategy]
+STRATEGIES: dict[StrategyName, StrategyBuilder] = {
+    StrategyName.KEEP_TOOL_RESULTS: lambda cfg, memory: KeepToolResults(),
+    StrategyName.ROUND_WINDOW: lambda cfg, memory: RoundWindow(cfg.keep_rounds),
+    StrategyName.COMPACTION: lambda cfg, memory: Compaction(
+        cfg.keep_rounds,
+        compact_at=cfg.compact_at,
+        min_saving=cfg.min_saving,
+        summary_max_tokens=cfg.summary_max_tokens,
+        memory_index=memory,
+    ),
+}
 
 
-def _starts_round(message: Message, current: list[Message]) -> bool:
-    if message.is_tool_results:
-        return False  # results belong to the reply before them
-    if message.role is Role.ASSISTANT:
-        return any(m.role is Role.ASSISTANT for m in current)
-    return True  # a user message (task, injected prompt) or another system message
-
-
-def make_strategy(cfg: Any) -> ContextStrategy:
-    """The strategy ``agent.context`` names."""
-    if cfg.strategy == "keep_tool_results":
-        return KeepToolResults()
-    if cfg.strategy == "round_window":
-        return RoundWindow(cfg.keep_rounds)
-    if cfg.strategy == "compaction":
-        from deepledger.context.compaction import Compaction  # it needs this module
-
-        return Compaction(
-            cfg.keep_rounds,
-            compact_at=cfg.compact_at,
-            min_saving=cfg.min_saving,
-            summary_max_tokens=cfg.summary_max_tokens,
-        )
-    raise ConfigError(
-        f"agent.context.strategy={cfg.strategy!r} is not a strategy; "
-        f"use one of {', '.join(CONTEXT_STRATEGIES)}."
-    )
+def make_strategy(
+    cfg: ContextConfig, *, memory_index: MemoryIndex | None = None
+) -> ContextStrategy:
+    """The strategy ``agent.context`` names; ``memory_index``: the names of the agent's
+    memory notes, when it has the memory tool (only compaction uses them)."""
+    try:
+        build = STRATEGIES[StrategyName(cfg.strategy)]
+    except ValueError:
+        raise ConfigError(
+            f"agent.context.strategy={cfg.strategy!r} is not a strategy; "
+            f"use one of {', '.join(StrategyName)}."
+        ) from None
+    return build(cfg, memory_index)
 
 
 class RequestBuilder:
@@ -155,11 +140,17 @@ class RequestBuilder:
         return self._trim.last_blanked
 
     def __call__(
-        self, history: Sequence[Message], closing: Sequence[Message] = ()
+        self,
+        history: Sequence[Message],
+        closing: Sequence[Message] = (),
+        picked: list[Message] | None = None,
     ) -> list[Message]:
         """The request for ``history``; ``closing`` prompts (summarize, post-mortem) go
-        after the strategy's pick, so they never take the place of a round."""
-        selected = self.strategy.select(history) + list(closing)
+        after the strategy's pick, so they never take the place of a round. ``picked``:
+        the strategy's pick of ``history`` when the caller has made it already."""
+        if picked is None:
+            picked = self.strategy.select(history)
+        selected = picked + list(closing)
         self.last_dropped = len(history) - len(selected) + len(closing)
         start = 0
         if self._previous_pick_sound:

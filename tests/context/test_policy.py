@@ -1,0 +1,102 @@
+"""The context policy: one object decides what each request sends and when to compact."""
+
+from __future__ import annotations
+
+from deepledger.config import AgentConfig, ContextConfig
+from deepledger.context.compaction import Compaction, ModelNotes
+from deepledger.context.guard import ContextWindow, WindowGuard, drop_last_exchange
+from deepledger.context.policy import ContextPolicy
+from deepledger.context.rounds import split_rounds
+from deepledger.context.strategy import RoundWindow
+from deepledger.context.trim import OMITTED_PLACEHOLDER
+from deepledger.llm.base import GenerationSettings
+from deepledger.llm.scripted import ScriptedLLM
+from deepledger.llm.usage import UsageLedger
+from deepledger.messages import Message, MessageKind, Usage
+from deepledger.records.events import Compacted
+from deepledger.store.journal import Journal
+from tests.support.histories import COUNTER, NOTES, padded
+
+SUMMARY = "Answer now in \\boxed{}."
+HUGE = Usage(input_tokens=10**9, output_tokens=0)  # a last call that filled any window
+
+
+def guard(window: int) -> WindowGuard:
+    return WindowGuard(COUNTER, ContextWindow(window), 100, SUMMARY)
+
+
+def compacting(window: int, notes_llm: ScriptedLLM) -> tuple[ContextPolicy, Journal]:
+    journal = Journal(None)
+    notes = ModelNotes(notes_llm, GenerationSettings(max_tokens=500), journal, UsageLedger())
+    policy = ContextPolicy(
+        Compaction(1, min_saving=0.0), guard=guard(window), notes=notes, journal=journal
+    )
+    return policy, journal
+
+
+def window_at(fraction: float, history: list[Message]) -> int:
+    """A window the guard's estimate of ``history`` fills to ``fraction``."""
+    return int(guard(10**9).estimate(history, None).total / fraction)
+
+
+async def test_a_closing_request_is_the_pick_then_its_prompts_trimmed_never_guarded():
+    history = padded(11)
+    policy = ContextPolicy(RoundWindow(1), keep_tool_result=0, guard=guard(10))
+    prompt = Message.injected(SUMMARY)
+    request = await policy.prepare(history, HUGE, closing=[prompt])
+    head, rounds = split_rounds(history)
+    assert request.fits and request.window is None  # a 10-token window rules out nothing
+    assert request.messages[: len(head)] == head and request.messages[-1] == prompt
+    assert request.left_out == len(history) - len(head) - len(rounds[-1])
+    results = [m for m in request.messages if m.kind is MessageKind.TOOL_RESULTS]
+    assert request.blanked == len(results) and all(
+        m.content in ("", OMITTED_PLACEHOLDER) for m in results
+    )
+
+
+async def test_a_turn_over_the_window_sends_nothing_and_continues_without_its_newest_exchange():
+    history = padded(11)
+    window = window_at(1.5, RoundWindow(1).select(history))  # the pick is over it
+    policy = ContextPolicy(RoundWindow(1), guard=guard(window))
+    request = await policy.prepare(history, None, turn=4)
+    assert not request.fits and request.messages == []
+    # The verdict is on the pick, but the history to continue from is the whole one.
+    assert request.window is not None
+    assert request.window.history == drop_last_exchange(history)[0]
+    assert (await policy.prepare(history, None, turn=4, closing=[])).messages  # still built
+
+
+async def test_compaction_is_due_near_the_end_of_the_window_not_before():
+    history = padded(11)
+    early, journal = compacting(window_at(0.5, history), ScriptedLLM([]))
+    assert not (await early.prepare(history, None, turn=3)).compacted and not journal.events
+    policy, journal = compacting(window_at(0.9, history), ScriptedLLM([NOTES]))
+    request = await policy.prepare(history, None, turn=3)
+    assert request.compacted and request.fits and request.prefix_broken_by is None
+    assert NOTES in request.messages[2].content and journal.of(Compacted)[0].turn == 3
+    assert request.left_out > 0  # the older rounds are in the notes, not the request
+
+
+async def test_after_a_compaction_the_last_usage_is_not_trusted_until_the_next_request():
+    """The last call's usage describes a request from before the notes: the guard
+    counts the compacted pick instead, until a request has been built from it."""
+    history = padded(11)
+    policy, _ = compacting(window_at(0.5, history), ScriptedLLM([NOTES]))
+    assert await policy.compact_now(history, turn=3)  # as after the server's refusal
+    request = await policy.prepare(history, HUGE, turn=3)
+    assert request.fits and not request.compacted
+    # The next turn's usage is that request's: trusted again (and this one overflows).
+    assert not (await policy.prepare(history, HUGE, turn=4)).fits
+
+
+async def test_only_a_compacting_policy_compacts_or_adopts_notes():
+    history = padded(11)
+    policy = ContextPolicy.from_config(
+        AgentConfig(context=ContextConfig("round_window", 2)), guard=guard(1000)
+    )
+    assert not policy.compacts and not await policy.compact_now(history, turn=1)
+    assert not policy.adopt_notes(history, NOTES, rounds_kept=1)
+    compaction, _ = compacting(1000, ScriptedLLM([]))
+    assert compaction.compacts and compaction.adopt_notes(history, NOTES, rounds_kept=1)
+    picked = (await compaction.prepare(history, closing=[])).messages
+    assert NOTES in picked[2].content
