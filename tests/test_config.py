@@ -1,20 +1,15 @@
 from __future__ import annotations
 
-from pathlib import Path
+import re
 
 import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from deepledger.config import compose, tool_servers, unknown_override_keys, validate
+from deepledger.config import tool_servers, unknown_override_keys, validate
 from deepledger.errors import ConfigError, MissingAPIKeyError
-from deepledger.llm.factory import PROVIDERS, create_client, resolve_api_key
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
-
-
-def composed(*overrides: str):
-    return compose(CONF, list(overrides))
+from deepledger.llm.factory import create_client, resolve_api_key
+from tests.support.config import CONF, composed
 
 
 def presets(group: str) -> list[str]:
@@ -24,13 +19,13 @@ def presets(group: str) -> list[str]:
 @pytest.mark.parametrize("llm", presets("llm"))
 def test_every_llm_preset_composes_validates_and_has_a_window(llm):
     cfg = composed(f"llm={llm}")
-    validate(cfg, PROVIDERS)
+    validate(cfg)
     assert cfg.llm.max_context_length > cfg.llm.max_tokens > 0
 
 
 @pytest.mark.parametrize("agent", presets("agent"))
 def test_every_agent_preset_composes_and_validates(agent):
-    validate(composed(f"agent={agent}"), PROVIDERS)
+    validate(composed(f"agent={agent}"))
 
 
 def test_mirothinker_setups_are_presets():
@@ -67,13 +62,13 @@ def test_a_wrong_type_fails_naming_the_key():
 def test_max_tokens_not_below_the_window_is_rejected():
     cfg = composed("llm=openai_compatible", "llm.max_tokens=9000", "llm.max_context_length=8192")
     with pytest.raises(ConfigError, match=r"llm.max_tokens=9000.*llm.max_context_length=8192"):
-        validate(cfg, PROVIDERS)
+        validate(cfg)
 
 
 def test_unknown_provider_is_rejected_with_the_choices():
     cfg = composed("llm.provider=gemini")
     with pytest.raises(ConfigError, match=r"llm.provider='gemini'.*openai, anthropic"):
-        validate(cfg, PROVIDERS)
+        validate(cfg)
 
 
 def test_several_problems_are_reported_together():
@@ -84,7 +79,7 @@ def test_several_problems_are_reported_together():
         "benchmark.execution.report_every_seconds=-1",
     )
     with pytest.raises(ConfigError) as info:
-        validate(cfg, PROVIDERS)
+        validate(cfg)
     for key in (
         "agent.keep_tool_result",
         "agent.tool_protocol",
@@ -95,19 +90,19 @@ def test_several_problems_are_reported_together():
 
 
 def test_first_call_names_one_tool():
-    validate(composed("llm=local"), PROVIDERS)  # the preset's own: first_call=search
-    validate(composed("llm.first_call=search.open"), PROVIDERS)
+    validate(composed("llm=local"))  # the preset's own: first_call=search
+    validate(composed("llm.first_call=search.open"))
     with pytest.raises(ConfigError, match=r"llm.first_call='search open'"):
-        validate(composed("llm.first_call='search open'"), PROVIDERS)
+        validate(composed("llm.first_call='search open'"))
 
 
 def test_context_strategy_and_its_parameters_are_checked():
     cfg = composed("agent.context.strategy=round_window", "agent.context.keep_rounds=4")
-    validate(cfg, PROVIDERS)
+    validate(cfg)
     assert (cfg.agent.context.strategy, cfg.agent.context.keep_rounds) == ("round_window", 4)
     bad = composed("agent.context.strategy=sliding", "agent.context.keep_rounds=0")
     with pytest.raises(ConfigError) as info:
-        validate(bad, PROVIDERS)
+        validate(bad)
     message = str(info.value)
     assert "agent.context.strategy='sliding'" in message and "round_window" in message
     assert "agent.context.keep_rounds=0" in message
@@ -186,7 +181,7 @@ def test_a_tool_server_can_be_added_from_the_command_line_and_is_checked():
 def test_agents_may_only_name_defined_tool_servers():
     cfg = composed("agent.main_agent.tools=[search, serch]")
     with pytest.raises(ConfigError, match=r"agent.main_agent.tools names 'serch'"):
-        validate(cfg, PROVIDERS)
+        validate(cfg)
 
 
 def test_the_built_in_tool_names_are_the_tools_own():
@@ -196,3 +191,56 @@ def test_the_built_in_tool_names_are_the_tools_own():
     from deepledger.tools.scrape import SERVER as SCRAPE_SERVER
 
     assert set(BUILTIN_TOOLS) == {MEMORY_TOOL, ARCHIVE_TOOL, SCRAPE_SERVER}
+
+
+def test_each_setting_s_names_are_the_names_its_registry_builds():
+    """The enum validate() checks a setting against and the registry that builds what it
+    names are one list: a name added to one and not the other fails here."""
+    from deepledger.bench.judge import JUDGE_BUILDERS
+    from deepledger.config import (
+        JudgeName,
+        ProtocolName,
+        Provider,
+        SearchBackendName,
+        StrategyName,
+        Transport,
+    )
+    from deepledger.context.strategy import STRATEGIES
+    from deepledger.llm.factory import BUILDERS
+    from deepledger.tools.manager import TRANSPORTS
+    from deepledger.tools.protocol import PROTOCOLS
+    from deepledger.web.search import backend_names
+
+    assert set(BUILDERS) == set(Provider)
+    assert set(JUDGE_BUILDERS) == set(JudgeName)
+    assert set(PROTOCOLS) == set(ProtocolName)
+    assert set(TRANSPORTS) == set(Transport)
+    assert set(backend_names()) == set(SearchBackendName)
+    assert set(STRATEGIES) == set(StrategyName)
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("llm.tool_protocol=json", "llm.tool_protocol"),
+        ("benchmark.judge.name=fuzzy", "benchmark.judge.name"),
+        ("web.search_backend=bing", "web.search_backend"),
+        ("+tools.mine={command: x, transport: pipe}", "tools.mine.transport"),
+        ("+tools.mine={command: x, scope: run}", "tools.mine.scope"),
+    ],
+)
+def test_a_name_no_registry_has_is_refused_naming_the_key(override, key):
+    with pytest.raises(ConfigError, match=rf"{re.escape(key)}="):
+        validate(composed(override))
+
+
+def test_the_typed_config_is_recorded_as_the_composed_one():
+    """The manifest's config (and so config_id, which a resume compares) is the same
+    whether made from Hydra's node, as before, or from the typed config."""
+    from omegaconf import OmegaConf
+
+    from deepledger.config import as_record, compose_node, typed
+
+    overrides = ["+tools.mine={command: x, args: [a]}", "llm.thinking={type: enabled}"]
+    node = compose_node(CONF, overrides)
+    assert as_record(typed(node)) == OmegaConf.to_container(node, resolve=True)

@@ -18,10 +18,20 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from deepledger import __version__
 from deepledger.errors import ConfigError, DeepLedgerError, EndpointRejectedError
+from deepledger.records.results import SummaryRecord
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from deepledger.config import Config
+
+# A command run under Hydra: the typed config, and Hydra's node it was made from (for
+# the files that record the config as composed, interpolations and all).
+HydraTask = Callable[["Config", "DictConfig"], int]
 
 USAGE = f"""\
 deepledger {__version__} — a deep-research agent runtime
@@ -162,12 +172,12 @@ def _fail(exc: DeepLedgerError) -> int:
     return EXIT_USAGE if usage else EXIT_TASKS_ERRORED
 
 
-def _hydra_command(name: str, overrides: list[str], task: Callable[[Any], int]) -> int:
-    """Run ``task(cfg)`` under Hydra with ``overrides`` as its command line."""
+def _hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
+    """Run ``task(config, node)`` under Hydra with ``overrides`` as its command line."""
     import hydra
     from dotenv import load_dotenv
 
-    from deepledger.config import register_schemas, unknown_override_keys
+    from deepledger.config import register_schemas, typed, unknown_override_keys
 
     overrides = flags_first([_resume_key(o) for o in take_command_line_key(overrides)])
     if problems := unknown_override_keys(overrides):
@@ -184,11 +194,12 @@ def _hydra_command(name: str, overrides: list[str], task: Callable[[Any], int]) 
     outcome: dict[str, int] = {}  # "code" is set once Hydra composed a config
 
     @hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")
-    def _entry(cfg: Any) -> None:
+    def _entry(node: DictConfig) -> None:
         outcome.setdefault("code", 0)
         quiet_http_logs()
         try:
-            code = task(cfg)
+            # The one place the composed node becomes the typed config.
+            code = task(typed(node), node)
         except DeepLedgerError as exc:
             code = _fail(exc)
         except KeyboardInterrupt:  # tool servers are already stopped by the time we get here
@@ -451,32 +462,37 @@ def hydra_value(text: str) -> str:
     return QuotedString(text=literal, quote=quote).with_quotes()
 
 
-def _checked(cfg: Any) -> None:
+def _checked(cfg: Config) -> None:
     from deepledger.config import validate
-    from deepledger.llm.factory import PROVIDERS, create_client
+    from deepledger.llm.factory import create_client
 
-    validate(cfg, PROVIDERS)
+    validate(cfg)
     # Building the client fails early on a missing key or an unavailable provider.
     asyncio.run(create_client(cfg.llm).aclose())
 
 
-def _bench(cfg: Any) -> int:
+def _bench(cfg: Config, node: DictConfig) -> int:
     from hydra.core.hydra_config import HydraConfig
 
     from deepledger.bench.suite import run_suite
+    from deepledger.config import node_data
 
     _checked(cfg)
     root = Path(HydraConfig.get().runtime.output_dir)
-    summary = asyncio.run(run_suite(cfg, root, config_dir(), sys.argv[1:]))
+    composed = node_data(node, resolve=False)  # for .hydra/config.yaml: as composed
+    summary = asyncio.run(
+        run_suite(cfg, root, config_dir(), sys.argv[1:], hydra_config=composed)
+    )
     print(f"Run directory: {root}")
-    budget = summary.get("budget") or {}
-    not_done = budget.get("tasks_not_started") or budget.get("tasks_stopped")
-    stopped = budget.get("exhausted") and not_done  # the budget kept tasks from finishing
-    return 0 if not summary["tasks"]["errors"] and not stopped else 1
+    budget = summary.budget
+    not_done = budget is not None and (budget.tasks_not_started or budget.tasks_stopped)
+    stopped = budget is not None and budget.exhausted and not_done  # tasks kept from finishing
+    return 0 if not summary.tasks.errors and not stopped else 1
 
 
-def _run(cfg: Any) -> int:
-    if not cfg.question:
+def _run(cfg: Config, node: DictConfig) -> int:
+    question = cfg.question
+    if not question:
         raise ConfigError(
             'deepledger run needs a question: deepledger run "..." [OVERRIDES] (or '
             'question="...", or question=@FILE to read it from a UTF-8 file).'
@@ -484,10 +500,10 @@ def _run(cfg: Any) -> int:
     if cfg.task_file and not Path(cfg.task_file).is_file():
         raise ConfigError(f"task_file={cfg.task_file!r} is not a file.")
     _checked(cfg)
-    return asyncio.run(_answer_one(cfg))
+    return asyncio.run(_answer_one(cfg, question))
 
 
-async def _answer_one(cfg: Any) -> int:
+async def _answer_one(cfg: Config, question: str) -> int:
     from hydra.core.hydra_config import HydraConfig
 
     from deepledger.agent.task import AgentFactory
@@ -495,24 +511,26 @@ async def _answer_one(cfg: Any) -> int:
     from deepledger.config import tool_servers
     from deepledger.llm.factory import create_client
     from deepledger.store.journal import Journal
+    from deepledger.store.layout import RunLayout
     from deepledger.tools.list_cache import ToolListCache
     from deepledger.tools.manager import ToolManager
 
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    journal = Journal(run_dir / "journal.jsonl")
+    layout = RunLayout(Path(HydraConfig.get().runtime.output_dir))
+    journal = Journal(layout.run_journal)
     servers = tool_servers(cfg)
-    if cfg.task_file and "reader" in servers:  # let the reader open the attached file
-        folder = await asyncio.to_thread(lambda: Path(cfg.task_file).resolve().parent)
+    task_file = cfg.task_file
+    if task_file and "reader" in servers:  # let the reader open the attached file
+        folder = await asyncio.to_thread(lambda: Path(task_file).resolve().parent)
         servers["reader"].args.extend(["--root", str(folder)])
     manager = ToolManager(
-        servers, log_dir=run_dir / "tool_servers", list_cache=ToolListCache.default()
+        servers, log_dir=layout.tool_server_logs, list_cache=ToolListCache.default()
     )
     writer = note_writer(cfg, config_dir())
     scraper = page_scraper(cfg, config_dir())
     llm = create_client(cfg.llm)
     try:
         factory = AgentFactory(cfg, llm, manager, note_writer=writer, scraper=scraper)
-        state = await factory.solve(cfg.question, journal, cfg.task_file)
+        state = await factory.solve(question, journal, task_file)
     finally:
         journal.close()
         await manager.aclose()
@@ -522,8 +540,9 @@ async def _answer_one(cfg: Any) -> int:
         if scraper is not None:
             await scraper.aclose()
     print(f"Answer: {state.final_answer if state.final_answer is not None else '(none)'}")
+    ended = state.end_reason.value if state.end_reason is not None else "not ended"
     print(
-        f"({state.provenance.value}; {state.end_reason.value} after {state.turn} turns, "
+        f"({state.provenance.value}; {ended} after {state.turn} turns, "
         f"{state.tool_calls} tool calls, {state.ledger.total.total_tokens} tokens)"
     )
     if state.end_detail:  # e.g. the task alone does not fit the window
@@ -540,7 +559,8 @@ def _report(args: list[str]) -> int:
     from deepledger.bench.metrics import format_summary
     from deepledger.bench.report import rebuild_summary
     from deepledger.report.compare import default_output, sweep_runs, write_comparison
-    from deepledger.report.page import REPORT, write_run_report
+    from deepledger.report.page import write_run_report
+    from deepledger.store.layout import REPORT
 
     out = None
     if "--out" in args:
@@ -568,7 +588,7 @@ def _report(args: list[str]) -> int:
         print(format_summary(summary))
         print(f"Report: {write_run_report(run_dirs[0], summary)}")
         return 0
-    summaries = {}
+    summaries: dict[Path, SummaryRecord] = {}
     for run_dir in run_dirs:
         try:
             summaries[run_dir] = summary = rebuild_summary(run_dir)

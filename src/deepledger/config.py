@@ -11,23 +11,99 @@ configuration: a preset names the *environment variable* holding its key.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import functools
 import os
 import re
 import typing
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from deepledger.errors import ConfigError
+from deepledger.messages import JSONObject
 from deepledger.paths import CONFIG_DIR_ENV, looked_in, resolve_data_path
 from deepledger.prompts import prompt_exists
+
+# -- the names a setting may take ----------------------------------------------------
+# Each enum is the one list of a setting's allowed values: validate() checks against it
+# and the registry that builds the thing (llm/factory.py, bench/judge.py, ...) is keyed
+# by it (tests check that they agree). The schema fields stay `str`, so that a bad value
+# is reported by validate() with every other problem, not by Hydra one at a time; being
+# StrEnums, the members compare equal to those strings and are written as them.
+
+
+class Provider(StrEnum):
+    """``llm.provider``: who serves the model (llm/factory.py builds each)."""
+
+    OPENAI = "openai"  # any OpenAI-compatible server
+    ANTHROPIC = "anthropic"
+    AZURE_OPENAI = "azure_openai"
+    LOCAL = "local"  # the bundled llama.cpp server (llm/local.py)
+    # MiroThinker's name for its models behind an OpenAI-compatible endpoint
+    # (llm.provider=qwen in its scripts), so those command lines carry over.
+    QWEN = "qwen"
+
+
+class StrategyName(StrEnum):
+    """``agent.context.strategy``: which messages go into each request (context/)."""
+
+    KEEP_TOOL_RESULTS = "keep_tool_results"
+    ROUND_WINDOW = "round_window"
+    COMPACTION = "compaction"
+
+
+class JudgeName(StrEnum):
+    """``benchmark.judge.name``: how answers are scored (bench/judge.py)."""
+
+    EXACT = "exact"
+    NORMALIZED = "normalized"
+    NUMERIC = "numeric"
+    LIST = "list"
+    GAIA = "gaia"
+    AIME = "aime"
+    LLM = "llm"
+
+
+class ProtocolName(StrEnum):
+    """``agent.tool_protocol`` / ``llm.tool_protocol``: how tool calls are written
+    (tools/protocol.py)."""
+
+    XML = "xml"  # <use_mcp_tool> blocks in the reply's text
+    NATIVE = "native"  # the provider's function calling
+
+
+class Transport(StrEnum):
+    """``tools.<name>.transport``: how an MCP server is reached (tools/manager.py)."""
+
+    STDIO = "stdio"
+    STREAMABLE_HTTP = "streamable_http"
+    SSE = "sse"
+
+
+class Scope(StrEnum):
+    """``tools.<name>.scope``: who shares a server's session."""
+
+    SHARED = "shared"  # one session (or ``instances``) for every task of the run
+    TASK = "task"  # one session per task: no state leaks between tasks
+
+
+class SearchBackendName(StrEnum):
+    """``web.search_backend``: who answers the web search tools (web/search/)."""
+
+    SERPER = "serper"
+    SEARXNG = "searxng"
+    TAVILY = "tavily"
+    BRAVE = "brave"
+    LOCAL = "local"  # the offline corpus of the `search` tool
 
 
 @dataclass
@@ -43,7 +119,7 @@ class RetryConfig:
 
 @dataclass
 class LLMConfig:
-    provider: str = MISSING  # openai (any OpenAI-compatible server) | anthropic | local | scripted
+    provider: str = MISSING  # a Provider: openai | anthropic | azure_openai | local | qwen
     model_name: str = MISSING
     base_url: str | None = None  # None: the provider's public API
     api_key_env: str | None = None  # variable holding the key; None: the provider's usual one
@@ -106,7 +182,7 @@ class PriceConfig:
 class ToolServerConfig:
     """One MCP tool server. Which agents use it is said in ``agent.*.tools``."""
 
-    transport: str = "stdio"  # stdio | streamable_http | sse
+    transport: str = "stdio"  # a Transport: stdio | streamable_http | sse
     command: str | None = None  # stdio: the program ("python" means this interpreter)
     args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # fixed variables for the server
@@ -279,8 +355,8 @@ class Config:
 
 
 SCHEMA_NAME = "deepledger_schema"
-TOOL_PROTOCOLS = ("xml", "native")
-CONTEXT_STRATEGIES = ("keep_tool_results", "round_window", "compaction")  # context/
+TOOL_PROTOCOLS = tuple(p.value for p in ProtocolName)
+CONTEXT_STRATEGIES = tuple(s.value for s in StrategyName)  # context/
 
 
 def register_schemas() -> None:
@@ -297,36 +373,39 @@ BUILTIN_TOOLS = ("memory", "archive", "jina_scrape_llm_summary")
 
 
 @functools.cache
-def _server_schema() -> Any:
+def _server_schema() -> DictConfig:
     """The structured :class:`ToolServerConfig`, built once: building it costs a few
     milliseconds, and every run checks each server entry twice."""
-    return OmegaConf.structured(ToolServerConfig)
+    schema = OmegaConf.structured(ToolServerConfig)
+    assert isinstance(schema, DictConfig)
+    return schema
 
 
-def tool_servers(cfg: Any) -> dict[str, Any]:
-    """Every ``tools.<name>`` server entry checked against :class:`ToolServerConfig`."""
+def tool_servers(config: Config) -> dict[str, ToolServerConfig]:
+    """Every ``tools.<name>`` server entry checked against :class:`ToolServerConfig`:
+    new objects on each call, so a caller may change its copy (``deepledger run`` gives
+    the reader the attached file's folder)."""
     servers, problems = {}, []
-    for name, entry in cfg.tools.items():
+    for name, entry in config.tools.items():
         if name in TOOL_SETTINGS:
             continue
         try:
-            # Resolved first: the copy is detached from the config that interpolations
-            # like ${benchmark.data.data_dir} refer to.
-            values = (
-                OmegaConf.to_container(entry, resolve=True) if OmegaConf.is_config(entry) else entry
-            )
-            servers[name] = OmegaConf.merge(_server_schema(), values)  # merge copies it
+            merged = OmegaConf.merge(_server_schema(), entry)  # merge copies it
+            server = OmegaConf.to_object(merged)
         except OmegaConfBaseException as exc:
             key = getattr(exc, "key", None) or "?"
             problems.append(f"tools.{name}.{key}: {str(exc).splitlines()[0]}")
+            continue
+        assert isinstance(server, ToolServerConfig)
+        servers[name] = server
     if problems:
         raise ConfigError("Invalid tool server configuration:\n  - " + "\n  - ".join(problems))
     for server in servers.values():
-        server.env.update(server_environment(cfg))
+        server.env.update(server_environment(config))
     return servers
 
 
-def server_environment(cfg: Any) -> dict[str, str]:
+def server_environment(cfg: Config) -> dict[str, str]:
     """What every tool server learns from the config: the suite's search corpus (the
     search servers index it, the page readers open its ``corpus://`` links) and whether
     URLs the model chooses may reach private networks. Neither is a secret. With
@@ -344,16 +423,16 @@ def server_environment(cfg: Any) -> dict[str, str]:
     return env
 
 
-def extract_llm_name(cfg: Any) -> str | None:
+def extract_llm_name(cfg: Config) -> str | None:
     """``tools.extract_llm``: the llm preset the scrape-and-extract tool uses (None: the
     agent's own model)."""
     name = cfg.tools.get("extract_llm")
     return str(name) if name else None
 
 
-def validate(cfg: Any, known_providers: tuple[str, ...]) -> None:
+def validate(cfg: Config) -> None:
     """Check what the types cannot; raise :class:`ConfigError` naming key and fix."""
-    problems = [*_llm_problems(cfg.llm, known_providers), *_agent_problems(cfg.agent)]
+    problems = [*_llm_problems(cfg.llm), *_agent_problems(cfg.agent)]
     problems += _tool_problems(tool_servers(cfg), cfg.agent)
     problems += _execution_problems(cfg.benchmark.execution)
     problems += _unpriced_cost_limits(cfg)
@@ -377,22 +456,22 @@ def validate(cfg: Any, known_providers: tuple[str, ...]) -> None:
         raise ConfigError("Invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
-def check_llm_preset(preset: Any, key: str, known_providers: tuple[str, ...]) -> None:
+def check_llm_preset(preset: LLMConfig, key: str) -> None:
     """The checks ``llm`` gets, for a preset another setting names (``key``: e.g.
     ``benchmark.judge.llm=<name>``), so a bad one stops the run before any work."""
-    problems = _llm_problems(preset, known_providers)
+    problems = _llm_problems(preset)
     if problems:
         raise ConfigError(
             f"Invalid llm preset {key}:\n" + "\n".join(f"  - {key}: {p}" for p in problems)
         )
 
 
-def _llm_problems(llm: Any, known_providers: tuple[str, ...]) -> list[str]:
+def _llm_problems(llm: LLMConfig) -> list[str]:
     problems = []
-    if llm.provider not in known_providers:
+    if llm.provider not in PROVIDERS:
         problems.append(
             f"llm.provider={llm.provider!r} is not a provider; use one of "
-            f"{', '.join(known_providers)} (or pick a preset: llm=openai, llm=anthropic, ...)."
+            f"{', '.join(PROVIDERS)} (or pick a preset: llm=openai, llm=anthropic, ...)."
         )
     if llm.max_context_length <= 0:
         problems.append(f"llm.max_context_length={llm.max_context_length} must be positive.")
@@ -442,7 +521,7 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 MIN_THINKING_BUDGET = 1024  # Anthropic's floor for budget_tokens
 
 
-def _thinking_problems(llm: Any) -> list[str]:
+def _thinking_problems(llm: LLMConfig) -> list[str]:
     """What Anthropic refuses with thinking on: a budget under 1024 or not under
     max_tokens, and sampling settings other than the defaults (through extra_body)."""
     if llm.thinking and llm.provider != "anthropic":
@@ -480,7 +559,7 @@ def _is_http_url(url: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
-def _agent_problems(agent: Any) -> list[str]:
+def _agent_problems(agent: AgentConfig) -> list[str]:
     problems = []
     if agent.keep_tool_result < -1:
         problems.append(
@@ -523,13 +602,14 @@ def _agent_problems(agent: Any) -> list[str]:
     return problems
 
 
-JUDGES = ("exact", "normalized", "numeric", "list", "gaia", "aime", "llm")
+PROVIDERS = tuple(p.value for p in Provider)
+JUDGES = tuple(j.value for j in JudgeName)
 JUDGE_RULES = ("default", "gaia_text", "hle", "deepsearchqa")  # bench/judge.py LLM_RULES
-TRANSPORTS = ("stdio", "streamable_http", "sse")
-SCOPES = ("shared", "task")
+TRANSPORTS = tuple(t.value for t in Transport)
+SCOPES = tuple(s.value for s in Scope)
 
 
-def _tool_problems(tools: Any, agent: Any) -> list[str]:
+def _tool_problems(tools: Mapping[str, ToolServerConfig], agent: AgentConfig) -> list[str]:
     problems = []
     for name, server in tools.items():
         if server.transport not in TRANSPORTS:
@@ -546,7 +626,7 @@ def _tool_problems(tools: Any, agent: Any) -> list[str]:
         if builtin in tools:
             problems.append(
                 f"tools.{builtin}: {builtin!r} is the name of a tool built into deepledger "
-                "(see the README's tools table); give this server another name."
+                "(see docs/tools.md); give this server another name."
             )
     roles = {"agent.main_agent": agent.main_agent}
     roles |= {f"agent.sub_agents.{n}": role for n, role in agent.sub_agents.items()}
@@ -565,11 +645,11 @@ def _tool_problems(tools: Any, agent: Any) -> list[str]:
     return problems
 
 
-SEARCH_BACKENDS = ("serper", "searxng", "tavily", "brave", "local")
+SEARCH_BACKENDS = tuple(b.value for b in SearchBackendName)
 SCRAPERS = ("auto", "jina", "direct")
 
 
-def _web_problems(cfg: Any) -> list[str]:
+def _web_problems(cfg: Config) -> list[str]:
     problems = []
     if cfg.web.search_backend not in SEARCH_BACKENDS:
         problems.append(
@@ -586,11 +666,11 @@ def _web_problems(cfg: Any) -> list[str]:
     return problems
 
 
-def _names_sub_agent(tool: str, agent: Any) -> bool:
+def _names_sub_agent(tool: str, agent: AgentConfig) -> bool:
     return tool.startswith("agent-") and tool.removeprefix("agent-") in agent.sub_agents
 
 
-def _execution_problems(execution: Any) -> list[str]:
+def _execution_problems(execution: ExecutionConfig) -> list[str]:
     problems = []
     if execution.max_concurrent < 1:
         problems.append(
@@ -616,15 +696,13 @@ def _execution_problems(execution: Any) -> list[str]:
     return problems
 
 
-def _unpriced_cost_limits(cfg: Any) -> list[str]:
+def _unpriced_cost_limits(cfg: Config) -> list[str]:
     """A cost limit on a model without a price could never be reached: refused before
     any work, rather than letting the run spend without a bound."""
-    from deepledger.llm.usage import find_price
-
     execution = cfg.benchmark.execution
     keys = [k for k in COST_LIMITS if getattr(execution, k, None) is not None]
     model = cfg.llm.model_name
-    if not keys or find_price(model, cfg.pricing or {}) is not None:
+    if not keys or price_entry(model, cfg.pricing) is not None:
         return []
     return [
         f"benchmark.execution.{keys[0]} is set, but llm.model_name={model!r} has no price, "
@@ -632,6 +710,15 @@ def _unpriced_cost_limits(cfg: Any) -> list[str]:
         f"+pricing.{model}.output=USD per million tokens) or limit tokens instead "
         "(benchmark.execution.task_token_limit, .max_tokens)."
     ]
+
+
+def price_entry(model: str, pricing: Mapping[str, PriceConfig]) -> PriceConfig | None:
+    """``pricing``'s entry for ``model``, or for the longest listed prefix of it (dated
+    variants: ``gpt-4o`` prices ``gpt-4o-2024-08-06``)."""
+    if model in pricing:
+        return pricing[model]
+    prefixes = [name for name in pricing if model.startswith(name)]
+    return pricing[max(prefixes, key=len)] if prefixes else None
 
 
 # Task limits and run budgets under benchmark.execution (agent/limits.py); null: none.
@@ -662,7 +749,7 @@ def schema_keys(node: type = Config, prefix: str = "") -> tuple[set[str], set[st
         key = f"{prefix}{f.name}"
         keys.add(key)
         kind = hints[f.name]
-        if dataclasses.is_dataclass(kind):
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
             sub_keys, sub_open = schema_keys(kind, key + ".")
             keys |= sub_keys
             open_prefixes |= sub_open
@@ -702,12 +789,64 @@ def unknown_override_keys(overrides: list[str]) -> list[str]:
     return problems
 
 
-def compose(conf_dir: Any, overrides: list[str]) -> Any:
+def compose(conf_dir: str | Path, overrides: list[str]) -> Config:
     """The config ``deepledger`` would run with, for code that is not the CLI (scripts,
-    benchmarks, notebooks): the same files, schema and override syntax."""
+    benchmarks, notebooks): the same files, schema and override syntax, typed."""
+    return typed(compose_node(conf_dir, overrides))
+
+
+def compose_node(conf_dir: str | Path, overrides: list[str]) -> DictConfig:
+    """What :func:`compose` types: Hydra's composed node, interpolations unresolved."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     register_schemas()
     with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(overrides))
+
+
+def typed(node: DictConfig) -> Config:
+    """The composed Hydra config as :class:`Config` instances, interpolations resolved:
+    done once, at the CLI's edge; everything below it reads the dataclasses. A preset's
+    or an override's bad value is left for :func:`validate` to report."""
+    with _typed_errors():
+        config = OmegaConf.to_object(node)
+    if not isinstance(config, Config):  # a node composed without the schema
+        with _typed_errors():
+            config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), node))
+    assert isinstance(config, Config)
+    return config
+
+
+def typed_llm(node: DictConfig, key: str) -> LLMConfig:
+    """An llm preset loaded by name (``benchmark.judge.llm``, ...) as :class:`LLMConfig`;
+    ``key`` names the setting in the error."""
+    with _typed_errors(key):
+        preset = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(LLMConfig), node))
+    assert isinstance(preset, LLMConfig)
+    return preset
+
+
+@contextlib.contextmanager
+def _typed_errors(key: str | None = None) -> Iterator[None]:
+    """OmegaConf's errors while typing (a mandatory value left ``???``, a value of the
+    wrong type in a preset) as a :class:`ConfigError` naming the key."""
+    try:
+        yield
+    except OmegaConfBaseException as exc:
+        where = getattr(exc, "full_key", None) or "?"
+        prefix = f"{key}: " if key else ""
+        raise ConfigError(f"{prefix}{where}: {str(exc).splitlines()[0]}") from None
+
+
+def node_data(node: Any, *, resolve: bool) -> JSONObject:
+    """A config node (Hydra's own included) as plain data, keyed by strings."""
+    data = OmegaConf.to_container(node, resolve=resolve)
+    assert isinstance(data, dict)
+    return {str(key): value for key, value in data.items()}
+
+
+def as_record(config: Config) -> JSONObject:
+    """The config as plain data, the way the run directory records it (manifest.json,
+    ``config_id``): the same data as the composed node resolved, enum values as strings."""
+    return dataclasses.asdict(config)

@@ -17,7 +17,7 @@ from deepledger.llm.factory import create_client
 from deepledger.llm.openai import OpenAIChatClient
 from deepledger.llm.retry import RetryingClient, RetryPolicy
 from deepledger.messages import Message
-from tests.test_config import CONF
+from tests.support.config import CONF
 
 READ_TIMEOUT = 60.0  # what a stalled connect would wait without its own timeout
 

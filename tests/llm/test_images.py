@@ -15,9 +15,8 @@ from deepledger.llm.openai import OpenAIChatClient, to_wire_messages
 from deepledger.llm.tokens import IMAGE_TOKENS, count_messages, default_counter
 from deepledger.messages import ImagePart, Message, ToolCall, ToolResult
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
-from tests.llm.test_providers import TASK, make_client, native_history, xml_history
+from tests.support.providers import PNG, TASK, make_client, native_history, xml_history
 
-PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8).decode()
 JPEG = base64.b64encode(b"\xff\xd8\xff\xe0" + b"jpeg pixels" * 100).decode()
 CHART = ImagePart("image/png", PNG, "chart.png")
 PHOTO = ImagePart("image/jpeg", JPEG, "https://example.org/photo.jpg")

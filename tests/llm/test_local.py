@@ -20,7 +20,7 @@ from deepledger.llm.local_template import common_prefix
 from deepledger.llm.openai import to_wire_messages
 from deepledger.llm.tokens import default_counter
 from deepledger.messages import Message
-from tests.test_config import composed
+from tests.support.config import composed
 
 
 def alive(pid: int) -> bool:
@@ -86,7 +86,7 @@ async def test_the_real_model_answers_and_its_server_stops_with_the_client():
         assert again.usage.cache_read_tokens == again.usage.input_tokens
 
         prefilled = [*asked, Message.assistant("Hello! My name is")]
-        assert client.supports_prefill
+        assert client.capabilities.prefill
         continued = await client.generate(prefilled, settings=greedy)
         assert continued.text and "<|im_start|>" not in continued.text
         assert not continued.text.lstrip().lower().startswith("hello")
@@ -117,7 +117,7 @@ def test_a_chat_format_override_leaves_templating_and_prefill_to_llama_cpp():
         timeout_seconds=10,
         chat_format="chatml",
     )
-    assert client.template is None and not client.supports_prefill
+    assert client.template is None and not client.capabilities.prefill
     assert client.token_counter is default_counter()
 
 
@@ -229,4 +229,4 @@ def test_native_tool_calls_leave_the_local_model_without_prefill():
     client = LocalModelClient(
         "m", model_path=bundled_model(), context_size=1024, timeout_seconds=10, native_tools=True
     )
-    assert client.template is not None and not client.supports_prefill
+    assert client.template is not None and not client.capabilities.prefill

@@ -12,12 +12,12 @@ import pytest
 from deepledger.config import compose, validate
 from deepledger.errors import ConfigError, FatalLLMError
 from deepledger.llm.base import GenerationSettings
-from deepledger.llm.factory import PROVIDERS, create_client
+from deepledger.llm.factory import create_client
 from deepledger.llm.openai import AzureOpenAIChatClient, OpenAIChatClient
 from deepledger.messages import Message, ToolResult, ToolSpec
 from deepledger.testing.fake_llm_server import AzureDeployment, FakeLLMServer, FakeToolCall, Reply
-from tests.test_cli import deepledger
-from tests.test_config import CONF
+from tests.support.cli import deepledger
+from tests.support.config import CONF
 
 TASK = [Message.system("You research."), Message.task("What is 2+2?")]
 TOOLS = [ToolSpec("search", "Search", {"type": "object", "properties": {"q": {"type": "string"}}})]
@@ -151,7 +151,7 @@ async def test_the_fake_refuses_a_wrong_azure_request(options, refusal):
 def test_azure_preset_needs_the_deployment_url(monkeypatch):
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", "k")
     cfg = compose(CONF, ["llm=azure_openai"])
-    validate(cfg, PROVIDERS)
+    validate(cfg)
     with pytest.raises(ConfigError, match=r"llm\.base_url"):
         create_client(cfg.llm)
 

@@ -4,23 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from deepledger.llm.anthropic import AnthropicClient
 from deepledger.llm.base import GenerationSettings
-from deepledger.llm.openai import OpenAIChatClient
 from deepledger.messages import Message, StopReason, ToolCall, ToolResult, ToolSpec, Usage
 from deepledger.testing.fake_llm_server import FakeLLMServer, FakeToolCall, FakeUsage, Reply
-
-PROTOCOLS = ["openai", "anthropic"]
-
-
-def make_client(protocol: str, server: FakeLLMServer, timeout: float = 5.0):
-    if protocol == "openai":
-        return OpenAIChatClient(
-            "fake-model", api_key="k", base_url=server.openai_base_url, timeout_seconds=timeout
-        )
-    return AnthropicClient(
-        "fake-model", api_key="k", base_url=server.base_url, timeout_seconds=timeout
-    )
+from tests.support.providers import PROTOCOLS, TASK, make_client, native_history, xml_history
 
 
 @pytest.fixture
@@ -28,9 +15,6 @@ def server():
     with FakeLLMServer() as fake:
         yield fake
         fake.assert_all_consumed()
-
-
-TASK = [Message.system("You research."), Message.task("What is 2+2?")]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -126,18 +110,6 @@ async def test_stop_reasons_are_typed_not_crashes(protocol, finish, expected, se
     assert response.stop_reason is expected and response.text == "partial"
 
 
-def native_history() -> list[Message]:
-    calls = [ToolCall("c1", "search", {"q": "a"}), ToolCall("c2", "read", {"url": "b"})]
-    return [
-        *TASK,
-        Message.assistant("Let me look.", calls),
-        Message.native_tool_results(
-            [ToolResult("c1", "found a"), ToolResult("c2", "404", is_error=True)]
-        ),
-        Message.injected("Now answer with \\boxed{}."),
-    ]
-
-
 async def test_openai_wire_pairs_tool_messages_by_id(server):
     server.enqueue(Reply(text="ok"))
     async with make_client("openai", server) as client:
@@ -178,16 +150,6 @@ async def test_anthropic_prefill_loses_trailing_whitespace(server):
         "role": "assistant",
         "content": [{"type": "text", "text": "Failure type:"}],
     }
-
-
-def xml_history() -> list[Message]:
-    """XML protocol: the calls are in the reply's text, the results in a user message."""
-    call = ToolCall("x1", "search", {"q": "a"}, server_name="web")
-    return [
-        *TASK,
-        Message.assistant("<use_mcp_tool>...</use_mcp_tool>", [call]),
-        Message.text_tool_results("search returned: a", [ToolResult("x1", "a")]),
-    ]
 
 
 async def test_xml_protocol_calls_stay_text_on_both_wires(server):

@@ -25,7 +25,7 @@ from deepledger.testing.fake_llm_server import (
     server_error,
     slow,
 )
-from tests.llm.test_providers import PROTOCOLS, make_client
+from tests.support.providers import PROTOCOLS, make_client
 
 TASK = [Message.task("What is 2+2?")]
 POLICY = RetryPolicy(

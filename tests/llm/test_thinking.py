@@ -8,16 +8,16 @@ import json
 import pytest
 
 from deepledger.config import compose, validate
-from deepledger.context.replay import decode_message
 from deepledger.errors import ConfigError, FatalLLMError
 from deepledger.llm.anthropic import AnthropicClient
 from deepledger.llm.base import GenerationSettings
-from deepledger.llm.factory import PROVIDERS, create_client
+from deepledger.llm.factory import create_client
 from deepledger.messages import Message, ThinkingBlock, ToolResult, ToolSpec
-from deepledger.store.journal import to_jsonable
+from deepledger.records.codec import decode, encode_line
+from deepledger.records.events import AssistantTurn
 from deepledger.testing.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
-from tests.test_cli import deepledger
-from tests.test_config import CONF
+from tests.support.cli import deepledger
+from tests.support.config import CONF
 
 THINKING = {"type": "enabled", "budget_tokens": 2048}
 SETTINGS = GenerationSettings(max_tokens=4096)
@@ -72,8 +72,8 @@ async def test_thinking_blocks_survive_the_journal_and_are_still_accepted():
     with FakeLLMServer(search_then_answer(), anthropic_thinking=True) as server:
         async with thinking_client(server) as client:
             first = await client.generate(TASK, TOOLS, SETTINGS)
-            line = json.dumps(to_jsonable({"message": first.message}))
-            reread = decode_message(json.loads(line)["message"])
+            line = encode_line(AssistantTurn(turn=1, message=first.message))
+            reread = decode(json.loads(line)).message
             assert reread.thinking == first.message.thinking
             await client.generate(after_search(reread), TOOLS, SETTINGS)
         server.assert_all_consumed()
@@ -126,7 +126,7 @@ async def test_blocks_of_an_earlier_turn_are_left_out():
 async def test_no_prefill_and_room_for_the_budget_while_thinking():
     with FakeLLMServer([Reply(text="note")], anthropic_thinking=True) as server:
         async with thinking_client(server) as client:
-            assert client.supports_prefill is False
+            assert client.capabilities.prefill is False
             # A compaction note asks for less than the thinking budget.
             await client.generate(TASK, (), GenerationSettings(max_tokens=1000))
         server.assert_all_consumed()
@@ -134,16 +134,16 @@ async def test_no_prefill_and_room_for_the_budget_while_thinking():
     with FakeLLMServer() as server:
         assert AnthropicClient(
             "m", api_key="k", base_url=server.base_url, timeout_seconds=1
-        ).supports_prefill
+        ).capabilities.prefill
 
 
 def test_thinking_from_config_reaches_the_client(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     cfg = compose(CONF, ["llm=anthropic", "llm.thinking={type: enabled, budget_tokens: 4000}"])
-    validate(cfg, PROVIDERS)
+    validate(cfg)
     client = create_client(cfg.llm).inner
     assert client.thinking == {"type": "enabled", "budget_tokens": 4000}
-    assert not client.supports_prefill
+    assert not client.capabilities.prefill
 
 
 @pytest.mark.parametrize(
@@ -158,14 +158,14 @@ def test_thinking_from_config_reaches_the_client(monkeypatch):
 def test_thinking_settings_anthropic_refuses_are_refused_naming_the_key(overrides, named):
     cfg = compose(CONF, ["llm=anthropic", "llm.max_tokens=16384", *overrides])
     with pytest.raises(ConfigError, match="Invalid configuration") as info:
-        validate(cfg, PROVIDERS)
+        validate(cfg)
     assert named in str(info.value)
 
 
 def test_thinking_on_another_provider_is_refused():
     cfg = compose(CONF, ["llm=openai", "llm.thinking={type: adaptive}"])
     with pytest.raises(ConfigError, match="is Anthropic's setting"):
-        validate(cfg, PROVIDERS)
+        validate(cfg)
 
 
 def test_a_thinking_run_with_native_tools_end_to_end(tmp_path, monkeypatch):

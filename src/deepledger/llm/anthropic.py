@@ -46,6 +46,7 @@ from deepledger.llm import classify
 from deepledger.llm.base import (
     CONNECTION_LIMITS,
     GenerationSettings,
+    LLMCapabilities,
     LLMClient,
     answered_natively,
     connect_timed_out,
@@ -54,6 +55,7 @@ from deepledger.llm.tokens import count_messages
 from deepledger.llm.usage import report_unreadable, token_count
 from deepledger.messages import (
     ImagePart,
+    JSONObject,
     LLMResponse,
     Message,
     Role,
@@ -88,14 +90,15 @@ class AnthropicClient(LLMClient):
         timeout_seconds: float,
         connect_timeout_seconds: float = 10.0,
         thinking: Mapping[str, Any] | None = None,
+        accepts_images: bool = False,
     ) -> None:
-        super().__init__(model)
-        self.timeout_seconds = timeout_seconds
-        self.connect_timeout_seconds = connect_timeout_seconds
         self.thinking = dict(thinking) if thinking else None
         # A prefill is continued without trailing whitespace (see _strip_prefill_whitespace),
         # but not at all while thinking is on: the API refuses it then.
-        self.supports_prefill = not thinking_on(self.thinking)
+        prefill = not thinking_on(self.thinking)
+        super().__init__(model, LLMCapabilities(prefill=prefill, images=accepts_images))
+        self.timeout_seconds = timeout_seconds
+        self.connect_timeout_seconds = connect_timeout_seconds
         self._sdk = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url,
@@ -114,7 +117,7 @@ class AnthropicClient(LLMClient):
         self, messages: list[Message], tools: list[ToolSpec], settings: GenerationSettings
     ) -> LLMResponse:
         system, turns = to_wire(messages)
-        request: dict[str, Any] = {
+        request: JSONObject = {
             "model": self.model,
             "messages": turns,
             "max_tokens": settings.max_tokens,
@@ -206,7 +209,9 @@ class AnthropicClient(LLMClient):
 
 def thinking_on(thinking: Mapping[str, Any] | None) -> bool:
     """Whether a ``thinking`` setting turns thinking on (``disabled`` does not)."""
-    return bool(thinking) and thinking.get("type") != "disabled"  # type: ignore[union-attr]
+    if not thinking:
+        return False
+    return thinking.get("type") != "disabled"
 
 
 def with_thinking_room(max_tokens: int, thinking: Mapping[str, Any]) -> int:
@@ -219,10 +224,12 @@ def with_thinking_room(max_tokens: int, thinking: Mapping[str, Any]) -> int:
     return max_tokens
 
 
-def to_wire(messages: list[Message]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def to_wire(messages: list[Message]) -> tuple[list[JSONObject], list[JSONObject]]:
     """(system blocks, alternating turns) with cache breakpoints set."""
-    system = [{"type": "text", "text": m.content} for m in messages if m.role is Role.SYSTEM]
-    turns: list[dict[str, Any]] = []
+    system: list[JSONObject] = [
+        {"type": "text", "text": m.content} for m in messages if m.role is Role.SYSTEM
+    ]
+    turns: list[JSONObject] = []
     turn_start = current_turn_start(messages)
     for i, m in enumerate(messages):
         if m.role is Role.SYSTEM:
@@ -253,14 +260,14 @@ def current_turn_start(messages: list[Message]) -> int:
     return max((i for i, m in enumerate(messages) if m.role is Role.USER), default=-1)
 
 
-def _thinking_block(block: ThinkingBlock) -> dict[str, Any]:
+def _thinking_block(block: ThinkingBlock) -> JSONObject:
     """A thinking block exactly as it came: the signature covers its text."""
     if block.is_redacted:
         return {"type": "redacted_thinking", "data": block.redacted_data}
     return {"type": "thinking", "thinking": block.text, "signature": block.signature}
 
 
-def _blocks(m: Message, native_calls: bool) -> list[dict[str, Any]]:
+def _blocks(m: Message, native_calls: bool) -> list[JSONObject]:
     if m.role is Role.TOOL:
         return [_tool_result_block(r) for r in m.tool_results]
     # Whitespace-only text blocks are rejected by the API.
@@ -273,8 +280,8 @@ def _blocks(m: Message, native_calls: bool) -> list[dict[str, Any]]:
     return text + calls if native_calls else text
 
 
-def _tool_result_block(r: ToolResult) -> dict[str, Any]:
-    content: str | list[dict[str, Any]] = r.content
+def _tool_result_block(r: ToolResult) -> JSONObject:
+    content: str | list[JSONObject] = r.content
     if r.images:  # a list of blocks only then: results without images go as before
         text = [{"type": "text", "text": r.content}] if r.content.strip() else []
         content = text + [_image_block(image) for image in r.images]
@@ -286,12 +293,12 @@ def _tool_result_block(r: ToolResult) -> dict[str, Any]:
     }
 
 
-def _image_block(image: ImagePart) -> dict[str, Any]:
+def _image_block(image: ImagePart) -> JSONObject:
     source = {"type": "base64", "media_type": image.mime_type, "data": image.data}
     return {"type": "image", "source": source}
 
 
-def _strip_prefill_whitespace(turns: list[dict[str, Any]]) -> None:
+def _strip_prefill_whitespace(turns: list[JSONObject]) -> None:
     if turns and turns[-1]["role"] == "assistant":
         last = turns[-1]["content"]
         if last and last[-1]["type"] == "text":

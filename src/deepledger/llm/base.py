@@ -8,8 +8,10 @@ A provider subclasses :class:`LLMClient` and implements two things:
 - ``classify_error(exc) -> LLMError | None``: map a client exception to the error tree in
   ``errors.py`` (transient / rate-limited / fatal). ``None`` lets it propagate as is.
 
-Optionally it overrides ``token_counter`` when it can count tokens exactly (a llama.cpp
-or vLLM server), and ``aclose`` to release its HTTP client.
+It says what it can do in ``capabilities`` (:class:`LLMCapabilities`): the layers
+above ask ``client.capabilities.prefill`` rather than which provider it is. Optionally
+it overrides ``token_counter`` when it can count tokens exactly (a llama.cpp or vLLM
+server), and ``aclose`` to release its HTTP client.
 
 Callers use ``generate``. Retries live in one place, :class:`llm.retry.RetryingClient`,
 which wraps any client; :func:`llm.factory.create_client` builds the stack from config.
@@ -37,6 +39,24 @@ CONNECTION_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connection
 
 
 @dataclass(frozen=True)
+class LLMCapabilities:
+    """What a client can do, for the layers above to ask instead of its provider."""
+
+    # A trailing assistant message is continued (a prefill) rather than rejected.
+    prefill: bool = False
+    # Tools go on the wire as function calls (the native protocol); without it a model
+    # sees tools only as text (the XML protocol).
+    native_tools: bool = True
+    # Images are sent as image parts (llm.accepts_images); else they are named in a note.
+    images: bool = False
+    # ``token_counter`` is the model's own tokenizer, not an estimate.
+    exact_counting: bool = False
+    # Requests may run at once; False: one server answering one request at a time, so
+    # concurrent tasks only interleave (and each re-reads its whole prompt).
+    parallel_requests: bool = True
+
+
+@dataclass(frozen=True)
 class GenerationSettings:
     """Sampling settings for one call. ``None`` leaves the server's default."""
 
@@ -52,7 +72,7 @@ def connect_timed_out(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) is a connection that was not opened within
     ``llm.connect_timeout_seconds``: a server that is down, unreachable, or whose
     listen queue is full. Told apart from a slow reply, which has its own timeout."""
-    chain = []
+    chain: list[BaseException] = []
     seen: BaseException | None = exc
     while seen is not None and len(chain) < 20:
         chain.append(seen)
@@ -78,11 +98,16 @@ class LLMClient(ABC):
     """A model behind some API. Subclasses set ``provider`` and implement ``_call``."""
 
     provider: str = "abstract"
-    # Whether a trailing assistant message is continued (a prefill) rather than rejected.
-    supports_prefill: bool = False
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, capabilities: LLMCapabilities | None = None) -> None:
         self.model = model
+        self._capabilities = capabilities or LLMCapabilities()
+
+    @property
+    def capabilities(self) -> LLMCapabilities:
+        """What this client can do; a subclass whose answer is known only later (a
+        model file read on first use) overrides this."""
+        return self._capabilities
 
     async def generate(
         self,

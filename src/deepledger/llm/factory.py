@@ -1,7 +1,8 @@
 """Building a model client from the ``llm`` config: provider, key, retries.
 
 To add a provider: write a :class:`~deepledger.llm.base.LLMClient` subclass in its own
-module and add a builder to ``_BUILDERS`` below (and a preset under ``conf/llm/``).
+module, name it in :class:`deepledger.config.Provider`, and add its builder to
+``BUILDERS`` below (and a preset under ``conf/llm/``); a test checks the two agree.
 """
 
 from __future__ import annotations
@@ -9,24 +10,25 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
+from deepledger.config import LLMConfig, ProtocolName, Provider
 from deepledger.errors import ConfigError, MissingAPIKeyError, UnknownProviderError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.retry import RetryingClient, RetryPolicy
 from deepledger.llm.tokens import default_counter
 
 # The key variable each provider reads when the preset does not name one.
-DEFAULT_KEY_VARIABLES = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "azure_openai": "AZURE_OPENAI_API_KEY",
+DEFAULT_KEY_VARIABLES: dict[str, str] = {
+    Provider.OPENAI: "OPENAI_API_KEY",
+    Provider.ANTHROPIC: "ANTHROPIC_API_KEY",
+    Provider.AZURE_OPENAI: "AZURE_OPENAI_API_KEY",
 }
 # What self-hosted OpenAI-compatible servers accept when they check no key.
 NO_KEY = "EMPTY"
 
 
-def resolve_api_key(cfg: Any) -> str:
+def resolve_api_key(cfg: LLMConfig) -> str:
     """The key from the environment variable the preset names.
 
     An empty value counts as unset: an empty line in .env or an exported empty variable
@@ -47,61 +49,70 @@ def resolve_api_key(cfg: Any) -> str:
     return NO_KEY
 
 
-def _build_openai(cfg: Any) -> LLMClient:
+def _build_openai(cfg: LLMConfig) -> LLMClient:
     from deepledger.llm.openai import OpenAIChatClient
 
-    return OpenAIChatClient(cfg.model_name, **_openai_protocol_settings(cfg))
+    return OpenAIChatClient(
+        cfg.model_name, base_url=cfg.base_url, **_openai_protocol_settings(cfg)
+    )
 
 
-def _openai_protocol_settings(cfg: Any) -> dict[str, Any]:
+class _OpenAIProtocolSettings(TypedDict):
+    api_key: str
+    timeout_seconds: float
+    connect_timeout_seconds: float
+    continue_final_message: bool
+    reasoning_model: bool | None
+    accepts_images: bool
+
+
+def _openai_protocol_settings(cfg: LLMConfig) -> _OpenAIProtocolSettings:
     """What every client speaking the OpenAI protocol takes from ``llm.*``."""
     return {
         "api_key": resolve_api_key(cfg),
-        "base_url": cfg.base_url,
         "timeout_seconds": cfg.timeout_seconds,
         "connect_timeout_seconds": cfg.connect_timeout_seconds,
         "continue_final_message": cfg.assistant_prefill,
         "reasoning_model": cfg.reasoning_model,
+        "accepts_images": cfg.accepts_images,
     }
 
 
-def _build_azure_openai(cfg: Any) -> LLMClient:
+def _build_azure_openai(cfg: LLMConfig) -> LLMClient:
     from deepledger.llm.openai import AzureOpenAIChatClient
 
-    if not cfg.base_url:  # checked before the key: the preset leaves it to the user
+    base_url = cfg.base_url
+    if not base_url:  # checked before the key: the preset leaves it to the user
         raise ConfigError(
             "llm.base_url: set your Azure OpenAI deployment's URL, "
             "llm.base_url=https://RESOURCE.openai.azure.com/openai/deployments/DEPLOYMENT "
             "(and llm.model_name to the model it serves)."
         )
     return AzureOpenAIChatClient(
-        cfg.model_name, api_version=cfg.api_version, **_openai_protocol_settings(cfg)
+        cfg.model_name,
+        base_url=base_url,
+        api_version=cfg.api_version,
+        **_openai_protocol_settings(cfg),
     )
 
 
-def _build_anthropic(cfg: Any) -> LLMClient:
+def _build_anthropic(cfg: LLMConfig) -> LLMClient:
     from deepledger.llm.anthropic import AnthropicClient
 
     # llm.thinking, or the same setting passed through llm.extra_body.thinking.
-    thinking = cfg.thinking or (cfg.extra_body or {}).get("thinking")
+    thinking = cfg.thinking or cfg.extra_body.get("thinking")
     return AnthropicClient(
         cfg.model_name,
         api_key=resolve_api_key(cfg),
         base_url=cfg.base_url,
         timeout_seconds=cfg.timeout_seconds,
         connect_timeout_seconds=cfg.connect_timeout_seconds,
-        thinking=_plain(thinking),
+        thinking=thinking,
+        accepts_images=cfg.accepts_images,
     )
 
 
-def _plain(value: Any) -> Any:
-    """A config node as plain dicts and lists (what the SDK serializes)."""
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-
-
-def _build_local(cfg: Any) -> LLMClient:
+def _build_local(cfg: LLMConfig) -> LLMClient:
     from deepledger.llm.local import (
         INSTALL_HINT,
         LocalModelClient,
@@ -121,38 +132,39 @@ def _build_local(cfg: Any) -> LLMClient:
         timeout_seconds=cfg.timeout_seconds,
         connect_timeout_seconds=cfg.connect_timeout_seconds,
         chat_format=cfg.chat_format,
-        native_tools=cfg.tool_protocol == "native",
+        native_tools=cfg.tool_protocol == ProtocolName.NATIVE,
+        accepts_images=cfg.accepts_images,
     )
 
 
-_BUILDERS: dict[str, Callable[[Any], LLMClient]] = {
-    "openai": _build_openai,
-    "anthropic": _build_anthropic,
-    "azure_openai": _build_azure_openai,
-    "local": _build_local,
-    # MiroThinker's name for its models served behind an OpenAI-compatible endpoint
-    # (llm.provider=qwen in its scripts), so those command lines carry over.
-    "qwen": _build_openai,
+# The one registry of providers: llm.provider's value -> the builder of its client.
+BUILDERS: dict[Provider, Callable[[LLMConfig], LLMClient]] = {
+    Provider.OPENAI: _build_openai,
+    Provider.ANTHROPIC: _build_anthropic,
+    Provider.AZURE_OPENAI: _build_azure_openai,
+    Provider.LOCAL: _build_local,
+    Provider.QWEN: _build_openai,  # MiroThinker's models behind an OpenAI-compatible server
 }
-PROVIDERS = tuple(_BUILDERS)
+PROVIDERS = tuple(p.value for p in BUILDERS)
 
 
-def create_client(cfg: Any) -> LLMClient:
+def create_client(cfg: LLMConfig) -> LLMClient:
     """The provider named by ``cfg.provider``, wrapped in the retry policy."""
     default_counter()  # load the tokenizer now, not on the event loop at the first call
-    builder = _BUILDERS.get(cfg.provider)
-    if builder is None:
+    if cfg.provider not in PROVIDERS:
         raise UnknownProviderError(
-            f"llm.provider={cfg.provider!r} is not a provider; use one of {', '.join(PROVIDERS)}."
+            f"llm.provider={cfg.provider!r} is not a provider; use one of "
+            f"{', '.join(PROVIDERS)}."
         )
+    builder = BUILDERS[Provider(cfg.provider)]
     return RetryingClient(builder(cfg), RetryPolicy.from_config(cfg.retry))
 
 
-def settings_from_config(cfg: Any) -> GenerationSettings:
+def settings_from_config(cfg: LLMConfig) -> GenerationSettings:
     return GenerationSettings(
         max_tokens=cfg.max_tokens,
         temperature=cfg.temperature,
         top_p=cfg.top_p,
-        extra_body=_plain(cfg.extra_body) or {},
+        extra_body=dict(cfg.extra_body),
         reasoning_effort=cfg.reasoning_effort,
     )

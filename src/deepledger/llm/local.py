@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import IO
 
 from deepledger.errors import ConfigError, FatalLLMError, LLMError
-from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.base import GenerationSettings, LLMCapabilities, LLMClient
 from deepledger.llm.local_template import LocalTemplate, common_prefix
 from deepledger.llm.openai import (
     STOP_REASONS,
@@ -63,6 +63,7 @@ from deepledger.llm.tokens import TokenCounter, default_counter
 from deepledger.llm.usage import token_count
 from deepledger.messages import (
     ImagePart,
+    JSONObject,
     LLMResponse,
     Message,
     Role,
@@ -103,7 +104,8 @@ def llama_server_available() -> bool:
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]  # (host, port) for an AF_INET socket
+        return port
 
 
 class LlamaServer:
@@ -210,7 +212,8 @@ class LlamaServer:
     def _answers(self) -> bool:
         try:
             with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
-                return response.status == 200
+                status: int = response.status
+                return status == 200
         except (urllib.error.URLError, OSError):
             return False
 
@@ -266,9 +269,11 @@ class LocalModelClient(LLMClient):
         chat_format: str | None = None,
         log_file: IO[bytes] | None = None,
         native_tools: bool = False,
+        accepts_images: bool = False,
     ) -> None:
         super().__init__(model)
         self.native_tools = native_tools
+        self.accepts_images = accepts_images
         self.server = LlamaServer(
             model_path, context_size=context_size, chat_format=chat_format, log_file=log_file
         )
@@ -298,9 +303,17 @@ class LocalModelClient(LLMClient):
         return self._template
 
     @property
-    def supports_prefill(self) -> bool:  # type: ignore[override]
-        # Native tool calls go through the chat endpoint, which cannot continue a reply.
-        return self.template is not None and not self.native_tools
+    def capabilities(self) -> LLMCapabilities:
+        """Told by the model file, read on first use: with its template the prompt is
+        rendered here, so a reply can be continued and tokens counted exactly."""
+        rendered = self.template is not None
+        return LLMCapabilities(
+            # Native tool calls go through the chat endpoint, which cannot continue a reply.
+            prefill=rendered and not self.native_tools,
+            images=self.accepts_images,
+            exact_counting=rendered,
+            parallel_requests=False,  # one llama.cpp server, one request at a time
+        )
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -402,7 +415,7 @@ class LocalModelClient(LLMClient):
         await asyncio.to_thread(self.server.stop)
 
 
-def _count(usage: dict, name: str, provider: str) -> int | None:
+def _count(usage: JSONObject, name: str, provider: str) -> int | None:
     """A count llama.cpp reported, if it is a non-negative integer (else estimated)."""
     return token_count(usage.get(name), f"usage.{name}", provider, required=False)
 

@@ -22,9 +22,13 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from deepledger.errors import ConfigError
+from deepledger.messages import JSONObject
+
+if TYPE_CHECKING:  # llama_cpp itself is imported when a template is first loaded
+    from llama_cpp.llama_types import ChatCompletionRequestMessage
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +60,13 @@ class LocalTemplate:
         self.bos_count = 1 if self._adds_bos and self._vocab.token_bos() >= 0 else 0
         self.name = f"gguf:{model_path.name}"
 
-    def render(self, messages: Sequence[dict[str, Any]]) -> str:
+    def render(self, messages: Sequence[JSONObject]) -> str:
         """The prompt for ``messages`` (role/content dicts). A trailing assistant message
         is left open, so the model's reply continues it."""
         if messages and messages[-1].get("role") == "assistant":
-            head = self._formatter(messages=list(messages[:-1])).prompt
+            head = self._formatter(messages=_chat_messages(messages[:-1])).prompt
             return head + (messages[-1].get("content") or "")
-        return self._formatter(messages=list(messages)).prompt
+        return self._formatter(messages=_chat_messages(messages)).prompt
 
     def tokens(self, text: str) -> list[int]:
         """The token ids llama.cpp's completion endpoint evaluates for ``text``."""
@@ -108,3 +112,9 @@ def _quiet_stderr() -> Iterator[None]:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+
+
+def _chat_messages(messages: Sequence[JSONObject]) -> list[ChatCompletionRequestMessage]:
+    # Safe: these are OpenAI chat wire messages (llm/openai.py's to_wire_messages), the
+    # shape llama_cpp's TypedDicts describe; the template reads them as plain dicts.
+    return cast("list[ChatCompletionRequestMessage]", list(messages))

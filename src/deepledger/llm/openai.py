@@ -58,6 +58,7 @@ from deepledger.llm import classify
 from deepledger.llm.base import (
     CONNECTION_LIMITS,
     GenerationSettings,
+    LLMCapabilities,
     LLMClient,
     answered_natively,
 )
@@ -65,6 +66,7 @@ from deepledger.llm.tokens import count_messages
 from deepledger.llm.usage import report_unreadable, token_count
 from deepledger.messages import (
     ImagePart,
+    JSONObject,
     LLMResponse,
     Message,
     Role,
@@ -111,11 +113,13 @@ class OpenAIChatClient(LLMClient):
         connect_timeout_seconds: float = 10.0,
         continue_final_message: bool = False,
         reasoning_model: bool | None = None,
+        accepts_images: bool = False,
     ) -> None:
-        super().__init__(model)
         # vLLM and SGLang continue a trailing assistant message when asked to; the OpenAI
         # API does not, so prefill is opt-in (llm.assistant_prefill).
-        self.supports_prefill = continue_final_message
+        super().__init__(
+            model, LLMCapabilities(prefill=continue_final_message, images=accepts_images)
+        )
         self.timeout_seconds = timeout_seconds
         self.connect_timeout_seconds = connect_timeout_seconds
         self.reasoning_model = (
@@ -141,7 +145,8 @@ class OpenAIChatClient(LLMClient):
         if self._session is None or self._session.closed or self._session_loop is not loop:
             self._session_loop = loop
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=CONNECTION_LIMITS.max_connections),
+                # httpx's None (no limit) is aiohttp's 0
+                connector=aiohttp.TCPConnector(limit=CONNECTION_LIMITS.max_connections or 0),
                 timeout=aiohttp.ClientTimeout(
                     total=self.timeout_seconds, sock_connect=self.connect_timeout_seconds
                 ),
@@ -151,7 +156,7 @@ class OpenAIChatClient(LLMClient):
     async def _call(
         self, messages: list[Message], tools: list[ToolSpec], settings: GenerationSettings
     ) -> LLMResponse:
-        request: dict[str, Any] = {"model": self.model, "messages": to_wire_messages(messages)}
+        request: JSONObject = {"model": self.model, "messages": to_wire_messages(messages)}
         if tools:
             request["tools"] = [to_wire_tool(t) for t in tools]
         if self.reasoning_model:
@@ -161,14 +166,14 @@ class OpenAIChatClient(LLMClient):
             if settings.reasoning_effort is not None:
                 request["reasoning_effort"] = settings.reasoning_effort
             request |= sampling_fields(settings)
-        if self.supports_prefill and messages and messages[-1].role is Role.ASSISTANT:
+        if self.capabilities.prefill and messages and messages[-1].role is Role.ASSISTANT:
             request |= {"continue_final_message": True, "add_generation_prompt": False}
         return self._from_wire(await self.post(self._url, request), messages)
 
-    def _reasoning_fields(self, settings: GenerationSettings) -> dict[str, Any]:
+    def _reasoning_fields(self, settings: GenerationSettings) -> JSONObject:
         """What a reasoning model takes: its token cap under the newer name, the effort,
         and no sampling settings (the API refuses any but the defaults)."""
-        fields: dict[str, Any] = {"max_completion_tokens": settings.max_tokens}
+        fields: JSONObject = {"max_completion_tokens": settings.max_tokens}
         if settings.reasoning_effort is not None:
             fields["reasoning_effort"] = settings.reasoning_effort
         left_out = {
@@ -187,7 +192,7 @@ class OpenAIChatClient(LLMClient):
                 )
         return fields | dict(settings.extra_body)
 
-    async def post(self, url: str, request: dict[str, Any]) -> dict[str, Any]:
+    async def post(self, url: str, request: JSONObject) -> JSONObject:
         """Send one request to ``url``; the decoded completion object, or a classified
         error."""
         body = json.dumps(request, ensure_ascii=False).encode("utf-8")
@@ -208,7 +213,7 @@ class OpenAIChatClient(LLMClient):
                 )
         return self._decode(raw)
 
-    def _decode(self, raw: bytes) -> dict[str, Any]:
+    def _decode(self, raw: bytes) -> JSONObject:
         """The completion object, or a (retryable) error saying why it is not one."""
         try:
             completion = json.loads(raw)
@@ -228,7 +233,7 @@ class OpenAIChatClient(LLMClient):
             )
         return completion
 
-    def _from_wire(self, completion: dict[str, Any], sent: list[Message]) -> LLMResponse:
+    def _from_wire(self, completion: JSONObject, sent: list[Message]) -> LLMResponse:
         choice = completion["choices"][0]
         wire = choice.get("message") or {}
         calls = tuple(
@@ -317,10 +322,10 @@ class AzureOpenAIChatClient(OpenAIChatClient):
             self._url += "?" + urlencode({"api-version": api_version})
 
 
-def sampling_fields(settings: GenerationSettings) -> dict[str, Any]:
+def sampling_fields(settings: GenerationSettings) -> JSONObject:
     """The request fields ``settings`` set (chat and completion requests alike); unset
     ones are left to the server, and ``extra_body`` goes last so it can override."""
-    fields: dict[str, Any] = {}
+    fields: JSONObject = {}
     if settings.temperature is not None:
         fields["temperature"] = settings.temperature
     if settings.top_p is not None:
@@ -366,8 +371,8 @@ def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    wire: list[dict[str, Any]] = []
+def to_wire_messages(messages: list[Message]) -> list[JSONObject]:
+    wire: list[JSONObject] = []
     for i, m in enumerate(messages):
         if m.role is Role.TOOL:
             wire += [
@@ -386,23 +391,23 @@ def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return wire
 
 
-def _image_part(image: ImagePart) -> dict[str, Any]:
+def _image_part(image: ImagePart) -> JSONObject:
     return {"type": "image_url", "image_url": {"url": image.data_url}}
 
 
-def _content_parts(text: str, images: tuple[ImagePart, ...]) -> list[dict[str, Any]]:
+def _content_parts(text: str, images: tuple[ImagePart, ...]) -> list[JSONObject]:
     """A user message's text and images as content parts (text first, as it was sent
     before images existed); an empty text part is left out."""
     parts = [{"type": "text", "text": text}] if text else []
     return parts + [_image_part(image) for image in images]
 
 
-def _tool_images_message(m: Message) -> dict[str, Any] | None:
+def _tool_images_message(m: Message) -> JSONObject | None:
     """The images of one turn's native tool results, as ONE user message sent right
     after the turn's tool messages: the API takes images only in user messages, and a
     user message between two tool messages would break the calls' pairing. Each call's
     images are preceded by a line naming the call, so the model can tell them apart."""
-    parts: list[dict[str, Any]] = []
+    parts: list[JSONObject] = []
     for r in m.tool_results:
         if r.images:
             label = f"{r.name} " if r.name else ""
@@ -412,11 +417,11 @@ def _tool_images_message(m: Message) -> dict[str, Any] | None:
     return {"role": "user", "content": parts} if parts else None
 
 
-def _assistant_to_wire(m: Message, native_calls: bool) -> dict[str, Any]:
+def _assistant_to_wire(m: Message, native_calls: bool) -> JSONObject:
     if not (native_calls and m.tool_calls):
         return {"role": "assistant", "content": m.content}
     # An empty string, not null: the OpenAI API takes either, llama.cpp only a string.
-    out: dict[str, Any] = {"role": "assistant", "content": m.content}
+    out: JSONObject = {"role": "assistant", "content": m.content}
     if m.tool_calls:
         out["tool_calls"] = [
             {
@@ -444,7 +449,7 @@ def wire_arguments(call: ToolCall) -> str:
     return json.dumps(call.arguments)
 
 
-def to_wire_tool(spec: ToolSpec) -> dict[str, Any]:
+def to_wire_tool(spec: ToolSpec) -> JSONObject:
     return {
         "type": "function",
         "function": {

@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tenacity import (
     AsyncRetrying,
@@ -29,9 +29,12 @@ from tenacity import (
 )
 
 from deepledger.errors import RateLimitedError, TransientLLMError
-from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.base import GenerationSettings, LLMCapabilities, LLMClient
 from deepledger.llm.tokens import TokenCounter
 from deepledger.messages import LLMResponse, Message, ToolSpec
+
+if TYPE_CHECKING:
+    from deepledger.config import RetryConfig
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ class RetryPolicy:
     max_retry_after_seconds: float = 120.0
 
     @classmethod
-    def from_config(cls, cfg: Any) -> RetryPolicy:
+    def from_config(cls, cfg: RetryConfig) -> RetryPolicy:
         return cls(
             max_attempts=cfg.max_attempts,
             initial_wait_seconds=cfg.initial_wait_seconds,
@@ -81,7 +84,6 @@ class RetryingClient(LLMClient):
         self.policy = policy
         self._sleep = sleep  # swappable so tests can check waits without waiting
         self.provider = inner.provider
-        self.supports_prefill = inner.supports_prefill
         self.retries = 0  # retries made over this client's life, for the journal
 
     async def generate(
@@ -103,7 +105,9 @@ class RetryingClient(LLMClient):
                 return await self.inner.generate(messages, tools, settings)
         raise AssertionError("unreachable: tenacity either returns or reraises")
 
-    async def _call(self, messages, tools, settings) -> LLMResponse:  # pragma: no cover
+    async def _call(  # pragma: no cover
+        self, messages: list[Message], tools: list[ToolSpec], settings: GenerationSettings
+    ) -> LLMResponse:
         raise NotImplementedError("RetryingClient delegates through generate()")
 
     def _note_retry(self, state: RetryCallState) -> None:
@@ -118,6 +122,10 @@ class RetryingClient(LLMClient):
             error,
             wait,
         )
+
+    @property
+    def capabilities(self) -> LLMCapabilities:
+        return self.inner.capabilities
 
     @property
     def token_counter(self) -> TokenCounter:

