@@ -1,5 +1,6 @@
-"""Every shell command README.md shows runs as printed, offline, or is listed here with
-the reason it cannot (a real API key, a remote server, a long run).
+"""Every shell command README.md and the documentation pages (docs/*.md) show runs as
+printed, offline, or is listed here with the reason it cannot (a real API key, a remote
+server, a long run).
 
 Commands are the lines of its ```bash blocks and the ``$ `` lines of its ```console
 blocks (``\\`` continuations joined). How one is run follows from what it is:
@@ -24,9 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import ROOT, deepledger
+from tests.support.cli import ROOT, deepledger
 
 README = ROOT / "README.md"
+# The files whose commands are run: the front page and every page of the documentation.
+DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 NOT_RUN = {
     "scripts/demo.sh": "runs scripts/setup.sh (installs, builds llama.cpp) and a 10-task "
@@ -61,15 +64,16 @@ PROGRAMS = ("deepledger", ".venv/bin/deepledger")
 @dataclass
 class Command:
     text: str  # continuation lines joined with one space
-    line: int  # where it starts in README.md
+    line: int  # where it starts in its file
     output: list[str] = field(default_factory=list)  # lines printed under it (console)
+    source: str = "README.md"  # the file, relative to the repository's root
 
     @property
     def words(self) -> list[str]:
         return shlex.split(self.text)
 
 
-def readme_commands(text: str) -> list[Command]:
+def readme_commands(text: str, source: str = "README.md") -> list[Command]:
     """The shell commands of ``text``'s fenced blocks, in order."""
     commands: list[Command] = []
     language, indent, pending, block_start = None, "", None, 0
@@ -93,16 +97,22 @@ def readme_commands(text: str) -> list[Command]:
         line = line.removeprefix("$ ").strip()
         if not line or line.startswith("#"):
             continue
-        commands.append(Command(line.removesuffix("\\").strip(), number))
+        commands.append(Command(line.removesuffix("\\").strip(), number, source=source))
         pending = commands[-1] if line.endswith("\\") else None
     return commands
 
 
-COMMANDS = readme_commands(README.read_text(encoding="utf-8"))
+COMMANDS = [
+    command
+    for document in DOCUMENTS
+    for command in readme_commands(
+        document.read_text(encoding="utf-8"), document.relative_to(ROOT).as_posix()
+    )
+]
 
 
 def _id(command: Command) -> str:
-    return f"L{command.line}:{command.text[:60]}"
+    return f"{command.source}:L{command.line}:{command.text[:60]}"
 
 
 def test_the_readme_has_commands_and_the_extractor_reads_them():
@@ -119,7 +129,9 @@ def test_the_readme_has_commands_and_the_extractor_reads_them():
     ]
     texts = [c.text for c in COMMANDS]
     assert any(t.startswith(".venv/bin/deepledger run ") for t in texts), texts
-    assert "scripts/demo.sh" in texts
+    on_the_front_page = [c.text for c in COMMANDS if c.source == "README.md"]
+    assert {"scripts/demo.sh", "scripts/test.sh"} <= set(on_the_front_page)
+    assert {c.source for c in COMMANDS} > {"README.md"}, "no command found in docs/"
 
 
 def _program_and_args(command: Command) -> tuple[str, list[str]]:
@@ -204,7 +216,8 @@ def _on_the_small_run(args: list[str], small_run: Path, tmp_path: Path) -> list[
 
 def _run_as_printed(command: Command, fake_server, small_run: Path, tmp_path: Path):
     program, args = _program_and_args(command)
-    assert program in PROGRAMS, f"README line {command.line}: not run and not in NOT_RUN"
+    where = f"{command.source} line {command.line}"
+    assert program in PROGRAMS, f"{where}: not run and not in NOT_RUN"
     sub = args[0] if args else ""
     expected_error = _expected_error(command)
     if expected_error is not None:
@@ -222,7 +235,7 @@ def _run_as_printed(command: Command, fake_server, small_run: Path, tmp_path: Pa
         return
     offline = _against_the_fake(args, fake_server.openai_base_url, tmp_path / "run")
     assert sub in ("bench", "run") and offline is not None, (
-        f"README line {command.line} cannot run offline: {command.text!r}. Make it, or "
+        f"{where} cannot run offline: {command.text!r}. Make it, or "
         "list it in NOT_RUN with the reason."
     )
     if sub == "bench":

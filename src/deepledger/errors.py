@@ -1,23 +1,60 @@
 """The exceptions deepledger raises, in one tree.
 
+Every exception class of the package is drawn here. Those defined in another module
+name it in brackets (they live beside the code that raises them); the rest are
+defined below. ``tests/test_errors.py`` checks the drawing against the code: every
+class, its place and its parent.
+
 ::
 
-    DeepLedgerError                 anything deepledger raises on purpose
-     ├── ConfigError                the configuration cannot work; the message says what to change
-     │    ├── UnknownProviderError  llm.provider names no provider
-     │    ├── MissingAPIKeyError    the API key variable is not set
-     │    ├── RunRejectedError      a suite stopped: an endpoint refused its key or model
-     │    └── RunDirectoryError     hydra.run.dir is a file, read-only, full, held by a
-     │                              live run, or a resume would change its settings
-     └── LLMError                   a model call failed
-          ├── TransientLLMError     worth retrying: 5xx, timeouts, lost connections, bad bodies
-          │    ├── RateLimitedError the provider said 429; carries its Retry-After
-          │    ├── LLMTimeoutError  no answer within llm.timeout_seconds
-          │    └── LLMConnectionError  could not reach llm.base_url
-          └── FatalLLMError         retrying cannot fix it: bad request, auth, unknown model
-               ├── ContextOverflowError  the provider rejected the prompt as too long
-               └── EndpointRejectedError 401/403, or the model does not exist: every
-                                         request of the run would fail the same way
+    DeepLedgerError                  anything deepledger raises on purpose
+     ├── ConfigError                 the configuration cannot work; the message says what to change
+     │    ├── UnknownProviderError   llm.provider names no provider
+     │    ├── MissingAPIKeyError     the API key variable is not set
+     │    ├── RunRejectedError       a suite stopped: an endpoint refused its key or model
+     │    ├── RunDirectoryError      hydra.run.dir is a file, read-only, full, held by a
+     │    │                          live run, or a resume would change its settings
+     │    └── CorpusError            [web/corpus.py] the search corpus cannot be read
+     ├── LLMError                    a model call failed
+     │    ├── TransientLLMError      worth retrying: 5xx, timeouts, lost connections, bad bodies
+     │    │    ├── RateLimitedError  the provider said 429; carries its Retry-After
+     │    │    ├── LLMTimeoutError   no answer within llm.timeout_seconds
+     │    │    └── LLMConnectionError  could not reach llm.base_url
+     │    └── FatalLLMError          retrying cannot fix it: bad request, auth, unknown model
+     │         ├── ContextOverflowError  the provider rejected the prompt as too long
+     │         └── EndpointRejectedError 401/403, or the model does not exist: every
+     │              │                    request of the run would fail the same way
+     │              ├── ExtractionModelRejectedError  [tools/scrape.py] tools.extract_llm's endpoint
+     │              ├── NotesModelRejectedError  [context/compaction.py] agent.context.summary_llm's
+     │              └── _JudgeRejectedError  [bench/runner.py] the judge's endpoint
+     ├── SearchError                 [web/search/__init__.py] a web search failed; no secrets
+     │    ├── SearchConfigError      [web/search/__init__.py] a key or base URL missing or malformed
+     │    ├── SearchRejectedError    [web/search/__init__.py] the engine refused the request
+     │    └── SearchUnavailableError  [web/search/__init__.py] timeout, unreachable, 5xx, bad body
+     │         └── SearchRateLimitedError  [web/search/__init__.py] 429, with its Retry-After
+     ├── ToolServerStartError        [tools/manager.py] a tool server did not start or handshake
+     └── RunLoadError                [bench/aggregate.py] a run directory without readable results
+
+Outside the tree, on purpose: these never reach the user as themselves. Each is caught
+inside deepledger, by the code that called what raised it, and becomes data (an error
+result the model sees, a note, a record) or one of the errors above::
+
+    ValueError
+     ├── BlockedURLError             [web/ssrf.py] the SSRF guard refused a URL
+     └── ContentError                [web/convert.py] bytes of a kind we do not read, or damaged
+    RuntimeError
+     ├── IsolationUnavailableError   [tools/servers/sandbox_isolation.py] the isolation asked for
+     │                               does not work on this machine
+     ├── SandboxUnavailableError     [tools/servers/python_sandbox.py] the worker did not start
+     └── SandboxFileError            [tools/servers/python_sandbox.py] a file not moved in or out
+    Exception
+     ├── FetchError                  [web/fetch.py] a URL could not be fetched; ``kind`` says why
+     ├── JinaError                   [web/jina.py] the Jina reader could not give the page
+     ├── ToolRefusal                 [tools/manager.py] an in-process tool turns a call down
+     ├── ToolFailure                 [tools/servers/tool_python.py] a call the model can correct
+     └── _StoppedByRunBudget         [bench/runner.py] the run's budget cut a task short
+    AssertionError
+     └── ScriptExhaustedError        [llm/scripted.py] the test double got a call it did not plan
 
 Providers only *classify* SDK errors into this tree (see ``llm/base.py``); the retry
 policy in ``llm/retry.py`` is the one place that decides what to do about them. A tool
@@ -77,8 +114,15 @@ class TransientLLMError(LLMError):
 class RateLimitedError(TransientLLMError):
     """HTTP 429. ``retry_after`` is the provider's requested wait in seconds, if it gave one."""
 
-    def __init__(self, message: str, *, retry_after: float | None = None, **kw) -> None:
-        super().__init__(message, **kw)
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        provider: str = "",
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message, provider=provider, status=status)
         self.retry_after = retry_after
 
 
