@@ -13,19 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def deepledger(
-    *args: str, env_drop: tuple[str, ...] = (), cwd: Path = ROOT, timeout: float = 120
-) -> subprocess.CompletedProcess:
-    """The command as a user types it (other tests use it too), its output captured."""
-    exe = shutil.which("deepledger", path=str(Path(sys.executable).parent))
-    command = [exe] if exe else [sys.executable, "-m", "deepledger"]
-    env = {k: v for k, v in os.environ.items() if k not in env_drop}
-    return subprocess.run(
-        [*command, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
-    )
+from tests.support.cli import ROOT, deepledger
 
 
 def test_help_lists_the_commands():
@@ -167,7 +155,7 @@ def test_run_answers_one_question_against_an_openai_compatible_server(tmp_path):
     assert f"Log: {tmp_path}/run/journal.jsonl" in run.stdout
     assert '"timezone": "UTC"' in second_request[-1]["content"]  # the tool really ran
     events = [json.loads(line)["event"] for line in (tmp_path / "run/journal.jsonl").open()]
-    assert events[0] == "task_started" and events[-1] == "task_finished"
+    assert events[:2] == ["journal_opened", "task_started"] and events[-1] == "task_finished"
     assert "tool_results" in events
 
 
@@ -195,8 +183,8 @@ def run_one(server, tmp_path: Path, *args: str, run_dir: str = "run"):
 
 
 def journal_task(run_dir: Path) -> str:
-    first = json.loads((run_dir / "journal.jsonl").open(encoding="utf-8").readline())
-    assert first["event"] == "task_started"
+    opened, first = map(json.loads, (run_dir / "journal.jsonl").read_text("utf-8").splitlines()[:2])
+    assert (opened["event"], first["event"]) == ("journal_opened", "task_started")
     return first["task"]
 
 

@@ -3,7 +3,7 @@ errors the run logs go to stderr, and to the run directory's deepledger.log."""
 
 from __future__ import annotations
 
-from tests.test_cli import deepledger
+from tests.support.cli import deepledger
 
 
 def test_deepledger_run_prints_only_the_answer_block_on_stdout_when_a_warning_is_logged(

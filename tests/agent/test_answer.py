@@ -16,7 +16,16 @@ from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.llm.usage import UsageLedger
 from deepledger.messages import EndReason, Message, MessageKind, Role
+from deepledger.records.events import (
+    AnswerSkipped,
+    ClosingCall,
+    ClosingCallSkipped,
+    ContextOverflow,
+    PostMortem,
+    WindowExhausted,
+)
 from deepledger.store.journal import Journal
+from tests.support.agent import CharCountingLLM, finalize_in
 
 POST_MORTEM = "incomplete\nWhat happened: ran out.\nUseful findings: the tower is 330 m."
 OFF = AnswerPolicy(context_management=False, max_final_answer_retries=3)
@@ -85,10 +94,10 @@ async def test_on_and_exhausted_skips_the_answer_and_writes_the_post_mortem(end)
     llm = ScriptedLLM([POST_MORTEM])
     journal = await finalize(ON, state, llm)
     assert (state.final_answer, state.provenance) == (None, Provenance.NONE)
-    assert journal.of("answer_skipped")
+    assert journal.of(AnswerSkipped)
     assert state.post_mortem.startswith("incomplete") and state.failure_type == "incomplete"
     assert llm.calls[0].messages[-1].content.startswith("This attempt at the task is over")
-    assert journal.of("post_mortem")[0]["text"] == state.post_mortem
+    assert journal.of(PostMortem)[0].text == state.post_mortem
 
 
 async def test_on_and_finished_generates_without_fallback_then_writes_the_post_mortem():
@@ -148,7 +157,7 @@ async def test_the_last_boxed_retry_starts_inside_the_box_where_prefill_works():
     assert [c.messages[-1].role for c in llm.calls] == [Role.USER, Role.USER, Role.ASSISTANT]
     assert llm.calls[2].messages[-1].content == "\\boxed{"
     assert (state.final_answer, state.provenance) == ("330", Provenance.BOXED_RETRY)
-    assert [c["prefill"] for c in journal.of("closing_call")] == [None, None, "\\boxed{"]
+    assert [c.prefill for c in journal.of(ClosingCall)] == [None, None, "\\boxed{"]
 
 
 async def test_the_summarize_prompt_carries_format_rules_and_forbids_tools():
@@ -206,16 +215,6 @@ async def test_a_failed_post_mortem_call_is_no_post_mortem_even_with_prefill():
 # -- closing calls and the window ------------------------------------------------------
 
 
-class CharCountingLLM(ScriptedLLM):
-    """The scripted model, counting 4 characters a token: sizes checkable by hand."""
-
-    @property
-    def token_counter(self):
-        from deepledger.llm.tokens import CharCounter
-
-        return CharCounter()
-
-
 def researched(turns: int, result_chars: int, task: str = "How tall is the tower?") -> RunState:
     """A state after ``turns`` tool-using turns, each with a result of ``result_chars``."""
     from deepledger.messages import ToolCall, ToolResult
@@ -227,18 +226,6 @@ def researched(turns: int, result_chars: int, task: str = "How tall is the tower
     return RunState(history=history, ledger=UsageLedger(), end_reason=OUT_OF_TURNS)
 
 
-async def finalize_in(
-    window: int, policy: AnswerPolicy, state: RunState, llm: ScriptedLLM
-) -> Journal:
-    from deepledger.context.guard import ContextWindow
-
-    journal = Journal(None)
-    generator = AnswerGenerator(policy, summary_prompt="Answer in \\boxed{}.")
-    settings = GenerationSettings(max_tokens=100)
-    await generator.finalize(state, llm, settings, journal, window=ContextWindow(window))
-    return journal
-
-
 async def test_a_closing_request_over_the_window_loses_its_newest_exchanges_unsent():
     state = researched(turns=3, result_chars=1200)  # 300 tokens a result
     llm = CharCountingLLM(["\\boxed{330}"])
@@ -247,9 +234,9 @@ async def test_a_closing_request_over_the_window_loses_its_newest_exchanges_unse
     sent = llm.calls[0].messages
     assert [m.kind for m in sent].count(MessageKind.TOOL_RESULTS) == 1  # two exchanges went
     assert len(state.history) == 4
-    dropped = journal.of("window_exhausted")
-    assert [(e["purpose"], e["dropped_messages"]) for e in dropped] == [("summary", 2)] * 2
-    assert not journal.of("context_overflow")  # nothing was refused: nothing too long was sent
+    dropped = journal.of(WindowExhausted)
+    assert [(e.purpose, e.dropped_messages) for e in dropped] == [("summary", 2)] * 2
+    assert not journal.of(ContextOverflow)  # nothing was refused: nothing too long was sent
 
 
 @pytest.mark.parametrize("policy", [OFF, ON, FINAL])
@@ -262,8 +249,8 @@ async def test_a_task_that_cannot_fit_the_window_is_never_sent(policy):
     assert (state.final_answer, state.provenance) == (None, Provenance.NONE)
     assert state.end_detail.startswith("the task alone does not fit")
     assert "1,000-token window (llm.max_context_length)" in state.end_detail
-    skipped = journal.of("closing_call_skipped")
-    assert skipped and all(e["task_alone"] for e in skipped)
+    skipped = journal.of(ClosingCallSkipped)
+    assert skipped and all(e.task_alone for e in skipped)
 
 
 async def test_a_refused_closing_call_with_nothing_left_to_drop_ends_the_attempt_in_error():
@@ -302,15 +289,15 @@ async def test_a_stated_window_shrinks_the_retry_to_fit_it_at_once():
     llm = CharCountingLLM([ContextOverflowError(said), "\\boxed{330}"])
     journal = await finalize_in(100_000, OFF, state, llm)
     assert state.final_answer == "330" and len(llm.calls) == 2
-    overflow = journal.of("context_overflow")[0]
-    assert (overflow["server_limit"], overflow["limit"], overflow["action"]) == (
+    overflow = journal.of(ContextOverflow)[0]
+    assert (overflow.server_limit, overflow.limit, overflow.action) == (
         500,
         100_000,
         "retry",
     )
     retried = llm.calls[1].messages
     assert request_size(retried) <= 500  # with the 100-token reply budget
-    assert all(e["limit"] == 500 for e in journal.of("window_exhausted"))
+    assert all(e.limit == 500 for e in journal.of(WindowExhausted))
 
 
 def request_size(messages) -> int:

@@ -26,11 +26,13 @@ from deepledger.errors import ContextOverflowError
 from deepledger.llm.factory import create_client
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import EndReason, MessageKind
-from deepledger.store.run_store import RunStore, read_jsonl
+from deepledger.records.events import ClosingCallSkipped, Compacted, ContextOverflow, TaskFinished
+from deepledger.store.files import read_jsonl
+from deepledger.store.run_store import RunStore
 from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, Reply
 from deepledger.tools.manager import ToolManager
-from tests.agent.test_orchestrator import call, make, restate
-from tests.test_config import composed
+from tests.support.agent import call, make, restate
+from tests.support.config import composed
 
 VLLM_SAYS = (
     "This model's maximum context length is {limit} tokens. However, you requested "
@@ -56,12 +58,12 @@ async def test_a_refused_turn_loses_its_newest_exchange_and_the_task_is_answered
     orchestrator, journal = await make(llm)
     state = await orchestrator.run("task")
     assert (state.end_reason, state.final_answer) == (EndReason.WINDOW_EXHAUSTED, "ok")
-    overflow = journal.of("context_overflow")[0]
-    assert overflow["provider_said"].startswith("openai returned HTTP 400: This model's")
-    assert overflow["estimated_tokens"] > 100  # our count of the refused request
-    assert (overflow["limit"], overflow["server_limit"]) == (100_000, 8192)
-    assert (overflow["action"], overflow["dropped_messages"]) == ("ended_loop", 2)
-    events = [e["event"] for e in journal.events]
+    overflow = journal.of(ContextOverflow)[0]
+    assert overflow.provider_said.startswith("openai returned HTTP 400: This model's")
+    assert overflow.estimated_tokens > 100  # our count of the refused request
+    assert (overflow.limit, overflow.server_limit) == (100_000, 8192)
+    assert (overflow.action, overflow.dropped_messages) == ("ended_loop", 2)
+    events = [e.event for e in journal.events]
     assert events.index("context_overflow") < events.index("window_exhausted")
     # the summary went out without the exchange the refused request ended with
     assert [m.kind for m in llm.calls[-1].messages] == [
@@ -78,8 +80,8 @@ async def test_a_refused_first_turn_has_nothing_to_drop_and_ends_the_attempt_in_
         await orchestrator.run("task")
     assert "nothing the window guard could drop" in str(raised.value)
     assert len(llm.calls) == 1  # no closing call after it: it would be refused the same way
-    assert journal.of("context_overflow")[0]["action"] == "gave_up"
-    assert not journal.of("task_finished")
+    assert journal.of(ContextOverflow)[0].action == "gave_up"
+    assert not journal.of(TaskFinished)
 
 
 async def test_the_window_the_server_states_is_the_one_later_turns_are_checked_against():
@@ -100,11 +102,11 @@ async def test_the_window_the_server_states_is_the_one_later_turns_are_checked_a
     strategy = Compaction(1, compact_at=0.8, min_saving=0.1)
     orchestrator, journal = await make(llm, window=100_000, max_turns=30, context=strategy)
     state = await orchestrator.run("task")
-    overflow = journal.of("context_overflow")
-    assert [(o["action"], o["server_limit"]) for o in overflow] == [("compacted", 3000)]
+    overflow = journal.of(ContextOverflow)
+    assert [(o.action, o.server_limit) for o in overflow] == [("compacted", 3000)]
     assert orchestrator.window.limit == 3000 and state.turn == 30
     # Against 100,000 these short rounds would never be due for compaction again.
-    assert len(journal.of("compacted")) >= 2
+    assert len(journal.of(Compacted)) >= 2
     after = llm.calls[refused[0] :]
     sizes = [request_tokens(c.messages, reply_budget=100, counter=llm.token_counter) for c in after]
     assert len(refused) == 1 and max(sizes) <= 3000
@@ -119,8 +121,8 @@ async def test_a_task_bigger_than_the_window_sends_no_request_and_says_why():
     assert state.end_reason is EndReason.WINDOW_EXHAUSTED
     assert state.end_detail.startswith("the task alone does not fit")
     assert "32,768-token window (llm.max_context_length); no request was sent" in (state.end_detail)
-    assert journal.of("closing_call_skipped")[0]["reason"] == state.end_detail
-    assert journal.of("task_finished")[0]["end_detail"] == state.end_detail
+    assert journal.of(ClosingCallSkipped)[0].reason == state.end_detail
+    assert journal.of(TaskFinished)[0].end_detail == state.end_detail
 
 
 async def test_a_stated_window_too_small_for_the_task_ends_the_attempt_in_error():
@@ -134,9 +136,9 @@ async def test_a_stated_window_too_small_for_the_task_ends_the_attempt_in_error(
     assert "is smaller than the system prompt, the task and the summary prompt" in str(raised.value)
     assert "llm.max_context_length to the server's real window (1024)" in str(raised.value)
     assert len(llm.calls) == 1  # the refused turn; the closing call is known not to fit
-    assert journal.of("context_overflow")[0]["action"] == "ended_loop"
-    (skipped,) = journal.of("closing_call_skipped")
-    assert skipped["task_alone"] and skipped["limit"] == 1024
+    assert journal.of(ContextOverflow)[0].action == "ended_loop"
+    (skipped,) = journal.of(ClosingCallSkipped)
+    assert skipped.task_alone and skipped.limit == 1024
 
 
 # -- the real provider and the runner against the loopback fake server --------------------
@@ -194,7 +196,8 @@ async def bench(
         progress=Progress(plain=True),
     )
     try:
-        return await runner.run(load_tasks(cfg.benchmark.data).tasks)
+        records = await runner.run(load_tasks(cfg.benchmark.data).tasks)
+        return [record.to_json() for record in records]
     finally:
         run_dir.close()
         await llm.aclose()
@@ -319,7 +322,7 @@ async def test_over_http_a_refused_turn_is_dropped_and_the_summary_fits_the_stat
 
 
 def test_deepledger_run_says_why_a_question_bigger_than_the_window_has_no_answer(tmp_path):
-    from tests.test_cli import deepledger
+    from tests.support.cli import deepledger
 
     question = "Sum these numbers " + " ".join(str(n) for n in range(4000))  # ~20 KB
     with FakeLLMServer() as server:  # no step scripted: any request is "unexpected"

@@ -7,7 +7,6 @@ import json
 import pytest
 
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy
-from deepledger.agent.boxed import last_boxed
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.rollback import RollbackReason
 from deepledger.agent.state import Provenance
@@ -18,59 +17,21 @@ from deepledger.errors import ContextOverflowError
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM, reply
 from deepledger.messages import EndReason, MessageKind, StopReason, ToolCall, Usage
+from deepledger.records.events import (
+    ClosingCall,
+    Compacted,
+    ContextOverflow,
+    LLMCall,
+    Looping,
+    Rollback,
+    RollbackCapReached,
+    RollbackRepeated,
+    WindowExhausted,
+)
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
 from deepledger.tools.protocol import NativeProtocol, XmlProtocol
-
-LOOKUP_SCHEMA = {
-    "type": "object",
-    "properties": {"query": {"type": "string"}},
-    "required": ["query"],
-}
-
-
-def call(query: str, server: str = "kb", tool: str = "lookup") -> str:
-    return (
-        f"<use_mcp_tool><server_name>{server}</server_name><tool_name>{tool}</tool_name>"
-        f'<arguments>{{"query": "{query}"}}</arguments></use_mcp_tool>'
-    )
-
-
-async def lookup(arguments):
-    return f"facts about {arguments['query']} " + "x" * 200
-
-
-def restate(messages, tools):
-    """A model that, asked for its final answer, restates the last box it wrote."""
-    replies = [m.content for m in messages if m.kind is MessageKind.MODEL]
-    boxed = next((b for b in map(last_boxed, reversed(replies)) if b), None)
-    return f"\\boxed{{{boxed}}}" if boxed else "I do not know."
-
-
-async def make(llm, *, protocol=None, max_turns=10, window=100_000, keep=-1, cap=3, context=None):
-    tools = ToolManager({}).for_task(
-        [],
-        local_tools=[LocalTool(ToolInfo("kb", "lookup", "Look up facts.", LOOKUP_SCHEMA), lookup)],
-    )
-    await tools.start()
-    journal = Journal(None)
-    orchestrator = Orchestrator(
-        llm=llm,
-        tools=tools,
-        protocol=protocol or XmlProtocol(),
-        settings=GenerationSettings(max_tokens=100),
-        system_prompt="sys",
-        limits=LoopLimits(max_turns, window, keep, cap),
-        finalizer=AnswerGenerator(
-            AnswerPolicy(max_final_answer_retries=1),
-            summary_prompt="Answer now in \\boxed{}.",
-            keep_tool_result=keep,
-            context=context,
-        ),
-        journal=journal,
-        context=context,
-    )
-    return orchestrator, journal
+from tests.support.agent import LOOKUP_SCHEMA, call, lookup, make, restate
 
 
 async def test_multi_turn_task_ends_when_the_model_answers_without_tools():
@@ -83,7 +44,7 @@ async def test_multi_turn_task_ends_when_the_model_answers_without_tools():
     assert (state.final_answer, state.provenance) == ("Paris", Provenance.SUMMARY)
     results = [m for m in state.history if m.kind is MessageKind.TOOL_RESULTS]
     assert results[0].content.startswith("[kb.lookup result]\nfacts about paris")
-    events = [e["event"] for e in journal.events]
+    events = [e.event for e in journal.events]
     assert events[-4:] == ["loop_ended", "closing_call", "final_answer", "task_finished"]
     llm.assert_consumed()
 
@@ -107,9 +68,9 @@ async def test_keep_tool_result_trims_only_what_is_sent():
     orchestrator, journal = await make(llm, keep=1)
     state = await orchestrator.run("task")
     # the journal says how many results each request blanked: 0, 0, 1, 2 over four turns
-    assert [e["blanked_tool_results"] for e in journal.of("llm_call")] == [0, 0, 1, 2]
+    assert [e.blanked_tool_results for e in journal.of(LLMCall)] == [0, 0, 1, 2]
     # blanking changes an older message: the 3rd and 4th requests break the cache prefix
-    assert [e["prefix_broken"] for e in journal.of("llm_call")] == [False, False, True, True]
+    assert [e.prefix_broken for e in journal.of(LLMCall)] == [False, False, True, True]
     last_request = llm.calls[-1].messages
     sent = [m.content for m in last_request if m.kind is MessageKind.TOOL_RESULTS]
     assert sent[:2] == [OMITTED_PLACEHOLDER] * 2 and "facts about c" in sent[2]
@@ -132,7 +93,7 @@ async def test_turns_exhausted_asks_for_a_summary_and_falls_back_to_intermediate
     assert (state.final_answer, state.provenance) == ("Lyon", Provenance.INTERMEDIATE_FALLBACK)
     assert llm.calls[-1].messages[-1].content == "Answer now in \\boxed{}."
     assert llm.calls[-1].tools == []  # no tools offered for the summary
-    assert journal.of("closing_call")[0]["purpose"] == "summary"
+    assert journal.of(ClosingCall)[0].purpose == "summary"
 
 
 async def test_window_guard_ends_the_loop_distinctly_and_drops_the_last_pair():
@@ -147,7 +108,7 @@ async def test_window_guard_ends_the_loop_distinctly_and_drops_the_last_pair():
         MessageKind.INJECTED,
     ]  # the pair was dropped
     assert state.final_answer == "from summary"
-    assert journal.of("window_exhausted")[0]["dropped_messages"] == 2
+    assert journal.of(WindowExhausted)[0].dropped_messages == 2
 
 
 async def test_provider_context_overflow_is_treated_as_window_exhausted():
@@ -175,7 +136,7 @@ async def test_unusable_replies_are_rolled_back_and_never_become_answers(bad_rep
     assert [r.reason for r in state.rollbacks] == [reason]
     assert state.turn == 1 and state.intermediate_answers == ["real"]
     assert all(bad_reply not in m.content for m in state.history)
-    assert journal.of("rollback")[0]["reason"] == reason.value
+    assert journal.of(Rollback)[0].reason == reason.value
 
 
 async def test_a_rejected_reply_given_again_word_for_word_is_kept():
@@ -184,8 +145,8 @@ async def test_a_rejected_reply_given_again_word_for_word_is_kept():
     llm = ScriptedLLM(responder=restate, steps=[broken, broken, "\\boxed{x}"])
     orchestrator, journal = await make(llm, cap=5)
     state = await orchestrator.run("task")
-    assert len(state.rollbacks) == 1 and journal.of("rollback_repeated")
-    assert not journal.of("rollback_cap_reached")
+    assert len(state.rollbacks) == 1 and journal.of(RollbackRepeated)
+    assert not journal.of(RollbackCapReached)
     errors = [m.content for m in state.history if m.kind is MessageKind.TOOL_RESULTS]
     assert "not closed" in errors[0] and state.final_answer == "x"
 
@@ -205,7 +166,7 @@ async def test_first_call_prefills_the_first_reply_with_the_calls_opening():
     assert second.messages[-1].content.startswith("[kb.lookup result]\nfacts about capital of Peru")
     assert second.settings.stop == () and second.messages[-2].content.endswith("</use_mcp_tool>")
     assert state.tool_calls == 1 and state.final_answer == "Lima"
-    assert [c["forced_call"] for c in journal.of("llm_call")] == [True, False]
+    assert [c.forced_call for c in journal.of(LLMCall)] == [True, False]
 
 
 async def test_a_reply_that_stops_right_after_its_arguments_is_a_call():
@@ -232,7 +193,7 @@ async def test_the_rollback_cap_keeps_the_turn():
     llm = ScriptedLLM(responder=restate, steps=[*broken, "\\boxed{x}"])
     orchestrator, journal = await make(llm, cap=2)
     state = await orchestrator.run("task")
-    assert len(state.rollbacks) == 2 and journal.of("rollback_cap_reached")
+    assert len(state.rollbacks) == 2 and journal.of(RollbackCapReached)
     # The kept broken turn got an error result telling the model what was wrong.
     errors = [m.content for m in state.history if m.kind is MessageKind.TOOL_RESULTS]
     assert "not closed" in errors[0] and state.final_answer == "x"
@@ -294,7 +255,7 @@ async def test_an_overflow_in_the_summary_falls_back_to_the_intermediate_answer(
     state = await orchestrator.run("task")
     assert (state.final_answer, state.provenance) == ("7", Provenance.INTERMEDIATE_FALLBACK)
     # The refused summary was asked again without the newest exchange.
-    assert journal.of("context_overflow")[0]["action"] == "retry"
+    assert journal.of(ContextOverflow)[0].action == "retry"
     assert [m.kind for m in llm.calls[-1].messages] == [
         MessageKind.SYSTEM,
         MessageKind.TASK,
@@ -343,7 +304,7 @@ async def test_round_window_sends_the_task_and_the_last_rounds_only():
     assert [m.kind for m in last_request[:2]] == [MessageKind.SYSTEM, MessageKind.TASK]
     sent = [m.content for m in last_request if m.kind is MessageKind.TOOL_RESULTS]
     assert len(sent) == 2 and "facts about b" in sent[0] and "facts about c" in sent[1]
-    assert [e["left_out_messages"] for e in journal.of("llm_call")] == [0, 0, 0, 2]
+    assert [e.left_out_messages for e in journal.of(LLMCall)] == [0, 0, 0, 2]
     assert len(state.history) == 9  # the stored history keeps everything
     closing = llm.calls[-1].messages  # the same window, then the summary prompt
     kinds = [m.kind for m in closing]
@@ -367,13 +328,13 @@ async def test_compaction_near_the_window_end_lets_a_long_task_finish():
     orchestrator, journal = await make(llm, window=1900, context=strategy)
     state = await orchestrator.run("task")
     assert state.end_reason is EndReason.MODEL_FINISHED and state.final_answer == "done"
-    compacted = journal.of("compacted")
-    assert compacted and compacted[0]["tokens_after"] < compacted[0]["tokens_before"]
+    compacted = journal.of(Compacted)
+    assert compacted and compacted[0].tokens_after < compacted[0].tokens_before
     after = next(c.messages for c in llm.calls if any("Notes on" in m.content for m in c.messages))
     assert after[2].kind is MessageKind.INJECTED and len(after) < len(state.history)
-    broken = [c for c in journal.of("llm_call") if c["prefix_broken"]]
+    broken = [c for c in journal.of(LLMCall) if c.prefix_broken]
     assert len(broken) == len(compacted)  # the cache restarts once per compaction only
-    assert any(c["purpose"] == "compaction" for c in journal.of("closing_call"))
+    assert any(c.purpose == "compaction" for c in journal.of(ClosingCall))
     # Without it, the same model runs out of window.
     orchestrator, _ = await make(ScriptedLLM(responder=model), window=1900, max_turns=30)
     assert (await orchestrator.run("task")).end_reason is EndReason.WINDOW_EXHAUSTED
@@ -385,7 +346,7 @@ async def test_the_same_turn_over_and_over_ends_the_loop_as_looping():
     orchestrator, journal = await make(llm, max_turns=50, cap=0)
     state = await orchestrator.run("task")
     assert state.end_reason is EndReason.LOOPING and state.turn == 3
-    assert journal.of("looping")[0]["repeats"] == 2
+    assert journal.of(Looping)[0].repeats == 2
 
 
 async def test_the_same_reply_with_new_results_is_not_a_loop():

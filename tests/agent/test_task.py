@@ -6,9 +6,10 @@ from deepledger.agent.task import AgentFactory, task_text
 from deepledger.config import tool_servers
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
+from deepledger.records.events import FirstCallSkipped, SubagentFinished
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import ToolManager
-from tests.test_config import composed
+from tests.support.config import composed
 
 SUBTASK_CALL = (
     "<use_mcp_tool><server_name>agent-browsing</server_name><tool_name>run_subtask</tool_name>"
@@ -55,7 +56,7 @@ async def test_a_sub_agent_runs_the_same_loop_and_reports_back(tmp_path):
     assert "Report: the time tool says it is noon UTC." in tool_result.content
     sub_journal = tmp_path / "journal.subagents" / "browsing-1.jsonl"
     assert sub_journal.exists() and "get_current_time" in sub_journal.read_text()
-    assert journal.of("subagent_finished")[0]["agent"] == "browsing"
+    assert journal.of(SubagentFinished)[0].agent == "browsing"
     # The task's usage includes the sub-agent's calls; its window figures do not.
     # main: the call, the final turn, the summary; sub-agent: the call and its report
     assert len(state.ledger.calls) == 3 and len(state.ledger.delegated) == 2
@@ -102,11 +103,10 @@ async def test_a_model_profile_sets_the_protocol_and_adds_its_worked_example(tmp
 def test_a_model_profile_is_checked():
     from deepledger.config import validate
     from deepledger.errors import ConfigError
-    from deepledger.llm.factory import PROVIDERS
 
     cfg = composed("llm.tool_protocol=json", "llm.worked_example=missing.md")
     try:
-        validate(cfg, PROVIDERS)
+        validate(cfg)
     except ConfigError as exc:
         message = str(exc)
     else:
@@ -118,7 +118,7 @@ async def test_first_call_prefills_the_named_tool_where_it_can(tmp_path):
     llm, journal = await solve_with(tmp_path, "llm.first_call=time.get_current_time")
     opening = llm.calls[0].messages[-1].content
     assert opening.endswith('<tool_name>get_current_time</tool_name>\n<arguments>\n{"timezone": "')
-    assert not journal.of("first_call_skipped")
+    assert not journal.of(FirstCallSkipped)
 
 
 async def test_first_call_is_skipped_with_the_reason_where_it_cannot(tmp_path):
@@ -129,5 +129,5 @@ async def test_first_call_is_skipped_with_the_reason_where_it_cannot(tmp_path):
     ]
     for overrides, prefill, reason in cases:
         llm, journal = await solve_with(tmp_path, *overrides, prefill=prefill)
-        assert reason in journal.of("first_call_skipped")[0]["reason"]
+        assert reason in journal.of(FirstCallSkipped)[0].reason
         assert llm.calls[0].messages[-1].role.value != "assistant"

@@ -15,7 +15,8 @@ from deepledger.messages import (
     ToolResult,
     texts_for_counting,
 )
-from tests.agent.test_answer import CharCountingLLM, finalize_in
+from deepledger.records.events import WindowExhausted
+from tests.support.agent import CharCountingLLM, finalize_in
 
 THINKING_CHARS = 40_000
 COUNTER = CharCounter()  # 4 characters a token
@@ -69,5 +70,5 @@ async def test_the_closing_call_keeps_every_exchange_when_only_thinking_is_large
     policy = AnswerPolicy(context_management=False, max_final_answer_retries=3)
     journal = await finalize_in(20_000, policy, state, llm)  # far below 400k chars / 4
     assert state.final_answer == "330"
-    assert not journal.of("window_exhausted")
+    assert not journal.of(WindowExhausted)
     assert [m.kind for m in llm.calls[0].messages].count(MessageKind.TOOL_RESULTS) == 10

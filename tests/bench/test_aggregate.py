@@ -122,7 +122,7 @@ def test_a_run_with_fewer_tasks_than_it_expected_is_a_problem(tmp_path):
 
 def test_load_run_needs_the_results_file_and_a_readable_summary(tmp_path):
     run_dir = run_with(tmp_path, "run-1", 2)
-    assert load_run(run_dir)["accuracy"] == 0.5
+    assert load_run(run_dir).accuracy == 0.5
     (run_dir / "benchmark_results.jsonl").unlink()
     with pytest.raises(RunLoadError, match=r"no benchmark_results\.jsonl"):
         load_run(run_dir)

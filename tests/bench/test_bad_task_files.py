@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from deepledger.testing.bench_model import respond_http
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
-from tests.bench.scripted_model import respond_http
-from tests.bench.test_bench_cli import bench_command, results
+from tests.support.bench import bench_command, results
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -147,10 +147,9 @@ def test_run_with_a_task_file_of_the_users_choice_lets_the_reader_open_it(tmp_pa
 
 def test_the_presets_search_corpus_is_found_from_another_folder(tmp_path, monkeypatch):
     from deepledger.config import SEARCH_CORPUS_ENV, server_environment, validate
-    from deepledger.llm.factory import PROVIDERS
-    from tests.test_config import composed
+    from tests.support.config import composed
 
     monkeypatch.chdir(tmp_path)
     cfg = composed("benchmark=worldfacts", "llm=openai_compatible")
-    validate(cfg, PROVIDERS)  # benchmark.search_corpus=benchmarks/worldfacts/corpus exists
+    validate(cfg)  # benchmark.search_corpus=benchmarks/worldfacts/corpus exists
     assert server_environment(cfg)[SEARCH_CORPUS_ENV] == str(ROOT / "benchmarks/worldfacts/corpus")

@@ -9,39 +9,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
+from deepledger.testing.bench_model import respond_http
 from deepledger.testing.fake_llm_server import FakeLLMServer
-from tests.bench.scripted_model import respond_http
-from tests.process_tree import Descendants, command_line
-from tests.report.helpers import embedded
-from tests.test_cli import deepledger
-
-ROOT = Path(__file__).resolve().parents[2]
-SUITE = Path(__file__).with_name("suite")
-
-
-def bench_command(base_url: str, run_dir: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "deepledger",
-        "bench",
-        f"benchmark.data.data_dir={SUITE}",
-        "benchmark.name=tiny",
-        "llm=openai_compatible",
-        f"llm.base_url={base_url}",
-        "agent.context_compress_limit=2",
-        "agent.main_agent.tools=[]",
-        "agent.max_final_answer_retries=1",
-        f"hydra.run.dir={run_dir}",
-        *extra,
-    ]
-
-
-def results(run_dir: Path) -> list[dict]:
-    path = run_dir / "benchmark_results.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+from tests.support.bench import SUITE, bench_command, results
+from tests.support.cli import ROOT, deepledger
+from tests.support.processes import Descendants, command_line
+from tests.support.report import embedded
 
 
 def test_bench_produces_the_run_directory(tmp_path):

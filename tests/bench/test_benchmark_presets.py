@@ -9,9 +9,8 @@ import pytest
 from deepledger.bench.judge import LLM_RULES, AimeJudge, LLMJudge, make_judge
 from deepledger.bench.tasks import load_tasks
 from deepledger.config import validate
-from deepledger.llm.factory import PROVIDERS
 from deepledger.llm.scripted import ScriptedLLM
-from tests.test_config import CONF, composed
+from tests.support.config import CONF, composed
 
 # preset (MiroThinker's name) -> (data folder, judge name, llm rule)
 PRESETS = {
@@ -33,7 +32,7 @@ def test_every_preset_has_a_file():
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_preset_composes_validates_and_names_a_judge_that_exists(name):
     cfg = composed(f"benchmark={name}")
-    validate(cfg, PROVIDERS)
+    validate(cfg)
     folder, judge_name, rule = PRESETS[name]
     bench = cfg.benchmark
     assert bench.name == name

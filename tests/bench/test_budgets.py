@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from deepledger.agent.limits import RunBudget, Spending, TaskBudget, TaskLimits
 from deepledger.agent.task import AgentFactory
@@ -20,21 +19,22 @@ from deepledger.bench.progress import Progress
 from deepledger.bench.report import rebuild_summary
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
-from deepledger.config import validate
+from deepledger.config import as_record, validate
 from deepledger.errors import ConfigError, FatalLLMError
-from deepledger.llm.factory import PROVIDERS
 from deepledger.llm.scripted import ScriptedLLM, reply
 from deepledger.llm.usage import UsageLedger
 from deepledger.messages import EndReason, LLMResponse, Message, StopReason, Usage
 from deepledger.report.page import write_run_report
+from deepledger.store.files import read_jsonl
 from deepledger.store.journal import Journal
-from deepledger.store.run_store import RunStore, read_jsonl
+from deepledger.store.run_store import RunStore
+from deepledger.testing.bench_model import decide, respond_http
 from deepledger.testing.fake_llm_server import FakeLLMServer
 from deepledger.tools.manager import ToolManager
-from tests.bench.scripted_model import decide, respond_http
-from tests.bench.test_bench_cli import ROOT, bench_command, results
-from tests.report.browser import open_report
-from tests.test_config import composed
+from tests.support.bench import bench_command, results
+from tests.support.browser import open_report
+from tests.support.cli import ROOT
+from tests.support.config import composed
 
 SUITE = Path(__file__).with_name("suite")
 PER_CALL = Usage(1000, 0)  # every scripted call costs 1,000 tokens
@@ -84,7 +84,7 @@ def researcher(clock: FakeClock | None = None, seconds_per_call: float = 0.0) ->
 
 
 def finisher(clock: FakeClock | None = None, seconds_per_call: float = 0.0) -> ScriptedLLM:
-    """The suite's usual stand-in model (tests/bench/scripted_model.py), PER_CALL a call."""
+    """The suite's usual stand-in model (deepledger.testing.bench_model), PER_CALL a call."""
 
     def respond(messages: list[Message], tools) -> LLMResponse:
         if clock is not None:
@@ -98,7 +98,7 @@ async def run(cfg, llm, root: Path, only: tuple[str, ...] = (), clock=None, mani
     tasks = [t for t in load_tasks(cfg.benchmark.data).tasks if not only or t.task_id in only]
     run_dir = RunStore(root)
     if manifest:  # what `deepledger bench` writes first; the report reads it
-        run_dir.start(OmegaConf.to_container(cfg, resolve=True), ["bench"], tasks=len(tasks))
+        run_dir.start(as_record(cfg), ["bench"], tasks=len(tasks))
     runner = BenchmarkRunner(
         cfg,
         llm=llm,
@@ -109,7 +109,7 @@ async def run(cfg, llm, root: Path, only: tuple[str, ...] = (), clock=None, mani
         **({"clock": clock} if clock else {}),
     )
     try:
-        return await runner.run(tasks)
+        return [record.to_json() for record in await runner.run(tasks)]
     finally:
         run_dir.close()
 
@@ -129,19 +129,19 @@ def journal_events(root: Path, task_id: str, name: str = "attempt-1-retry-0.json
     "key", ["task_time_limit_seconds", "task_token_limit", "task_cost_limit_usd", "max_tokens"]
 )
 def test_a_budget_must_be_positive_or_null(key):
-    validate(composed(f"benchmark.execution.{key}=5"), PROVIDERS)
+    validate(composed(f"benchmark.execution.{key}=5"))
     with pytest.raises(ConfigError, match=f"benchmark.execution.{key}=0 must be positive"):
-        validate(composed(f"benchmark.execution.{key}=0"), PROVIDERS)
+        validate(composed(f"benchmark.execution.{key}=0"))
     with pytest.raises(ConfigError, match=f"benchmark.execution.{key}=-1 must be positive"):
-        validate(composed(f"benchmark.execution.{key}=-1"), PROVIDERS)
+        validate(composed(f"benchmark.execution.{key}=-1"))
 
 
 @pytest.mark.parametrize("key", ["max_cost_usd", "task_cost_limit_usd"])
 def test_a_cost_limit_on_a_model_without_a_price_is_refused_by_validate(key):
     cfg = config("llm.model_name=unpriced-model", f"benchmark.execution.{key}=1")
     with pytest.raises(ConfigError, match=r"llm.model_name='unpriced-model' has no price"):
-        validate(cfg, PROVIDERS)
-    validate(config(*PRICED, f"benchmark.execution.{key}=1"), PROVIDERS)  # priced: fine
+        validate(cfg)
+    validate(config(*PRICED, f"benchmark.execution.{key}=1"))  # priced: fine
 
 
 def test_bench_with_a_cost_limit_on_an_unpriced_model_exits_2_writing_nothing(tmp_path):

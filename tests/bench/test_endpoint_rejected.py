@@ -17,10 +17,11 @@ from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
 from deepledger.errors import EndpointRejectedError, RunRejectedError
 from deepledger.llm.scripted import ScriptedLLM
-from deepledger.store.run_store import RunStore, read_jsonl
+from deepledger.store.files import read_jsonl
+from deepledger.store.run_store import RunStore
 from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, Reply
 from deepledger.tools.manager import ToolManager
-from tests.test_config import composed
+from tests.support.config import composed
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-canary-0123456789abcdef"  # must never be printed

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.report.browser import open_report
-from tests.test_cli import deepledger
+from tests.support.browser import open_report
+from tests.support.cli import deepledger
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,9 +81,14 @@ def test_the_bundled_model_runs_two_demo_tasks_end_to_end(tmp_path):
 
 def test_a_local_run_with_concurrent_tasks_is_told_one_at_a_time_is_faster():
     from deepledger.bench.suite import concurrency_advice
-    from tests.test_config import composed
+    from deepledger.llm.factory import create_client
+    from tests.support.config import composed
 
-    advice = concurrency_advice(composed("llm=local", "benchmark.execution.max_concurrent=4"))
+    def advice_for(*overrides: str) -> str | None:
+        cfg = composed(*overrides)
+        return concurrency_advice(cfg, create_client(cfg.llm).capabilities)
+
+    advice = advice_for("llm=local", "benchmark.execution.max_concurrent=4")
     assert advice and "benchmark.execution.max_concurrent=1 is faster" in advice
-    assert concurrency_advice(composed("llm=local", "benchmark.execution.max_concurrent=1")) is None
-    assert concurrency_advice(composed("llm=openai_compatible")) is None
+    assert advice_for("llm=local", "benchmark.execution.max_concurrent=1") is None
+    assert advice_for("llm=openai_compatible") is None

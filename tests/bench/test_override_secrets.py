@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deepledger.store.run_store import redact
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,16 +85,3 @@ def test_a_swept_secret_names_no_folder_and_is_in_no_file(tmp_path):
     assert files_holding(tmp_path, CANARY) == []
     assert CANARY not in run.stdout + run.stderr
 
-
-def test_redact_blanks_secret_assignments_in_text():
-    assert redact(["+a.SERPER_API_KEY='x y'", "llm.x-api-key=k", "llm.api_key_env=FOO"]) == [
-        "+a.SERPER_API_KEY=***",
-        "llm.x-api-key=***",
-        "llm.api_key_env=FOO",
-    ]
-    assert redact("a=1,b.token=s3cr3t,c=2") == "a=1,b.token=***,c=2"
-    assert redact({"api-key": "k", "x-api-key": "k", "api_key_env": "FOO"}) == {
-        "api-key": "***",
-        "x-api-key": "***",
-        "api_key_env": "FOO",
-    }

@@ -13,7 +13,7 @@ import pytest
 from deepledger.bench.suite import load_llm_preset
 from deepledger.errors import ConfigError
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
-from tests.bench.test_bench_cli import bench_command, results
+from tests.support.bench import bench_command, results
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD_PRESET = """\

@@ -8,7 +8,7 @@ from deepledger.bench import public
 from deepledger.bench.public import answer_text, read_package_set
 from deepledger.bench.tasks import load_tasks
 from deepledger.errors import ConfigError
-from tests.test_config import composed
+from tests.support.config import composed
 
 
 @pytest.mark.parametrize(

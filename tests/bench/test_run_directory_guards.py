@@ -22,16 +22,12 @@ import pytest
 
 from deepledger.bench.hydra_hooks import safe_folder_name, sweep_subdir, swept_keys
 from deepledger.errors import RunDirectoryError
-from deepledger.store.run_store import (
-    RunStore,
-    config_breakdown,
-    config_id,
-    read_jsonl,
-    resume_changes,
-)
+from deepledger.store.files import read_jsonl
+from deepledger.store.run_store import RunStore
+from deepledger.testing.bench_model import respond_http
 from deepledger.testing.fake_llm_server import FakeLLMServer
-from tests.bench.scripted_model import respond_http
-from tests.bench.test_bench_cli import ROOT, bench_command, results
+from tests.support.bench import bench_command, results
+from tests.support.cli import ROOT
 
 TASKS = {"easy/1", "hard #2", "näive 3", "open-4"}
 
@@ -279,71 +275,6 @@ def test_harmless_changes_resume_and_allowed_changes_are_counted_apart(tmp_path,
     assert "2 settings" in allowed.stdout
 
 
-def test_which_differences_count_for_a_resume():
-    before = {
-        "agent": {"keep_tool_result": 5},
-        "llm": {"model_name": "m", "base_url": "http://a/v1", "timeout_seconds": 60},
-        "benchmark": {
-            "judge": {"name": "normalized"},
-            "execution": {"max_concurrent": 5, "max_cost_usd": 1.0, "pass_at_k": 1},
-        },
-    }
-    harmless = json.loads(json.dumps(before))
-    harmless["llm"] |= {"base_url": "http://b/v1", "timeout_seconds": 5}
-    harmless["benchmark"]["execution"] |= {"max_concurrent": 1, "max_cost_usd": 9.0}
-    harmless["benchmark"]["execution"]["max_tokens"] = None  # a key a newer version added
-    assert resume_changes(before, harmless) == ([], [])
-    assert config_id(before) == config_id(harmless)
-    counted = json.loads(json.dumps(before))
-    counted["benchmark"]["judge"]["name"] = "exact"
-    counted["benchmark"]["execution"]["pass_at_k"] = 3
-    changes, judge = resume_changes(before, counted)
-    assert changes == [
-        "benchmark.execution.pass_at_k: 1 -> 3",
-        "benchmark.judge.name: 'normalized' -> 'exact'",
-    ]
-    assert judge == ["benchmark.judge.name: 'normalized' -> 'exact'"]
-    assert config_id(before) != config_id(counted)
-
-
-def test_a_judge_change_before_any_task_was_judged_is_allowed(tmp_path):
-    run_dir = RunStore(tmp_path)
-    run_dir.start({"benchmark": {"judge": {"name": "exact"}}}, ["bench"], tasks=1)
-    changed = {"benchmark": {"judge": {"name": "llm"}}}
-    with pytest.raises(RunDirectoryError, match=r"resume\.allow_config_change=true"):
-        run_dir.check_resume(changed, allow_change=False)
-    assert run_dir.check_resume(changed, allow_change=True) == [
-        "benchmark.judge.name: 'exact' -> 'llm'"
-    ]
-    run_dir.add_result({"task_id": "t", "status": "finished", "judgement": {"correct": True}})
-    with pytest.raises(RunDirectoryError, match="never mixes two judges"):
-        run_dir.check_resume(changed, allow_change=True)
-    run_dir.close()
-
-
-def test_each_record_carries_the_settings_it_ran_under(tmp_path):
-    run_dir = RunStore(tmp_path)
-    run_dir.start({"agent": {"keep_tool_result": 5}}, ["bench"], tasks=2)
-    old = run_dir.config_id
-    run_dir.record_progress("b", "retry_finished", retry=0)
-    (resumed,) = read_jsonl(run_dir.task_dir("b") / "progress.jsonl")
-    run_dir.add_result({"task_id": "a", "status": "finished", "attempts": []})
-    run_dir.start({"agent": {"keep_tool_result": 3}}, ["bench"], tasks=2)
-    fresh = {"retry": 1}
-    attempt = {"attempt": 1, "retries": [resumed, fresh]}
-    run_dir.add_result({"task_id": "b", "status": "finished", "attempts": [attempt]})
-    (_, record) = read_jsonl(run_dir.results_path)
-    assert record["config_id"] == run_dir.config_id != old
-    assert [r["config_id"] for r in record["attempts"][0]["retries"]] == [old, run_dir.config_id]
-    breakdown = config_breakdown(tmp_path)
-    assert breakdown["ids"] == {
-        old: {"tasks": 1, "runs": [1]},
-        run_dir.config_id: {"tasks": 1, "runs": [2]},
-    }
-    assert breakdown["mixed_tasks"] == ["b"]
-    run_dir.close()
-
-
 # -- sweep folder names --------------------------------------------------------------
 
 
@@ -381,8 +312,9 @@ async def test_the_first_write_a_full_disk_refuses_stops_the_run_and_a_resume_fi
     """With one task at a time, the second task's first journal event (a plain file
     write) or its first progress line (append_line) meets a full disk: no later task
     starts, nothing is recorded as an error, and the resume runs what is not done."""
-    from deepledger.store.journal import Journal, disk_trouble
-    from tests.bench.test_runner import config, model, run, task_texts
+    from deepledger.store.files import disk_trouble
+    from deepledger.store.journal import Journal
+    from tests.support.bench import config, model, run, task_texts
 
     full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     real_write, real_progress = Journal.write, RunStore.record_progress
@@ -392,10 +324,10 @@ async def test_the_first_write_a_full_disk_refuses_stops_the_run_and_a_resume_fi
             raise full
         return real_write(self, event, **data)
 
-    def record_progress(self, task_id, event, **data):
+    def record_progress(self, task_id, finished):
         if task_id == "hard #2":
             raise disk_trouble(self.task_dir(task_id) / "progress.jsonl", full)
-        return real_progress(self, task_id, event, **data)
+        return real_progress(self, task_id, finished)
 
     if where == "journal":
         monkeypatch.setattr(Journal, "write", journal_write)

@@ -6,55 +6,18 @@ import json
 import logging
 from pathlib import Path
 
-import pytest
-
 from deepledger.bench.judge import Judge, Judgement, make_judge
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
-from deepledger.errors import ConfigError, FatalLLMError, LLMError
-from deepledger.llm.scripted import ScriptedLLM
-from deepledger.messages import MessageKind
-from deepledger.store.run_store import RunStore, read_jsonl
+from deepledger.errors import FatalLLMError, LLMError
+from deepledger.messages import Usage
+from deepledger.records.events import LLMCall
+from deepledger.store.files import read_jsonl
+from deepledger.store.run_store import RunStore
+from deepledger.testing.bench_model import decide
 from deepledger.tools.manager import ToolManager
-from tests.bench.scripted_model import decide
-from tests.test_config import composed
-
-SUITE = Path(__file__).with_name("suite")
-
-
-def config(*overrides: str):
-    return composed(
-        f"benchmark.data.data_dir={SUITE}",
-        "agent.main_agent.tools=[]",
-        "agent.max_final_answer_retries=1",
-        *overrides,
-    )
-
-
-def model(decider=decide) -> ScriptedLLM:
-    return ScriptedLLM(responder=lambda messages, tools: decider([m.content for m in messages]))
-
-
-async def run(cfg, llm, root: Path, only: tuple[str, ...] = (), judge=None):
-    tasks = [t for t in load_tasks(cfg.benchmark.data).tasks if not only or t.task_id in only]
-    run_dir = RunStore(root)
-    runner = BenchmarkRunner(
-        cfg,
-        llm=llm,
-        tools=ToolManager({}),
-        run_dir=run_dir,
-        judge=judge or make_judge("normalized"),
-        progress=Progress(plain=True),
-    )
-    try:
-        return await runner.run(tasks)
-    finally:
-        run_dir.close()
-
-
-def task_texts(llm: ScriptedLLM) -> list[str]:
-    return [c.messages[1].content for c in llm.calls if c.messages[1].kind is MessageKind.TASK]
+from tests.support.bench import config, model, run, task_texts
 
 
 async def test_the_format_retry_loop_carries_post_mortems_to_the_final_retry(tmp_path):
@@ -188,55 +151,15 @@ async def test_a_judge_failure_keeps_the_work_and_a_resume_only_judges_again(tmp
     assert record["status"] == "finished" and record["correct"] is True
     latest = RunStore(tmp_path)
     assert [r["status"] for r in read_jsonl(latest.results_path)] == ["error", "finished"]
-    assert latest.finished_results()["hard #2"]["correct"] is True
+    assert latest.finished_results()["hard #2"].correct is True
     latest.close()
-
-
-def test_a_run_directory_is_used_by_one_process_at_a_time(tmp_path):
-    first = RunStore(tmp_path)
-    with pytest.raises(ConfigError, match="Another deepledger process is running"):
-        RunStore(tmp_path)
-    first.close()
-    RunStore(tmp_path).close()
-
-
-def test_a_line_cut_short_by_a_crash_does_not_swallow_the_next(tmp_path):
-    rundir = RunStore(tmp_path)
-    rundir.add_result({"task_id": "a", "status": "finished"})
-    with rundir.results_path.open("a") as out:
-        out.write('{"task_id": "b", "sta')  # the process died mid-write
-    rundir.add_result({"task_id": "c", "status": "finished"})
-    assert list(rundir.finished_results()) == ["a", "c"]
-    rundir.close()
-
-
-def test_a_resume_with_another_config_names_the_differences(tmp_path):
-    rundir = RunStore(tmp_path)
-    first = {"agent": {"keep_tool_result": 5}, "llm": {"api_key": "sk-secret"}}
-    assert rundir.start(first, ["bench"], tasks=3) == []
-    changed = rundir.start({"agent": {"keep_tool_result": 3}, "llm": {}}, ["bench"], tasks=3)
-    assert changed[0] == "agent.keep_tool_result: 5 -> 3"
-    manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["config"]["agent"]["keep_tool_result"] == 5  # the first run's stays
-    assert [r["config"]["agent"]["keep_tool_result"] for r in manifest["runs"]] == [5, 3]
-    assert "sk-secret" not in (tmp_path / "manifest.json").read_text()
-    rundir.close()
 
 
 async def test_tokens_spent_by_a_killed_run_count_in_the_totals(tmp_path):
     cfg = config()
     rundir = RunStore(tmp_path)
     killed = rundir.journal("easy/1", 1, 0)  # the killed run's journal for this retry
-    killed.write(
-        "llm_call",
-        turn=1,
-        usage={
-            "input_tokens": 500,
-            "output_tokens": 20,
-            "cache_read_tokens": 0,
-            "cache_write_tokens": 0,
-        },
-    )
+    killed.write(LLMCall(turn=1, usage=Usage(input_tokens=500, output_tokens=20)))
     killed.close()
     rundir.journal("easy/1", 1, 0).close()  # what a resume does: set it aside
     rundir.close()
@@ -278,7 +201,7 @@ async def test_a_question_too_big_for_the_window_gets_no_further_retry_or_attemp
     journals = list((tmp_path / "run" / "tasks").glob("huge-*/attempt-*-retry-*.jsonl"))
     assert [p.name for p in journals] == ["attempt-1-retry-0.jsonl"]  # one journal, not 9
     assert not any("Add these up" in c.messages[1].content for c in llm.calls)
-    assert records["small"]["correct"] is True and "stopped" not in records["small"]
+    assert records["small"]["correct"] is True and records["small"]["stopped"] is None
 
 
 async def test_a_resumed_question_too_big_for_the_window_is_not_tried_again(tmp_path):
@@ -313,7 +236,8 @@ async def test_a_required_tool_server_that_cannot_start_is_logged_in_one_line(tm
     )  # fmt: skip
     try:
         with caplog.at_level(logging.ERROR, logger="deepledger.bench.runner"):
-            (record,) = await runner.run(tasks)
+            (typed,) = await runner.run(tasks)
+            record = typed.to_json()
     finally:
         run_dir.close()
         await tools.aclose()

@@ -12,9 +12,8 @@ import pytest
 
 from deepledger.config import SEARCH_CORPUS_ENV, tool_servers, validate
 from deepledger.errors import ConfigError
-from deepledger.llm.factory import PROVIDERS
-from deepledger.tools.servers.search import SearchIndex, build_index
-from tests.test_config import composed
+from deepledger.web.corpus import SearchIndex, build_index
+from tests.support.config import composed
 
 SUITE = Path(__file__).resolve().parents[2] / "benchmarks" / "worldfacts"
 SPLITS = ("demo", "dev", "test")
@@ -93,7 +92,7 @@ def test_searching_a_question_finds_one_of_its_pages(tmp_path):
 def test_the_preset_points_the_search_tool_at_the_corpus(monkeypatch):
     monkeypatch.chdir(SUITE.parents[1])  # relative paths are read from the repository root
     cfg = composed("benchmark=worldfacts")
-    validate(cfg, PROVIDERS)
+    validate(cfg)
     env = tool_servers(cfg)["search"].env
     assert Path(env[SEARCH_CORPUS_ENV]) == SUITE / "corpus"
     assert (cfg.benchmark.judge.name, cfg.benchmark.judge.abs_tol) == ("numeric", 0.0)
@@ -103,4 +102,4 @@ def test_a_missing_corpus_is_named(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a relative corpus is looked for here, then in the project
     cfg = composed("benchmark=worldfacts", "benchmark.search_corpus=benchmarks/worldfacts/gone")
     with pytest.raises(ConfigError, match=r"benchmark\.search_corpus=benchmarks/worldfacts/gone"):
-        validate(cfg, PROVIDERS)
+        validate(cfg)

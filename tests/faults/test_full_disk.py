@@ -33,11 +33,11 @@ from deepledger.testing.faults import (
     task_key,
     write_suite,
 )
-from tests.disks import small_tmpfs
+from tests.support.disks import small_tmpfs
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = 8
-DISK_SIZE = "8m"  # above the 1 MiB a run needs free to start (store/run_store.py)
+DISK_SIZE = "8m"  # above the 1 MiB a run needs free to start (store/lock.py)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
-from tests.integration.test_mirothinker_preset import text_of, xml_call
+from tests.support.wire import text_of, xml_call
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -26,6 +26,7 @@ import pytest
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 from deepledger.testing.fake_search_server import FakeSerper
 from deepledger.testing.fake_web_server import FakeWebServer, Page
+from tests.support.wire import text_of, xml_call
 
 ROOT = Path(__file__).resolve().parents[2]
 CANARIES = {
@@ -60,20 +61,6 @@ print('\n'.join(found)[:5000])
 """
 PROBE_COMMAND = "env; cat /proc/1/environ; ls /proc; cat /etc/shadow; cat /proc/*/cwd/.env"
 EXTRACTED = "The page says the Eiffel Tower is 330 metres tall, antennas included."
-
-
-def xml_call(server: str, tool: str, arguments: dict) -> str:
-    return (
-        f"<use_mcp_tool>\n<server_name>{server}</server_name>\n<tool_name>{tool}</tool_name>\n"
-        f"<arguments>\n{json.dumps(arguments)}\n</arguments>\n</use_mcp_tool>"
-    )
-
-
-def text_of(message: dict) -> str:
-    content = message.get("content") or ""
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return str(content)
 
 
 def respond(request) -> Reply:

@@ -14,7 +14,7 @@ from deepledger.messages import MessageKind
 from deepledger.store.journal import Journal
 from deepledger.testing.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
 from deepledger.tools.manager import ToolManager
-from tests.test_config import composed
+from tests.support.config import composed
 
 STEPS = [
     ("search", "search", {"query": "Eiffel Tower Paris", "k": 3}),
@@ -94,11 +94,11 @@ async def test_a_crashing_tool_server_does_not_end_the_task(tmp_path):
     """The loop with a real server that dies mid-task: the model sees an error, the server
     comes back, and the task finishes."""
     import sys
-    from pathlib import Path
 
     from deepledger.llm.scripted import ScriptedLLM
+    from tests.support.tool_servers import FLAKY
 
-    flaky = str(Path(__file__).parents[1] / "tools" / "flaky_server.py")
+    flaky = FLAKY
     cfg = composed(
         "agent.main_agent.tools=[flaky]",
         f"+tools.flaky={{command: {sys.executable}, args: [{flaky}]}}",
@@ -128,7 +128,7 @@ async def test_an_attached_image_goes_with_the_task_to_a_model_that_sees_images(
 ):
     import base64
 
-    from tests.llm.test_images import PNG
+    from tests.support.providers import PNG
 
     monkeypatch.chdir(tmp_path)
     picture = tmp_path / "chart.png"
@@ -159,6 +159,6 @@ async def test_an_attached_image_goes_with_the_task_to_a_model_that_sees_images(
     assert [(i.role, i.mime_type, i.data) for i in first.images] == (
         [("user", "image/png", PNG)] if sees_images else []
     )
-    started = json.loads((tmp_path / "journal.jsonl").read_text().splitlines()[0])
+    started = json.loads((tmp_path / "journal.jsonl").read_text().splitlines()[1])
     assert [i["source"] for i in started["task_images"]] == (["chart.png"] if sees_images else [])
     assert "data" not in json.dumps(started["task_images"])

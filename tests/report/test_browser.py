@@ -11,15 +11,16 @@ from deepledger.bench.report import rebuild_summary
 from deepledger.report.compare import write_comparison
 from deepledger.report.page import write_run_report
 from deepledger.testing.synthetic_run import make_run
-from tests.report.browser import open_report
-from tests.report.helpers import CONF, quick_summary, runs_keeping
+from tests.support.browser import open_report
+from tests.support.config import CONF
+from tests.support.report import quick_summary
 
 HOSTILE = '</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
 
 
 def add_hostile_result(root: Path) -> None:
     """A tool result holding markup, as a fetched web page would."""
-    journal = next((root / "tasks").glob("*/attempt-1-retry-0.jsonl"))
+    journal = next((root / "tasks").glob("worldfacts-demo-001-*/attempt-1-retry-0.jsonl"))
     events = [json.loads(line) for line in journal.read_text().splitlines()]
     for event in events:
         if event["event"] == "tool_results":
@@ -28,8 +29,8 @@ def add_hostile_result(root: Path) -> None:
     journal.write_text("".join(json.dumps(e) + "\n" for e in events))
 
 
-def test_a_one_task_report_renders_offline_with_its_trajectory(tmp_path):
-    root = make_run(tmp_path / "run", tasks=1, conf_dir=CONF, seed=3)
+def test_a_one_task_report_renders_offline_with_its_trajectory(finished_run):
+    root = finished_run
     add_hostile_result(root)
     report = write_run_report(root, rebuild_summary(root))
     with open_report(report) as visit:
@@ -37,8 +38,8 @@ def test_a_one_task_report_renders_offline_with_its_trajectory(tmp_path):
         page.wait_for_selector("#chart-prompt canvas")
         page.wait_for_selector("#chart-cumulative canvas")
         page.wait_for_selector("#chart-turns canvas")
-        assert page.locator("#task-table tbody tr").count() == 1
-        page.click("#task-table tbody tr")
+        assert page.locator("#task-table tbody tr").count() == 6
+        page.click("#task-table tbody tr:first-child")
         page.wait_for_selector("#chart-task canvas")
         assert page.locator("#trajectory .journal").count() >= 1
         assert page.locator("#trajectory .ev.assistant").count() >= 1
@@ -46,16 +47,18 @@ def test_a_one_task_report_renders_offline_with_its_trajectory(tmp_path):
         # The markup in the tool result is shown as text, and none of it ran.
         assert page.get_by_text("window.pwned = 1", exact=False).count() >= 1
         assert page.evaluate("window.pwned") is None
-        assert page.evaluate("location.hash") == "#task=synthetic-0000"
+        assert page.evaluate("location.hash") == "#task=worldfacts-demo-001"
         visit.screenshot("report-one-task.png")
     assert visit.problems == []
     assert visit.requests == []
     with open_report(report, "#task=50%") as visit:  # an address edited into nonsense
-        assert visit.page.locator("#task-table tbody tr").count() == 1
+        assert visit.page.locator("#task-table tbody tr").count() == 6
     assert visit.problems == []
 
 
 def test_a_500_task_report_opens_and_its_table_sorts_and_filters(tmp_path):
+    # Made up in seconds by the forger (deepledger.testing.synthetic_run): the size is
+    # the point here, and a real run of 500 tasks would take minutes.
     root = make_run(tmp_path / "run", tasks=503, conf_dir=CONF, unfinished=3, errors=2)
     started = time.perf_counter()
     report = write_run_report(root, quick_summary(root))
@@ -94,8 +97,8 @@ def test_a_500_task_report_opens_and_its_table_sorts_and_filters(tmp_path):
     assert visit.requests == []
 
 
-def test_a_comparison_of_runs_renders_with_their_differences(tmp_path):
-    runs = runs_keeping(tmp_path, (-1, 5), tasks=12)
+def test_a_comparison_of_runs_renders_with_their_differences(runs_keeping, tmp_path):
+    runs = runs_keeping
     summaries = {r: quick_summary(r) for r in runs}
     for run in runs:
         write_run_report(run, summaries[run])
@@ -108,7 +111,7 @@ def test_a_comparison_of_runs_renders_with_their_differences(tmp_path):
         assert labels == ["agent.keep_tool_result=-1", "agent.keep_tool_result=5"]
         differing = page.locator("#task-table tbody tr").count()
         page.uncheck("#only-differing")
-        assert page.locator("#task-table tbody tr").count() == 12 >= differing
+        assert page.locator("#task-table tbody tr").count() == 6 >= differing
         assert page.locator("#runs-table a").first.get_attribute("href") == "./keep-1/report.html"
         visit.screenshot("report-comparison.png")
     assert visit.problems == []

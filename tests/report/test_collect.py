@@ -13,45 +13,46 @@ from deepledger.errors import DeepLedgerError
 from deepledger.report import page as page_module
 from deepledger.report.collect import RESULT_LIMIT, collect, wall_seconds
 from deepledger.report.compare import _labels, default_output
-from deepledger.report.page import REPORT, write_run_report
+from deepledger.report.page import write_run_report
+from deepledger.store.layout import REPORT
 from deepledger.store.run_store import RunStore
-from deepledger.testing.synthetic_run import make_run
-from tests.report.helpers import CONF, embedded, runs_keeping
-from tests.test_cli import deepledger
+from tests.support.cli import deepledger
+from tests.support.report import embedded
+from tests.support.runs import WINDOW, demo_tasks
 
 
-def test_a_finished_run_gives_a_row_and_a_trajectory_per_task(tmp_path):
-    root = make_run(tmp_path / "run", tasks=6, conf_dir=CONF, errors=1)
+def test_a_finished_run_gives_a_row_and_a_trajectory_per_task(finished_run):
+    root = finished_run
     data, trajectories = embedded(write_run_report(root, rebuild_summary(root)))
     assert data["run"]["state"] == "finished"
-    assert [t["id"] for t in data["tasks"]] == [f"synthetic-{i:04d}" for i in range(6)]
+    assert [t["id"] for t in data["tasks"]] == [f"worldfacts-demo-{i:03d}" for i in range(1, 7)]
     assert data["tasks"][-1]["status"] == "error"
     assert {t["status"] for t in data["tasks"][:-1]} <= {"correct", "wrong"}
     assert len(trajectories) == 6
     first = trajectories[0]
-    assert first["journals"][0]["journal"].startswith("tasks/synthetic-0000-")
+    assert first["journals"][0]["journal"].startswith("tasks/worldfacts-demo-001-")
     events = [e["event"] for e in first["journals"][0]["events"]]
     assert events[:3] == ["retry_started", "task_started", "llm_call"]
     assert "system_prompt" not in first["journals"][0]["events"][1]  # replay-only, large
     assert first["calls"] and all(c["kind"] == "loop" for c in first["calls"])
-    assert data["datasets"]["window"][0]["tokens"] == 32_000
+    assert data["datasets"]["window"][0]["tokens"] == WINDOW
     assert data["run"]["summary"]["token_economics"].get("unavailable") is None
     assert (root / REPORT).stat().st_mode & 0o777 == 0o644
 
 
-def test_a_run_in_progress_marks_unfinished_and_unstarted_tasks(tmp_path):
-    root = make_run(tmp_path / "run", tasks=5, conf_dir=CONF, unfinished=2, not_started=4)
+def test_a_run_in_progress_marks_unfinished_and_unstarted_tasks(killed_run):
+    root = killed_run
     data = collect(root, rebuild_summary(root))
     assert data.run["state"] == "stopped"  # no process holds it
-    assert [t["status"] for t in data.tasks[-2:]] == ["unfinished", "unfinished"]
+    assert [t["status"] for t in data.tasks[-2:]] == ["correct", "unfinished"]
     assert data.tasks[-1]["turns"] > 0 and data.tasks[-1]["input_tokens"] > 0
-    assert data.tasks[-1]["question"].startswith("What is the")
-    assert data.run["tasks_not_started"] == 4
+    assert data.tasks[-1]["question"] == demo_tasks()[3]["task_question"]
+    assert data.run["tasks_not_started"] == 2
 
 
-def test_long_tool_results_are_clipped_and_say_where_the_rest_is(tmp_path):
-    root = make_run(tmp_path / "run", tasks=1, conf_dir=CONF)
-    journal = next((root / "tasks").glob("*/attempt-1-retry-0.jsonl"))
+def test_long_tool_results_are_clipped_and_say_where_the_rest_is(finished_run):
+    root = finished_run
+    journal = next((root / "tasks").glob("worldfacts-demo-001-*/attempt-1-retry-0.jsonl"))
     events = [json.loads(line) for line in journal.read_text().splitlines()]
     first = next(e for e in events if e["event"] == "tool_results")
     first["results"][0]["content"] = "x" * (RESULT_LIMIT + 5_000)
@@ -64,14 +65,14 @@ def test_long_tool_results_are_clipped_and_say_where_the_rest_is(tmp_path):
     assert shown.endswith("[5,000 more characters in the journal]")
 
 
-def test_an_unreadable_journal_is_listed_not_fatal(tmp_path):
-    root = make_run(tmp_path / "run", tasks=3, conf_dir=CONF)
-    journal = next((root / "tasks").glob("synthetic-0001-*/attempt-1-retry-0.jsonl"))
+def test_an_unreadable_journal_is_listed_not_fatal(finished_run):
+    root = finished_run
+    journal = next((root / "tasks").glob("worldfacts-demo-002-*/attempt-1-retry-0.jsonl"))
     with journal.open("a") as out:
         out.write('{"event": "llm_call", "usage": "not a dict"}\n{"event": "torn li')
     data, _ = embedded(write_run_report(root, rebuild_summary(root)))
-    assert len(data["tasks"]) == 3
-    assert any("synthetic-0001" in m and "cannot read" in m for m in data["run"]["missing"])
+    assert len(data["tasks"]) == 6
+    assert any("worldfacts-demo-002" in m and "cannot read" in m for m in data["run"]["missing"])
 
 
 def test_a_folder_that_is_not_a_run_gets_a_clear_error(tmp_path):
@@ -82,8 +83,8 @@ def test_a_folder_that_is_not_a_run_gets_a_clear_error(tmp_path):
         collect(tmp_path, {})
 
 
-def test_a_report_that_fails_midway_leaves_the_old_one_whole(tmp_path, monkeypatch):
-    root = make_run(tmp_path / "run", tasks=2, conf_dir=CONF)
+def test_a_report_that_fails_midway_leaves_the_old_one_whole(finished_run, monkeypatch):
+    root = finished_run
     report = write_run_report(root, rebuild_summary(root))
     before = report.read_bytes()
 
@@ -116,8 +117,8 @@ def test_runs_are_labelled_by_the_settings_they_differ_in(tmp_path):
     )
 
 
-def test_the_report_command_rebuilds_one_run_and_compares_several(tmp_path):
-    runs = runs_keeping(tmp_path, (0, 5), tasks=3)
+def test_the_report_command_rebuilds_one_run_and_compares_several(runs_keeping, tmp_path):
+    runs = runs_keeping
     single = deepledger("report", str(runs[0]))
     assert single.returncode == 0, single.stderr
     assert f"Report: {runs[0] / REPORT}" in single.stdout
@@ -135,9 +136,9 @@ def test_the_report_command_rebuilds_one_run_and_compares_several(tmp_path):
     assert usage.returncode != 0
 
 
-def test_a_lone_surrogate_from_a_model_does_not_stop_the_report(tmp_path):
-    root = make_run(tmp_path / "run", tasks=1, conf_dir=CONF)
-    journal = next((root / "tasks").glob("*/attempt-1-retry-0.jsonl"))
+def test_a_lone_surrogate_from_a_model_does_not_stop_the_report(finished_run):
+    root = finished_run
+    journal = next((root / "tasks").glob("worldfacts-demo-001-*/attempt-1-retry-0.jsonl"))
     with journal.open("a") as out:  # as Journal writes one: an escape in the JSON
         out.write('{"event": "assistant", "turn": 9, "message": {"content": "half \\ud83d"}}\n')
     _, trajectories = embedded(write_run_report(root, rebuild_summary(root)))
@@ -166,8 +167,8 @@ def test_wall_time_counts_a_killed_session_up_to_its_last_write():
     assert wall_seconds(naive, live=False, activity=activity) == 60  # no zone: UTC
 
 
-def test_a_run_held_by_a_process_is_running_and_one_without_is_stopped(tmp_path):
-    root = make_run(tmp_path / "run", tasks=2, conf_dir=CONF, unfinished=1)
+def test_a_run_held_by_a_process_is_running_and_one_without_is_stopped(killed_run):
+    root = killed_run
     held = RunStore(root)
     try:
         data = collect(root, {})
@@ -180,9 +181,9 @@ def test_a_run_held_by_a_process_is_running_and_one_without_is_stopped(tmp_path)
     assert data.tasks[-1]["judgement"].startswith("stopped before it finished")
 
 
-def test_sub_agent_and_interrupted_journals(tmp_path):
-    root = make_run(tmp_path / "run", tasks=2, conf_dir=CONF, unfinished=1)
-    task_dir = next((root / "tasks").glob("synthetic-0001-*"))
+def test_sub_agent_and_interrupted_journals(killed_run):
+    root = killed_run
+    task_dir = next((root / "tasks").glob("worldfacts-demo-004-*"))  # the one killed
     main = task_dir / "attempt-1-retry-0.jsonl"
     before = collect(root, {}).tasks[-1]
     nested = task_dir / "attempt-1-retry-0.subagents"
@@ -201,20 +202,21 @@ def test_sub_agent_and_interrupted_journals(tmp_path):
     row = data.tasks[-1]
     assert row["turns"] == before["turns"]  # the loop's turns, as a finished record counts
     assert row["input_tokens"] == 4 * before["input_tokens"]  # sub-agents' tokens are the task's
-    kinds = {c["kind"] for c in data.calls if c["task"] == 1}
+    kinds = {c["kind"] for c in data.calls if c["task"] == len(data.tasks) - 1}
     assert kinds == {"loop", "subagent", "interrupted"}
 
 
-def test_out_is_for_comparisons(tmp_path):
-    root = make_run(tmp_path / "run", tasks=1, conf_dir=CONF)
+def test_out_is_for_comparisons(finished_run, tmp_path):
+    root = finished_run
     done = deepledger("report", str(root), "--out", str(tmp_path / "c.html"))
     assert done.returncode != 0 and "--out names the comparison" in done.stderr
 
 
-def test_a_live_report_that_comes_after_the_end_of_the_run_writes_nothing(tmp_path):
+def test_a_live_report_that_comes_after_the_end_of_the_run_writes_nothing(finished_run):
     from deepledger.bench.suite import _write_report
 
-    root = make_run(tmp_path / "run", tasks=1, conf_dir=CONF)
+    root = finished_run
+    (root / REPORT).unlink()  # the one the run wrote at its end
     ended = threading.Event()
     ended.set()
     assert _write_report(root, rebuild_summary(root), ended) is None

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
-from tests.report.helpers import embedded
+from tests.support.report import embedded
 
 ROOT = Path(__file__).resolve().parents[2]
 

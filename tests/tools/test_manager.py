@@ -4,29 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from pathlib import Path
 
 import pytest
 
 from deepledger.config import ToolServerConfig
-from deepledger.messages import ToolCall
 from deepledger.tools.manager import ToolManager, ToolServerStartError
-
-FLAKY = str(Path(__file__).with_name("flaky_server.py"))
-
-
-def flaky(**overrides) -> ToolServerConfig:
-    settings = {
-        "command": sys.executable,
-        "args": [FLAKY],
-        "call_timeout_seconds": 10.0,
-        "max_result_chars": 1000,
-    } | overrides
-    return ToolServerConfig(**settings)
-
-
-def call(tool: str, server: str = "flaky", **arguments) -> ToolCall:
-    return ToolCall(f"id-{tool}", tool, arguments, server_name=server)
+from tests.support.tool_servers import CRASH_ON_START, HANG_BEFORE_HANDSHAKE, call, flaky
 
 
 @pytest.fixture
@@ -214,20 +197,6 @@ async def test_a_shared_server_with_instances_spreads_concurrent_calls(manager):
 
 
 # ----------------------------------------------------------------- servers that do not start
-
-CRASH_ON_START = (
-    "import sys\n"
-    "for n in range(1, 16):\n"
-    "    print(f'boot line {n}', file=sys.stderr)\n"
-    "print('ImportError: no module named frobnicate', file=sys.stderr)\n"
-    "sys.exit(3)\n"
-)
-HANG_BEFORE_HANDSHAKE = (
-    "import sys, time\n"
-    "print('loading a huge index...', file=sys.stderr, flush=True)\n"
-    "time.sleep(600)\n"
-)
-
 
 def python_server(script: str, **overrides) -> ToolServerConfig:
     return ToolServerConfig(command=sys.executable, args=["-c", script], **overrides)

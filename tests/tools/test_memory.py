@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from deepledger.agent.task import AgentFactory
 from deepledger.config import tool_servers, validate
 from deepledger.context.compaction import Compaction
 from deepledger.errors import ConfigError
-from deepledger.llm.factory import PROVIDERS
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import ToolManager, ToolRefusal
-from deepledger.tools.memory import MemoryStore, memory_folder
-from tests.context.test_compaction import NOTES, compact, padded
-from tests.test_config import composed
+from deepledger.tools.memory import MemoryStore
+from tests.support.config import composed
+from tests.support.histories import NOTES, compact, padded
 
 
 def test_notes_are_written_read_and_listed_as_files(tmp_path):
@@ -47,13 +44,6 @@ def test_a_missing_note_and_an_oversized_one_are_refused_with_what_exists(tmp_pa
         store.write("big", "x" * 20_001)
 
 
-def test_format_retries_of_an_attempt_share_its_notes_and_attempts_do_not():
-    task = Path("run/tasks/t1")
-    assert memory_folder(task / "attempt-2-retry-1.jsonl") == task / "memory" / "attempt-2"
-    assert memory_folder(task / "attempt-2-retry-0.jsonl") == task / "memory" / "attempt-2"
-    assert memory_folder(Path("run/journal.jsonl")) == Path("run/memory/journal")
-
-
 def call(tool: str, arguments: str) -> str:
     return (
         f"<use_mcp_tool><server_name>memory</server_name><tool_name>{tool}</tool_name>"
@@ -63,7 +53,7 @@ def call(tool: str, arguments: str) -> str:
 
 async def test_an_agent_keeps_and_reads_back_notes_through_the_tool(tmp_path):
     cfg = composed("agent.main_agent.tools=[memory]", "agent.tool_protocol=xml")
-    validate(cfg, PROVIDERS)
+    validate(cfg)
     steps = [
         call("write", '{"name": "facts", "text": "Lima is the capital."}'),
         call("read", '{"name": "facts"}'),
@@ -88,15 +78,14 @@ async def test_an_agent_keeps_and_reads_back_notes_through_the_tool(tmp_path):
 
 def test_an_unknown_tool_name_lists_memory_among_the_known_ones():
     with pytest.raises(ConfigError, match=r"known: .*memory"):
-        validate(composed("agent.main_agent.tools=[memry]"), PROVIDERS)
+        validate(composed("agent.main_agent.tools=[memry]"))
 
 
 async def test_the_notes_index_comes_back_with_every_compaction(tmp_path):
     store = MemoryStore(tmp_path)
     store.write("populations", "...")
     store.write("sources", "...")
-    strategy = Compaction(1, min_saving=0.0)
-    strategy.memory_index = store.names
+    strategy = Compaction(1, min_saving=0.0, memory_index=store.names)
     history = padded(11)
     changed, _ = await compact(strategy, history, ScriptedLLM([NOTES]))
     notes = strategy.select(history)[2].content
@@ -107,19 +96,4 @@ async def test_the_notes_index_comes_back_with_every_compaction(tmp_path):
 def test_a_configured_server_named_memory_is_refused():
     cfg = composed("+tools.memory={command: server-memory}")
     with pytest.raises(ConfigError, match="'memory' is the name of a tool built into deepledger"):
-        validate(cfg, PROVIDERS)
-
-
-def test_a_redone_attempt_starts_without_the_killed_runs_notes(tmp_path):
-    from deepledger.store.run_store import RunStore
-
-    run = RunStore(tmp_path)
-    first = run.journal("t1", 1, 0)
-    first.write("task_started")
-    first.close()
-    notes = memory_folder(first.path)
-    MemoryStore(notes).write("facts", "from the killed run")
-    again = run.journal("t1", 1, 0)  # the retry is redone after a crash
-    again.close()
-    assert MemoryStore(memory_folder(again.path)).names() == []
-    assert [p.name.split(".")[0] for p in notes.parent.iterdir()] == ["attempt-1"]
+        validate(cfg)

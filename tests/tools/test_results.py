@@ -8,7 +8,7 @@ import pytest
 from deepledger.messages import ToolCall
 from deepledger.tools.archive import ResultArchive, archive_tools
 from deepledger.tools.manager import LocalTool, ResultPolicy, ToolInfo, ToolManager
-from tests.tools.test_manager import call, flaky
+from tests.support.tool_servers import call, flaky
 
 
 @pytest.fixture

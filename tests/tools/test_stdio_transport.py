@@ -8,7 +8,7 @@ import pytest
 
 from deepledger.tools.manager import ToolManager
 from deepledger.tools.stdio_transport import LineAssembler, Oversized
-from tests.tools.test_manager import call, flaky
+from tests.support.tool_servers import call, flaky
 
 
 def test_lines_within_the_cap_come_out_whole_across_chunks():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deepledger.web.convert import ContentError, ConvertLimits, convert, convert_async
-from tests.fixtures.documents import (
+from tests.support.documents import (
     make_docx,
     make_pdf,
     make_png,

@@ -56,8 +56,11 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
+
+if TYPE_CHECKING:  # the fake imports nothing of deepledger at run time
+    from deepledger.messages import JSONObject
 
 __all__ = [
     "AzureDeployment",
@@ -94,7 +97,7 @@ class FakeToolCall:
     """
 
     name: str
-    arguments: dict | str = field(default_factory=dict)
+    arguments: JSONObject | str = field(default_factory=dict)
     id: str | None = None
 
 
@@ -202,10 +205,10 @@ class RecordedRequest:
     protocol: str
     path: str
     headers: dict[str, str]
-    body: dict
+    body: JSONObject
 
     @property
-    def messages(self) -> list:
+    def messages(self) -> list[Any]:
         """``body["messages"]`` (empty list when absent)."""
         messages = self.body.get("messages", [])
         return messages if isinstance(messages, list) else []
@@ -275,7 +278,7 @@ _OPENAI_PART_TYPES = {
 _ANTHROPIC_MEDIA_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
 
 
-def wire_problem(protocol: str, body: dict) -> str | None:
+def wire_problem(protocol: str, body: JSONObject) -> str | None:
     """Why the real API would refuse the request's list content, or ``None``."""
     messages = body.get("messages")
     for index, message in enumerate(messages if isinstance(messages, list) else ()):
@@ -288,7 +291,7 @@ def wire_problem(protocol: str, body: dict) -> str | None:
     return None
 
 
-def _openai_message_problem(message: dict) -> str | None:
+def _openai_message_problem(message: JSONObject) -> str | None:
     role = message.get("role", "")
     allowed = _OPENAI_PART_TYPES.get(role, set())
     for part in message["content"]:
@@ -316,7 +319,7 @@ def _url_problem(url: str) -> str | None:
     return _base64_problem(image[1])
 
 
-def _anthropic_message_problem(message: dict) -> str | None:
+def _anthropic_message_problem(message: JSONObject) -> str | None:
     role = message.get("role", "")
     for part, tool_use_id in _content_items(message):
         kind = part.get("type") if isinstance(part, dict) else None
@@ -360,7 +363,7 @@ _REASONING_MODEL_NAMES = re.compile(r"(o[1-9]|gpt-5(?!.*-chat))([\w.-]*)")
 _THINKING_TYPES = ("thinking", "redacted_thinking")
 
 
-def openai_reasoning_problem(body: dict) -> str | None:
+def openai_reasoning_problem(body: JSONObject) -> str | None:
     """What the chat-completions API refuses from a reasoning model's request."""
     model = str(body.get("model", "")).rsplit("/", 1)[-1].lower()
     if not _REASONING_MODEL_NAMES.fullmatch(model):
@@ -381,7 +384,7 @@ def openai_reasoning_problem(body: dict) -> str | None:
     return None
 
 
-def reasoning_content_problem(body: dict) -> str | None:
+def reasoning_content_problem(body: JSONObject) -> str | None:
     """A message carrying the model's reasoning back, which DeepSeek and vLLM refuse."""
     messages = body.get("messages")
     for index, message in enumerate(messages if isinstance(messages, list) else ()):
@@ -390,7 +393,9 @@ def reasoning_content_problem(body: dict) -> str | None:
     return None
 
 
-def azure_problem(azure: AzureDeployment, path: str, query: str, headers: dict) -> tuple[int, str]:
+def azure_problem(
+    azure: AzureDeployment, path: str, query: str, headers: dict[str, str]
+) -> tuple[int, str]:
     """(status, why) Azure OpenAI answers a request that is not right for ``azure``, or
     (0, "") when it is."""
     deployment = path.removeprefix("/openai/deployments/").removesuffix("/chat/completions")
@@ -414,16 +419,16 @@ class ThinkingLedger:
     def __init__(self) -> None:
         self._key = os.urandom(16)
         self._redacted: set[str] = set()
-        self._by_tool_use: dict[str, list[dict[str, Any]]] = {}
+        self._by_tool_use: dict[str, list[JSONObject]] = {}
         self._lock = threading.Lock()
 
     def _sign(self, text: str) -> str:
         digest = hmac.new(self._key, text.encode("utf-8"), hashlib.sha256).digest()
         return base64.b64encode(digest * 4).decode()  # long and opaque, as real ones are
 
-    def issue(self, reply: Reply, request_no: int) -> list[dict[str, Any]]:
+    def issue(self, reply: Reply, request_no: int) -> list[JSONObject]:
         text = reply.reasoning or f"Thinking about request {request_no}."
-        blocks: list[dict[str, Any]] = [
+        blocks: list[JSONObject] = [
             {"type": "thinking", "thinking": text, "signature": self._sign(text)}
         ]
         if reply.redacted_thinking:
@@ -433,7 +438,7 @@ class ThinkingLedger:
             blocks.append({"type": "redacted_thinking", "data": data})
         return blocks
 
-    def remember(self, content: list[dict[str, Any]]) -> None:
+    def remember(self, content: list[JSONObject]) -> None:
         """Note which blocks came with which tool calls of a rendered reply."""
         thinking = [b for b in content if b.get("type") in _THINKING_TYPES]
         with self._lock:
@@ -441,7 +446,7 @@ class ThinkingLedger:
                 if block.get("type") == "tool_use":
                     self._by_tool_use[block["id"]] = thinking
 
-    def genuine(self, block: dict[str, Any]) -> bool:
+    def genuine(self, block: JSONObject) -> bool:
         if block.get("type") == "redacted_thinking":
             with self._lock:
                 return block.get("data") in self._redacted
@@ -450,16 +455,16 @@ class ThinkingLedger:
             return False
         return hmac.compare_digest(self._sign(text), signature)
 
-    def problem(self, body: dict) -> str | None:
+    def problem(self, body: JSONObject) -> str | None:
         """Why Anthropic would refuse this request's thinking, or ``None``."""
         on = thinking_requested(body)
         if on:
             problem = _thinking_settings_problem(body)
             if problem:
                 return problem
-        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+        messages = body.get("messages")
         last_assistant = None
-        for i, message in enumerate(messages):
+        for i, message in enumerate(messages if isinstance(messages, list) else []):
             if not isinstance(message, dict) or message.get("role") != "assistant":
                 continue
             content = message.get("content")
@@ -474,7 +479,7 @@ class ThinkingLedger:
             return self._turn_problem(*last_assistant)
         return None
 
-    def _turn_problem(self, index: int, content: list[dict[str, Any]]) -> str | None:
+    def _turn_problem(self, index: int, content: list[JSONObject]) -> str | None:
         """The final assistant message of a tool-using turn must start with the thinking
         blocks issued with it, all of them, unchanged and in order."""
         calls = [b for b in content if b.get("type") == "tool_use"]
@@ -488,7 +493,7 @@ class ThinkingLedger:
                 "set of `tool_use` and `tool_result` blocks)."
             )
         with self._lock:
-            issued = self._by_tool_use.get(calls[0].get("id"))
+            issued = self._by_tool_use.get(calls[0].get("id", ""))
         leading = []
         for block in content:
             if block.get("type") not in _THINKING_TYPES:
@@ -502,12 +507,12 @@ class ThinkingLedger:
         return None
 
 
-def thinking_requested(body: dict) -> bool:
+def thinking_requested(body: JSONObject) -> bool:
     thinking = body.get("thinking")
     return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
 
 
-def _thinking_settings_problem(body: dict) -> str | None:
+def _thinking_settings_problem(body: JSONObject) -> str | None:
     thinking, max_tokens = body["thinking"], body.get("max_tokens")
     budget = thinking.get("budget_tokens")
     if thinking["type"] == "enabled":
@@ -556,8 +561,8 @@ def _finish_reason(reply: Reply) -> str:
     return reply.finish_reason
 
 
-def _render_openai(reply: Reply, request_no: int, new_id: Callable[[str], str]) -> dict[str, Any]:
-    message: dict[str, Any] = {
+def _render_openai(reply: Reply, request_no: int, new_id: Callable[[str], str]) -> JSONObject:
+    message: JSONObject = {
         "role": "assistant",
         "content": None if (not reply.text and reply.tool_calls) else reply.text,
         "refusal": None,
@@ -603,7 +608,7 @@ def _render_openai(reply: Reply, request_no: int, new_id: Callable[[str], str]) 
     }
 
 
-def _anthropic_input(arguments: dict | str) -> dict:
+def _anthropic_input(arguments: JSONObject | str) -> JSONObject:
     if isinstance(arguments, dict):
         return arguments
     try:
@@ -617,9 +622,9 @@ def _render_anthropic(
     reply: Reply,
     request_no: int,
     new_id: Callable[[str], str],
-    thinking: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    content: list[dict[str, Any]] = list(thinking or ())
+    thinking: list[JSONObject] | None = None,
+) -> JSONObject:
+    content: list[JSONObject] = list(thinking or ())
     if reply.text:
         content.append({"type": "text", "text": reply.text})
     for call in reply.tool_calls:
@@ -652,12 +657,12 @@ def _render_anthropic(
     }
 
 
-def _error_body(protocol: str, status: int, message: str) -> dict[str, Any]:
+def _error_body(protocol: str, status: int, message: str) -> JSONObject:
     if protocol == "openai":
         error_type, code = _OPENAI_ERROR_TYPES.get(status, ("server_error", None))
         return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
     error_type = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
-    body: dict[str, Any] = {"type": "error", "error": {"type": error_type, "message": message}}
+    body: JSONObject = {"type": "error", "error": {"type": error_type, "message": message}}
     if protocol != "anthropic":  # unknown path: make the body readable by both SDKs
         body["error"]["code"] = None
     return body
@@ -677,7 +682,8 @@ class _HTTPServer(ThreadingHTTPServer):
     def server_bind(self) -> None:
         # Skip HTTPServer's socket.getfqdn() reverse lookup, which can stall in sandboxes.
         socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
+        host, self.server_port = self.server_address[:2]
+        self.server_name = str(host)  # an AF_INET address: the host is already a str
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Client disconnects (timeouts, close()) are routine here; stay quiet about them.
@@ -717,7 +723,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("transfer-encoding", "").lower():
-            chunks = []
+            chunks: list[bytes] = []
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
                 if size == 0:
@@ -892,13 +898,13 @@ class FakeLLMServer:
         return {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic"}.get(path, "unknown")
 
     def _refusal(
-        self, protocol: str, path: str, query: str, headers: dict, body: dict
+        self, protocol: str, path: str, query: str, headers: dict[str, str], body: JSONObject
     ) -> tuple[int, str]:
         """(status, why) for a request the APIs' rules refuse, else (0, "")."""
         if path.startswith("/openai/deployments/") and self.azure is not None:
-            status, why = azure_problem(self.azure, path, query, headers)
+            status, denied = azure_problem(self.azure, path, query, headers)
             if status:
-                return status, why
+                return status, denied
         why = wire_problem(protocol, body)
         if not why and protocol == "openai":
             if self.openai_reasoning_models:
@@ -914,12 +920,15 @@ class FakeLLMServer:
         protocol = self._protocol(handler.command, path)
         headers = {key.lower(): value for key, value in handler.headers.items()}
         try:
-            body = json.loads(raw) if raw else {}
-            valid = isinstance(body, dict)
+            parsed = json.loads(raw) if raw else {}
         except ValueError:
-            body, valid = None, False
-        if not valid:
-            body = {"_invalid_json": raw.decode("utf-8", "replace")}
+            parsed = None
+        valid = isinstance(parsed, dict)
+        body: JSONObject = (
+            parsed
+            if isinstance(parsed, dict)
+            else {"_invalid_json": raw.decode("utf-8", "replace")}
+        )
         request = RecordedRequest(protocol=protocol, path=path, headers=headers, body=body)
         status, refused = (
             self._refusal(protocol, path, query, headers, body)
@@ -984,7 +993,7 @@ class FakeLLMServer:
 
     def _render(
         self, protocol: str, reply: Reply, request: RecordedRequest, request_no: int
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         if protocol == "openai":
             return _render_openai(reply, request_no, self._new_id)
         if self.thinking is None or not thinking_requested(request.body):
@@ -995,7 +1004,7 @@ class FakeLLMServer:
         return rendered
 
     def _send_json(
-        self, handler: _Handler, status: int, data: dict, protocol: str, request_no: int
+        self, handler: _Handler, status: int, data: JSONObject, protocol: str, request_no: int
     ) -> None:
         self._send(handler, status, json.dumps(data).encode(), {}, protocol, request_no)
 

@@ -40,8 +40,11 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 from urllib.parse import parse_qsl, urlsplit
+
+if TYPE_CHECKING:  # the fake imports nothing of deepledger at run time
+    from deepledger.messages import JSONObject
 
 __all__ = [
     "FakeBrave",
@@ -103,7 +106,7 @@ class RecordedSearch:
     path: str
     params: dict[str, str]
     headers: dict[str, str]
-    body: dict[str, Any] | None
+    body: JSONObject | None
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,8 @@ class _HTTPServer(ThreadingHTTPServer):
     def server_bind(self) -> None:
         # Skip HTTPServer's reverse lookup of the host name, which can stall in sandboxes.
         socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
+        host, self.server_port = self.server_address[:2]
+        self.server_name = str(host)  # an AF_INET address: the host is already a str
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that gives up (a timeout test) drops its connection; that is routine.
@@ -258,7 +262,7 @@ class FakeSearchServer:
         """The query text of every request received, in order."""
         return [self.query_of(request) for request in self.requests]
 
-    def scripted(self, query: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def scripted(self, query: str) -> tuple[list[JSONObject], JSONObject]:
         """(results, engine-specific extras) scripted for ``query``."""
         value = self.results.get(normalize_query(query))
         if value is None:
@@ -288,7 +292,7 @@ class FakeSearchServer:
 
     def _answer(self, method: str, target: str, headers: dict[str, str], raw: bytes) -> _Answer:
         parts = urlsplit(target)
-        body: dict[str, Any] | None = None
+        body: JSONObject | None = None
         if raw:
             try:
                 body = json.loads(raw)

@@ -29,7 +29,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Self
 
 __all__ = [
     "Failure",
@@ -96,7 +96,7 @@ class _Loopback:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):

@@ -31,6 +31,7 @@ import json
 import os
 import sys
 import time
+from typing import TypedDict
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -49,11 +50,20 @@ def answer_for(key: str) -> str:
     return f"code-{key}"
 
 
+class LoggedCall(TypedDict):
+    """A line of the call log (``DEEPLEDGER_FAULT_TOOL_LOG``)."""
+
+    key: str
+    fault: str
+    pid: int
+
+
 def _log_call(key: str, fault: str) -> None:
     path = os.environ.get(LOG_ENV)
     if not path:
         return
-    line = json.dumps({"key": key, "fault": fault, "pid": os.getpid()}) + "\n"
+    logged: LoggedCall = {"key": key, "fault": fault, "pid": os.getpid()}
+    line = json.dumps(logged) + "\n"
     # One write of a short line to an O_APPEND file: whole, whatever else appends.
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

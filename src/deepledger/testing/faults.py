@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deepledger.store.layout import RunLayout
 from deepledger.testing.fake_llm_server import (
     Fault,
     RecordedRequest,
@@ -40,7 +41,7 @@ from deepledger.testing.fake_llm_server import (
     server_error,
     slow,
 )
-from deepledger.testing.fault_tool_server import answer_for
+from deepledger.testing.fault_tool_server import LoggedCall, answer_for
 
 SUMMARY_MARK = "The work on this task is over"  # the closing call's prompt (summarize.md)
 POST_MORTEM_MARK = "This attempt at the task is over"  # post_mortem.md
@@ -179,15 +180,15 @@ class FaultInjector:
     repeated a faulted one, ``requests`` the requests of each key.
     """
 
-    inner: Callable[[RecordedRequest], Step]
+    inner: Callable[[RecordedRequest], Reply]
     seed: int
     rate: float = 0.0
     kinds: Iterable[str] = ("429", "500", "503", "garbage", "html")
     slow_seconds: float = 5.0
     outage: set[str] = field(default_factory=set)
     plan: dict[tuple[str, int], str] = field(default_factory=dict)
-    injected: Counter = field(default_factory=Counter)
-    requests: Counter = field(default_factory=Counter)
+    injected: Counter[str] = field(default_factory=Counter)
+    requests: Counter[str] = field(default_factory=Counter)
     retries: int = 0
     _faulted: dict[str, int] = field(default_factory=dict)  # key -> messages of its fault
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -228,28 +229,36 @@ class FaultInjector:
             return sum(self.injected.values())
 
 
-def read_results(run_dir: Path) -> list[dict]:
+# Lines as the file holds them, so a test sees exactly what was written; the typed view
+# of the same lines is records.results.TaskRecord.
+ResultLine = dict[str, object]
+
+
+def read_results(run_dir: Path) -> list[ResultLine]:
     """``benchmark_results.jsonl`` of a run, every line (a resumed task has several)."""
-    path = run_dir / "benchmark_results.jsonl"
+    path = RunLayout(run_dir).results
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def latest_outcomes(run_dir: Path) -> dict[str, dict]:
+def latest_outcomes(run_dir: Path) -> dict[str, ResultLine]:
     """The last record of each task: what a resume and the summary go by."""
-    return {record["task_id"]: record for record in read_results(run_dir)}
+    return {str(record["task_id"]): record for record in read_results(run_dir)}
 
 
 def finished_keys(run_dir: Path) -> set[str]:
     return {k for k, r in latest_outcomes(run_dir).items() if r["status"] == "finished"}
 
 
-def read_tool_calls(log: Path) -> list[dict]:
+def read_tool_calls(log: Path) -> list[LoggedCall]:
     """The calls ``fault_tool_server`` logged (``DEEPLEDGER_FAULT_TOOL_LOG``)."""
     if not log.exists():
         return []
-    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    calls: list[LoggedCall] = [
+        json.loads(line) for line in log.read_text().splitlines() if line.strip()
+    ]
+    return calls
 
 
 # --------------------------------------------------------------------------- running
@@ -304,16 +313,18 @@ def bench_overrides(
     return [*overrides, *extra]
 
 
-async def run_in_process(overrides: list[str], run_dir: Path) -> dict:
-    """``deepledger bench`` in this process: the same code path after the command line."""
+async def run_in_process(overrides: list[str], run_dir: Path) -> dict[str, object]:
+    """``deepledger bench`` in this process: the same code path after the command line;
+    the summary it wrote, as ``summary.json`` holds it."""
     from deepledger.bench.suite import run_suite
     from deepledger.config import compose, validate
-    from deepledger.llm.factory import PROVIDERS
 
     conf = CONF_DIR
     cfg = compose(conf, overrides)
-    validate(cfg, PROVIDERS)
-    return await run_suite(cfg, run_dir, conf, ["bench", *overrides])
+    validate(cfg)
+    await run_suite(cfg, run_dir, conf, ["bench", *overrides])
+    loaded: dict[str, object] = json.loads(RunLayout(run_dir).summary.read_text("utf-8"))
+    return loaded
 
 
 def accuracy(run_dir: Path) -> float | None:

@@ -18,10 +18,24 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from deepledger.config import compose
-from deepledger.messages import Message, ToolCall, ToolResult, Usage
+from deepledger.config import as_record, compose
+from deepledger.messages import EndReason, Message, StopReason, ToolCall, ToolResult, Usage
+from deepledger.records.events import (
+    AssistantTurn,
+    ClosingCall,
+    Compacted,
+    FinalAnswer,
+    LLMCall,
+    LoopEnded,
+    PostMortem,
+    RetryStarted,
+    Rollback,
+    TaskFinished,
+    TaskStarted,
+    ToolResults,
+    WindowExhausted,
+)
+from deepledger.records.results import RetryRecord, TaskRecord
 from deepledger.store.journal import Journal
 from deepledger.store.run_store import RunStore
 
@@ -52,7 +66,7 @@ _WORDS = [
 
 def config_for(conf_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]:
     cfg = compose(Path(conf_dir).resolve(), ["benchmark=worldfacts", *(overrides or [])])
-    return OmegaConf.to_container(cfg, resolve=True)
+    return as_record(cfg)
 
 
 def make_run(
@@ -112,7 +126,7 @@ def _task(
             return
         post_mortem = record["post_mortem"]
         retries.append(record)
-        run_dir.record_progress(task_id, "retry_finished", **record)
+        run_dir.record_progress(task_id, RetryRecord.load(record))
     final = retries[-1]["final_answer"]
     correct = final == truth
     judgement = {"correct": correct, "judge": "exact", "reason": "match" if correct else "differs"}
@@ -127,26 +141,28 @@ def _task(
     }
     usage = sum((Usage(**r["usage"]) for r in retries), Usage())
     run_dir.add_result(
-        {
-            "task_id": task_id,
-            "question": question,
-            "ground_truth": truth,
-            "file_path": None,
-            "final_answer": None if error else final,
-            "provenance": "none" if error else attempt["provenance"],
-            "correct": False if error else correct,
-            "judgement": None if error else attempt["judgement"],
-            "status": "error" if error else "finished",
-            "error": "LLMError: the server went away" if error else None,
-            "end_reason": "error" if error else retries[-1]["end_reason"],
-            "attempts": [] if error else [attempt],
-            "usage": asdict(usage),
-            "cost": round(usage.input_tokens * 4e-7 + usage.output_tokens * 1.6e-6, 6),
-            "turns": sum(r["turns"] for r in retries),
-            "tool_calls": sum(r["tool_calls"] for r in retries),
-            "prefix_breaks": 0,
-            "elapsed_seconds": round(rng.uniform(5, 300), 3),
-        }
+        TaskRecord.load(
+            {
+                "task_id": task_id,
+                "question": question,
+                "ground_truth": truth,
+                "file_path": None,
+                "final_answer": None if error else final,
+                "provenance": "none" if error else attempt["provenance"],
+                "correct": False if error else correct,
+                "judgement": None if error else attempt["judgement"],
+                "status": "error" if error else "finished",
+                "error": "LLMError: the server went away" if error else None,
+                "end_reason": "error" if error else retries[-1]["end_reason"],
+                "attempts": [] if error else [attempt],
+                "usage": asdict(usage),
+                "cost": round(usage.input_tokens * 4e-7 + usage.output_tokens * 1.6e-6, 6),
+                "turns": sum(r["turns"] for r in retries),
+                "tool_calls": sum(r["tool_calls"] for r in retries),
+                "prefix_breaks": 0,
+                "elapsed_seconds": round(rng.uniform(5, 300), 3),
+            }
+        )
     )
 
 
@@ -161,113 +177,117 @@ def _events(
     unfinished: bool,
 ) -> dict[str, Any]:
     journal.write(
-        "retry_started",
-        task_id=task_id,
-        attempt=1,
-        retry=retry,
-        carried_post_mortems=int(carried is not None),
-        final_retry=carried is not None,
+        RetryStarted(
+            task_id=task_id,
+            attempt=1,
+            retry=retry,
+            carried_post_mortems=int(carried is not None),
+            final_retry=carried is not None,
+        )
     )
     task_text = question if carried is None else f"{question}\n\nEarlier attempt:\n{carried}"
     journal.write(
-        "task_started",
-        task=task_text,
-        tools=["search.search", "search.open"],
-        system_prompt="You are a research agent. " * 40,
-        protocol="xml",
+        TaskStarted(
+            task=task_text,
+            tools=["search.search", "search.open"],
+            system_prompt="You are a research agent. " * 40,
+            protocol="xml",
+        )
     )
     turns = rng.choice([rng.randint(2, 8), rng.randint(8, 30), rng.randint(30, 60)])
     prompt, total, calls_made, end = 1_800, Usage(), 0, "model_finished"
     for turn in range(1, turns + 1):
         if prompt + 2_500 > WINDOW:
             journal.write(
-                "window_exhausted",
-                turn=turn - 1,
-                limit=WINDOW,
-                dropped_messages=2,
-                estimate=prompt + 2_500,
+                WindowExhausted(
+                    turn=turn - 1, limit=WINDOW, dropped_messages=2, estimate=prompt + 2_500
+                )
             )
             end = "window_exhausted"
             break
         if rng.random() < 0.04 and turn > 4:
             journal.write(
-                "compacted",
-                turn=turn,
-                rounds_replaced=turn - 4,
-                rounds_kept=3,
-                tokens_before=prompt,
-                tokens_after=prompt // 3,
-                notes="Goal: find the figure. Confirmed: page A says so.",
+                Compacted(
+                    turn=turn,
+                    rounds_replaced=turn - 4,
+                    rounds_kept=3,
+                    tokens_before=prompt,
+                    tokens_after=prompt // 3,
+                    notes="Goal: find the figure. Confirmed: page A says so.",
+                )
             )
             prompt //= 2
         usage = Usage(prompt, rng.randint(30, 300), int(prompt * 0.8), 0)
         total = total + usage
         journal.write(
-            "llm_call",
-            turn=turn,
-            messages=2 * turn + 1,
-            left_out_messages=0,
-            prefix_kept_messages=2 * turn - 1,
-            prefix_broken=False,
-            prefix_broken_by=None,
-            blanked_tool_results=0,
-            forced_call=turn == 1,
-            usage=usage,
-            stop_reason="end_turn",
+            LLMCall(
+                turn=turn,
+                messages=2 * turn + 1,
+                left_out_messages=0,
+                prefix_kept_messages=2 * turn - 1,
+                prefix_broken=False,
+                prefix_broken_by=None,
+                blanked_tool_results=0,
+                forced_call=turn == 1,
+                usage=usage,
+                stop_reason=StopReason.END_TURN,
+            )
         )
         if rng.random() < 0.05:
             journal.write(
-                "rollback",
-                turn=turn,
-                reason="duplicate_call",
-                detail="the same call was made before",
-                reply="<use_mcp_tool>…",
+                Rollback(
+                    turn=turn,
+                    reason="duplicate_call",
+                    detail="the same call was made before",
+                    reply="<use_mcp_tool>…",
+                )
             )
         query = " ".join(rng.sample(_WORDS, 3))
         call = ToolCall(f"t{turn}m1", "search", {"query": query}, server_name="search")
         text = f"Searching for {query}.\n" + "I will look at the results next. " * rng.randint(1, 8)
-        journal.write("assistant", turn=turn, message=Message.assistant(text), boxed=None)
+        journal.write(AssistantTurn(turn=turn, message=Message.assistant(text), boxed=None))
         result = "\n".join(
             f"{i}. {rng.choice(_WORDS).title()} [doc_id: pages/{rng.randint(1, 774)}.md] "
             + "Some text from the page. " * rng.randint(4, 20)
             for i in range(1, 6)
         )
         journal.write(
-            "tool_results",
-            turn=turn,
-            calls=[call],
-            results=[ToolResult(call.id, result, name="search")],
+            ToolResults(
+                turn=turn, calls=[call], results=[ToolResult(call.id, result, name="search")]
+            )
         )
         calls_made += 1
         prompt += rng.randint(300, 1_200)
     if unfinished:
         return {}
-    journal.write("loop_ended", end_reason=end, turns=turns)
+    journal.write(LoopEnded(end_reason=EndReason(end), turns=turns))
     closing = Usage(prompt, 40, int(prompt * 0.9), 0)
     total = total + closing
     reply = f"The answer is \\boxed{{{answer}}}." if answer else "I could not find it."
     journal.write(
-        "closing_call",
-        purpose="summary",
-        message=Message.assistant(reply),
-        prefill=None,
-        usage=closing,
-        stop_reason="end_turn",
+        ClosingCall(
+            purpose="summary",
+            message=Message.assistant(reply),
+            prefill=None,
+            usage=closing,
+            stop_reason=StopReason.END_TURN,
+        )
     )
-    journal.write("final_answer", answer=answer, provenance="summary" if answer else "none")
+    journal.write(FinalAnswer(answer=answer, provenance="summary" if answer else "none"))
     post_mortem = None if answer else "Failure type: incomplete. Searched the wrong pages."
     if post_mortem:
-        journal.write("post_mortem", text=post_mortem, failure_type="incomplete", prefilled=True)
+        journal.write(PostMortem(text=post_mortem, failure_type="incomplete", prefilled=True))
     journal.write(
-        "task_finished",
-        answer=answer,
-        provenance="summary" if answer else "none",
-        end_reason=end,
-        turns=turns,
-        tool_calls=calls_made,
-        rollbacks=0,
-        usage=total,
-        cost=None,
+        TaskFinished(
+            answer=answer,
+            provenance="summary" if answer else "none",
+            end_reason=EndReason(end),
+            turns=turns,
+            tool_calls=calls_made,
+            rollbacks=0,
+            usage=total,
+            cost=None,
+        )
     )
     return {
         "retry": retry,

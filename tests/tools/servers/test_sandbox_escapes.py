@@ -23,7 +23,7 @@ import pytest_asyncio
 from mcp import Client, StdioServerParameters
 
 from deepledger.tools.servers.sandbox_isolation import IsolationUnavailableError, detect_isolation
-from tests.tools.servers.mcp_client import call, hold_open
+from tests.support.mcp_client import call, hold_open
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

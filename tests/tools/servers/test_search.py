@@ -13,8 +13,9 @@ import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
 
-from deepledger.tools.servers.search import iter_documents, main
-from tests.tools.servers.mcp_client import call, hold_open
+from deepledger.tools.servers.search import main
+from deepledger.web.corpus import iter_documents
+from tests.support.mcp_client import call, hold_open
 
 # Tests using the module's shared server must run on the loop that server lives on.
 on_module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -207,7 +208,7 @@ def test_json_shapes_give_titles_and_ids(tmp_path: Path) -> None:
 def test_words_in_half_the_documents_are_left_out_of_the_ranking(tmp_path: Path) -> None:
     """'the' is in every document here; ranking on the other words gives the same order,
     and a query of nothing but common words still finds something."""
-    from deepledger.tools.servers.search import SearchIndex, build_index
+    from deepledger.web.corpus import SearchIndex, build_index
 
     corpus = tmp_path / "corpus.jsonl"
     texts = [

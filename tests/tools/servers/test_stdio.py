@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-SERVER = str(Path(__file__).with_name("chatty_server.py"))
+from tests.support.tool_servers import CHATTY
+
+SERVER = CHATTY
 
 
 async def test_stray_stdout_of_a_tool_and_its_children_goes_to_stderr(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
 
-from tests.tools.servers.mcp_client import call, hold_open
+from tests.support.mcp_client import call, hold_open
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -16,7 +16,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from deepledger.testing.fake_search_server import FakeSearxng, FakeSerper, server_error
-from tests.tools.servers.mcp_client import call
+from tests.support.mcp_client import call
 
 KEY = "sk-planted-55c0ffee91"  # must never reach the model or the server's log
 

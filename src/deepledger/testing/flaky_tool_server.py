@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -79,7 +80,7 @@ def counted(query: str) -> str:
 
 
 @server.tool()
-def picture() -> list:
+def picture() -> list[Any]:  # MCP content blocks
     """A caption and a one-pixel PNG, and a link to a resource."""
     from mcp.types import ImageContent, ResourceLink, TextContent
 

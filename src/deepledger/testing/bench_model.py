@@ -1,11 +1,14 @@
 """A deterministic stand-in model for benchmark runs, a function of the conversation.
 
-EASY tasks are answered at once. HARD tasks are answered only on the format-retry that
-carries two post-mortems, so a run with context_compress_limit=2 walks the whole loop:
-no box -> post-mortem -> retry with one -> post-mortem -> final retry with two -> answer.
+Scripted for the small suite the tests run (``tests/bench/suite``): EASY tasks are
+answered at once. HARD tasks are answered only on the format-retry that carries two
+post-mortems, so a run with context_compress_limit=2 walks the whole loop: no box ->
+post-mortem -> retry with one -> post-mortem -> final retry with two -> answer.
 """
 
 from __future__ import annotations
+
+from deepledger.testing.fake_llm_server import RecordedRequest, Reply
 
 ANSWERS = {"France": "Paris", "Vienna": "Danube", "animal": "Lion", "Anything": "42"}
 
@@ -27,10 +30,8 @@ def decide(contents: list[str]) -> str:
     return "Let me think. No tools are needed here."
 
 
-def respond_http(request) -> object:
+def respond_http(request: RecordedRequest) -> Reply:
     """For the loopback HTTP fake: the same decision, with a little latency."""
-    from deepledger.testing.fake_llm_server import Reply
-
     contents = [m.get("content") or "" for m in request.messages]
     if isinstance(request.body.get("system"), list):  # Anthropic keeps the system apart
         contents = ["system", *contents]

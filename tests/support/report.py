@@ -1,4 +1,4 @@
-"""What the report tests share: synthetic runs and reading a report's embedded data."""
+"""Reading what a report embeds, and a run's summary without its token economics."""
 
 from __future__ import annotations
 
@@ -9,24 +9,8 @@ import re
 from pathlib import Path
 
 from deepledger.bench.metrics import summarize
-from deepledger.store.run_store import RESULTS, latest_records, read_jsonl
-from deepledger.testing.synthetic_run import make_run
-
-CONF = Path(__file__).resolve().parents[2] / "conf"
-
-
-def runs_keeping(tmp_path: Path, keeps: tuple[int, ...], tasks: int) -> list[Path]:
-    """One synthetic run per ``agent.keep_tool_result`` value, as a multirun makes."""
-    return [
-        make_run(
-            tmp_path / f"keep{k}",
-            tasks=tasks,
-            conf_dir=CONF,
-            seed=k + 10,
-            overrides=[f"agent.keep_tool_result={k}"],
-        )
-        for k in keeps
-    ]
+from deepledger.store.files import latest_records, read_jsonl
+from deepledger.store.layout import RESULTS
 
 
 def quick_summary(root: Path) -> dict:

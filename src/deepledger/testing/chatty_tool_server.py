@@ -1,5 +1,5 @@
 """An MCP server whose tool writes to stdout, as careless tool code or a child process
-would: run by tests/tools/servers/test_stdio.py over deepledger's stdio transport."""
+would: for the tests of deepledger's stdio transport."""
 
 from __future__ import annotations
 

@@ -1,0 +1,70 @@
+"""The report's chart specs (report/charts.py) against the data a real run's report
+carries: every dataset a chart reads is one the collector fills, with every field the
+chart encodes; the specs themselves carry no data."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from deepledger.report import charts
+from tests.support.report import embedded
+
+RUN_CHARTS = ["prompt_run", "cumulative", "turns"]
+
+
+def layers(spec: dict) -> Iterator[dict]:
+    yield spec
+    for layer in spec.get("layer", []):
+        yield from layers(layer)
+
+
+def reads(spec: dict) -> dict[str, set[str]]:
+    """The named datasets a spec reads, each with the fields it encodes."""
+    found: dict[str, set[str]] = {}
+    for layer in layers(spec):
+        if name := (layer.get("data") or {}).get("name"):
+            fields = found.setdefault(name, set())
+            for channel in (layer.get("encoding") or {}).values():
+                for item in channel if isinstance(channel, list) else [channel]:
+                    if isinstance(item, dict) and "field" in item:
+                        fields.add(item["field"])
+    return found
+
+
+def test_every_spec_reads_named_data_and_carries_none():
+    specs = {**charts.all_specs(), "runs": charts.runs_bars("accuracy", "accuracy", ".1%", "%")}
+    for name, spec in specs.items():
+        assert reads(spec), name
+        assert "datasets" not in spec, name
+        assert all("values" not in (layer.get("data") or {}) for layer in layers(spec)), name
+    assert reads(specs["runs"]) == {"runs": {"label", "accuracy"}}
+
+
+def test_the_guard_and_compaction_marks_have_their_colours_in_one_scale():
+    point = next(
+        layer for layer in layers(charts.prompt_tokens_run())
+        if (layer.get("data") or {}).get("name") == "marks"
+    )
+    scale = point["encoding"]["color"]["scale"]
+    assert scale["domain"] == list(charts.MARK_COLORS)
+    assert scale["range"] == list(charts.MARK_COLORS.values())
+
+
+@pytest.mark.parametrize("chart", RUN_CHARTS)
+def test_a_run_charts_datasets_and_fields_are_in_the_report(finished_run, chart):
+    data, _ = embedded(finished_run / "report.html")
+    for dataset, fields in reads(charts.all_specs()[chart]).items():
+        rows = data["datasets"][dataset]
+        assert rows, (chart, dataset)  # a real run has calls, marks and a window
+        assert fields <= set().union(*map(set, rows)), (chart, dataset)
+
+
+def test_a_tasks_chart_reads_what_its_trajectory_carries(finished_run):
+    data, trajectories = embedded(finished_run / "report.html")
+    carried = {**trajectories[0], "window": data["datasets"]["window"]}
+    for dataset, fields in reads(charts.prompt_tokens_task()).items():
+        rows = carried[dataset]
+        assert rows, dataset
+        assert fields <= set().union(*map(set, rows)), dataset
