@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set everything up on a fresh machine and run the whole test suite (and the linter).
+# Set everything up on a fresh machine and run the whole test suite (with the linter, the
+# type checker and the docs site's build, which tests/test_docs.py runs).
 # Extra arguments go to pytest, e.g. scripts/test.sh -k retry
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,4 +22,6 @@ export DEEPLEDGER_REQUIRE_BROWSER=1
 # setup.sh installs bubblewrap: the sandbox escape tests must run, not skip.
 export DEEPLEDGER_REQUIRE_SANDBOX=1
 .venv/bin/ruff check src tests
+# Every module of src/ type-checks under mypy --strict (settings in pyproject.toml).
+.venv/bin/mypy
 .venv/bin/python -m pytest "$@"

@@ -32,12 +32,13 @@ from pathlib import Path
 
 from deepledger.bench.judge import make_judge
 from deepledger.bench.progress import Progress
-from deepledger.store.run_store import RunStore
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
 from deepledger.cli import config_dir
 from deepledger.config import compose, tool_servers
 from deepledger.llm.factory import create_client
+from deepledger.store.layout import RunLayout
+from deepledger.store.run_store import RunStore
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 from deepledger.tools.manager import ToolManager
 
@@ -98,6 +99,7 @@ def fake_model_process(turns: int) -> Iterator[str]:
 
 async def measure(tasks: int, turns: int, folder: Path) -> dict:
     write_suite(folder, tasks)
+    layout = RunLayout(folder / "run")
     with fake_model_process(turns) as base_url:
         cfg = compose(
             config_dir(),
@@ -118,7 +120,7 @@ async def measure(tasks: int, turns: int, folder: Path) -> dict:
             cfg,
             llm=llm,
             tools=tools,
-            run_dir=RunStore(folder / "run"),
+            run_dir=RunStore(layout.root),
             judge=make_judge("normalized"),
             progress=Progress(plain=True, file=io.StringIO()),
         )
@@ -128,7 +130,7 @@ async def measure(tasks: int, turns: int, folder: Path) -> dict:
         runtime_cpu = _cpu(resource.RUSAGE_SELF) - cpu_before
         await tools.aclose()
         await llm.aclose()
-    journals = list((folder / "run" / "tasks").glob("*/attempt-*.jsonl"))
+    journals = layout.attempt_journals()
     journal_bytes = sum(p.stat().st_size for p in journals)
     # Per task: `turns` replies calling search, the reply that answers, the summary call.
     ideal = (turns + 2) * LATENCY

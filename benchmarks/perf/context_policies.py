@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from deepledger.llm.tokens import default_counter
+from deepledger.store.layout import RunLayout
 from deepledger.testing.fake_llm_server import FakeLLMServer, FakeUsage, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +86,7 @@ def deepledger(*args: str, timeout: float = 1800) -> str:
 
 def replay(run_dir: Path, *overrides: str) -> tuple[str, dict]:
     table = deepledger("replay", str(run_dir), *overrides, "--price", PRICE_AS)
-    figures = json.loads((run_dir / "replay.json").read_text())
+    figures = json.loads(RunLayout(run_dir).replay.read_text())
     for policy in figures["policies"]:
         policy.pop("calls")
     return table, figures
@@ -114,7 +115,7 @@ def main() -> None:
     table, figures = replay(run_dir)
     small_table, small_figures = replay(run_dir, f"llm.max_context_length={SMALL_WINDOW}")
     print(table, small_table, sep="\n\n")
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = json.loads(RunLayout(run_dir).summary.read_text())
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
         json.dumps(

@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 
 from deepledger.bench.metrics import summarize
-from deepledger.store.run_store import RESULTS, latest_records, read_jsonl
 from deepledger.report.page import write_run_report
+from deepledger.store.files import latest_records, read_jsonl
+from deepledger.store.layout import RunLayout
 from deepledger.testing.synthetic_run import make_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +32,7 @@ REPEATS = 3
 
 
 def summary_of(root: Path) -> dict:
-    records = list(latest_records(read_jsonl(root / RESULTS)).values())
+    records = list(latest_records(read_jsonl(RunLayout(root).results)).values())
     return summarize(records, pass_at_k=1, benchmark="worldfacts", tasks_expected=len(records))
 
 
@@ -64,7 +65,7 @@ def browser_times(report: Path) -> dict[str, float] | None:
 
 def measure(tasks: int, scratch: Path) -> dict:
     root = make_run(scratch / f"run-{tasks}", tasks=tasks, conf_dir=ROOT / "conf")
-    journals = sum(p.stat().st_size for p in (root / "tasks").rglob("*.jsonl"))
+    journals = sum(p.stat().st_size for p in RunLayout(root).tasks.rglob("*.jsonl"))
     summary = summary_of(root)
     seconds = []
     for _ in range(REPEATS):

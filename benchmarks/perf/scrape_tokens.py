@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 
 from deepledger.config import compose
-from deepledger.llm.tokens import default_counter
-from deepledger.store.journal import Journal
 from deepledger.llm.factory import create_client, settings_from_config
+from deepledger.llm.tokens import default_counter
 from deepledger.llm.usage import UsageLedger
+from deepledger.store.journal import Journal
 from deepledger.testing.fake_web_server import FakeWebServer, Page
 from deepledger.tools.scrape import ExtractionModel, PageScraper
 

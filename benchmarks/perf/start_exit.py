@@ -205,7 +205,9 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    trees: dict[str, Path | None] = {args.label: None}
+    # This tree too is named by path, so that its tool servers import it as well (not
+    # whatever deepledger the venv has installed) when the script runs from a copy.
+    trees: dict[str, Path | None] = {args.label: ROOT}
     if args.compare:
         trees = {args.compare[0]: Path(args.compare[1]).resolve(), **trees}
     load_before = os.getloadavg()

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
-from deepledger.llm.tokens import default_counter
-from deepledger.store.journal import Journal
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM, reply
+from deepledger.llm.tokens import default_counter
 from deepledger.messages import Usage
+from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
 from deepledger.tools.protocol import XmlProtocol
 

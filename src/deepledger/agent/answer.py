@@ -52,11 +52,21 @@ from deepledger.context.guard import (
     request_tokens,
     smallest_closing_request,
 )
-from deepledger.context.strategy import ContextStrategy, KeepToolResults, RequestBuilder
+from deepledger.context.policy import ContextPolicy
+from deepledger.context.strategy import ContextStrategy
 from deepledger.errors import ContextOverflowError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.messages import EndReason, Message, ToolSpec
 from deepledger.prompts import render
+from deepledger.records.events import (
+    AnswerSkipped,
+    ClosingCall,
+    ClosingCallSkipped,
+    ContextOverflow,
+    FinalAnswer,
+    PostMortem,
+    WindowExhausted,
+)
 from deepledger.store.journal import Journal
 
 BOX_OPENING = "\\boxed{"
@@ -107,11 +117,13 @@ class AnswerGenerator:
         boxed: bool = True,
         context: ContextStrategy | None = None,
     ) -> None:
+        """``keep_tool_result`` and ``context`` (the strategy) make the requests when
+        :meth:`finalize` is given no context policy (the loop gives its own)."""
         self.policy = policy
         self.summary_prompt = summary_prompt
         self.keep_tool_result = keep_tool_result
         self.boxed = boxed
-        self.context = context or KeepToolResults()
+        self.context = context
 
     async def finalize(
         self,
@@ -121,6 +133,7 @@ class AnswerGenerator:
         journal: Journal,
         tools: list[ToolSpec] | None = None,
         window: ContextWindow | None = None,
+        context_policy: ContextPolicy | None = None,
     ) -> None:
         """Set the state's answer, provenance and post-mortem.
 
@@ -128,12 +141,15 @@ class AnswerGenerator:
         prompts forbid using them) because some providers refuse a history that holds
         tool calls unless the tools are declared. ``window``: the loop's window (what
         the server stated, if it did); without one, no call is checked against a window.
+        ``context_policy``: the loop's, which makes every request (its strategy,
+        its compaction notes, ``keep_tool_result``).
 
         Raises :class:`ContextOverflowError` when the server refuses the answer's request
         as too long and nothing more can be dropped from it.
         """
-        requests = RequestBuilder(self.context, self.keep_tool_result)
-        call = _Caller(llm, settings, journal, tools, requests, state, window)
+        if context_policy is None:
+            context_policy = ContextPolicy(self.context, keep_tool_result=self.keep_tool_result)
+        call = _Caller(llm, settings, journal, tools, context_policy, state, window)
         if not self.boxed:
             await self._report(state, call)
             return
@@ -141,14 +157,14 @@ class AnswerGenerator:
         exhausted = state.end_reason is not EndReason.MODEL_FINISHED
         managed = policy.context_management and not policy.is_final_retry
         if managed and exhausted:
-            journal.write("answer_skipped", reason="context management on, loop exhausted")
+            journal.write(AnswerSkipped(reason="context management on, loop exhausted"))
         else:
             await self._generate(state, call)
             if state.final_answer is None and not managed:
                 self._fall_back(state)
-        journal.write("final_answer", answer=state.final_answer, provenance=state.provenance)
+        journal.write(FinalAnswer(answer=state.final_answer, provenance=state.provenance))
         if state.final_answer is None and managed and policy.retry_with_summary:
-            await self._post_mortem(state, call, llm.supports_prefill)
+            await self._post_mortem(state, call, llm.capabilities.prefill)
 
     async def _generate(self, state: RunState, call: _Caller) -> None:
         prompts = [Message.injected(self.summary_prompt)]
@@ -156,7 +172,7 @@ class AnswerGenerator:
         for attempt in range(attempts):
             # The last chance, when the provider continues a prefill: the reply starts
             # inside the box, so even a model that never boxes gives an answer.
-            last = attempt > 0 and attempt == attempts - 1 and call.llm.supports_prefill
+            last = attempt > 0 and attempt == attempts - 1 and call.llm.capabilities.prefill
             reply = await call.ask(prompts, "summary", prefill=BOX_OPENING if last else "")
             if reply is None:  # it cannot fit; every later try would be longer still
                 return
@@ -184,7 +200,7 @@ class AnswerGenerator:
         except ContextOverflowError:  # journaled; the attempt's outcome stands without it
             text = ""
         if not text.strip():  # the call failed or said nothing: there is no post-mortem
-            call.journal.write("post_mortem", text=None, failure_type=None, prefilled=bool(prefix))
+            call.journal.write(PostMortem(text=None, failure_type=None, prefilled=bool(prefix)))
             return
         if prefix:  # the reply continues the prefill: put the two back together
             text = prefix + (text if text[:1].isspace() else f" {text}")
@@ -192,18 +208,17 @@ class AnswerGenerator:
         state.post_mortem = text or None
         state.failure_type = failure_type(text) if text else None
         call.journal.write(
-            "post_mortem",
-            text=state.post_mortem,
-            failure_type=state.failure_type,
-            prefilled=bool(prefix),
+            PostMortem(
+                text=state.post_mortem, failure_type=state.failure_type, prefilled=bool(prefix)
+            )
         )
 
     async def _report(self, state: RunState, call: _Caller) -> None:
         if state.end_reason is EndReason.MODEL_FINISHED:
             text = state.history[-1].content
         else:
-            text = await call.ask([Message.injected(render("report_summarize.md"))], "report")
-            text = text or ""
+            prompt = [Message.injected(render("report_summarize.md"))]
+            text = await call.ask(prompt, "report") or ""
         state.final_text = text
         state.final_answer = text.strip() or None
         state.provenance = Provenance.SUMMARY if state.final_answer else Provenance.NONE
@@ -218,7 +233,7 @@ class _Caller:
     settings: GenerationSettings
     journal: Journal
     tools: list[ToolSpec] | None
-    requests: RequestBuilder  # the loop's context strategy and keep_tool_result
+    context: ContextPolicy  # the loop's: its strategy and keep_tool_result
     state: RunState
     window: ContextWindow | None = None
     _refusals: int = field(default=0, init=False)  # context overflows, all calls together
@@ -230,7 +245,7 @@ class _Caller:
         if prefill:
             prompts = [*prompts, Message.assistant(prefill)]
         while True:
-            request = self._fitted_request(prompts, purpose)
+            request = await self._fitted_request(prompts, purpose)
             if request is None:
                 return None
             try:
@@ -241,13 +256,14 @@ class _Caller:
             break
         self.state.ledger.record(response)
         self.journal.write(
-            "closing_call",
-            purpose=purpose,
-            prompts=prompts,
-            message=response.message,
-            prefill=prefill or None,
-            usage=response.usage,
-            stop_reason=response.stop_reason,
+            ClosingCall(
+                purpose=purpose,
+                prompts=prompts,
+                message=response.message,
+                prefill=prefill or None,
+                usage=response.usage,
+                stop_reason=response.stop_reason,
+            )
         )
         return response.text
 
@@ -261,7 +277,9 @@ class _Caller:
             counter=self.llm.token_counter,
         )
 
-    def _fitted_request(self, prompts: list[Message], purpose: str) -> list[Message] | None:
+    async def _fitted_request(
+        self, prompts: list[Message], purpose: str
+    ) -> list[Message] | None:
         """The request, the newest exchanges dropped until it fits; None (journaled) when
         even the smallest one does not."""
         fits, tokens = self._fits(smallest_closing_request(self.state.history, prompts))
@@ -271,7 +289,8 @@ class _Caller:
             self.state.task_does_not_fit = True
             return None
         while True:
-            request = self.requests(self.state.history, closing=prompts)
+            prepared = await self.context.prepare(self.state.history, closing=prompts)
+            request = prepared.messages
             fits, tokens = self._fits(request)
             if fits:
                 return request
@@ -285,13 +304,12 @@ class _Caller:
         kept, dropped = drop_last_exchange(self.state.history)
         if dropped:
             self.state.history = list(kept)
+            limit = self.window.limit if self.window else None
             self.journal.write(
-                "window_exhausted",
-                turn=self.state.turn,
-                purpose=purpose,
-                limit=self.window.limit if self.window else None,
-                dropped_messages=len(dropped),
-                **why,
+                WindowExhausted.model_validate(
+                    {"turn": self.state.turn, "purpose": purpose, "limit": limit}
+                    | {"dropped_messages": len(dropped), **why}
+                )
             )
         return len(dropped)
 
@@ -313,15 +331,16 @@ class _Caller:
         _, dropped = drop_last_exchange(self.state.history)
         gave_up = self._refusals > MAX_CLOSING_CALL_REFUSALS or (refits and not dropped)
         self.journal.write(
-            "context_overflow",
-            turn=self.state.turn,
-            purpose=purpose,
-            provider_said=str(exc),
-            estimated_tokens=counted,
-            limit=limit,
-            server_limit=stated,
-            dropped_messages=len(dropped) if refits and not gave_up else 0,
-            action="gave_up" if gave_up else "retry",
+            ContextOverflow(
+                turn=self.state.turn,
+                purpose=purpose,
+                provider_said=str(exc),
+                estimated_tokens=counted,
+                limit=limit,
+                server_limit=stated,
+                dropped_messages=len(dropped) if refits and not gave_up else 0,
+                action="gave_up" if gave_up else "retry",
+            )
         )
         if gave_up:
             raise ContextOverflowError(
@@ -343,12 +362,13 @@ class _Caller:
         if window is None or window.stated is None or window.stated >= window.configured:
             return
         self.journal.write(
-            "closing_call_skipped",
-            purpose=purpose,
-            reason="the server's stated window is too small for the reply budget",
-            task_alone=True,
-            estimated_tokens=tokens,
-            limit=window.limit,
+            ClosingCallSkipped(
+                purpose=purpose,
+                reason="the server's stated window is too small for the reply budget",
+                task_alone=True,
+                estimated_tokens=tokens,
+                limit=window.limit,
+            )
         )
         reply_budget = self.settings.max_tokens
         what = f"the system prompt, the task and the {purpose.replace('_', '-')} prompt"
@@ -386,12 +406,13 @@ class _Caller:
             f"({window.source}); no request was sent"
         )
         self.journal.write(
-            "closing_call_skipped",
-            purpose=purpose,
-            reason=reason,
-            task_alone=task_alone,
-            estimated_tokens=tokens,
-            limit=window.limit,
+            ClosingCallSkipped(
+                purpose=purpose,
+                reason=reason,
+                task_alone=task_alone,
+                estimated_tokens=tokens,
+                limit=window.limit,
+            )
         )
         if self.state.end_detail is None:  # said once, however many calls are skipped
             self.state.end_detail = reason

@@ -32,9 +32,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from deepledger.config import RUN_BUDGETS
+from deepledger.config import RUN_BUDGETS, ExecutionConfig
 from deepledger.llm.usage import UsageLedger
 from deepledger.messages import Usage
+from deepledger.records.results import Spent
 
 Clock = Callable[[], float]
 
@@ -84,13 +85,12 @@ class Spending:
         )
 
 
-def recorded_spending(records: Iterable[dict[str, Any]]) -> Spending:
+def recorded_spending(records: Iterable[Spent]) -> Spending:
     """What retry records (or task records) say they spent."""
     total = Spending()
     for record in records:
-        usage = record.get("usage") or {}
-        tokens = (usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)
-        total += Spending(tokens, record.get("cost") or 0.0, record.get("elapsed_seconds") or 0.0)
+        tokens = record.usage.input_tokens + record.usage.output_tokens
+        total += Spending(tokens, record.cost or 0.0, record.elapsed_seconds or 0.0)
     return total
 
 
@@ -131,7 +131,7 @@ class TaskLimits:
     cost_usd: float | None = None
 
     @classmethod
-    def from_execution(cls, execution: Any) -> TaskLimits:
+    def from_execution(cls, execution: ExecutionConfig) -> TaskLimits:
         return cls(
             execution.task_time_limit_seconds,
             execution.task_token_limit,
@@ -172,7 +172,9 @@ class RunBudget:
         self._running_cost = 0.0
 
     @classmethod
-    def from_execution(cls, execution: Any, recorded: Iterable[dict[str, Any]]) -> RunBudget:
+    def from_execution(
+        cls, execution: ExecutionConfig, recorded: Iterable[Spent]
+    ) -> RunBudget:
         return cls(execution.max_cost_usd, execution.max_tokens, recorded_spending(recorded))
 
     @property

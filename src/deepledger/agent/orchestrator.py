@@ -1,13 +1,14 @@
 """The turn loop: ask the model, run the tools it asks for, know when to stop.
 
-Per turn: check the window guard, ask the model (with the ``keep_tool_result``-trimmed
-copy of the history), roll the reply back if it is unusable, keep it (recording any
-``\\boxed{}`` as an intermediate answer), run its tool calls, append the results. The
-loop ends when the model answers without tools (``MODEL_FINISHED``), ``max_turns``
-replies have been kept (``TURNS_EXHAUSTED``), the window guard stops it
-(``WINDOW_EXHAUSTED``), the same turn comes back over and over (``LOOPING``), or a task
-limit or the run's budget is reached before a turn (``LIMIT``, see ``limits.py``); then
-the state goes to finalization.
+Per turn: the context policy prepares the request (``context/policy.py``: compaction
+when due, the window guard's verdict, the strategy's pick of the history with
+``keep_tool_result`` applied), ask the model, roll the reply back if it is unusable,
+keep it (recording any ``\\boxed{}`` as an intermediate answer), run its tool calls,
+append the results. The loop ends when the model answers without tools
+(``MODEL_FINISHED``), ``max_turns`` replies have been kept (``TURNS_EXHAUSTED``), the
+window guard stops it (``WINDOW_EXHAUSTED``), the same turn comes back over and over
+(``LOOPING``), or a task limit or the run's budget is reached before a turn (``LIMIT``,
+see ``limits.py``); then the state goes to finalization.
 
 A request the server refuses as too long is handled as the guard would have handled it,
 had it known (:meth:`Orchestrator._after_overflow`); when nothing can be dropped the
@@ -25,18 +26,17 @@ from deepledger.agent.boxed import last_boxed
 from deepledger.agent.limits import TaskBudget
 from deepledger.agent.rollback import call_key, review_reply
 from deepledger.agent.state import RunState
-from deepledger.context.compaction import Compaction
+from deepledger.context.compaction import ModelNotes
 from deepledger.context.guard import (
     ContextWindow,
-    WindowVerdict,
-    check_window,
+    WindowGuard,
     drop_last_exchange,
-    estimate_final_request,
     fits_window,
     request_tokens,
     smallest_closing_request,
 )
-from deepledger.context.strategy import ContextStrategy, KeepToolResults, RequestBuilder
+from deepledger.context.policy import ContextPolicy, Request
+from deepledger.context.strategy import ContextStrategy
 from deepledger.errors import ContextOverflowError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import Price, UsageLedger
@@ -47,7 +47,22 @@ from deepledger.messages import (
     Message,
     StopReason,
     ToolResult,
-    Usage,
+)
+from deepledger.records.events import (
+    AssistantTurn,
+    ContextOverflow,
+    LimitReached,
+    LLMCall,
+    LoopEnded,
+    Looping,
+    PairingRepaired,
+    Rollback,
+    RollbackCapReached,
+    RollbackRepeated,
+    TaskFinished,
+    TaskStarted,
+    ToolResults,
+    WindowExhausted,
 )
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import TaskTools
@@ -85,7 +100,12 @@ class Orchestrator:
         first_call: ForcedCall | None = None,
         budget: TaskBudget | None = None,
         window: ContextWindow | None = None,
+        policy: ContextPolicy | None = None,
     ) -> None:
+        """``policy``: what each request sends, the window guard and compaction (its
+        guard's window is the loop's). Without one, the policy is made when the run
+        starts from ``context`` (default: keep every message), ``limits`` and ``window``,
+        with notes, if it compacts, from this agent's own model."""
         self.llm = llm
         self.budget = budget  # the task's limits and the run's budget; None: no limits
         self.tools = tools
@@ -96,16 +116,43 @@ class Orchestrator:
         self.finalizer = finalizer
         self.journal = journal
         self.price = price
-        self._request = RequestBuilder(context or KeepToolResults(), limits.keep_tool_result)
+        if policy is not None and policy.guard is None:
+            raise ValueError("the turn loop's context policy needs a window guard")
+        self._policy = policy
+        self._context = context  # for the policy made at the start of the run
         # The call the first kept reply makes (llm.first_call): the request ends with its
         # opening as a prefill, and the model's part is joined into a whole call.
         self.first_call = first_call
         self._rejected_reply: str | None = None  # the reply the last rollback refused
-        self._compacted_since_call = False  # the last usage predates a compaction
         # llm.max_context_length, or the smaller window the server stated (shared with
         # the task's other agents when given).
         self.window = window or ContextWindow(limits.max_context_length)
+        if policy is not None and policy.guard is not None:
+            self.window = policy.guard.window
         self._overflow_retries = 0
+
+    @property
+    def policy(self) -> ContextPolicy:
+        """The conversation's context policy (made when the run starts, if not given)."""
+        if self._policy is None:
+            raise RuntimeError("the context policy is made when the run starts")
+        return self._policy
+
+    def _own_policy(self, ledger: UsageLedger) -> ContextPolicy:
+        guard = WindowGuard(
+            self.llm.token_counter,
+            self.window,
+            self.settings.max_tokens,
+            self.finalizer.summary_prompt,
+        )
+        notes = ModelNotes(self.llm, self.settings, self.journal, ledger)
+        return ContextPolicy(
+            self._context,
+            keep_tool_result=self.limits.keep_tool_result,
+            guard=guard,
+            notes=notes,
+            journal=self.journal,
+        )
 
     async def run(
         self,
@@ -118,32 +165,42 @@ class Orchestrator:
             history=[Message.system(self.system_prompt), Message.task(task_text, task_images)],
             ledger=ledger if ledger is not None else UsageLedger(self.price),
         )
+        if self._policy is None:
+            self._policy = self._own_policy(state.ledger)
         self.journal.write(
-            "task_started",
-            task=task_text,
-            task_images=task_images,  # journaled without their data
-            tools=[t.qualified_name for t in self.tools.tools],
-            system_prompt=self.system_prompt,  # with the journal, all a replay needs
-            protocol=self.protocol.name,
+            TaskStarted(
+                task=task_text,
+                task_images=list(task_images),  # journaled without their data
+                tools=[t.qualified_name for t in self.tools.tools],
+                system_prompt=self.system_prompt,  # with the journal, all a replay needs
+                protocol=self.protocol.name,
+            )
         )
         while state.end_reason is None:
             await self._turn(state)
-        self.journal.write("loop_ended", end_reason=state.end_reason, turns=state.turn)
+        self.journal.write(LoopEnded(end_reason=state.end_reason, turns=state.turn))
         tools = self.protocol.specs(self.tools.tools)
         await self.finalizer.finalize(
-            state, self.llm, self.settings, self.journal, tools, window=self.window
+            state,
+            self.llm,
+            self.settings,
+            self.journal,
+            tools,
+            window=self.window,
+            context_policy=self.policy,
         )
         self.journal.write(
-            "task_finished",
-            answer=state.final_answer,
-            provenance=state.provenance,
-            end_reason=state.end_reason,
-            end_detail=state.end_detail,
-            turns=state.turn,
-            tool_calls=state.tool_calls,
-            rollbacks=len(state.rollbacks),
-            usage=state.ledger.total,
-            cost=state.ledger.cost,
+            TaskFinished(
+                answer=state.final_answer,
+                provenance=state.provenance,
+                end_reason=state.end_reason,
+                end_detail=state.end_detail,
+                turns=state.turn,
+                tool_calls=state.tool_calls,
+                rollbacks=len(state.rollbacks),
+                usage=state.ledger.total,
+                cost=state.ledger.cost,
+            )
         )
         return state
 
@@ -153,11 +210,14 @@ class Orchestrator:
             return
         if self._over_limit(state):
             return
-        if isinstance(self._request.strategy, Compaction):
-            await self._compact_if_due(state, self._request.strategy)
-        if not self._window_fits(state):
+        prepared = await self.policy.prepare(
+            state.history, state.ledger.last_usage, turn=state.turn + 1
+        )
+        if prepared.window is not None and not prepared.window.fits:
+            verdict = prepared.window  # the guard: asking would overflow the window
+            self._end_on_window(state, list(verdict.history), estimate=verdict.estimate.total)
             return
-        response = await self._ask(state)
+        response = await self._ask(state, prepared)
         if response is None:
             return
         parsed = self.protocol.extract(response, state.turn + 1)
@@ -180,7 +240,7 @@ class Orchestrator:
             return False
         state.end_reason = EndReason.LIMIT
         state.limit = hit
-        self.journal.write("limit_reached", turn=state.turn, **hit.record())
+        self.journal.write(LimitReached(turn=state.turn, **hit.record()))
         # No retry follows a limit, so no post-mortem: one closing call answers, falling
         # back to the last intermediate box (what the final retry does, in one try).
         self.finalizer.policy = replace(
@@ -198,64 +258,7 @@ class Orchestrator:
         state.repeated_turns = state.repeated_turns + 1 if same else 0
         if state.repeated_turns >= REPEATS_TO_STOP:
             state.end_reason = EndReason.LOOPING
-            self.journal.write("looping", turn=state.turn, repeats=state.repeated_turns)
-
-    def _window_fits(self, state: RunState) -> bool:
-        if self._compacted_since_call:
-            # The last call's usage describes the request before the compaction: count
-            # the compacted request itself instead.
-            verdict = self._check_window(self._request.strategy.select(state.history), None)
-            if not verdict.fits:
-                kept, _ = drop_last_exchange(state.history)
-                self._end_on_window(state, list(kept), estimate=verdict.estimate.total)
-            return verdict.fits
-        verdict = self._check_window(state.history, state.ledger.last_usage)
-        if verdict.fits:
-            return True
-        self._end_on_window(state, list(verdict.history), estimate=verdict.estimate.total)
-        return False
-
-    def _check_window(self, messages: list[Message], last_usage: Usage | None) -> WindowVerdict:
-        return check_window(
-            messages,
-            last_usage=last_usage,
-            summary_prompt=self.finalizer.summary_prompt,
-            max_context_length=self.window.limit,
-            max_tokens=self.settings.max_tokens,
-            counter=self.llm.token_counter,
-        )
-
-    async def _compact_if_due(self, state: RunState, compaction: Compaction) -> None:
-        """Replace older rounds with notes when the request nears the window's end."""
-        request = compaction.select(state.history)
-        usage = None if self._compacted_since_call else state.ledger.last_usage
-        estimate = estimate_final_request(
-            request,
-            last_usage=usage,
-            summary_prompt=self.finalizer.summary_prompt,
-            max_tokens=self.settings.max_tokens,
-            counter=self.llm.token_counter,
-        )
-        window = self.window.limit
-        if not compaction.due(estimate.total, window):
-            return
-        await self._compact(state, compaction, urgent=estimate.total >= window)
-
-    async def _compact(self, state: RunState, compaction: Compaction, *, urgent: bool) -> bool:
-        changed = await compaction.compact(
-            state.history,
-            llm=self.llm,
-            settings=self.settings,
-            counter=self.llm.token_counter,
-            window=self.window.limit,
-            journal=self.journal,
-            ledger=state.ledger,
-            turn=state.turn + 1,
-            keep_tool_result=self.limits.keep_tool_result,
-            urgent=urgent,
-        )
-        self._compacted_since_call = self._compacted_since_call or changed
-        return changed
+            self.journal.write(Looping(turn=state.turn, repeats=state.repeated_turns))
 
     async def _after_overflow(
         self, state: RunState, request: list[Message], exc: ContextOverflowError
@@ -278,23 +281,28 @@ class Orchestrator:
             "limit": limit,
             "server_limit": stated,
         }
-        strategy = self._request.strategy
         compactions_left = self._overflow_retries < MAX_COMPACTIONS_AFTER_OVERFLOW
-        if isinstance(strategy, Compaction) and compactions_left:
+        if self.policy.compacts and compactions_left:
             self._overflow_retries += 1
-            if await self._compact(state, strategy, urgent=True):
+            if await self.policy.compact_now(state.history, turn=state.turn + 1):
                 self.journal.write(
-                    "context_overflow", **facts, action="compacted", dropped_messages=0
+                    ContextOverflow.model_validate(
+                        facts | {"action": "compacted", "dropped_messages": 0}
+                    )
                 )
                 return  # the loop asks again, counting the compacted request
         kept, dropped = drop_last_exchange(state.history)
         if dropped or not self._task_alone_fits(state):
             self.journal.write(
-                "context_overflow", **facts, action="ended_loop", dropped_messages=len(dropped)
+                ContextOverflow.model_validate(
+                    facts | {"action": "ended_loop", "dropped_messages": len(dropped)}
+                )
             )
             self._end_on_window(state, list(kept), provider_said=str(exc))
             return
-        self.journal.write("context_overflow", **facts, action="gave_up", dropped_messages=0)
+        self.journal.write(
+            ContextOverflow.model_validate(facts | {"action": "gave_up", "dropped_messages": 0})
+        )
         raise ContextOverflowError(
             f"{exc} — the request of turn {state.turn + 1} ({len(request)} messages, about "
             f"{facts['estimated_tokens']:,} tokens by our count with the reply budget) held "
@@ -322,26 +330,28 @@ class Orchestrator:
         state.history = history
         state.end_reason = EndReason.WINDOW_EXHAUSTED
         self.journal.write(
-            "window_exhausted",
-            turn=state.turn,
-            limit=self.window.limit,
-            dropped_messages=dropped,
-            **why,
+            WindowExhausted.model_validate(
+                {"turn": state.turn, "limit": self.window.limit, "dropped_messages": dropped}
+                | why
+            )
         )
 
-    async def _ask(self, state: RunState) -> LLMResponse | None:
-        request = self._request(state.history)
+    async def _ask(self, state: RunState, prepared: Request) -> LLMResponse | None:
+        request = prepared.messages
         forced = self.first_call if state.turn == 0 else None
         settings = self.settings
         if forced:
             request = [*request, Message.assistant(forced.opening)]
             settings = replace(settings, stop=(*settings.stop, forced.stop))
-        state.prefix_breaks += self._request.last_prefix_broken
-        if self._request.last_repairs:
+        state.prefix_breaks += prepared.prefix_broken
+        if prepared.repairs:
             self.journal.write(
-                "pairing_repaired",
-                turn=state.turn + 1,
-                problems=[asdict(p) for p in self._request.last_repairs],
+                PairingRepaired.model_validate(
+                    {
+                        "turn": state.turn + 1,
+                        "problems": [asdict(p) for p in prepared.repairs],
+                    }
+                )
             )
         try:
             response = await self.llm.generate(
@@ -351,7 +361,6 @@ class Orchestrator:
             await self._after_overflow(state, request, exc)
             return None
         state.ledger.record(response)
-        self._compacted_since_call = False
         if forced:
             joined = replace(response.message, content=forced.join(response.message.content))
             response = replace(response, message=joined)
@@ -360,26 +369,27 @@ class Orchestrator:
             kept, _ = drop_last_exchange(state.history)
             self._end_on_window(state, list(kept), provider_said="context_overflow")
             return None
-        blanked = self._request.last_blanked  # known to the trimmer: no second pass
+        blanked = prepared.blanked  # known to the trimmer: no second pass
         self.journal.write(
-            "llm_call",
-            turn=state.turn + 1,
-            messages=len(request),
-            left_out_messages=self._request.last_dropped,
-            prefix_kept_messages=self._request.last_prefix_kept,
-            prefix_broken=self._request.last_prefix_broken,
-            prefix_broken_by=self._request.last_prefix_broken_by,
-            blanked_tool_results=blanked,
-            forced_call=forced is not None,
-            usage=response.usage,
-            stop_reason=response.stop_reason,
+            LLMCall(
+                turn=state.turn + 1,
+                messages=len(request),
+                left_out_messages=prepared.left_out,
+                prefix_kept_messages=prepared.prefix_kept,
+                prefix_broken=prepared.prefix_broken,
+                prefix_broken_by=prepared.prefix_broken_by,
+                blanked_tool_results=blanked,
+                forced_call=forced is not None,
+                usage=response.usage,
+                stop_reason=response.stop_reason,
+            )
         )
         return response
 
     def _roll_back(self, state: RunState, response: LLMResponse, parsed: ParsedCalls) -> bool:
         if state.consecutive_rollbacks >= self.limits.max_consecutive_rollbacks:
             if review_reply(response.text, parsed, state.seen_call_keys) is not None:
-                self.journal.write("rollback_cap_reached", turn=state.turn + 1)
+                self.journal.write(RollbackCapReached(turn=state.turn + 1))
             return False
         rollback = review_reply(response.text, parsed, state.seen_call_keys)
         if rollback is None:
@@ -387,17 +397,18 @@ class Orchestrator:
         if state.consecutive_rollbacks and response.text == self._rejected_reply:
             # Asked again, the model said the same thing (greedy decoding does): more
             # asking will not change it, so keep it as if the cap had been reached.
-            self.journal.write("rollback_repeated", turn=state.turn + 1, reason=rollback.reason)
+            self.journal.write(RollbackRepeated(turn=state.turn + 1, reason=rollback.reason))
             return False
         self._rejected_reply = response.text
         state.rollbacks.append(rollback)
         state.consecutive_rollbacks += 1
         self.journal.write(
-            "rollback",
-            turn=state.turn + 1,
-            reason=rollback.reason,
-            detail=rollback.detail,
-            reply=response.text,
+            Rollback(
+                turn=state.turn + 1,
+                reason=rollback.reason,
+                detail=rollback.detail,
+                reply=response.text,
+            )
         )
         return True
 
@@ -411,7 +422,7 @@ class Orchestrator:
         boxed = last_boxed(message.content)
         if boxed is not None:
             state.intermediate_answers.append(boxed)
-        self.journal.write("assistant", turn=state.turn, message=message, boxed=boxed)
+        self.journal.write(AssistantTurn(turn=state.turn, message=message, boxed=boxed))
         return boxed
 
     async def _run_tools(self, state: RunState, parsed: ParsedCalls) -> None:
@@ -427,4 +438,4 @@ class Orchestrator:
                 state.seen_call_keys.add(key)
         state.tool_calls += len(parsed.calls)
         state.history.append(self.protocol.results_message(results, list(parsed.calls)))
-        self.journal.write("tool_results", turn=state.turn, calls=parsed.calls, results=results)
+        self.journal.write(ToolResults(turn=state.turn, calls=parsed.calls, results=results))

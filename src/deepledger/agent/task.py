@@ -19,19 +19,20 @@ from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_promp
 from deepledger.agent.limits import TaskBudget, TaskLimits
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.state import RunState
-from deepledger.config import BUILTIN_TOOLS
-from deepledger.context.compaction import Compaction, NoteWriter
-from deepledger.context.guard import ContextWindow
-from deepledger.context.strategy import make_strategy
-from deepledger.llm.base import LLMClient
+from deepledger.config import BUILTIN_TOOLS, AgentConfig, AgentRoleConfig, Config, ProtocolName
+from deepledger.context.compaction import ModelNotes, NoteWriter
+from deepledger.context.guard import ContextWindow, WindowGuard
+from deepledger.context.policy import ContextPolicy
+from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.factory import settings_from_config
 from deepledger.llm.usage import UsageLedger, find_price
 from deepledger.messages import ImagePart
 from deepledger.prompts import render
+from deepledger.records.events import FirstCallSkipped, SubagentFinished, ToolServerUnavailable
 from deepledger.store.journal import Journal
-from deepledger.tools.archive import ARCHIVE_TOOL, ResultArchive, archive_folder, archive_tools
+from deepledger.tools.archive import ARCHIVE_TOOL, ResultArchive, archive_tools
 from deepledger.tools.manager import LocalTool, ResultPolicy, TaskTools, ToolInfo, ToolManager
-from deepledger.tools.memory import MEMORY_TOOL, MemoryStore, memory_folder, memory_tools
+from deepledger.tools.memory import MEMORY_TOOL, MemoryStore, memory_tools
 from deepledger.tools.protocol import ForcedCall, ToolProtocol, make_protocol
 from deepledger.tools.scrape import SERVER as SCRAPE_TOOL
 from deepledger.tools.scrape import PageScraper
@@ -43,7 +44,7 @@ SUBTASK_SCHEMA = {
 }
 
 
-def policy_from_config(agent: Any, is_final_retry: bool = False) -> AnswerPolicy:
+def policy_from_config(agent: AgentConfig, is_final_retry: bool = False) -> AnswerPolicy:
     retries = agent.max_final_answer_retries
     if retries is None:  # more tries when the model sees its whole history
         retries = 3 if agent.keep_tool_result == -1 else 1
@@ -81,7 +82,7 @@ async def attached_images(file_path: str | None) -> tuple[ImagePart, ...]:
 class AgentFactory:
     def __init__(
         self,
-        cfg: Any,
+        cfg: Config,
         llm: LLMClient,
         manager: ToolManager,
         policy: AnswerPolicy | None = None,
@@ -108,7 +109,7 @@ class AgentFactory:
         self, question: str, journal: Journal, file_path: str | None = None
     ) -> RunState:
         """Run the main agent on one task."""
-        images = await attached_images(file_path) if self.cfg.llm.accepts_images else ()
+        images = await attached_images(file_path) if self.llm.capabilities.images else ()
         return await self._run_role(
             self.cfg.agent.main_agent,
             task_text(question, file_path),
@@ -121,7 +122,7 @@ class AgentFactory:
 
     async def _run_role(
         self,
-        role: Any,
+        role: AgentRoleConfig,
         text: str,
         journal: Journal,
         *,
@@ -140,7 +141,7 @@ class AgentFactory:
 
     async def _run_role_counted(
         self,
-        role: Any,
+        role: AgentRoleConfig,
         text: str,
         journal: Journal,
         ledger: UsageLedger,
@@ -155,7 +156,7 @@ class AgentFactory:
         ]
         memory, scratch = None, None
         if MEMORY_TOOL in role.tools:
-            folder = memory_folder(journal.path)
+            folder = journal.memory_folder
             if folder is None:  # no journal on disk (tests): notes last as long as the task
                 scratch = tempfile.TemporaryDirectory(prefix="deepledger-memory-")
                 folder = Path(scratch.name)
@@ -172,9 +173,9 @@ class AgentFactory:
         try:
             await tools.start()
             for server, why in tools.unavailable.items():
-                journal.write("tool_server_unavailable", server=server, reason=why)
+                journal.write(ToolServerUnavailable(server=server, reason=why))
             orchestrator = self._orchestrator(
-                role, tools, journal, prompt, boxed, role_description, memory
+                role, tools, journal, prompt, boxed, role_description, memory, ledger
             )
             return await orchestrator.run(text, ledger, task_images)
         finally:
@@ -182,16 +183,18 @@ class AgentFactory:
             if scratch is not None:
                 scratch.cleanup()
 
-    def _result_policy(self, role: Any, journal: Journal) -> tuple[ResultPolicy, list[LocalTool]]:
+    def _result_policy(
+        self, role: AgentRoleConfig, journal: Journal
+    ) -> tuple[ResultPolicy, list[LocalTool]]:
         """What this agent's tool results may hold: images if its model sees them; long
         results archived beside the journal when the model can read the archive (an
         XML call can name any tool; a native one only a declared tool)."""
-        folder = archive_folder(journal.path)
+        folder = journal.archive_folder
         protocol = self.cfg.llm.tool_protocol or self.cfg.agent.tool_protocol
-        callable_ = ARCHIVE_TOOL in role.tools or protocol == "xml"
+        callable_ = ARCHIVE_TOOL in role.tools or protocol == ProtocolName.XML
         archive = ResultArchive(folder) if folder is not None and callable_ else None
         policy = ResultPolicy(
-            accepts_images=self.cfg.llm.accepts_images,
+            accepts_images=self.llm.capabilities.images,
             archive=archive,
             archive_callable=archive is not None,
         )
@@ -203,13 +206,14 @@ class AgentFactory:
 
     def _orchestrator(
         self,
-        role: Any,
+        role: AgentRoleConfig,
         tools: TaskTools,
         journal: Journal,
         prompt: str,
         boxed: bool,
         role_description: str,
         memory: MemoryStore | None = None,
+        ledger: UsageLedger | None = None,
     ) -> Orchestrator:
         agent, llm = self.cfg.agent, self.cfg.llm
         protocol = make_protocol(llm.tool_protocol or agent.tool_protocol)
@@ -227,32 +231,50 @@ class AgentFactory:
             keep_tool_result=agent.keep_tool_result,
             max_consecutive_rollbacks=role.max_consecutive_rollbacks,
         )
-        context = make_strategy(agent.context)
-        if isinstance(context, Compaction):
-            context.writer = self.note_writer
-            if memory is not None:
-                context.memory_index = memory.names  # re-offered with every compaction
+        settings = settings_from_config(self.cfg.llm)
+        summary = summary_prompt(self.cfg.benchmark.answer_format)
+        context = self._context_policy(settings, summary, journal, ledger, memory)
         finalizer = AnswerGenerator(
             self.policy,
-            summary_prompt=summary_prompt(self.cfg.benchmark.answer_format),
+            summary_prompt=summary,
             keep_tool_result=agent.keep_tool_result,
             boxed=boxed,
-            context=context,
         )
         return Orchestrator(
             llm=self.llm,
             tools=tools,
             protocol=protocol,
-            settings=settings_from_config(self.cfg.llm),
+            settings=settings,
             limits=limits,
             system_prompt=system,
             finalizer=finalizer,
             journal=journal,
             price=self.price,
-            context=context,
+            policy=context,
             first_call=self._first_call(protocol, tools, journal),
             budget=self.budget,
-            window=self.window,
+        )
+
+    def _context_policy(
+        self,
+        settings: GenerationSettings,
+        summary: str,
+        journal: Journal,
+        ledger: UsageLedger | None,
+        memory: MemoryStore | None,
+    ) -> ContextPolicy:
+        """What this agent's requests send (agent.context, agent.keep_tool_result),
+        guarded against the task's shared window; compaction notes are written by
+        agent.context.summary_llm's model, else the agent's, and list its memory notes."""
+        guard = WindowGuard(self.llm.token_counter, self.window, settings.max_tokens, summary)
+        ledger = ledger if ledger is not None else UsageLedger(self.price)
+        notes = ModelNotes(self.llm, settings, journal, ledger, self.note_writer)
+        return ContextPolicy.from_config(
+            self.cfg.agent,
+            guard=guard,
+            notes=notes,
+            journal=journal,
+            memory_index=memory.names if memory is not None else None,
         )
 
     def _first_call(
@@ -271,11 +293,11 @@ class AgentFactory:
             else f"the {protocol.name} protocol cannot prefill a call"
             if forced is None
             else "the model's provider cannot continue a prefill"
-            if not self.llm.supports_prefill
+            if not self.llm.capabilities.prefill
             else None
         )
         if why:
-            journal.write("first_call_skipped", tool=wanted, reason=why)
+            journal.write(FirstCallSkipped(tool=wanted, reason=why))
             return None
         return forced
 
@@ -300,11 +322,12 @@ class AgentFactory:
                 journal.close()
             ledger.absorb(state.ledger)
             parent.write(
-                "subagent_finished",
-                agent=name,
-                journal=journal.path,
-                turns=state.turn,
-                usage=state.ledger.total,
+                SubagentFinished(
+                    agent=name,
+                    journal=None if journal.path is None else str(journal.path),
+                    turns=state.turn,
+                    usage=state.ledger.total,
+                )
             )
             return state.final_answer or "The sub-agent ended without a report."
 

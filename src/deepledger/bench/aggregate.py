@@ -25,13 +25,56 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
+from typing import TypedDict
+
+from pydantic import ValidationError
 
 from deepledger.bench.metrics import human_count
 from deepledger.errors import DeepLedgerError
+from deepledger.records.results import SummaryRecord
+from deepledger.store.layout import RESULTS, SUMMARY, RunLayout
 
-SUMMARY_FILE = "summary.json"
-RESULTS_FILE = "benchmark_results.jsonl"
 METRICS = ("accuracy", "pass_at_k", "cost_total", "tokens_total", "turns_mean")
+
+
+class RunProblem(TypedDict):
+    dir: str
+    reason: str
+
+
+class RunFigures(TypedDict, total=False):
+    """One run's line: its folder, whether it was averaged, and (once loaded) its figures."""
+
+    dir: str
+    used: bool
+    benchmark: str | None
+    tasks: int
+    tasks_finished: int
+    tasks_errors: int
+    tasks_expected: int | None
+    accuracy: float | None
+    pass_at_k: float | None
+    cost_total: float | None
+    tokens_total: int
+    turns_mean: float | None
+
+
+class MetricStats(TypedDict):
+    n: int
+    mean: float | None
+    std: float | None
+    min: float | None
+    max: float | None
+
+
+class Aggregate(TypedDict):
+    benchmark: str | None
+    complete: bool
+    runs_expected: int
+    runs_used: int
+    metrics: dict[str, MetricStats]  # by name, of METRICS
+    runs: list[RunFigures]
+    problems: list[RunProblem]
 
 
 class RunLoadError(DeepLedgerError):
@@ -43,29 +86,32 @@ class RunLoadError(DeepLedgerError):
         self.reason = reason
 
 
-def load_run(run_dir: Path) -> dict:
+def load_run(run_dir: Path) -> SummaryRecord:
     """The run's ``summary.json``; raises RunLoadError if it or the results file is missing."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunLoadError(run_dir, "run directory does not exist")
-    summary_path = run_dir / SUMMARY_FILE
+    summary_path = RunLayout(run_dir).summary
     if not summary_path.is_file():
-        raise RunLoadError(run_dir, f"no {SUMMARY_FILE} (the run failed or did not finish)")
-    if not (run_dir / RESULTS_FILE).is_file():
-        raise RunLoadError(run_dir, f"no {RESULTS_FILE} next to its summary")
+        raise RunLoadError(run_dir, f"no {SUMMARY} (the run failed or did not finish)")
+    if not RunLayout(run_dir).results.is_file():
+        raise RunLoadError(run_dir, f"no {RESULTS} next to its summary")
     try:
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise RunLoadError(run_dir, f"{SUMMARY_FILE} is unreadable ({exc})") from exc
+        raise RunLoadError(run_dir, f"{SUMMARY} is unreadable ({exc})") from exc
     if not isinstance(summary, dict) or not isinstance(summary.get("tasks"), dict):
-        raise RunLoadError(run_dir, f"{SUMMARY_FILE} is not a deepledger summary (no tasks object)")
-    return summary
+        raise RunLoadError(run_dir, f"{SUMMARY} is not a deepledger summary (no tasks object)")
+    try:
+        return SummaryRecord.load(summary)
+    except ValidationError as exc:
+        raise RunLoadError(run_dir, f"{SUMMARY} is not a deepledger summary ({exc})") from exc
 
 
-def aggregate(run_dirs: list[Path]) -> dict:
+def aggregate(run_dirs: list[Path]) -> Aggregate:
     """Mean / std / min / max of each metric over the trustworthy runs; see the docstring."""
-    runs: list[dict] = []
-    problems: list[dict] = []
+    runs: list[RunFigures] = []
+    problems: list[RunProblem] = []
     for run_dir in run_dirs:
         try:
             summary = load_run(run_dir)
@@ -73,42 +119,48 @@ def aggregate(run_dirs: list[Path]) -> dict:
             problems.append({"dir": str(run_dir), "reason": exc.reason})
             runs.append({"dir": str(run_dir), "used": False})
             continue
-        runs.append({"dir": str(run_dir), "used": True, **_run_metrics(summary)})
+        runs.append(_run_metrics(str(run_dir), summary))
     for run in runs:
         for reason in _run_problems(run, runs):
             problems.append({"dir": run["dir"], "reason": reason})
             run["used"] = False
     used = [run for run in runs if run["used"]]
     return {
-        "benchmark": next((r["benchmark"] for r in used), None),
+        "benchmark": next((r.get("benchmark") for r in used), None),
         "complete": not problems and len(used) == len(run_dirs),
         "runs_expected": len(run_dirs),
         "runs_used": len(used),
-        "metrics": {name: _stats([r[name] for r in used]) for name in METRICS},
+        "metrics": {name: _stats([_metric(r, name) for r in used]) for name in METRICS},
         "runs": runs,
         "problems": problems,
     }
 
 
-def _run_metrics(summary: dict) -> dict:
-    tasks = summary["tasks"]
-    tokens = (summary.get("tokens") or {}).get("total") or {}
+def _run_metrics(run_dir: str, summary: SummaryRecord) -> RunFigures:
+    tasks, tokens = summary.tasks, summary.tokens.total
+    expected = summary.extra.get("tasks_expected")
     return {
-        "benchmark": summary.get("benchmark"),
-        "tasks": tasks.get("total", 0),
-        "tasks_finished": tasks.get("finished", 0),
-        "tasks_errors": tasks.get("errors", 0),
-        "tasks_expected": tasks.get("expected")
-        or (summary.get("extra") or {}).get("tasks_expected"),
-        "accuracy": summary.get("accuracy"),
-        "pass_at_k": summary.get("pass_at_k"),
-        "cost_total": summary.get("cost_total"),
-        "tokens_total": (tokens.get("input") or 0) + (tokens.get("output") or 0),
-        "turns_mean": (summary.get("turns") or {}).get("mean"),
+        "dir": run_dir,
+        "used": True,
+        "benchmark": summary.benchmark,
+        "tasks": tasks.total,
+        "tasks_finished": tasks.finished,
+        "tasks_errors": tasks.errors,
+        "tasks_expected": tasks.expected or (expected if isinstance(expected, int) else None),
+        "accuracy": summary.accuracy,
+        "pass_at_k": summary.pass_at_k,
+        "cost_total": summary.cost_total,
+        "tokens_total": tokens.input + tokens.output,
+        "turns_mean": summary.turns.mean,
     }
 
 
-def _run_problems(run: dict, runs: list[dict]) -> list[str]:
+def _metric(run: RunFigures, name: str) -> float | None:
+    value = run.get(name)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _run_problems(run: RunFigures, runs: list[RunFigures]) -> list[str]:
     """Why a loaded run cannot be averaged with the others (empty when it can)."""
     if "tasks" not in run:
         return []  # not loaded; its problem is already recorded
@@ -132,7 +184,7 @@ def _run_problems(run: dict, runs: list[dict]) -> list[str]:
     return reasons
 
 
-def _stats(values: list[float | None]) -> dict:
+def _stats(values: list[float | None]) -> MetricStats:
     known = [v for v in values if v is not None]
     if not known:
         return {"n": 0, "mean": None, "std": None, "min": None, "max": None}
@@ -148,7 +200,7 @@ def _stats(values: list[float | None]) -> dict:
 # ---------------------------------------------------------------------------- terminal
 
 
-def format_aggregate(agg: dict, averaged: bool = True) -> str:
+def format_aggregate(agg: Aggregate, averaged: bool = True) -> str:
     """A human-readable rendering of an ``aggregate`` result, problems first. Runs of a
     sweep (``averaged`` false) differ in their settings: each is shown, none averaged."""
     status = "complete" if agg["complete"] else "INCOMPLETE"
@@ -172,7 +224,7 @@ def format_aggregate(agg: dict, averaged: bool = True) -> str:
     return "\n".join(lines)
 
 
-def _stats_line(name: str, stats: dict) -> str:
+def _stats_line(name: str, stats: MetricStats) -> str:
     if stats["n"] == 0:
         return "-"
     return (

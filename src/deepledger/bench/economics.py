@@ -24,24 +24,34 @@ from typing import Any
 from deepledger.agent.answer import summary_prompt
 from deepledger.bench.replay import counter_for, policy_of, recorded_config
 from deepledger.config import ContextConfig
-from deepledger.context.replay import Policy, PolicyReplay, attempts, replay
+from deepledger.context.replay import Policy, PolicyReplay, RecordedAttempt, attempts, replay
 from deepledger.errors import ConfigError
+from deepledger.records.events import ClosingCall, LLMCall
+
+# A journal whose lines do not fit the records (``ValueError`` includes pydantic's).
+UNREADABLE = (KeyError, TypeError, ValueError, AttributeError)
 
 
 def token_economics(run_dir: Path) -> dict[str, Any]:
     """The figures above, or ``{"unavailable": why}``."""
     try:
         cfg = recorded_config(run_dir)
-        journals = list(attempts(run_dir))
+        journals = list(attempts(run_dir))  # decoded here: a line that does not fit raises
     except ConfigError as exc:
         return {"unavailable": str(exc)}
+    except UNREADABLE as exc:
+        return _unreadable(exc)
     try:
         return _economics(cfg, journals)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a journal we cannot read
-        return {"unavailable": f"a journal could not be replayed: {type(exc).__name__}: {exc}"}
+    except UNREADABLE as exc:
+        return _unreadable(exc)
 
 
-def _economics(cfg: dict[str, Any], journals: list[Any]) -> dict[str, Any]:
+def _unreadable(exc: Exception) -> dict[str, Any]:
+    return {"unavailable": f"a journal could not be replayed: {type(exc).__name__}: {exc}"}
+
+
+def _economics(cfg: dict[str, Any], journals: list[RecordedAttempt]) -> dict[str, Any]:
     common = {
         "counter": counter_for(cfg["llm"]),
         "max_context_length": cfg["llm"]["max_context_length"],
@@ -54,10 +64,10 @@ def _economics(cfg: dict[str, Any], journals: list[Any]) -> dict[str, Any]:
     )
     billed = sum(c.recorded_input_tokens or 0 for c in recorded.calls)
     cache_read = sum(
-        (e.get("usage") or {}).get("cache_read_tokens") or 0
+        e.usage.cache_read_tokens
         for attempt in journals
         for e in attempt.events
-        if e["event"] in ("llm_call", "closing_call")
+        if isinstance(e, LLMCall | ClosingCall)
     )
     first, added, turns, predicted, actual = _growth(everything, len(journals))
     kept_everything = everything.input_tokens

@@ -29,18 +29,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from deepledger.config import node_data
 from deepledger.errors import RunDirectoryError
-from deepledger.store.run_store import (
-    MANIFEST,
-    check_folder,
-    claim,
-    redact,
-    redact_assignments,
-    release,
-    write_text_atomic,
-)
+from deepledger.messages import JSONObject
+from deepledger.store.files import write_text_atomic
+from deepledger.store.layout import RunLayout
+from deepledger.store.lock import check_folder, claim, release
+from deepledger.store.redaction import redact, redact_assignments
 
-HYDRA_FILES = ".hydra"
 SWEPT_KEYS_ENV = "DEEPLEDGER_SWEPT_KEYS"  # set for the jobs of a sweep (and their launchers)
 SUBDIR_RESOLVER = "deepledger_sweep_subdir"
 _UNSAFE_IN_FOLDER = re.compile(r"[^A-Za-z0-9._=,+-]+")
@@ -69,7 +65,7 @@ class RunDirectoryGuard:
         root = Path(config.hydra.runtime.output_dir)
         key = "hydra.run.dir" if config.hydra.mode.name == "RUN" else "hydra.sweep.dir"
         _or_exit(lambda: claim(root, key))  # a single run's: taken in on_run_start already
-        if not (root / MANIFEST).exists():  # a resume's: once run_suite accepted it
+        if not RunLayout(root).manifest.exists():  # a resume's: once run_suite accepted it
             # Hydra would turn a full disk here into a warning and run the job anyway
             _or_exit(lambda: write_hydra_files(root, config))
 
@@ -105,34 +101,31 @@ def _or_exit(action: Any) -> None:
 def write_hydra_files(root: Path, config: DictConfig) -> None:
     """What Hydra's ``output_subdir`` would hold (``config`` with its ``hydra`` node),
     secrets redacted."""
-    everything = OmegaConf.to_container(config, resolve=False)
-    assert isinstance(everything, dict)
+    everything = node_data(config, resolve=False)
     _write_hydra_files(root, everything, everything.pop("hydra"))
 
 
-def save_hydra_files(root: Path, task_config: Any) -> None:
+def save_hydra_files(root: Path, task_config: JSONObject) -> None:
     """``.hydra/`` for a bench whose resume was accepted (``run_suite``): the job's
-    config and Hydra's own, when Hydra runs the job (not in tests that call in)."""
+    config (as composed, interpolations unresolved) and Hydra's own, when Hydra runs
+    the job (not in tests that call in)."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
         return
-    everything = OmegaConf.to_container(task_config, resolve=False)
-    hydra = OmegaConf.to_container(HydraConfig.get(), resolve=False)
-    assert isinstance(everything, dict) and isinstance(hydra, dict)
-    _write_hydra_files(root, everything, hydra)
+    _write_hydra_files(root, dict(task_config), node_data(HydraConfig.get(), resolve=False))
 
 
 def _write_hydra_files(root: Path, everything: dict[str, Any], hydra: dict[str, Any]) -> None:
-    folder = root / HYDRA_FILES
-    folder.mkdir(exist_ok=True)
+    layout = RunLayout(root)
+    layout.hydra.mkdir(exist_ok=True)
     files = {
-        "config.yaml": everything,
-        "hydra.yaml": {"hydra": hydra},
-        "overrides.yaml": hydra.get("overrides", {}).get("task", []),
+        layout.hydra_config: everything,
+        layout.hydra_settings: {"hydra": hydra},
+        layout.hydra_overrides: hydra.get("overrides", {}).get("task", []),
     }
-    for name, content in files.items():
-        write_text_atomic(folder / name, OmegaConf.to_yaml(OmegaConf.create(redact(content))))
+    for path, content in files.items():
+        write_text_atomic(path, OmegaConf.to_yaml(OmegaConf.create(redact(content))))
     mode = hydra.get("mode")
     if getattr(mode, "name", mode) == "MULTIRUN":
         redact_multirun_file(root.parent / MULTIRUN_FILE)

@@ -172,10 +172,10 @@ from dataclasses import asdict, dataclass
 import json_repair
 
 from deepledger.agent.boxed import last_boxed
-from deepledger.config import JUDGES  # validated with the rest of the config
+from deepledger.config import JUDGES, JudgeName  # validated with the rest of the config
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings, LLMClient
-from deepledger.messages import Message
+from deepledger.messages import JSONObject, Message
 from deepledger.prompts import render
 
 
@@ -706,7 +706,7 @@ def read_extracted_verdict(reply: str) -> Reading | None:
     return Reading(correct, f"extracted {_show(extracted)}; {why}")
 
 
-def _json_object(reply: str) -> dict | None:
+def _json_object(reply: str) -> JSONObject | None:
     fence = _JSON_FENCE.search(reply)
     if fence:
         text = fence.group(1)
@@ -806,6 +806,39 @@ class LLMJudge(Judge):
         )
 
 
+@dataclass(frozen=True)
+class JudgeOptions:
+    """The other ``benchmark.judge`` keys, which some judges read."""
+
+    rel_tol: float = 1e-6
+    abs_tol: float = 0.0
+    ordered: bool = False
+    rule: str = "default"
+    llm: LLMClient | None = None
+    llm_settings: GenerationSettings | None = None
+
+
+def _llm_judge(options: JudgeOptions) -> Judge:
+    if options.llm is None:
+        raise ConfigError(
+            "benchmark.judge.name=llm needs a model: benchmark.judge.llm must name an "
+            "llm preset (conf/llm/<name>.yaml)."
+        )
+    return LLMJudge(options.llm, options.llm_settings, options.rule)
+
+
+# The one registry of judges: benchmark.judge.name's value -> how the judge is built.
+JUDGE_BUILDERS: dict[JudgeName, Callable[[JudgeOptions], Judge]] = {
+    JudgeName.EXACT: lambda _: ExactJudge(),
+    JudgeName.NORMALIZED: lambda _: NormalizedJudge(),
+    JudgeName.NUMERIC: lambda o: NumericJudge(o.rel_tol, o.abs_tol),
+    JudgeName.LIST: lambda o: ListJudge(o.ordered, o.rel_tol, o.abs_tol),
+    JudgeName.GAIA: lambda _: GaiaJudge(),
+    JudgeName.AIME: lambda _: AimeJudge(),
+    JudgeName.LLM: _llm_judge,
+}
+
+
 def make_judge(
     name: str,
     *,
@@ -817,22 +850,9 @@ def make_judge(
     llm_settings: GenerationSettings | None = None,
 ) -> Judge:
     """The judge ``benchmark.judge.name`` names, configured from the other judge keys."""
-    simple: dict[str, Callable[[], Judge]] = {
-        "exact": ExactJudge,
-        "normalized": NormalizedJudge,
-        "numeric": lambda: NumericJudge(rel_tol, abs_tol),
-        "list": lambda: ListJudge(ordered, rel_tol, abs_tol),
-        "gaia": GaiaJudge,
-        "aime": AimeJudge,
-    }
-    if name in simple:
-        return simple[name]()
-    if name == "llm":
-        if llm is None:
-            raise ConfigError(
-                "benchmark.judge.name=llm needs a model: benchmark.judge.llm must name an "
-                "llm preset (conf/llm/<name>.yaml)."
-            )
-        return LLMJudge(llm, llm_settings, rule)
-    known = ", ".join(dict.fromkeys([*JUDGES, *simple, "llm"]))
-    raise ConfigError(f"benchmark.judge.name={name!r} is not a judge; use one of {known}.")
+    if name not in JUDGES:
+        raise ConfigError(
+            f"benchmark.judge.name={name!r} is not a judge; use one of {', '.join(JUDGES)}."
+        )
+    options = JudgeOptions(rel_tol, abs_tol, ordered, rule, llm, llm_settings)
+    return JUDGE_BUILDERS[JudgeName(name)](options)

@@ -1,7 +1,8 @@
 """The numbers of one benchmark run, computed from its task records.
 
-``summarize`` turns the records of ``benchmark_results.jsonl`` (one dict per task) into
-the dict written as ``summary.json``; ``format_summary`` renders it for the terminal.
+``summarize`` turns the records of ``benchmark_results.jsonl`` (``TaskRecord``s) into
+the ``SummaryRecord`` written as ``summary.json``; ``format_summary`` renders it for the
+terminal. Both classes are in ``records/results.py``.
 
 What each number means (every ratio is ``None`` when its denominator is 0 — never NaN):
 
@@ -66,12 +67,33 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from deepledger.bench.economics import economics_line
 from deepledger.config import BUDGET_KEYS
+from deepledger.messages import JSONObject, Usage
+from deepledger.records.results import (
+    AttemptRecord,
+    AttemptTally,
+    BudgetSummary,
+    Distribution,
+    ExtractionTokens,
+    JudgeScore,
+    PostMortemSplit,
+    ProvenanceTally,
+    SummaryRecord,
+    Tally,
+    TaskCounts,
+    TaskRecord,
+    TokenCounts,
+    TokenMeans,
+    TokenPair,
+    TokenTotals,
+    sum_usage,
+)
 
 TOKEN_FIELDS = ("input", "output", "cache_read", "cache_write")
 END_REASONS = {
@@ -84,61 +106,77 @@ END_REASONS = {
 }
 
 
+@dataclass(frozen=True)
+class StoppedTasks:
+    """Tasks the run's budget cut short while they ran (unrecorded), and what they spent."""
+
+    tasks: int = 0
+    tokens: int = 0
+    usd: float = 0.0
+
+
 def ratio(numerator: float, denominator: float) -> float | None:
     """``numerator / denominator``, or ``None`` when there is nothing to divide by."""
     return numerator / denominator if denominator else None
 
 
 def summarize(
-    records: list[dict],
+    records: Iterable[TaskRecord | JSONObject],
     *,
     pass_at_k: int,
     benchmark: str,
-    extra: dict | None = None,
+    extra: JSONObject | None = None,
     tasks_expected: int | None = None,
     execution: Any = None,
-    stopped: dict | None = None,
-) -> dict:
-    """The summary of a run (the content of ``summary.json``); see the module docstring.
+    stopped: StoppedTasks | None = None,
+) -> SummaryRecord:
+    """The summary of a run (written as ``summary.json``); see the module docstring.
+    ``records``: task records, or their lines as read.
     ``execution``: the run's ``benchmark.execution`` (config or dict), for its budget.
     ``stopped``: the tasks the run's budget cut short, unrecorded, and what they spent
-    (``{"tasks", "tokens", "usd"}``, from the runner)."""
-    judged = [r for r in records if r.get("correct") is not None]
+    (from the runner)."""
+    tasks = [r if isinstance(r, TaskRecord) else TaskRecord.load(r) for r in records]
+    judged = [r for r in tasks if r.correct is not None]
     first_correct = sum(1 for r in judged if _first_attempt_correct(r))
     any_correct = sum(1 for r in judged if _any_attempt_correct(r))
-    tokens, cost = _token_totals(records), _cost(records)
-    return {
-        "benchmark": benchmark,
-        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "k": pass_at_k,
-        "tasks": {
-            "total": len(records),
-            "finished": sum(1 for r in records if r.get("status") == "finished"),
-            "errors": sum(1 for r in records if r.get("status") == "error"),
-            "judged": len(judged),
-            "expected": tasks_expected,
-        },
-        "accuracy": ratio(first_correct, len(judged)),
-        "correct_first_attempt": first_correct,
-        "pass_at_k": ratio(any_correct, len(judged)),
-        "correct_any_attempt": any_correct,
-        "by_provenance": _by_provenance(records),
-        "post_mortems": _post_mortem_split(records),
-        "judge_score": _judge_score(records),
-        "judge_tokens": _judge_tokens(records),
-        "extraction_tokens": _extraction_tokens(records),
-        "tokens": {
-            "total": tokens,
-            "mean_per_task": {name: ratio(n, len(records)) for name, n in tokens.items()},
-        },
-        **cost,
-        "turns": _distribution(r.get("turns") for r in records),
-        "tool_calls": _distribution(r.get("tool_calls") for r in records),
-        "prefix_breaks": _distribution(r.get("prefix_breaks") for r in records),
-        "end_reasons": _end_reasons(records),
-        "budget": _budget(records, budget_limits(execution), tasks_expected, stopped or {}),
-        "extra": dict(extra or {}),
-    }
+    tokens = _token_totals(tasks)
+    cost_total, cost_mean, cost_unknown = _cost(tasks)
+    return SummaryRecord(
+        benchmark=benchmark,
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        k=pass_at_k,
+        tasks=TaskCounts(
+            total=len(tasks),
+            finished=sum(1 for r in tasks if r.status == "finished"),
+            errors=sum(1 for r in tasks if r.status == "error"),
+            judged=len(judged),
+            expected=tasks_expected,
+        ),
+        accuracy=ratio(first_correct, len(judged)),
+        correct_first_attempt=first_correct,
+        pass_at_k=ratio(any_correct, len(judged)),
+        correct_any_attempt=any_correct,
+        by_provenance=_by_provenance(tasks),
+        post_mortems=_post_mortem_split(tasks),
+        judge_score=_judge_score(tasks),
+        judge_tokens=_judge_tokens(tasks),
+        extraction_tokens=_extraction_tokens(tasks),
+        tokens=TokenTotals(
+            total=tokens,
+            mean_per_task=TokenMeans(
+                **{name: ratio(getattr(tokens, name), len(tasks)) for name in TOKEN_FIELDS}
+            ),
+        ),
+        cost_total=cost_total,
+        cost_mean_per_task=cost_mean,
+        cost_unknown_tasks=cost_unknown,
+        turns=_distribution(tasks, "turns"),
+        tool_calls=_distribution(tasks, "tool_calls"),
+        prefix_breaks=_distribution(tasks, "prefix_breaks"),
+        end_reasons=_end_reasons(tasks),
+        budget=_budget(tasks, budget_limits(execution), tasks_expected, stopped or StoppedTasks()),
+        extra=dict(extra or {}),
+    )
 
 
 def budget_limits(execution: Any) -> dict[str, float]:
@@ -146,161 +184,148 @@ def budget_limits(execution: Any) -> dict[str, float]:
     dict of a manifest); unset ones are left out."""
     if execution is None:
         return {}
-    read = execution.get if isinstance(execution, dict) else lambda k: getattr(execution, k, None)
-    return {key: value for key in BUDGET_KEYS if (value := read(key)) is not None}
+    if isinstance(execution, Mapping):
+        return {key: value for key in BUDGET_KEYS if (value := execution.get(key)) is not None}
+    return {
+        key: value for key in BUDGET_KEYS if (value := getattr(execution, key, None)) is not None
+    }
 
 
 def _budget(
-    records: list[dict], limits: dict[str, float], expected: int | None, stopped: dict
-) -> dict:
-    tokens = stopped.get("tokens", 0) + sum(
-        (u.get("input_tokens") or 0) + (u.get("output_tokens") or 0)
-        for u in map(_task_usage, records)
+    records: list[TaskRecord], limits: dict[str, float], expected: int | None, stopped: StoppedTasks
+) -> BudgetSummary:
+    tokens = stopped.tokens + sum(
+        u.input_tokens + u.output_tokens for u in map(_task_usage, records)
     )
-    cost = stopped.get("usd", 0.0) + sum(r.get("cost") or 0.0 for r in records)
-    cut_short = stopped.get("tasks", 0)
+    cost = stopped.usd + sum(r.cost or 0.0 for r in records)
     max_usd, max_tokens = limits.get("max_cost_usd"), limits.get("max_tokens")
     hits: dict[str, int] = {}
     for record in records:
-        if isinstance(limit := record.get("limit"), dict):
-            kind = str(limit.get("kind"))
-            hits[kind] = hits.get(kind, 0) + 1
-    return {
-        "limits": limits,
-        "spent_tokens": tokens,
-        "spent_usd": cost,
-        "left_tokens": None if max_tokens is None else max(0, max_tokens - tokens),
-        "left_usd": None if max_usd is None else max(0.0, max_usd - cost),
-        "exhausted": (max_usd is not None and cost >= max_usd)
+        if record.limit is not None:
+            hits[record.limit.kind] = hits.get(record.limit.kind, 0) + 1
+    return BudgetSummary(
+        limits=limits,
+        spent_tokens=tokens,
+        spent_usd=cost,
+        left_tokens=None if max_tokens is None else max(0, int(max_tokens) - tokens),
+        left_usd=None if max_usd is None else max(0.0, max_usd - cost),
+        exhausted=(max_usd is not None and cost >= max_usd)
         or (max_tokens is not None and tokens >= max_tokens),
         # Not done, both resumed with a raised budget: stopped while running (its
         # finished retries kept), or never started.
-        "tasks_stopped": cut_short,
-        "tasks_not_started": max(0, expected - len(records) - cut_short) if expected else 0,
-        "limits_hit": hits,
-    }
+        tasks_stopped=stopped.tasks,
+        tasks_not_started=max(0, expected - len(records) - stopped.tasks) if expected else 0,
+        limits_hit=hits,
+    )
 
 
-def _judge_tokens(records: list[dict]) -> dict[str, int]:
+def _judge_tokens(records: list[TaskRecord]) -> TokenPair:
     """The LLM judge's own input and output tokens over the run (0 for rule judges)."""
-    usages = [r.get("judge_usage") or {} for r in records]
-    return {
-        "input": sum(u.get("input_tokens", 0) for u in usages),
-        "output": sum(u.get("output_tokens", 0) for u in usages),
-    }
+    usage = sum_usage(r.judge_usage for r in records)
+    return TokenPair(input=usage.input_tokens, output=usage.output_tokens)
 
 
-def _extraction_tokens(records: list[dict]) -> dict[str, int]:
+def _extraction_tokens(records: list[TaskRecord]) -> ExtractionTokens:
     """What the page extractor's calls used, over the run (already in ``tokens``)."""
-    usages = [r.get("extraction_usage") or {} for r in records]
-    return {
-        "input": sum(u.get("input_tokens", 0) for u in usages),
-        "output": sum(u.get("output_tokens", 0) for u in usages),
-        "tasks": sum(1 for u in usages if u.get("input_tokens")),
-    }
+    usage = sum_usage(r.extraction_usage for r in records)
+    return ExtractionTokens(
+        input=usage.input_tokens,
+        output=usage.output_tokens,
+        tasks=sum(1 for r in records if r.extraction_usage.input_tokens),
+    )
 
 
-def _attempts(record: dict) -> list[dict]:
-    return record.get("attempts") or []
+def _first_attempt_correct(record: TaskRecord) -> bool:
+    if not record.attempts:
+        return record.correct is True
+    return record.attempts[0].correct is True
 
 
-def _first_attempt_correct(record: dict) -> bool:
-    attempts = _attempts(record)
-    if not attempts:
-        return record.get("correct") is True
-    return attempts[0].get("correct") is True
+def _any_attempt_correct(record: TaskRecord) -> bool:
+    return record.correct is True or any(a.correct is True for a in record.attempts)
 
 
-def _any_attempt_correct(record: dict) -> bool:
-    return record.get("correct") is True or any(a.get("correct") is True for a in _attempts(record))
-
-
-def _tally(items: Iterable[bool | None]) -> dict:
+def _tally(items: Iterable[bool | None]) -> Tally:
     """``judged`` (not None), ``correct`` (True) and their ratio, of some correctness flags."""
     flags = list(items)
     judged = sum(1 for f in flags if f is not None)
     correct = sum(1 for f in flags if f is True)
-    return {"judged": judged, "correct": correct, "accuracy": ratio(correct, judged)}
+    return Tally(judged=judged, correct=correct, accuracy=ratio(correct, judged))
 
 
-def _by_provenance(records: list[dict]) -> dict[str, dict]:
-    groups: dict[str, list[dict]] = {}
+def _by_provenance(records: list[TaskRecord]) -> dict[str, ProvenanceTally]:
+    groups: dict[str, list[TaskRecord]] = {}
     for record in records:
-        groups.setdefault(record.get("provenance") or "none", []).append(record)
+        groups.setdefault(record.provenance or "none", []).append(record)
     return {
-        provenance: {"tasks": len(group), **_tally(r.get("correct") for r in group)}
+        provenance: ProvenanceTally(tasks=len(group), **dict(_tally(r.correct for r in group)))
         for provenance, group in sorted(groups.items())
     }
 
 
-def _post_mortem_split(records: list[dict]) -> dict[str, dict]:
-    attempts = [a for r in records for a in _attempts(r)]
-    without = [a for a in attempts if not a.get("carried_post_mortems")]
-    with_ = [a for a in attempts if a.get("carried_post_mortems")]
-    return {
-        "without": {"attempts": len(without), **_tally(a.get("correct") for a in without)},
-        "with": {"attempts": len(with_), **_tally(a.get("correct") for a in with_)},
-    }
+def _post_mortem_split(records: list[TaskRecord]) -> PostMortemSplit:
+    attempts = [a for r in records for a in r.attempts]
+    without = [a for a in attempts if not a.carried_post_mortems]
+    with_ = [a for a in attempts if a.carried_post_mortems]
+    # "with" is a keyword: the field is ``with_``, named "with" in the file.
+    return PostMortemSplit.model_validate(
+        {"without": _attempt_tally(without), "with": _attempt_tally(with_)}
+    )
 
 
-def _judge_score(records: list[dict]) -> dict:
+def _attempt_tally(attempts: list[AttemptRecord]) -> AttemptTally:
+    return AttemptTally(attempts=len(attempts), **dict(_tally(a.correct for a in attempts)))
+
+
+def _judge_score(records: list[TaskRecord]) -> JudgeScore:
     scores = [
-        float(score)
+        float(r.judgement.score)
         for r in records
-        if isinstance(score := (r.get("judgement") or {}).get("score"), int | float)
-        and not isinstance(score, bool)
+        if r.judgement is not None and r.judgement.score is not None
     ]
-    return {"scored": len(scores), "mean": statistics.fmean(scores) if scores else None}
+    return JudgeScore(scored=len(scores), mean=statistics.fmean(scores) if scores else None)
 
 
-def _task_usage(record: dict) -> dict:
-    usage = record.get("usage")
-    if usage is not None:
-        return usage
-    summed: dict[str, int] = {}
-    for attempt in _attempts(record):
-        for retry in attempt.get("retries") or []:
-            for key, value in (retry.get("usage") or {}).items():
-                summed[key] = summed.get(key, 0) + (value or 0)
-    return summed
+def _task_usage(record: TaskRecord) -> Usage:
+    """The task's usage; a record without one (hand-made), the sum of its retries'."""
+    if "usage" in record.model_fields_set:
+        return record.usage
+    return sum_usage(r.usage for r in record.retries)
 
 
-def _token_totals(records: list[dict]) -> dict[str, int]:
-    totals = dict.fromkeys(TOKEN_FIELDS, 0)
-    for record in records:
-        usage = _task_usage(record)
-        for name in TOKEN_FIELDS:
-            totals[name] += usage.get(f"{name}_tokens") or 0
-    return totals
+def _token_totals(records: list[TaskRecord]) -> TokenCounts:
+    usage = sum_usage(map(_task_usage, records))
+    return TokenCounts(
+        input=usage.input_tokens,
+        output=usage.output_tokens,
+        cache_read=usage.cache_read_tokens,
+        cache_write=usage.cache_write_tokens,
+    )
 
 
-def _cost(records: list[dict]) -> dict:
-    unknown = sum(1 for r in records if r.get("cost") is None)
-    total = None if unknown else sum(r["cost"] for r in records)
-    return {
-        "cost_total": total,
-        "cost_mean_per_task": None if total is None else ratio(total, len(records)),
-        "cost_unknown_tasks": unknown,
-    }
+def _cost(records: list[TaskRecord]) -> tuple[float | None, float | None, int]:
+    """The total, the mean per task (None when a task's is unknown) and how many are."""
+    unknown = sum(1 for r in records if r.cost is None)
+    total = None if unknown else sum(r.cost or 0.0 for r in records)
+    return total, None if total is None else ratio(total, len(records)), unknown
 
 
-def _distribution(values: Iterable[Any]) -> dict:
-    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+def _distribution(records: list[TaskRecord], name: str) -> Distribution:
+    """Of the tasks whose record reports ``name`` (older ones may not have it)."""
+    numbers = [getattr(r, name) for r in records if name in r.model_fields_set]
     if not numbers:
-        return {"mean": None, "median": None, "max": None}
-    return {
-        "mean": statistics.fmean(numbers),
-        "median": statistics.median(numbers),
-        "max": max(numbers),
-    }
+        return Distribution()
+    return Distribution(
+        mean=statistics.fmean(numbers), median=statistics.median(numbers), max=max(numbers)
+    )
 
 
-def _end_reasons(records: list[dict]) -> dict[str, int]:
+def _end_reasons(records: list[TaskRecord]) -> dict[str, int]:
     counts = dict.fromkeys([*END_REASONS.values(), "unknown"], 0)
     for record in records:
-        reason = END_REASONS.get(record.get("end_reason") or "")
+        reason = END_REASONS.get(record.end_reason or "")
         if reason is None:
-            reason = "error" if record.get("status") == "error" else "unknown"
+            reason = "error" if record.status == "error" else "unknown"
         counts[reason] += 1
     return counts
 
@@ -313,76 +338,70 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def format_summary(summary: dict) -> str:
+def format_summary(read: SummaryRecord) -> str:
     """A compact, human-readable rendering of a ``summarize`` result."""
-    tasks = summary["tasks"]
-    expected = f" of {tasks['expected']} expected" if tasks.get("expected") else ""
+    tasks = read.tasks
+    expected = f" of {tasks.expected} expected" if tasks.expected else ""
     header = (
-        f"{summary['benchmark']}: {plural(tasks['total'], 'task')}{expected} "
-        f"({tasks['finished']} finished, {plural(tasks['errors'], 'error')}), "
-        f"{tasks['judged']} judged"
+        f"{read.benchmark}: {plural(tasks.total, 'task')}{expected} "
+        f"({tasks.finished} finished, {plural(tasks.errors, 'error')}), "
+        f"{tasks.judged} judged"
     )
-    first = _rate(summary["accuracy"], summary["correct_first_attempt"], tasks["judged"])
-    any_ = _rate(summary["pass_at_k"], summary["correct_any_attempt"], tasks["judged"])
-    post_mortems = summary["post_mortems"]
+    first = _rate(read.accuracy, read.correct_first_attempt, tasks.judged)
+    any_ = _rate(read.pass_at_k, read.correct_any_attempt, tasks.judged)
+    post_mortems = read.post_mortems
     rows = [
         ("accuracy", f"{first}  (pass@1: first attempt)"),
-        (f"pass@{summary['k']}", any_),
-        ("by provenance", _groups(summary["by_provenance"].items()) or "-"),
+        (f"pass@{read.k}", any_),
+        ("by provenance", _groups(read.by_provenance.items()) or "-"),
         (
             "post-mortems",
-            _groups(
-                [("none carried", post_mortems["without"]), (">=1 carried", post_mortems["with"])]
-            ),
+            _groups([("none carried", post_mortems.without), (">=1 carried", post_mortems.with_)]),
         ),
     ]
-    if summary["judge_score"]["scored"]:
-        score = summary["judge_score"]
-        rows.append(("judge score", f"mean {score['mean']:.3f} over {score['scored']}"))
-    extraction = summary.get("extraction_tokens") or {}
-    rows.append(("tokens", _tokens_line(summary["tokens"])))
-    if extraction.get("input"):
+    if read.judge_score.scored and read.judge_score.mean is not None:
+        score = read.judge_score
+        rows.append(("judge score", f"mean {score.mean:.3f} over {score.scored}"))
+    extraction = read.extraction_tokens
+    rows.append(("tokens", _tokens_line(read.tokens)))
+    if extraction.input:
         rows.append(
             (
                 "  extraction",
-                f"{human_count(extraction['input'])} input · "
-                f"{human_count(extraction['output'])} output "
-                f"in {plural(extraction['tasks'], 'task')} (pages read by scrape_and_extract_info; "
+                f"{human_count(extraction.input)} input · "
+                f"{human_count(extraction.output)} output "
+                f"in {plural(extraction.tasks, 'task')} (pages read by scrape_and_extract_info; "
                 "included above)",
             )
         )
     rows += [
-        ("cost", _cost_line(summary)),
-        ("turns", _distribution_line(summary["turns"])),
-        ("tool calls", _distribution_line(summary["tool_calls"])),
-        ("prefix breaks", _distribution_line(summary.get("prefix_breaks") or {})),
-        *([("context", economics)] if (economics := economics_line(summary)) else []),
-        *([("budget", budget)] if (budget := _budget_line(summary.get("budget"))) else []),
+        ("cost", _cost_line(read)),
+        ("turns", _distribution_line(read.turns)),
+        ("tool calls", _distribution_line(read.tool_calls)),
+        ("prefix breaks", _distribution_line(read.prefix_breaks)),
+        *([("context", economics)] if (economics := economics_line(read.to_json())) else []),
+        *([("budget", budget)] if (budget := _budget_line(read.budget)) else []),
         (
             "end reasons",
             " · ".join(
-                f"{name} {n}"
-                for name, n in summary["end_reasons"].items()
-                if n or name != "unknown"
+                f"{name} {n}" for name, n in read.end_reasons.items() if n or name != "unknown"
             ),
         ),
     ]
-    if configs := summary.get("configs"):  # resumed with resume.allow_config_change=true
-        ids = " · ".join(f"{cid} {plural(n['tasks'], 'task')}" for cid, n in configs["ids"].items())
-        rows.append(("settings", f"{len(configs['ids'])} settings: {ids} (config_id per task)"))
+    if configs := read.configs:  # resumed with resume.allow_config_change=true
+        ids = " · ".join(f"{cid} {plural(n.tasks, 'task')}" for cid, n in configs.ids.items())
+        rows.append(("settings", f"{len(configs.ids)} settings: {ids} (config_id per task)"))
     return "\n".join([header, *(f"  {label:<15}{value}" for label, value in rows)])
 
 
-def _groups(groups: Iterable[tuple[str, dict]]) -> str:
-    return " · ".join(
-        f"{name} {_rate(g['accuracy'], g['correct'], g['judged'])}" for name, g in groups
-    )
+def _groups(groups: Iterable[tuple[str, Tally]]) -> str:
+    return " · ".join(f"{name} {_rate(g.accuracy, g.correct, g.judged)}" for name, g in groups)
 
 
-def _distribution_line(d: dict) -> str:
-    if d.get("mean") is None:  # also a summary from before the figure existed
+def _distribution_line(d: Distribution) -> str:
+    if d.mean is None or d.median is None or d.max is None:  # also an older summary
         return "-"
-    return f"mean {d['mean']:.1f} · median {d['median']:g} · max {d['max']:g}"
+    return f"mean {d.mean:.1f} · median {d.median:g} · max {d.max:g}"
 
 
 def _rate(value: float | None, correct: int, judged: int) -> str:
@@ -397,58 +416,58 @@ def human_count(n: float) -> str:
     return f"{n:g}"
 
 
-def _tokens_line(tokens: dict) -> str:
-    total, mean = tokens["total"], tokens["mean_per_task"]
+def _tokens_line(tokens: TokenTotals) -> str:
+    total, mean = tokens.total, tokens.mean_per_task
     parts = " · ".join(
-        f"{human_count(total[name])} {name.replace('_', ' ')}" for name in TOKEN_FIELDS
+        f"{human_count(getattr(total, name))} {name.replace('_', ' ')}" for name in TOKEN_FIELDS
     )
-    if mean["input"] is None:
+    if mean.input is None or mean.output is None:
         return parts
-    per_task = human_count(mean["input"] + mean["output"])
+    per_task = human_count(mean.input + mean.output)
     return f"{parts}  ({per_task} in+out per task)"
 
 
-def _budget_line(budget: dict | None) -> str | None:
+def _budget_line(budget: BudgetSummary | None) -> str | None:
     """The limits set, the run's budget spent and left, and the tasks it kept from
     starting; None when the run set no limit (or predates them)."""
-    if not budget or not (budget.get("limits") or budget.get("limits_hit")):
+    if budget is None or not (budget.limits or budget.limits_hit):
         return None
-    limits = budget["limits"]
+    limits = budget.limits
     parts = []
     if "max_cost_usd" in limits:
         parts.append(
-            f"${budget['spent_usd']:.4f} of ${limits['max_cost_usd']:g} "
-            f"(${budget['left_usd']:.4f} left)"
+            f"${budget.spent_usd:.4f} of ${limits['max_cost_usd']:g} "
+            f"(${budget.left_usd or 0.0:.4f} left)"
         )
     if "max_tokens" in limits:
         parts.append(
-            f"{human_count(budget['spent_tokens'])} of {human_count(limits['max_tokens'])} "
-            f"tokens ({human_count(budget['left_tokens'])} left)"
+            f"{human_count(budget.spent_tokens)} of {human_count(limits['max_tokens'])} "
+            f"tokens ({human_count(budget.left_tokens or 0)} left)"
         )
     task = [f"{k.removeprefix('task_')} {v:g}" for k, v in limits.items() if k.startswith("task_")]
     if task:
         parts.append("per task: " + ", ".join(task))
-    if budget.get("limits_hit"):
-        hit = ", ".join(f"{k} {n}" for k, n in budget["limits_hit"].items())
+    if budget.limits_hit:
+        hit = ", ".join(f"{k} {n}" for k, n in budget.limits_hit.items())
         parts.append(f"tasks stopped: {hit}")
-    if budget.get("exhausted") and (budget.get("tasks_not_started") or budget.get("tasks_stopped")):
+    if budget.exhausted and (budget.tasks_not_started or budget.tasks_stopped):
         parts.append(f"spent: {_not_done(budget)} (raise it to resume)")
     return " · ".join(parts)
 
 
-def _not_done(budget: dict) -> str:
+def _not_done(budget: BudgetSummary) -> str:
     """``1 task stopped, 2 tasks not started``: what a raised budget would resume."""
     parts = []
-    if stopped := budget.get("tasks_stopped"):
+    if stopped := budget.tasks_stopped:
         parts.append(f"{plural(stopped, 'task')} stopped")
-    if not_started := budget.get("tasks_not_started"):
+    if not_started := budget.tasks_not_started:
         parts.append(f"{plural(not_started, 'task')} not started")
     return ", ".join(parts)
 
 
-def _cost_line(summary: dict) -> str:
-    unknown = summary["cost_unknown_tasks"]
-    if summary["cost_total"] is None:
+def _cost_line(summary: SummaryRecord) -> str:
+    unknown = summary.cost_unknown_tasks
+    if summary.cost_total is None:
         return f"unknown ({plural(unknown, 'task')} without a price)" if unknown else "-"
-    total, mean = summary["cost_total"], summary["cost_mean_per_task"]
+    total, mean = summary.cost_total, summary.cost_mean_per_task
     return f"${total:.4f} total" + ("" if mean is None else f" · ${mean:.4f}/task")

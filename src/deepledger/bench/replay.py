@@ -26,7 +26,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from deepledger.agent.answer import summary_prompt
-from deepledger.config import ContextConfig, closest_key
+from deepledger.config import ContextConfig, Provider, closest_key
 from deepledger.context.replay import (
     Policy,
     PolicyReplay,
@@ -38,6 +38,7 @@ from deepledger.context.strategy import make_strategy
 from deepledger.errors import ConfigError
 from deepledger.llm.tokens import RememberingCounter, TokenCounter, default_counter
 from deepledger.llm.usage import Price, find_price
+from deepledger.store.layout import MANIFEST, REPLAY, RunLayout
 
 # What a replay may change; everything else is what the run was.
 REPLAY_KEYS = (
@@ -87,21 +88,19 @@ def run_replay(run_dir: Path, overrides: list[str], price_model: str | None = No
     if price_model and price is None:
         raise ConfigError(f"--price {price_model}: no such model in the run's price list.")
     error = counting_error(results[0])
-    write_json(run_dir / "replay.json", results, error, price, model, counter)
+    write_json(RunLayout(run_dir).replay, results, error, price, model, counter)
     return format_table(results, error, price, model, len(journals), counter)
-
-
-HYDRA_CONFIG = Path(".hydra") / "config.yaml"  # what `deepledger run` leaves (no manifest)
 
 
 def recorded_config(run_dir: Path) -> dict[str, Any]:
     """The run's configuration: a bench run's ``manifest.json``, else the
     ``.hydra/config.yaml`` Hydra wrote into a ``deepledger run`` folder."""
-    manifest, composed = run_dir / "manifest.json", run_dir / HYDRA_CONFIG
+    layout = RunLayout(run_dir)
+    manifest, composed = layout.manifest, layout.hydra_config  # `deepledger run`: no manifest
     if not manifest.is_file() and not composed.is_file():
         raise ConfigError(
-            f"{run_dir} is not a run directory: it has neither manifest.json (deepledger "
-            f"bench) nor {HYDRA_CONFIG} (deepledger run)."
+            f"{run_dir} is not a run directory: it has neither {MANIFEST} (deepledger "
+            f"bench) nor {composed.relative_to(run_dir)} (deepledger run)."
         )
     source = manifest if manifest.is_file() else composed
     try:
@@ -114,6 +113,8 @@ def recorded_config(run_dir: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{source} does not hold a run configuration this version can read ({exc})."
         ) from None
+    if not isinstance(config, dict):  # never: the lookups above fail on anything else
+        raise ConfigError(f"{source} does not hold a run configuration this version can read.")
     return config
 
 
@@ -144,7 +145,7 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> tuple[Policy, 
     for override in overrides:
         key, sep, raw = override.partition("=")
         if not sep or key not in REPLAY_KEYS:
-            close = closest_key(key, list(REPLAY_KEYS))
+            close = closest_key(key, set(REPLAY_KEYS))
             hint = f" (did you mean {close}?)" if close else ""
             raise ConfigError(
                 f"replay cannot change {override!r}{hint}: it takes KEY=VALUE for "
@@ -211,7 +212,7 @@ def counter_for(llm: dict[str, Any]) -> TokenCounter:
 
 
 def _counter_for(llm: dict[str, Any]) -> TokenCounter:
-    if llm.get("provider") == "local" and not llm.get("chat_format"):
+    if llm.get("provider") == Provider.LOCAL and not llm.get("chat_format"):
         try:
             from deepledger.llm.local import bundled_model
             from deepledger.llm.local_template import LocalTemplate
@@ -261,7 +262,7 @@ def format_table(
         "guard: attempts the window guard would have ended early (replay stops there); "
         "cacheable: input a prompt cache could serve (the prefix shared with the previous "
         "request).",
-        "Details per call: replay.json.",
+        f"Details per call: {REPLAY}.",
     ]
     return "\n".join(lines)
 

@@ -9,7 +9,7 @@
   question plus the post-mortems of the retries before it; the last one is the final
   retry (generate and fall back). With context management off, one run.
 - Finished retries and attempts are written to the task's ``progress.jsonl`` as they end,
-  and finished tasks to ``benchmark_results.jsonl``: see ``store/run_store.py`` for resuming.
+  and finished tasks to ``benchmark_results.jsonl``: see ``store/layout.py`` for resuming.
 
 A task that fails outright (the model or the judge unreachable after all retries, a bug)
 is recorded with ``status: error``, its reason and everything it spent (the retry that
@@ -59,8 +59,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from deepledger.agent.limits import (
     Clock,
     LimitHit,
@@ -74,10 +72,10 @@ from deepledger.agent.state import RunState
 from deepledger.agent.task import AgentFactory, policy_from_config
 from deepledger.bench.experience import retry_task_text
 from deepledger.bench.judge import Judge, Judgement
-from deepledger.bench.metrics import plural
+from deepledger.bench.metrics import StoppedTasks, plural
 from deepledger.bench.progress import Progress
 from deepledger.bench.tasks import Task
-from deepledger.config import COMMAND_LINE_KEY_ENV, extract_llm_name
+from deepledger.config import COMMAND_LINE_KEY_ENV, Config, LLMConfig, extract_llm_name
 from deepledger.context.compaction import NoteWriter
 from deepledger.errors import (
     DeepLedgerError,
@@ -88,7 +86,18 @@ from deepledger.errors import (
 from deepledger.llm.base import LLMClient
 from deepledger.llm.usage import find_price
 from deepledger.messages import Usage
-from deepledger.store.journal import disk_trouble
+from deepledger.records.events import RetryStarted
+from deepledger.records.results import (
+    AttemptRecord,
+    Expense,
+    JudgementRecord,
+    LimitRecord,
+    RetryRecord,
+    Spent,
+    TaskRecord,
+    total_spent,
+)
+from deepledger.store.files import disk_trouble
 from deepledger.store.run_store import RunStore, TaskProgress
 from deepledger.tools.manager import ToolManager
 from deepledger.tools.scrape import PageScraper
@@ -102,7 +111,7 @@ YOUNG_GENERATION_THRESHOLD = 10_000
 class BenchmarkRunner:
     def __init__(
         self,
-        cfg: Any,
+        cfg: Config,
         *,
         llm: LLMClient,
         tools: ToolManager,
@@ -113,10 +122,7 @@ class BenchmarkRunner:
         scraper: PageScraper | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
-        # Every task reads dozens of settings; on OmegaConf nodes each read costs
-        # microseconds of resolution (a millisecond a task, all on the event loop), on
-        # the plain dataclasses of the schema it is an attribute lookup.
-        self.cfg = OmegaConf.to_object(cfg) if OmegaConf.is_config(cfg) else cfg
+        self.cfg = cfg
         self.llm = llm
         self.tools = tools
         self.run_dir = run_dir
@@ -133,7 +139,7 @@ class BenchmarkRunner:
         self.limits = TaskLimits.from_execution(self.cfg.benchmark.execution)
         self.budget = RunBudget()  # the run's, set up by run() from what is recorded
 
-    async def run(self, tasks: list[Task]) -> list[dict[str, Any]]:
+    async def run(self, tasks: list[Task]) -> list[TaskRecord]:
         """Every task's record, in task order: earlier runs' and this run's."""
         finished = self.run_dir.finished_results()
         todo = [t for t in tasks if t.task_id not in finished]
@@ -182,13 +188,13 @@ class BenchmarkRunner:
             _say_budget_spent(hit, len(not_started), len(self.stopped))
         return [finished[t.task_id] for t in tasks if t.task_id in finished]
 
-    def unrecorded(self) -> dict[str, Any]:
+    def unrecorded(self) -> StoppedTasks:
         """The tasks this run's budget stopped while they ran, which have no record, and
         what they spent (counted by the budget): for the summary (metrics.summarize)."""
         spent = self._stopped_spent
-        return {"tasks": len(self.stopped), "tokens": spent.tokens, "usd": spent.cost}
+        return StoppedTasks(tasks=len(self.stopped), tokens=spent.tokens, usd=spent.cost)
 
-    async def _run_and_record(self, task: Task, finished: dict[str, dict[str, Any]]) -> None:
+    async def _run_and_record(self, task: Task, finished: dict[str, TaskRecord]) -> None:
         self.progress.task_started(task.task_id)
         try:
             record = await self._task_record(task)
@@ -206,14 +212,15 @@ class BenchmarkRunner:
             self.progress.task_finished(task.task_id, None, 0, failed=True)
             return
         finished[task.task_id] = record
-        tokens = record["usage"]["input_tokens"] + record["usage"]["output_tokens"]
-        failed = record["status"] == "error"
-        self.progress.task_finished(task.task_id, record["correct"], tokens, failed)
+        tokens = record.usage.input_tokens + record.usage.output_tokens
+        failed = record.status == "error"
+        self.progress.task_finished(task.task_id, record.correct, tokens, failed)
 
-    async def _task_record(self, task: Task) -> dict[str, Any] | LimitHit:
+    async def _task_record(self, task: Task) -> TaskRecord | LimitHit:
         """The task's record; or the run's budget that stopped it, left unrecorded."""
         started = self.clock()
-        budget, earlier = None, []
+        budget: TaskBudget | None = None
+        earlier: list[Spent] = []
         try:
             done, budget, earlier = await self._start(task)
             attempts, stopped_by = await self._attempts(task, done, budget)
@@ -234,25 +241,26 @@ class BenchmarkRunner:
         finally:
             if budget is not None:
                 self.budget.task_ended(budget)
-        record = _task_record(task, attempts, self.clock() - started)
-        if record.get("end_detail"):  # e.g. the task alone cannot fit the window
-            log.warning("task %s: %s", task.task_id, record["end_detail"])
+        record = TaskRecord.finished(task, attempts, self.clock() - started)
+        if record.end_detail:  # e.g. the task alone cannot fit the window
+            log.warning("task %s: %s", task.task_id, record.end_detail)
         if stopped_by is not None:
-            record |= {"end_reason": "limit", "limit": stopped_by}
-        if attempts[-1]["retries"][-1].get("does_not_fit"):
-            record["stopped"] = "does_not_fit"  # no retry or attempt was left to try
+            record.end_reason, record.limit = "limit", stopped_by
+        if attempts[-1].retries[-1].does_not_fit:
+            record.stopped = "does_not_fit"  # no retry or attempt was left to try
         interrupted = await asyncio.to_thread(self._interrupted, task)
         if interrupted:  # a killed run's calls were spent too: they count in the totals
-            retries = [r for a in attempts for r in a["retries"]]
-            usage, cost = _spent(retries + interrupted)
-            record |= {"usage": asdict(usage), "cost": cost, "interrupted_calls": len(interrupted)}
+            spent = total_spent([*record.retries, *interrupted])
+            record.usage, record.cost = spent.usage, spent.cost
+            record.interrupted_calls = len(interrupted)
         return record
 
-    async def _start(self, task: Task) -> tuple[TaskProgress, TaskBudget, list[dict[str, Any]]]:
+    async def _start(self, task: Task) -> tuple[TaskProgress, TaskBudget, list[Spent]]:
         """What earlier runs finished of the task, its budget, which starts with what
         they spent (time included), and those spendings (finished and killed retries')."""
         done = await asyncio.to_thread(self.run_dir.progress, task.task_id)
-        earlier = [r for a in done.attempts for r in a["retries"]] + done.retries
+        earlier: list[Spent] = [r for a in done.attempts for r in a.retries]
+        earlier += done.retries
         earlier += await asyncio.to_thread(self._interrupted, task)
         budget = TaskBudget(self.limits, self.budget, recorded_spending(earlier), self.clock)
         self.budget.task_started(budget)
@@ -263,22 +271,21 @@ class BenchmarkRunner:
         task: Task,
         exc: BaseException,
         elapsed: float,
-        earlier: list[dict[str, Any]],
+        earlier: list[Spent],
         budget: TaskBudget | None,
-    ) -> dict[str, Any]:
+    ) -> TaskRecord:
         """A failed task's record, counting everything it spent: what earlier runs did
         and every call of this run's retries, the one that failed included (the run's
         budget counted those calls; the summary must say the same)."""
         done = self.run_dir.progress(task.task_id)  # its turns and tool calls still count
-        finished = [r for a in done.attempts for r in a["retries"]] + done.retries
+        finished: list[RetryRecord] = [r for a in done.attempts for r in a.retries]
+        finished += done.retries
         if budget is None:  # failed before it started: what is on disk is all it spent
-            usage, cost = _spent(finished + self._interrupted(task))
+            spent = total_spent([*finished, *self._interrupted(task)])
         else:
-            usage, cost = _spent(earlier)
             now, now_cost = budget.usage_now()
-            usage += now
-            cost = None if cost is None or now_cost is None else cost + now_cost
-        return _error_record(task, exc, elapsed, usage, cost, finished)
+            spent = total_spent([*earlier, Expense(usage=now, cost=now_cost)])
+        return TaskRecord.failed(task, exc, elapsed, spent, finished)
 
     def _disk_trouble(self, exc: BaseException) -> RunDirectoryError | None:
         """The run-stopping error when ``exc`` (or what it wraps) is a write the disk
@@ -337,95 +344,92 @@ class BenchmarkRunner:
             "that preset)"
         )
 
-    def _interrupted(self, task: Task) -> list[dict[str, Any]]:
-        """Killed runs' model calls, shaped like retries for the totals."""
+    def _interrupted(self, task: Task) -> list[Expense]:
+        """Killed runs' model calls, for the totals."""
         calls = []
-        for usage in self.run_dir.interrupted_usages(task.task_id):
-            cost = self.price.cost(Usage(**usage)) if self.price else None
-            calls.append({"usage": usage, "cost": cost, "turns": 0, "tool_calls": 0})
+        for recorded in self.run_dir.interrupted_usages(task.task_id):
+            usage = Usage(**recorded)
+            calls.append(Expense(usage=usage, cost=self.price.cost(usage) if self.price else None))
         return calls
 
     async def _attempts(
         self, task: Task, done: TaskProgress, budget: TaskBudget
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    ) -> tuple[list[AttemptRecord], LimitRecord | None]:
         """The task's attempts, and the limit that stopped them (None: none did)."""
         # File work (reading what earlier runs left, opening journals) happens on worker
         # threads: hundreds of tasks start at once, and the event loop serves them all.
-        attempts = list(done.attempts)
-        if any(a["correct"] for a in attempts) or _gave_up(attempts):
+        attempts: list[AttemptRecord] = list(done.attempts)
+        if any(a.correct for a in attempts) or _gave_up(attempts):
             return attempts, None
         first = len(attempts) + 1
         tries = self.pass_at_k if task.ground_truth is not None else 1
         for number in range(first, tries + 1):
             if attempts and (hit := budget.check()) is not None:
                 _stop_if_run_budget(hit)
-                return attempts, hit.record()  # no new attempt once over its own limit
-            carried = done.retries if number == first else []
+                return attempts, _limit_record(hit)  # no new attempt once over its own limit
+            carried: list[RetryRecord] = list(done.retries) if number == first else []
             attempt = await self._attempt(task, number, carried, budget)
-            await asyncio.to_thread(
-                self.run_dir.record_progress, task.task_id, "attempt_finished", **attempt
-            )
+            await asyncio.to_thread(self.run_dir.record_progress, task.task_id, attempt)
             attempts.append(attempt)
-            if attempt["correct"] or attempt["limit"] or _gave_up(attempts):
+            if attempt.correct or attempt.limit or _gave_up(attempts):
                 break
-        return attempts, attempts[-1].get("limit")
+        return attempts, attempts[-1].limit
 
     async def _attempt(
         self,
         task: Task,
         number: int,
-        finished_retries: list[dict[str, Any]],
+        finished_retries: list[RetryRecord],
         budget: TaskBudget,
-    ) -> dict[str, Any]:
+    ) -> AttemptRecord:
         """One attempt: the format-retry loop, resumed after ``finished_retries``."""
         retries = list(finished_retries)
-        post_mortems = [r["post_mortem"] for r in retries if r.get("post_mortem")]
+        post_mortems = [r.post_mortem for r in retries if r.post_mortem]
         stopped_by = None
-        while not (retries and retries[-1]["final_answer"] is not None):
+        while not (retries and retries[-1].final_answer is not None):
             index = len(retries)
             if index > self.retry_limit:
                 break
             if retries and (stopped_by := _limit_after(retries[-1], budget)) is not None:
                 break  # a retry would start over the limit: the attempt ends here
-            if retries and retries[-1].get("does_not_fit"):
+            if retries and retries[-1].does_not_fit:
                 break  # with post-mortems added, the task text would only be longer
             retry = await self._retry(task, number, index, post_mortems, budget)
-            if retry["limit"] is not None:  # not recorded as finished when the run's
-                _stop_if_run_budget(LimitHit(**retry["limit"]))  # budget cut it short
-            await asyncio.to_thread(
-                self.run_dir.record_progress, task.task_id, "retry_finished", **retry
-            )
+            if retry.limit is not None:  # not recorded as finished when the run's
+                _stop_if_run_budget(LimitHit(**retry.limit.model_dump()))  # budget cut it short
+            await asyncio.to_thread(self.run_dir.record_progress, task.task_id, retry)
             retries.append(retry)
-            if retry["post_mortem"]:
-                post_mortems.append(retry["post_mortem"])
+            if retry.post_mortem:
+                post_mortems.append(retry.post_mortem)
         last = retries[-1]
-        judgement = await self._judge(task, last["final_answer"])
-        return {
-            "attempt": number,
-            "final_answer": last["final_answer"],
-            "provenance": last["provenance"],
-            "correct": judgement.correct,
-            "judgement": asdict(judgement),
-            "carried_post_mortems": last["carried_post_mortems"],
-            "limit": stopped_by or last.get("limit"),
-            "retries": retries,
-        }
+        judgement = await self._judge(task, last.final_answer)
+        return AttemptRecord(
+            attempt=number,
+            final_answer=last.final_answer,
+            provenance=last.provenance,
+            correct=judgement.correct,
+            judgement=JudgementRecord.model_validate(asdict(judgement)),
+            carried_post_mortems=last.carried_post_mortems,
+            limit=stopped_by or last.limit,
+            retries=retries,
+        )
 
     async def _retry(
         self, task: Task, attempt: int, index: int, post_mortems: list[str], budget: TaskBudget
-    ) -> dict[str, Any]:
+    ) -> RetryRecord:
         policy = policy_from_config(self.cfg.agent, is_final_retry=index == self.retry_limit)
         factory = AgentFactory(
             self.cfg, self.llm, self.tools, policy, self.note_writer, self.scraper, budget
         )
         journal = await asyncio.to_thread(self.run_dir.journal, task.task_id, attempt, index)
         journal.write(
-            "retry_started",
-            task_id=task.task_id,
-            attempt=attempt,
-            retry=index,
-            carried_post_mortems=len(post_mortems),
-            final_retry=policy.is_final_retry,
+            RetryStarted(
+                task_id=task.task_id,
+                attempt=attempt,
+                retry=index,
+                carried_post_mortems=len(post_mortems),
+                final_retry=policy.is_final_retry,
+            )
         )
         started = self.clock()
         try:
@@ -434,7 +438,8 @@ class BenchmarkRunner:
         finally:
             journal.close()
         record = _retry_record(state, index, len(post_mortems), self.run_dir.relative(journal.path))
-        return record | {"elapsed_seconds": round(self.clock() - started, 3)}
+        record.elapsed_seconds = round(self.clock() - started, 3)
+        return record
 
     async def _judge(self, task: Task, answer: str | None) -> Judgement:
         if task.ground_truth is None or self.judge is None:
@@ -462,14 +467,14 @@ def _stop_if_run_budget(hit: LimitHit) -> None:
         raise _StoppedByRunBudget(hit)
 
 
-def _gave_up(attempts: list[dict[str, Any]]) -> bool:
+def _gave_up(attempts: list[AttemptRecord]) -> bool:
     """Whether the last attempt's bare question was over the window: another attempt
     would start from that same text. (A retry that carried post-mortems may have been
     too long only because of them, so a fresh attempt still has a chance.)"""
     if not attempts:
         return False
-    failed = [r for r in attempts[-1]["retries"] if r.get("does_not_fit")]
-    return any(r.get("carried_post_mortems", 0) == 0 for r in failed)
+    failed = [r for r in attempts[-1].retries if r.does_not_fit]
+    return any(r.carried_post_mortems == 0 for r in failed)
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
@@ -487,15 +492,19 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         stack += [c for c in (current.__cause__, current.__context__) if c is not None]
 
 
-def _limit_after(last_retry: dict[str, Any], budget: TaskBudget) -> dict[str, Any] | None:
+def _limit_after(last_retry: RetryRecord, budget: TaskBudget) -> LimitRecord | None:
     """The limit that keeps the next retry from starting: the one the last retry ended on
     (also when resumed), or one reached since."""
-    if last_retry.get("end_reason") == "limit":
-        return last_retry.get("limit") or {"kind": "unknown"}
+    if last_retry.end_reason == "limit":
+        return last_retry.limit or LimitRecord(kind="unknown")
     hit = budget.check()
     if hit is not None:
         _stop_if_run_budget(hit)
-    return hit.record() if hit is not None else None
+    return _limit_record(hit) if hit is not None else None
+
+
+def _limit_record(hit: LimitHit) -> LimitRecord:
+    return LimitRecord.model_validate(hit.record())
 
 
 async def _cancel(jobs: list[asyncio.Task[None]]) -> None:
@@ -529,7 +538,7 @@ def _base_url(llm: Any) -> str | None:
     return getattr(inner, "base_url", None)
 
 
-def _key_source(llm_cfg: Any) -> str:
+def _key_source(llm_cfg: LLMConfig) -> str:
     """Where the API key came from, named without the key."""
     from deepledger.llm.factory import DEFAULT_KEY_VARIABLES
 
@@ -543,110 +552,28 @@ def _key_source(llm_cfg: Any) -> str:
     return f"with the API key in ${variable} (llm.api_key_env)"
 
 
-def _retry_record(state: RunState, index: int, carried: int, journal: str | None) -> dict[str, Any]:
-    return {
-        "retry": index,
-        "final_answer": state.final_answer,
-        "provenance": state.provenance.value,
-        "end_reason": state.end_reason.value if state.end_reason else None,
-        "end_detail": state.end_detail,  # e.g. why the task alone cannot fit the window
-        # The question alone is over the window: no retry or attempt of it could fit.
-        "does_not_fit": state.task_does_not_fit,
-        "turns": state.turn,
-        "tool_calls": state.tool_calls,
-        "prefix_breaks": state.prefix_breaks,
-        "rollbacks": len(state.rollbacks),
-        "post_mortem": state.post_mortem,
-        "failure_type": state.failure_type,
-        "limit": state.limit.record() if state.limit else None,
-        "carried_post_mortems": carried,
-        "usage": asdict(state.ledger.total),
-        "cost": state.ledger.cost,
-        # Of which the page extractor's calls (scrape_and_extract_info), shown apart.
-        "extraction_usage": asdict(state.ledger.extraction_total),
-        "extraction_cost": state.ledger.extraction_cost,
-        "journal": journal,
-    }
-
-
-def _spent(retries: list[dict[str, Any]]) -> tuple[Usage, float | None]:
-    """Tokens and cost of finished retries (cost unknown if any retry's is)."""
-    usage = sum((Usage(**r["usage"]) for r in retries), Usage())
-    costs = [r["cost"] for r in retries]
-    return usage, None if any(c is None for c in costs) else sum(costs)
-
-
-def _extraction_spent(retries: list[dict[str, Any]]) -> Usage:
-    """Tokens the page extractor used, part of the retries' usage (older records: 0)."""
-    return sum((Usage(**r["extraction_usage"]) for r in retries if r.get("extraction_usage")),
-               Usage())  # fmt: skip
-
-
-def _task_record(task: Task, attempts: list[dict[str, Any]], elapsed: float) -> dict[str, Any]:
-    retries = [r for a in attempts for r in a["retries"]]
-    usage, cost = _spent(retries)
-    final = attempts[-1]
-    return {
-        "task_id": task.task_id,
-        "question": task.question,
-        "ground_truth": task.ground_truth,
-        "file_path": task.file_path,
-        "final_answer": final["final_answer"],
-        "provenance": final["provenance"],
-        "correct": final["correct"],  # attempts stop at the first correct one
-        "judgement": final["judgement"],
-        "status": "finished",
-        "error": None,
-        "end_reason": final["retries"][-1]["end_reason"],
-        "end_detail": final["retries"][-1].get("end_detail"),
-        "attempts": attempts,
-        "usage": asdict(usage),
-        "cost": cost,
-        # The judge's own model calls, kept apart: another model, another price.
-        "judge_usage": asdict(
-            sum(
-                (Usage(**a["judgement"]["usage"]) for a in attempts if a["judgement"].get("usage")),
-                Usage(),
-            )
-        ),
-        "extraction_usage": asdict(_extraction_spent(retries)),
-        "turns": sum(r["turns"] for r in retries),
-        "tool_calls": sum(r["tool_calls"] for r in retries),
-        "prefix_breaks": sum(r.get("prefix_breaks", 0) for r in retries),
-        "elapsed_seconds": round(elapsed, 3),
-    }
-
-
-def _error_record(
-    task: Task,
-    exc: BaseException,
-    elapsed: float,
-    usage: Usage,
-    cost: float | None,
-    finished: list[dict[str, Any]],
-) -> dict[str, Any]:
-    """A task that failed; a resume runs it again from its ``finished`` retries."""
-    return {
-        "task_id": task.task_id,
-        "question": task.question,
-        "ground_truth": task.ground_truth,
-        "file_path": task.file_path,
-        "final_answer": None,
-        "provenance": "none",
-        # A failed task with a ground truth counts as wrong: accuracy must not improve
-        # because the model or a server broke down.
-        "correct": None if task.ground_truth is None else False,
-        "judgement": None,
-        "status": "error",
-        "error": f"{type(exc).__name__}: {exc}",
-        "end_reason": "error",
-        "attempts": [],
-        "usage": asdict(usage),
-        "cost": cost,
-        "turns": sum(r["turns"] for r in finished),
-        "tool_calls": sum(r["tool_calls"] for r in finished),
-        "elapsed_seconds": round(elapsed, 3),
-    }
+def _retry_record(state: RunState, index: int, carried: int, journal: str | None) -> RetryRecord:
+    return RetryRecord(
+        retry=index,
+        final_answer=state.final_answer,
+        provenance=state.provenance.value,
+        end_reason=state.end_reason.value if state.end_reason else None,
+        end_detail=state.end_detail,
+        does_not_fit=state.task_does_not_fit,
+        turns=state.turn,
+        tool_calls=state.tool_calls,
+        prefix_breaks=state.prefix_breaks,
+        rollbacks=len(state.rollbacks),
+        post_mortem=state.post_mortem,
+        failure_type=state.failure_type,
+        limit=_limit_record(state.limit) if state.limit else None,
+        carried_post_mortems=carried,
+        usage=state.ledger.total,
+        cost=state.ledger.cost,
+        extraction_usage=state.ledger.extraction_total,
+        extraction_cost=state.ledger.extraction_cost,
+        journal=journal,
+    )
 
 
 @contextmanager

@@ -7,25 +7,37 @@ import logging
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from deepledger.bench.economics import token_economics
 from deepledger.bench.hydra_hooks import save_hydra_files
 from deepledger.bench.judge import Judge, make_judge
-from deepledger.bench.metrics import format_summary, summarize
+from deepledger.bench.metrics import StoppedTasks, format_summary, summarize
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import BenchmarkRunner
-from deepledger.bench.tasks import Task, load_tasks, require_tasks
-from deepledger.config import LLMConfig, check_llm_preset, extract_llm_name, tool_servers
+from deepledger.bench.tasks import Task, TaskFile, load_tasks, require_tasks
+from deepledger.config import (
+    Config,
+    JudgeName,
+    LLMConfig,
+    StrategyName,
+    as_record,
+    check_llm_preset,
+    extract_llm_name,
+    tool_servers,
+    typed_llm,
+)
 from deepledger.context.compaction import NoteWriter
 from deepledger.errors import ConfigError
-from deepledger.llm.base import GenerationSettings, LLMClient
-from deepledger.llm.factory import PROVIDERS, create_client, settings_from_config
+from deepledger.llm.base import GenerationSettings, LLMCapabilities, LLMClient
+from deepledger.llm.factory import create_client, settings_from_config
 from deepledger.llm.usage import find_price
+from deepledger.messages import JSONObject
+from deepledger.records.results import SummaryRecord, TaskRecord
 from deepledger.report.page import write_run_report
-from deepledger.store.run_store import RESULTS, RunStore, latest_records, read_jsonl
+from deepledger.store.layout import RunLayout
+from deepledger.store.run_store import RunStore, task_records
 from deepledger.tools.list_cache import ToolListCache
 from deepledger.tools.manager import ToolManager
 from deepledger.tools.scrape import ExtractionModel, PageScraper, suite_corpus
@@ -33,8 +45,15 @@ from deepledger.tools.scrape import ExtractionModel, PageScraper, suite_corpus
 log = logging.getLogger(__name__)
 
 
-async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> dict[str, Any]:
-    """Run (or resume) the suite into ``root``; return the summary it wrote."""
+async def run_suite(
+    cfg: Config,
+    root: Path,
+    conf_dir: Path,
+    argv: list[str],
+    hydra_config: JSONObject | None = None,
+) -> SummaryRecord:
+    """Run (or resume) the suite into ``root``; return the summary it wrote.
+    ``hydra_config``: the config as Hydra composed it, for ``.hydra/`` (the CLI's)."""
     loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks)
     for notice in shown_notices(loaded):  # skipped lines, a mapping that finds no ground truth
         print(f"deepledger: {notice}", file=sys.stderr)
@@ -44,13 +63,12 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
     scraper = page_scraper(cfg, conf_dir)
     run_dir = RunStore(root)
     try:
-        if advice := concurrency_advice(cfg):
-            print(f"deepledger: {advice}", file=sys.stderr)
-        config = OmegaConf.to_container(cfg, resolve=True)
+        config = as_record(cfg)
         # Refused before the manifest changes: a resume that would mix settings (or
-        # judges) in one summary; see store/run_store.py for which keys count.
+        # judges) in one summary; see store/run_config.py for which keys count.
         allowed = run_dir.check_resume(config, allow_change=resume_may_change_config(cfg))
-        save_hydra_files(root, cfg)
+        if hydra_config is not None:
+            save_hydra_files(root, hydra_config)
         run_dir.start(config, argv, tasks=len(loaded.tasks))
         if allowed:
             print(
@@ -79,7 +97,7 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
             execution=cfg.benchmark.execution,  # its budget
             stopped=stopped,  # tasks the run's budget cut short: unrecorded
         )
-        summary["token_economics"] = await asyncio.to_thread(token_economics, root)
+        summary.token_economics = await asyncio.to_thread(token_economics, root)
         run_dir.write_summary(summary)
         run_dir.finish()
         report = await asyncio.to_thread(
@@ -94,18 +112,18 @@ async def run_suite(cfg: Any, root: Path, conf_dir: Path, argv: list[str]) -> di
 
 
 async def _report_while_running(
-    root: Path, cfg: Any, expected: int, ended: threading.Event
+    root: Path, cfg: Config, expected: int, ended: threading.Event
 ) -> None:
     """Rewrite report.html every ``report_every_seconds`` while tasks finish, so a
     browser refresh follows a long run. The token economics (a replay of every journal)
     wait for the end."""
     # benchmark.execution.report=false: no report while the run goes either.
     every = cfg.benchmark.execution.report_every_seconds if cfg.benchmark.execution.report else 0
-    results, written = root / RESULTS, None
+    results, written = RunLayout(root).results, None
     execution = cfg.benchmark.execution
 
     def write() -> Path | None:
-        records = list(latest_records(read_jsonl(results)).values())
+        records = list(task_records(root).values())
         summary = summarize(
             records,
             pass_at_k=execution.pass_at_k,
@@ -114,7 +132,7 @@ async def _report_while_running(
             extra={"run_dir": str(root)},
             execution=execution,  # its budget
         )
-        summary["token_economics"] = {"unavailable": "computed when the run ends"}
+        summary.token_economics = {"unavailable": "computed when the run ends"}
         return _write_report(root, summary, ended)
 
     while every > 0:
@@ -137,7 +155,7 @@ _one_report_at_a_time = threading.Lock()
 
 def _write_report(
     root: Path,
-    summary: dict[str, Any],
+    summary: SummaryRecord,
     ended: threading.Event | None = None,
     *,
     wanted: bool = True,
@@ -170,17 +188,21 @@ def _write_report(
 
 
 async def _run_tasks(
-    cfg: Any,
+    cfg: Config,
     run_dir: RunStore,
     tasks: list[Task],
     judge_llm: tuple[LLMClient, GenerationSettings] | None,
     writer: NoteWriter | None = None,
     scraper: PageScraper | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[TaskRecord], StoppedTasks]:
     """The records, and the tasks the run's budget stopped unrecorded (runner.unrecorded)."""
     llm = create_client(cfg.llm)
+    if advice := concurrency_advice(cfg, llm.capabilities):
+        print(f"deepledger: {advice}", file=sys.stderr)
     tools = ToolManager(
-        tool_servers(cfg), log_dir=run_dir.root / "tool_servers", list_cache=ToolListCache.default()
+        tool_servers(cfg),
+        log_dir=run_dir.layout.tool_server_logs,
+        list_cache=ToolListCache.default(),
     )
     try:
         judge = build_judge(cfg, judge_llm)
@@ -206,22 +228,23 @@ async def _run_tasks(
             await judge_llm[0].aclose()
 
 
-def resume_may_change_config(cfg: Any) -> bool:
+def resume_may_change_config(cfg: Config) -> bool:
     """``resume.allow_config_change`` (given as ``+resume...=true`` or without the ``+``)."""
-    value = (cfg.get("resume") or {}).get("allow_config_change", False)
+    value = cfg.resume.get("allow_config_change", False)
     if isinstance(value, str):
         return value.strip().lower() in ("true", "1", "yes")
     return bool(value)
 
 
-def concurrency_advice(cfg: Any) -> str | None:
-    """A word when the suite's concurrency works against its model: the bundled model's
-    one server answers one request at a time and reuses only the prompt it saw last."""
+def concurrency_advice(cfg: Config, capabilities: LLMCapabilities) -> str | None:
+    """A word when the suite's concurrency works against its model: a server that
+    answers one request at a time (the bundled model's) reuses only the prompt it saw
+    last."""
     concurrent = cfg.benchmark.execution.max_concurrent
-    if cfg.llm.provider != "local" or concurrent <= 1:
+    if capabilities.parallel_requests or concurrent <= 1:
         return None
     return (
-        f"llm=local answers one request at a time; with benchmark.execution."
+        f"llm={cfg.llm.provider} answers one request at a time; with benchmark.execution."
         f"max_concurrent={concurrent} the tasks interleave and each re-reads its whole "
         "prompt. benchmark.execution.max_concurrent=1 is faster."
     )
@@ -230,7 +253,7 @@ def concurrency_advice(cfg: Any) -> str | None:
 SKIPPED_LINES_SHOWN = 20  # a wrong field_mapping skips every line: the rest go to summary.json
 
 
-def shown_notices(loaded: Any) -> list[str]:
+def shown_notices(loaded: TaskFile) -> list[str]:
     """What the run says before it starts: the first skipped lines, how many more there
     are (summary.json's ``extra.skipped_lines`` lists them all when a task is left to
     run), then every warning."""
@@ -242,12 +265,12 @@ def shown_notices(loaded: Any) -> list[str]:
 
 
 def judge_model(
-    cfg: Any, tasks: list[Task], conf_dir: Path
+    cfg: Config, tasks: list[Task], conf_dir: Path
 ) -> tuple[LLMClient, GenerationSettings] | None:
     """The LLM judge's model, built before any task runs so a missing key fails early —
     and only when some task has a ground truth to judge against."""
     judge = cfg.benchmark.judge
-    if judge.name != "llm" or all(t.ground_truth is None for t in tasks):
+    if judge.name != JudgeName.LLM or all(t.ground_truth is None for t in tasks):
         return None
     if not judge.llm:
         raise ConfigError(
@@ -258,9 +281,11 @@ def judge_model(
     return create_client(preset), settings_from_config(preset)
 
 
-def build_judge(cfg: Any, model: tuple[LLMClient, GenerationSettings] | None) -> Judge | None:
+def build_judge(
+    cfg: Config, model: tuple[LLMClient, GenerationSettings] | None
+) -> Judge | None:
     judge = cfg.benchmark.judge
-    if judge.name == "llm" and model is None:
+    if judge.name == JudgeName.LLM and model is None:
         return None  # no task has a ground truth: nothing will be judged
     llm, settings = model if model else (None, None)
     return make_judge(
@@ -274,7 +299,7 @@ def build_judge(cfg: Any, model: tuple[LLMClient, GenerationSettings] | None) ->
     )
 
 
-def load_llm_preset(name: str, conf_dir: Path, key: str = "benchmark.judge.llm") -> Any:
+def load_llm_preset(name: str, conf_dir: Path, key: str = "benchmark.judge.llm") -> LLMConfig:
     """``conf/llm/<name>.yaml`` checked against the llm schema and as ``llm`` is checked
     (a bad ``base_url`` fails here, not at the first judged task); ``key`` names the
     setting."""
@@ -282,12 +307,14 @@ def load_llm_preset(name: str, conf_dir: Path, key: str = "benchmark.judge.llm")
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in (conf_dir / "llm").glob("*.yaml")))
         raise ConfigError(f"{key}={name!r} is not an llm preset (known: {known}).")
-    preset = OmegaConf.merge(OmegaConf.structured(LLMConfig), OmegaConf.load(path))
-    check_llm_preset(preset, f"{key}={name}", PROVIDERS)
+    loaded = OmegaConf.load(path)
+    assert isinstance(loaded, DictConfig)
+    preset = typed_llm(loaded, f"{key}={name}")
+    check_llm_preset(preset, f"{key}={name}")
     return preset
 
 
-def page_scraper(cfg: Any, conf_dir: Path) -> PageScraper | None:
+def page_scraper(cfg: Config, conf_dir: Path) -> PageScraper | None:
     """The scrape-and-extract tool's own model (``tools.extract_llm``), built before any
     task runs so a missing key fails early; None: each agent's own model reads pages."""
     name = extract_llm_name(cfg)
@@ -303,11 +330,11 @@ def page_scraper(cfg: Any, conf_dir: Path) -> PageScraper | None:
     return PageScraper(model, cfg.web.scraper, cfg.web.allow_private_networks, suite_corpus(cfg))
 
 
-def note_writer(cfg: Any, conf_dir: Path) -> NoteWriter | None:
+def note_writer(cfg: Config, conf_dir: Path) -> NoteWriter | None:
     """The model that writes compaction notes (``agent.context.summary_llm``), built
     before any task runs so a missing key fails early."""
     name = cfg.agent.context.summary_llm
-    if not name or cfg.agent.context.strategy != "compaction":
+    if not name or cfg.agent.context.strategy != StrategyName.COMPACTION:
         return None
     preset = load_llm_preset(name, conf_dir, "agent.context.summary_llm")
     return NoteWriter(

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from deepledger.bench.public import PACKAGE_SOURCE, read_package_set
+from deepledger.config import BenchmarkDataConfig, FieldMapping
 from deepledger.errors import ConfigError
+from deepledger.messages import JSONObject
 from deepledger.paths import looked_in, resolve_data_path
 
 BOM = "\ufeff"
@@ -58,7 +60,7 @@ class TaskFile:
         ]
 
 
-def load_tasks(data: Any, max_tasks: int | None = None) -> TaskFile:
+def load_tasks(data: BenchmarkDataConfig, max_tasks: int | None = None) -> TaskFile:
     """The tasks of ``benchmark.data``; ``max_tasks`` keeps the first N good ones."""
     if data.source.startswith(PACKAGE_SOURCE):
         return _package_tasks(data.source, max_tasks)
@@ -86,7 +88,9 @@ def load_tasks(data: Any, max_tasks: int | None = None) -> TaskFile:
     return loaded
 
 
-def _read_lines(loaded: TaskFile, data: Any, data_dir: Path, max_tasks: int | None) -> None:
+def _read_lines(
+    loaded: TaskFile, data: BenchmarkDataConfig, data_dir: Path, max_tasks: int | None
+) -> None:
     """Every line in binary, so one that is not UTF-8 is a reported line like any other."""
     seen: set[str] = set()
     folder = data_dir.resolve()
@@ -98,7 +102,7 @@ def _read_lines(loaded: TaskFile, data: Any, data_dir: Path, max_tasks: int | No
                 continue
             loaded.lines += 1
             task, problem = _parse_line(raw, number, data, folder, seen, loaded.fields)
-            if problem:
+            if task is None:
                 loaded.problems.append(f"{loaded.path}:{number}: {problem}")
                 if data.strict:
                     raise ConfigError(f"{loaded.problems[-1]} (benchmark.data.strict is on)")
@@ -119,7 +123,12 @@ def _decoded(raw: bytes, number: int) -> tuple[str, str]:
 
 
 def _parse_line(
-    raw: bytes, number: int, data: Any, data_dir: Path, seen: set[str], fields: Counter[str]
+    raw: bytes,
+    number: int,
+    data: BenchmarkDataConfig,
+    data_dir: Path,
+    seen: set[str],
+    fields: Counter[str],
 ) -> tuple[Task | None, str]:
     mapping = data.field_mapping
     line, problem = _decoded(raw, number)
@@ -148,7 +157,7 @@ def _parse_line(
     return Task(task_id, question, truth, file_path, number), ""
 
 
-def _missing(what: str, key: str, mapping: Any, record: dict[str, Any]) -> str:
+def _missing(what: str, key: str, mapping: FieldMapping, record: JSONObject) -> str:
     """Why a line has no id or question; naming the line's fields when the mapped one is
     absent, since a wrong field_mapping skips every line for the same reason."""
     name = getattr(mapping, key)

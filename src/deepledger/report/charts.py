@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import altair as alt
+
+from deepledger.messages import JSONObject
 
 HEIGHT = 260
 # Turns are whole numbers: no label on a tick between two of them (a short run's axis).
@@ -32,22 +33,27 @@ MARK_COLORS = {
 }
 
 
-def _spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+def _spec(chart: alt.TopLevelMixin) -> JSONObject:
     return chart.to_dict()
 
 
+# altair's mark_* methods are typed through a decorator mypy reads as returning Any, so
+# a chain that starts with one is given its type where it is bound.
+
+
 def _window_rule() -> alt.Chart:
-    return (
-        alt.Chart(alt.Data(name="window"))
+    rule: alt.Chart = (
+        alt.Chart(alt.NamedData(name="window"))
         .mark_rule(color="#c0392b", strokeDash=[6, 4])
         .encode(y=alt.Y("tokens:Q"), tooltip=[alt.Tooltip("label:N", title="")])
     )
+    return rule
 
 
 def _mark_points() -> alt.Chart:
     kinds = list(MARK_COLORS)
-    return (
-        alt.Chart(alt.Data(name="marks"))
+    points: alt.Chart = (
+        alt.Chart(alt.NamedData(name="marks"))
         .mark_point(filled=True, size=40, opacity=0.75)
         .encode(
             x=alt.X("turn:Q"),
@@ -61,14 +67,15 @@ def _mark_points() -> alt.Chart:
             tooltip=["kind:N", "label:N", "turn:Q", alt.Tooltip("input:Q", format=",")],
         )
     )
+    return points
 
 
-def prompt_tokens_run() -> dict[str, Any]:
+def prompt_tokens_run() -> JSONObject:
     """Every trajectory's prompt tokens per turn (one thin line each) against the
     model's window, with the turns where the guard, a compaction or the loop check
     acted."""
     lines = (
-        alt.Chart(alt.Data(name="calls"))
+        alt.Chart(alt.NamedData(name="calls"))
         .mark_line(strokeWidth=1, opacity=0.35, color="#566573")
         .encode(
             x=alt.X("turn:Q", title="turn", axis=TURN_AXIS),
@@ -84,10 +91,10 @@ def prompt_tokens_run() -> dict[str, Any]:
     )
 
 
-def prompt_tokens_task() -> dict[str, Any]:
+def prompt_tokens_task() -> JSONObject:
     """One task's prompt tokens per turn, a line per attempt and retry."""
     lines = (
-        alt.Chart(alt.Data(name="calls"))
+        alt.Chart(alt.NamedData(name="calls"))
         .mark_line(point=True)
         .encode(
             x=alt.X("turn:Q", title="turn", axis=TURN_AXIS),
@@ -109,11 +116,11 @@ def prompt_tokens_task() -> dict[str, Any]:
     )
 
 
-def cumulative_input() -> dict[str, Any]:
+def cumulative_input() -> JSONObject:
     """Input tokens billed over the run's calls, as a provider without a prompt cache
     bills them and the part a cache did not serve."""
     return _spec(
-        alt.Chart(alt.Data(name="cumulative"))
+        alt.Chart(alt.NamedData(name="cumulative"))
         .mark_line()
         .encode(
             x=alt.X("call:Q", title="model calls, in the order they were made"),
@@ -125,9 +132,9 @@ def cumulative_input() -> dict[str, Any]:
     )
 
 
-def turns_histogram() -> dict[str, Any]:
+def turns_histogram() -> JSONObject:
     return _spec(
-        alt.Chart(alt.Data(name="turns"))
+        alt.Chart(alt.NamedData(name="turns"))
         .mark_bar(color="#5d6d7e")
         .encode(
             x=alt.X(
@@ -143,10 +150,10 @@ def turns_histogram() -> dict[str, Any]:
     )
 
 
-def runs_bars(field: str, title: str, fmt: str, axis_format: str) -> dict[str, Any]:
+def runs_bars(field: str, title: str, fmt: str, axis_format: str) -> JSONObject:
     """One bar per run (the comparison report)."""
     return _spec(
-        alt.Chart(alt.Data(name="runs"))
+        alt.Chart(alt.NamedData(name="runs"))
         .mark_bar(color="#2e86c1")
         .encode(
             x=alt.X("label:N", title="", sort=None, axis=alt.Axis(labelLimit=240, labelAngle=-20)),
@@ -157,7 +164,7 @@ def runs_bars(field: str, title: str, fmt: str, axis_format: str) -> dict[str, A
     )
 
 
-def all_specs() -> dict[str, dict[str, Any]]:
+def all_specs() -> dict[str, JSONObject]:
     return {
         "prompt_run": prompt_tokens_run(),
         "prompt_task": prompt_tokens_task(),
@@ -166,7 +173,7 @@ def all_specs() -> dict[str, dict[str, Any]]:
     }
 
 
-def prerendered() -> dict[str, Any]:
+def prerendered() -> JSONObject:
     """What ``assets/charts.json`` holds: the Vega-Lite version altair writes specs for
     (the page bundles the matching library) and the run's chart specs."""
     return {"vega_lite_version": alt.SCHEMA_VERSION.lstrip("v"), "specs": all_specs()}

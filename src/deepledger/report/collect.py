@@ -24,21 +24,32 @@ from omegaconf import OmegaConf
 
 from deepledger import __version__
 from deepledger.config import BUDGET_KEYS
-from deepledger.store.run_store import (
-    RESULTS,
-    latest_records,
-    load_manifest,
-    read_jsonl,
-    run_is_live,
-    safe_name,
+from deepledger.records.codec import encode, read_journal_file
+from deepledger.records.events import (
+    ClosingCall,
+    Compacted,
+    CompactionFailed,
+    Event,
+    LLMCall,
+    Looping,
+    RetryStarted,
+    WindowExhausted,
 )
+from deepledger.records.results import AttemptRecord, TaskRecord
+from deepledger.store.layout import (
+    SUBAGENTS,
+    RunLayout,
+    attempt_journals,
+    safe_name,
+    subagents_folder,
+)
+from deepledger.store.lock import run_is_live
+from deepledger.store.run_store import load_manifest, task_records
 
 TEXT_LIMIT = 6_000  # characters of a reply, task text, post-mortem or notes kept inline
 RESULT_LIMIT = 2_500  # characters of one tool result kept inline
 FIELD_LIMIT = 1_500  # characters of any other string (arguments, rollback details...)
 QUESTION_LIMIT = 400  # characters of the question in the task table
-_JOURNAL = re.compile(r"^attempt-(\d+)-retry-(\d+)\.jsonl$")
-_INTERRUPTED = re.compile(r"^attempt-(\d+)-retry-(\d+)\.interrupted-.*\.jsonl$")
 _OUTCOMES = {True: "correct", False: "wrong", None: "unjudged"}
 # Recorded for the replay, not for reading: large and the same in every journal.
 _DROPPED_FIELDS = {"system_prompt", "prompts"}
@@ -61,10 +72,10 @@ class RunData:
 def collect(root: Path, summary: dict[str, Any]) -> RunData:
     """The report's data for ``root``; ``summary`` is the run's metrics (summary.json)."""
     manifest, config = load_manifest(root)
-    records = latest_records(read_jsonl(root / RESULTS))
+    records = task_records(root)
     data = RunData(run=_run_facts(root, manifest, config, summary))
     missing: list[str] = data.run["missing"]
-    task_dirs = _task_dirs(root)
+    task_dirs = RunLayout(root).task_dirs()
     ids = list(records)
     recorded = {safe_name(task_id) for task_id in records}
     for name, task_dir in task_dirs.items():  # tasks with journals and no result line yet
@@ -154,7 +165,7 @@ def config_highlights(config: dict[str, Any], choices: dict[str, Any]) -> dict[s
 
 def _hydra_choices(root: Path) -> dict[str, Any]:
     try:
-        choices = OmegaConf.load(root / ".hydra" / "hydra.yaml").hydra.runtime.choices
+        choices = OmegaConf.load(RunLayout(root).hydra_settings).hydra.runtime.choices
         return dict(OmegaConf.to_container(choices))
     except Exception:  # not started through Hydra, or an older layout: presets unknown
         return {}
@@ -162,7 +173,7 @@ def _hydra_choices(root: Path) -> dict[str, Any]:
 
 def _hydra_overrides(root: Path) -> list[str]:
     try:
-        return [str(o) for o in OmegaConf.load(root / ".hydra" / "overrides.yaml")]
+        return [str(o) for o in OmegaConf.load(RunLayout(root).hydra_overrides)]
     except Exception:
         return []
 
@@ -202,7 +213,7 @@ def _utc(stamp: str) -> datetime:
 
 def last_writes(root: Path) -> list[datetime]:
     """When each results, progress and journal file of the run was last written."""
-    paths = [root / RESULTS, *(root / "tasks").rglob("*.jsonl")]
+    paths = RunLayout(root).jsonl_files()
     times = []
     for path in paths:
         try:
@@ -213,39 +224,37 @@ def last_writes(root: Path) -> list[datetime]:
 
 
 # -- tasks ----------------------------------------------------------------------------
-def _task_dirs(root: Path) -> dict[str, Path]:
-    tasks = root / "tasks"
-    if not tasks.is_dir():
-        return {}
-    return {p.name: p for p in sorted(tasks.iterdir()) if p.is_dir()}
-
-
 def _task_id_of(task_dir: Path) -> str | None:
     for journal in _journals(task_dir):
-        for event in events_of(journal[2]):
-            if event["event"] == "retry_started" and event.get("task_id"):
-                return str(event["task_id"])
+        for event in events_of(journal[2], (RetryStarted,)):
+            if isinstance(event, RetryStarted) and event.task_id:
+                return event.task_id
     return None
 
 
-def events_of(journal: Path) -> list[dict[str, Any]]:
-    """The journal's events: JSON objects with an event name (anything else on a line is
-    no event this version knows)."""
-    return [
-        e for e in read_jsonl(journal) if isinstance(e, dict) and isinstance(e.get("event"), str)
-    ]
+# The events whose fields the report reads; the others go to the page as their lines.
+_READ: tuple[type[Event], ...] = (
+    RetryStarted,
+    LLMCall,
+    ClosingCall,
+    WindowExhausted,
+    Compacted,
+    CompactionFailed,
+    Looping,
+)
 
 
-def _journals(task_dir: Path, pattern: re.Pattern[str] = _JOURNAL) -> list[tuple[int, int, Path]]:
+def events_of(journal: Path, kinds: tuple[type[Event], ...] = _READ) -> list[Event]:
+    """The journal's events of ``kinds``, typed; a line that holds no event is skipped,
+    one whose fields do not fit raises ``ValueError`` (the task is listed as unreadable)."""
+    return read_journal_file(journal, kinds).events
+
+
+def _journals(task_dir: Path, *, interrupted: bool = False) -> list[tuple[int, int, Path]]:
     """The task's attempt journals in order. A killed run's ``.interrupted`` ones
-    (``pattern=_INTERRUPTED``) are not shown, the retry was run again, but their calls
+    (``interrupted=True``) are not shown, the retry was run again, but their calls
     were paid for."""
-    found = []
-    for path in task_dir.glob("attempt-*.jsonl"):
-        match = pattern.match(path.name)
-        if match:
-            found.append((int(match[1]), int(match[2]), path))
-    return sorted(found)
+    return attempt_journals(task_dir, interrupted=interrupted)
 
 
 def _natural(path: Path) -> list[Any]:
@@ -254,42 +263,37 @@ def _natural(path: Path) -> list[Any]:
 
 
 def _row(
-    task_id: str, record: dict[str, Any] | None, trajectory: list[dict[str, Any]], live: bool
+    task_id: str, record: TaskRecord | None, trajectory: list[dict[str, Any]], live: bool
 ) -> dict[str, Any]:
     if record is None:  # journals only: running now, or stopped before its end
         return _unfinished_row(task_id, trajectory, live)
-    usage = record.get("usage") or {}
-    attempts = record.get("attempts") or []
-    judgement = record.get("judgement") or {}
-    status = record.get("status")
-    if status == "finished":
-        correct = record.get("correct")
-        status = outcome(correct)
+    usage, attempts, judgement = record.usage, record.attempts, record.judgement
+    status = outcome(record.correct) if record.status == "finished" else record.status
     return {
         "id": task_id,
-        "question": clip(record.get("question") or "", QUESTION_LIMIT),
-        "ground_truth": _text(record.get("ground_truth")),
-        "answer": _text(record.get("final_answer")),
-        "status": status or "unknown",
-        "judgement": clip(judgement.get("reason") or record.get("error") or "", FIELD_LIMIT),
-        "judge": judgement.get("judge"),
+        "question": clip(record.question, QUESTION_LIMIT),
+        "ground_truth": _text(record.ground_truth),
+        "answer": _text(record.final_answer),
+        "status": status,
+        "judgement": clip((judgement and judgement.reason) or record.error or "", FIELD_LIMIT),
+        "judge": judgement.judge if judgement else None,
         "attempts": len(attempts),
         # pass@1 counts the first attempt: with pass@k a task solved on a later one is
         # "correct" in status and wrong here.
         "first_attempt": _first_attempt(attempts),
-        "post_mortems": max((a.get("carried_post_mortems") or 0 for a in attempts), default=0),
-        "turns": record.get("turns"),
-        "tool_calls": record.get("tool_calls"),
-        "input_tokens": usage.get("input_tokens"),
-        "output_tokens": usage.get("output_tokens"),
-        "cache_read_tokens": usage.get("cache_read_tokens"),
-        "cache_write_tokens": usage.get("cache_write_tokens"),
-        "extraction_input_tokens": (record.get("extraction_usage") or {}).get("input_tokens"),
-        "extraction_output_tokens": (record.get("extraction_usage") or {}).get("output_tokens"),
-        "cost": record.get("cost"),
-        "end_reason": record.get("end_reason"),
-        "provenance": record.get("provenance"),
-        "seconds": record.get("elapsed_seconds"),
+        "post_mortems": max((a.carried_post_mortems for a in attempts), default=0),
+        "turns": record.turns,
+        "tool_calls": record.tool_calls,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "extraction_input_tokens": record.extraction_usage.input_tokens,
+        "extraction_output_tokens": record.extraction_usage.output_tokens,
+        "cost": record.cost,
+        "end_reason": record.end_reason,
+        "provenance": record.provenance,
+        "seconds": record.elapsed_seconds,
     }
 
 
@@ -298,8 +302,8 @@ def outcome(correct: Any) -> str:
     return _OUTCOMES[correct] if isinstance(correct, bool | None) else "unknown"
 
 
-def _first_attempt(attempts: list[dict[str, Any]]) -> str | None:
-    correct = attempts[0].get("correct") if attempts and isinstance(attempts[0], dict) else None
+def _first_attempt(attempts: list[AttemptRecord]) -> str | None:
+    correct = attempts[0].correct if attempts else None
     return outcome(correct) if isinstance(correct, bool) else None
 
 
@@ -346,14 +350,16 @@ def _trajectory(
     for attempt, retry, path in _journals(task_dir):
         label = f"attempt {attempt} · retry {retry}"
         runs = [(label, path)]
-        subagents = path.with_suffix(".subagents")
+        subagents = subagents_folder(path)
         if subagents.is_dir():
             for journal in sorted(subagents.rglob("*.jsonl"), key=_natural):
                 names = journal.relative_to(subagents).with_suffix("").as_posix()
-                runs.append((f"{label} · sub-agent {names.replace('.subagents/', ' › ')}", journal))
+                nesting = names.replace(f"{SUBAGENTS}/", " › ")
+                runs.append((f"{label} · sub-agent {nesting}", journal))
         for name, journal in runs:
-            events = events_of(journal)
-            started = next((e for e in events if e["event"] == "retry_started"), {})
+            recorded = read_journal_file(journal, _READ)
+            events = recorded.events
+            started = next((e for e in events if isinstance(e, RetryStarted)), None)
             trajectory.append(
                 {
                     "label": name,
@@ -361,79 +367,83 @@ def _trajectory(
                     "retry": retry,
                     "subagent": journal is not path,
                     "journal": journal.relative_to(root).as_posix(),
-                    "carried_post_mortems": started.get("carried_post_mortems"),
-                    "events": [compact_event(e) for e in events],
+                    "carried_post_mortems": started.carried_post_mortems if started else None,
+                    "events": [compact_event(line) for line in recorded.lines],
                 }
             )
             calls += _calls(events, index, name, None if journal is path else "subagent")
             if journal is path:
                 marks += _marks(events, index, label)
-    for attempt, retry, path in _journals(task_dir, _INTERRUPTED):
+    for attempt, retry, path in _journals(task_dir, interrupted=True):
         label = f"attempt {attempt} · retry {retry} (interrupted)"
         calls += _calls(events_of(path), index, label, "interrupted")
     return trajectory, calls, marks
 
 
-def _calls(
-    events: list[dict[str, Any]], task: int, label: str, kind: str | None
-) -> list[dict[str, Any]]:
+def _calls(events: list[Event], task: int, label: str, kind: str | None) -> list[dict[str, Any]]:
     """The journal's model calls; ``kind`` overrides loop/closing-call purpose."""
     out = []
     for event in events:
-        if event["event"] not in ("llm_call", "closing_call"):
+        if not isinstance(event, LLMCall | ClosingCall):
             continue
-        usage = event.get("usage") or {}
+        usage = event.usage
         out.append(
             {
                 "task": task,
                 "run": label,
-                "turn": event.get("turn"),
-                "kind": kind
-                or ("loop" if event["event"] == "llm_call" else str(event.get("purpose"))),
-                "ts": event.get("ts"),
-                "input": usage.get("input_tokens") or 0,
-                "cache_read": usage.get("cache_read_tokens") or 0,
-                "output": usage.get("output_tokens") or 0,
+                "turn": event.turn,
+                "kind": kind or ("loop" if isinstance(event, LLMCall) else event.purpose),
+                "ts": event.ts,
+                "input": usage.input_tokens,
+                "cache_read": usage.cache_read_tokens,
+                "output": usage.output_tokens,
             }
         )
     return out
 
 
-_MARKS = {
-    "window_exhausted": "window guard",
-    "compacted": "compaction",
-    "compaction_failed": "compaction failed",
-    "looping": "looping",
+_MARKS: dict[type[Event], str] = {
+    WindowExhausted: "window guard",
+    Compacted: "compaction",
+    CompactionFailed: "compaction failed",
+    Looping: "looping",
 }
 
 
-def _marks(events: list[dict[str, Any]], task: int, label: str) -> list[dict[str, Any]]:
+def _marks(events: list[Event], task: int, label: str) -> list[dict[str, Any]]:
     """Where the guard, a compaction or the loop check acted, at the prompt size of the
     call that came before (so the mark sits on the task's curve)."""
     out, tokens = [], 0
     for event in events:
-        kind = event["event"]
-        if kind == "llm_call":
-            tokens = (event.get("usage") or {}).get("input_tokens") or 0
-        elif kind in _MARKS:
+        if isinstance(event, LLMCall):
+            tokens = event.usage.input_tokens
+        elif isinstance(event, WindowExhausted | Compacted | CompactionFailed | Looping):
+            at = (
+                event.tokens_before
+                if isinstance(event, Compacted)
+                else event.estimate
+                if isinstance(event, WindowExhausted)
+                else None
+            )
             out.append(
                 {
                     "task": task,
                     "run": label,
-                    "turn": event.get("turn"),
-                    "kind": _MARKS[kind],
-                    "input": event.get("tokens_before") or event.get("estimate") or tokens,
+                    "turn": event.turn,
+                    "kind": _MARKS[type(event)],
+                    "input": at or tokens,
                 }
             )
     return out
 
 
-def compact_event(event: dict[str, Any]) -> dict[str, Any]:
-    """One journal event as the viewer shows it: long texts clipped, replay-only fields
-    dropped."""
-    kind = event.get("event")
+def compact_event(event: Event | dict[str, Any]) -> dict[str, Any]:
+    """One journal event as the viewer shows it: its line (as read, or the event's
+    ``records.codec.encode``) with long texts clipped and replay-only fields dropped."""
+    line = encode(event) if isinstance(event, Event) else event
+    kind = line.get("event")
     out: dict[str, Any] = {}
-    for key, value in event.items():
+    for key, value in line.items():
         if key in _DROPPED_FIELDS:
             continue
         if key == "results" and kind == "tool_results" and isinstance(value, list):

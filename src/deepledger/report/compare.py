@@ -15,6 +15,7 @@ from typing import Any
 
 from deepledger import __version__
 from deepledger.errors import DeepLedgerError
+from deepledger.records.results import SummaryRecord, TaskRecord
 from deepledger.report import charts
 from deepledger.report.collect import (
     QUESTION_LIMIT,
@@ -23,16 +24,11 @@ from deepledger.report.collect import (
     outcome,
     wall_seconds,
 )
-from deepledger.report.page import REPORT, render
-from deepledger.store.run_store import (
-    MANIFEST,
-    RESULTS,
-    latest_records,
-    load_manifest,
-    read_jsonl,
-    run_is_live,
-    write_text_atomic,
-)
+from deepledger.report.page import render
+from deepledger.store.files import write_text_atomic
+from deepledger.store.layout import RunLayout
+from deepledger.store.lock import run_is_live
+from deepledger.store.run_store import load_manifest, task_records
 
 COMPARISON = "comparison.html"
 _NOT_SETTINGS = ("run_dir", "hydra", "output_dir", "data_dir", "metadata_file")
@@ -46,13 +42,14 @@ def sweep_runs(folder: Path) -> list[Path] | None:
     directories), in job order; None when ``folder`` is a run itself or holds none.
     A job that left no manifest is listed too (the comparison says what is wrong with
     it) when Hydra's ``multirun.yaml`` marks the folder as a sweep."""
-    if not folder.is_dir() or (folder / MANIFEST).is_file():
+    if not folder.is_dir() or RunLayout(folder).manifest.is_file():
         return None
     sweep = (folder / SWEEP_CONFIG).is_file()
     runs = [
         d
         for d in folder.iterdir()
-        if d.is_dir() and ((d / MANIFEST).is_file() or (sweep and _JOB_FOLDER.match(d.name)))
+        if d.is_dir()
+        and (RunLayout(d).manifest.is_file() or (sweep and _JOB_FOLDER.match(d.name)))
     ]
     return sorted(runs, key=_job_order) or None
 
@@ -76,7 +73,9 @@ def write_comparison(
 ) -> Path:
     """Write the comparison of ``run_dirs`` to ``out``; ``summaries`` holds the summary of
     each run that could be read (the others are listed with their problem)."""
-    runs, configs, records = [], [], []
+    runs: list[dict[str, Any]] = []
+    configs: list[dict[str, str] | None] = []
+    records: list[dict[str, TaskRecord]] = []
     for run_dir in run_dirs:
         entry: dict[str, Any] = {"dir": str(run_dir), "label": run_dir.name}
         try:
@@ -91,7 +90,7 @@ def write_comparison(
         entry.update(_figures(run_dir, manifest, summaries[run_dir], out))
         runs.append(entry)
         configs.append(_flat(config))
-        records.append(latest_records(read_jsonl(run_dir / RESULTS)))
+        records.append(task_records(run_dir))
     if all(c is None for c in configs):
         raise DeepLedgerError(
             "None of the folders is a readable run: " + "; ".join(r["problem"] for r in runs)
@@ -121,20 +120,20 @@ def _figures(
 ) -> dict[str, Any]:
     runs = manifest.get("runs") or []
     finished = bool(runs and runs[-1].get("finished_at"))
-    tokens = (summary.get("tokens") or {}).get("total") or {}
-    tasks = summary.get("tasks") or {}
-    report = run_dir / REPORT
+    read = SummaryRecord.load(summary)
+    tokens = read.tokens.total
+    report = RunLayout(run_dir).report
     return {
         "state": "finished" if finished else "unfinished",
-        "finished": tasks.get("finished"),
-        "expected": tasks.get("expected"),
-        "accuracy": summary.get("accuracy"),
-        "pass_at_k": summary.get("pass_at_k"),
-        "input_tokens": tokens.get("input"),
-        "cache_read_tokens": tokens.get("cache_read"),
-        "output_tokens": tokens.get("output"),
-        "cost": summary.get("cost_total") if not summary.get("cost_unknown_tasks") else None,
-        "turns_mean": (summary.get("turns") or {}).get("mean"),
+        "finished": read.tasks.finished,
+        "expected": read.tasks.expected,
+        "accuracy": read.accuracy,
+        "pass_at_k": read.pass_at_k,
+        "input_tokens": tokens.input,
+        "cache_read_tokens": tokens.cache_read,
+        "output_tokens": tokens.output,
+        "cost": read.cost_total if not read.cost_unknown_tasks else None,
+        "turns_mean": read.turns.mean,
         "wall_seconds": wall_seconds(
             runs, live=not finished and run_is_live(run_dir), activity=lambda: last_writes(run_dir)
         ),
@@ -176,7 +175,7 @@ def _labels(configs: list[dict[str, str] | None], dirs: list[Path]) -> list[str]
 
 
 def _task_matrix(
-    records: list[dict[str, dict[str, Any]]], readable: list[bool]
+    records: list[dict[str, TaskRecord]], readable: list[bool]
 ) -> list[dict[str, Any]]:
     """A row per task: its status in each run. It ``differs`` when the runs that could
     be read disagree (a run that could not be read has no say)."""
@@ -186,7 +185,7 @@ def _task_matrix(
     rows = []
     for task_id in ids:
         cells = [_status(run.get(task_id)) for run in records]
-        question = next((r[task_id].get("question") for r in records if task_id in r), "")
+        question = next((r[task_id].question for r in records if task_id in r), "")
         rows.append(
             {
                 "id": task_id,
@@ -198,9 +197,9 @@ def _task_matrix(
     return rows
 
 
-def _status(record: dict[str, Any] | None) -> str | None:
+def _status(record: TaskRecord | None) -> str | None:
     if record is None:
         return None
-    if record.get("status") != "finished":
-        return "error" if record.get("status") == "error" else "unknown"
-    return outcome(record.get("correct"))
+    if record.status != "finished":
+        return "error"
+    return outcome(record.correct)

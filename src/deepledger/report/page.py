@@ -29,11 +29,11 @@ from typing import Any
 
 from deepledger.errors import RunDirectoryError
 from deepledger.report.collect import FIELD_LIMIT, RESULT_LIMIT, TEXT_LIMIT, RunData, collect
-from deepledger.store.run_store import write_text_atomic
+from deepledger.store.files import write_text_atomic
+from deepledger.store.layout import RunLayout
 
 log = logging.getLogger(__name__)
 
-REPORT = "report.html"
 MAX_LINES = 400  # trajectories drawn in the run's prompt-tokens chart (evenly chosen)
 MAX_MARKS = 3_000
 MAX_POINTS = 1_500  # points per series of the cumulative chart
@@ -164,7 +164,7 @@ def write_run_report(root: Path, summary: dict[str, Any]) -> Path:
         for i in range(len(data.tasks))
     ]
     title = f"{data.run['benchmark']} · {data.run['config']['llm']} · {root.name}"
-    path = root / REPORT
+    path = RunLayout(root).report
     write_text_atomic(path, render(title, payload, packed), mode=0o644)
     return path
 

@@ -26,9 +26,8 @@ import asyncio
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from deepledger.messages import ToolResult
+from deepledger.messages import JSONObject, ToolResult
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolRefusal
 
 SERVER = ARCHIVE_TOOL = "archive"
@@ -50,13 +49,6 @@ READ_DESCRIPTION = (
     "The preview of such a result names its handle and size; the answer starts with "
     "[chars a-b of n; next: start=b]."
 )
-
-
-def archive_folder(journal_path: Path | None) -> Path | None:
-    """Where a run of the loop archives its long results: beside its journal."""
-    if journal_path is None:
-        return None
-    return journal_path.parent / "archive" / journal_path.stem
 
 
 class ResultArchive:
@@ -110,7 +102,7 @@ class ResultArchive:
 
 
 def archive_tools(archive: ResultArchive) -> list[LocalTool]:
-    async def read(arguments: dict[str, Any]) -> str:
+    async def read(arguments: JSONObject) -> str:
         return await asyncio.to_thread(
             archive.read,
             str(arguments["handle"]),

@@ -28,7 +28,12 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard
+
+from deepledger.messages import JSONObject
+
+if TYPE_CHECKING:
+    from deepledger.config import ToolServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +86,7 @@ def _versions() -> dict[str, str]:
     return {"deepledger": __version__, "mcp": mcp}
 
 
-def server_key(command: str, args: list[str], cfg: Any) -> str:
+def server_key(command: str, args: list[str], cfg: ToolServerConfig) -> str:
     """The cache key of a stdio server started as ``command args`` with ``cfg``'s
     environment (tools.<name> entry), from this working directory."""
     fixed = {
@@ -104,6 +109,14 @@ def server_key(command: str, args: list[str], cfg: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+class ListedTool(TypedDict):
+    """One tool of a server's list, as kept in an entry."""
+
+    name: str
+    description: str
+    input_schema: JSONObject  # the server's JSON schema of the arguments
+
+
 class ToolListCache:
     """Entries (a server's tools as name, description, input schema) in one folder."""
 
@@ -118,7 +131,7 @@ class ToolListCache:
     def _path(self, key: str) -> Path:
         return self.folder / f"{key}.json"
 
-    def load(self, key: str) -> list[dict[str, Any]] | None:
+    def load(self, key: str) -> list[ListedTool] | None:
         """The tools stored under ``key``, or None (none stored, or unreadable)."""
         try:
             entry = json.loads(self._path(key).read_text(encoding="utf-8"))
@@ -132,7 +145,7 @@ class ToolListCache:
         tools = entry.get("tools")
         return tools if _well_formed(tools) else None
 
-    def store(self, key: str, tools: list[dict[str, Any]]) -> None:
+    def store(self, key: str, tools: list[ListedTool]) -> None:
         """Write the entry whole; a cache that cannot be written costs only speed."""
         text = json.dumps({"format": FORMAT, "tools": tools}, ensure_ascii=False, indent=1)
         try:
@@ -153,7 +166,7 @@ class ToolListCache:
             self._path(key).unlink(missing_ok=True)
 
 
-def _well_formed(tools: Any) -> bool:
+def _well_formed(tools: Any) -> TypeGuard[list[ListedTool]]:
     return isinstance(tools, list) and all(
         isinstance(t, dict)
         and isinstance(t.get("name"), str)

@@ -48,14 +48,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from deepledger.config import Scope, ToolServerConfig, Transport
 from deepledger.errors import DeepLedgerError, EndpointRejectedError
-from deepledger.messages import ToolCall, ToolResult
+from deepledger.messages import JSONObject, ToolCall, ToolResult
+from deepledger.store.layout import server_log
 from deepledger.tools.results import for_model, result_parts
 
 if TYPE_CHECKING:
     from mcp import Client
 
-    from deepledger.tools.list_cache import ToolListCache
+    from deepledger.tools.archive import ResultArchive
+    from deepledger.tools.list_cache import ListedTool, ToolListCache
     from deepledger.tools.stdio_transport import ServerProcess
 
 # The MCP SDK (and our stdio transport, built on it) is imported when a server is
@@ -138,7 +141,7 @@ class ToolInfo:
     server: str
     name: str
     description: str
-    input_schema: dict[str, Any] = field(default_factory=dict)
+    input_schema: JSONObject = field(default_factory=dict)  # the server's JSON schema
     server_description: str = ""
 
     @property
@@ -172,7 +175,7 @@ class McpConnection:
     task go through the open client.
     """
 
-    def __init__(self, name: str, cfg: Any, errlog: TextIO | None = None) -> None:
+    def __init__(self, name: str, cfg: ToolServerConfig, errlog: TextIO | None = None) -> None:
         self.name = name
         self.cfg = cfg
         self.errlog = errlog or sys.stderr
@@ -182,12 +185,12 @@ class McpConnection:
         self.failed_reason: str | None = None
         self.in_flight = 0  # calls under way, for spreading calls over a server's instances
         self._client: Client | None = None
-        self._owner: asyncio.Task | None = None
+        self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
         self._generation = 0
         self._process: ServerProcess | None = None  # the stdio process of the last start
-        self._background: asyncio.Task | None = None  # a start no caller waits for
+        self._background: asyncio.Task[None] | None = None  # a start no caller waits for
         # Told of each successful start (the manager keeps the tool list) and of a
         # background start that failed (the manager drops the cached list).
         self.on_started: Callable[[McpConnection], None] | None = None
@@ -283,31 +286,38 @@ class McpConnection:
             self._client = None
 
     def _target(self) -> Any:
-        from mcp.client.sse import sse_client
+        """What the MCP client connects through, by ``tools.<name>.transport``."""
+        return TRANSPORTS[Transport(self.cfg.transport)](self)
+
+    def _stdio_target(self) -> Any:
         from mcp.client.stdio import get_default_environment
 
         from deepledger.tools.stdio_transport import ServerProcess, capped_stdio_client
 
-        if self.cfg.transport == "stdio":
-            command = resolve_command(self.cfg.command)
-            self._process = ServerProcess([command, *self.cfg.args], _log_path(self.errlog))
-            return capped_stdio_client(
-                command,
-                list(self.cfg.args),
-                get_default_environment() | self._env(),
-                name=self.name,
-                max_message_bytes=self.cfg.max_message_bytes,
-                errlog=self.errlog,
-                watch=self._process,
-            )
-        if self.cfg.transport == "sse":
-            return sse_client(self.cfg.url)
-        return self.cfg.url  # streamable HTTP: the client takes the URL itself
+        command = resolve_command(self.cfg.command or "")  # validate() refuses an empty one
+        self._process = ServerProcess([command, *self.cfg.args], _log_path(self.errlog))
+        return capped_stdio_client(
+            command,
+            list(self.cfg.args),
+            get_default_environment() | self._env(),
+            name=self.name,
+            max_message_bytes=self.cfg.max_message_bytes,
+            errlog=self.errlog,
+            watch=self._process,
+        )
+
+    def _sse_target(self) -> Any:
+        from mcp.client.sse import sse_client
+
+        return sse_client(self.cfg.url or "")  # validate() refuses an empty one
+
+    def _streamable_http_target(self) -> Any:
+        return self.cfg.url  # the client takes the URL itself
 
     def _start_failure(self, cause: str, timed_out: bool = False) -> str:
         """The whole story of a failed start: what went wrong first (how the process
         ended says more than the client's "Connection closed"), then the details."""
-        process = self._process if self.cfg.transport == "stdio" else None
+        process = self._process if self.cfg.transport == Transport.STDIO else None
         if process is None:
             where = f"\n  url: {self.cfg.url}" if self.cfg.url else ""
             return f"tool server {self.name!r} failed to start: {cause}{where}"
@@ -323,7 +333,7 @@ class McpConnection:
     def _stopped_answering(self, then: str) -> str:
         """Why the server is being restarted (or given up on), with what its process
         showed: a crash's traceback is in its stderr."""
-        process = self._process if self.cfg.transport == "stdio" else None
+        process = self._process if self.cfg.transport == Transport.STDIO else None
         ending = process.ending() if process else None
         text = f"tool server {self.name!r} stopped answering" + (f" ({ending})" if ending else "")
         return f"{text}; {then}" + (f"\n{process.details()}" if process else "")
@@ -334,7 +344,7 @@ class McpConnection:
         env.update({k: str(v) for k, v in self.cfg.env.items()})
         return env
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call(self, tool: str, arguments: JSONObject) -> ToolResult:
         """Run one tool. Failures come back as error results, never as exceptions."""
         from mcp import MCPError
         from mcp.types import CONNECTION_CLOSED
@@ -350,6 +360,8 @@ class McpConnection:
             # asyncio.timeout rather than wait_for: no extra task per call (hundreds of
             # tasks call tools at once).
             async with asyncio.timeout(timeout):
+                if client is None:  # the session ended between its start and this call
+                    raise ConnectionError("the session is closed")
                 result = await client.call_tool(tool, arguments)
         except TimeoutError:
             problem = f"{self.name}.{tool} timed out after {timeout:g}s."
@@ -367,9 +379,11 @@ class McpConnection:
             self.in_flight -= 1
         return _error(problem + await self._recover(client, generation))
 
-    async def _recover(self, client: Client, generation: int) -> str:
+    async def _recover(self, client: Client | None, generation: int) -> str:
         """After a failed call: keep a server that still answers, else restart it (once per
         failure). The returned sentence tells the model what happened."""
+        if client is None:  # no session to ask
+            return await self._restart_after_failure(generation)
         try:
             # MCP's ping is gone from the current protocol; an uncached tools/list is the
             # cheapest request every server must still answer.
@@ -419,6 +433,14 @@ class McpConnection:
             await asyncio.gather(background, return_exceptions=True)
         async with self._lock:
             await self._stop_owner()
+
+
+# The one registry of transports: tools.<name>.transport -> how a session connects.
+TRANSPORTS: dict[Transport, Callable[[McpConnection], Any]] = {
+    Transport.STDIO: McpConnection._stdio_target,
+    Transport.SSE: McpConnection._sse_target,
+    Transport.STREAMABLE_HTTP: McpConnection._streamable_http_target,
+}
 
 
 def _cause(exc: BaseException) -> str:
@@ -476,7 +498,7 @@ class LocalTool:
     like any MCP tool. Its results are held to the same length limits as a server's."""
 
     info: ToolInfo
-    run: Callable[[dict[str, Any]], Awaitable[str]]
+    run: Callable[[JSONObject], Awaitable[str]]  # the model's arguments, as sent
     max_result_chars: int = 20_000
     preview_chars: int = 2_000
 
@@ -485,8 +507,8 @@ class LocalTool:
 class ResultPolicy:
     """What one agent's tool results may hold on their way to the model."""
 
-    accepts_images: bool = False  # llm.accepts_images; else images become notes
-    archive: Any = None  # a tools.archive.ResultArchive: long results kept whole there
+    accepts_images: bool = False  # the model's capabilities.images; else images become notes
+    archive: ResultArchive | None = None  # long results kept whole there
     archive_callable: bool = False  # the model can call archive.read (else: cut)
 
 
@@ -495,7 +517,7 @@ class ToolManager:
 
     def __init__(
         self,
-        servers: dict[str, Any],
+        servers: dict[str, ToolServerConfig],
         log_dir: Path | None = None,
         list_cache: ToolListCache | None = None,
     ) -> None:
@@ -505,7 +527,7 @@ class ToolManager:
         # session of this run) starts in the background: the task's first request does
         # not wait for it.
         self.list_cache = list_cache
-        self._lists: dict[str, list[dict[str, Any]]] = {}  # server -> its tools, as listed
+        self._lists: dict[str, list[ListedTool]] = {}  # server -> its tools, as listed
         self._keys: dict[str, str] = {}  # server -> its cache key
         self._shared: dict[str, list[McpConnection]] = {}  # `instances` sessions each
         self._errlogs: dict[str, TextIO] = {}  # one per server, shared by its sessions
@@ -517,7 +539,7 @@ class ToolManager:
     def connections(self, name: str, task_scoped: dict[str, McpConnection]) -> list[McpConnection]:
         """Every session of server ``name`` this task may use."""
         cfg = self.servers[name]
-        if cfg.scope != "shared":
+        if cfg.scope != Scope.SHARED:
             if name not in task_scoped:
                 task_scoped[name] = self._connection(name)
             return [task_scoped[name]]
@@ -536,7 +558,7 @@ class ToolManager:
         them, else as its last run did (the cache). None: it must be started first —
         no cache, a server that is not stdio, or one the task cannot run without."""
         cfg = self.servers[name]
-        if self.list_cache is None or cfg.transport != "stdio" or cfg.required:
+        if self.list_cache is None or cfg.transport != Transport.STDIO or cfg.required:
             return None
         if name not in self._lists:
             cached = self.list_cache.load(self._key(name))
@@ -553,13 +575,14 @@ class ToolManager:
 
         if name not in self._keys:
             cfg = self.servers[name]
-            self._keys[name] = server_key(resolve_command(cfg.command), list(cfg.args), cfg)
+            command = resolve_command(cfg.command or "")
+            self._keys[name] = server_key(command, list(cfg.args), cfg)
         return self._keys[name]
 
     def _listed(self, connection: McpConnection) -> None:
         """A session started: keep its list for the run and for the next run."""
         name = connection.name
-        listed = [
+        listed: list[ListedTool] = [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in connection.tools
         ]
@@ -572,7 +595,7 @@ class ToolManager:
                 name,
             )
         self._lists[name] = listed
-        if connection.cfg.transport == "stdio":
+        if connection.cfg.transport == Transport.STDIO:
             self.list_cache.store(self._key(name), listed)
 
     def _background_start_failed(self, connection: McpConnection, message: str) -> None:
@@ -580,7 +603,7 @@ class ToolManager:
         unavailable; the cached list goes (the next run starts it before its request)."""
         name = connection.name
         self._lists.pop(name, None)
-        if self.list_cache is not None and connection.cfg.transport == "stdio":
+        if self.list_cache is not None and connection.cfg.transport == Transport.STDIO:
             self.list_cache.drop(self._key(name))
         self.report_start_failure(name, f"{message}\n  Its calls answer that it is unavailable.")
 
@@ -600,7 +623,7 @@ class ToolManager:
             return None
         if name not in self._errlogs:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            path = self.log_dir / f"{name}.stderr.log"
+            path = server_log(self.log_dir, name)
             self._errlogs[name] = path.open("a", encoding="utf-8")
         return self._errlogs[name]
 
@@ -745,7 +768,7 @@ class TaskTools:
             return await _run_local(local, call.arguments)
         return await self._server_call(info, encodable(call.arguments))
 
-    async def _server_call(self, info: ToolInfo, arguments: dict[str, Any]) -> ToolResult:
+    async def _server_call(self, info: ToolInfo, arguments: JSONObject) -> ToolResult:
         """One call to an MCP server, answered from the run's cache when the server's
         results are cacheable and the same call succeeded before."""
         connection = self.manager.connection(info.server, self._task_scoped)
@@ -811,7 +834,7 @@ def _validator(info: ToolInfo) -> Any:
     return _cached_validator(json.dumps(info.input_schema, sort_keys=True))
 
 
-def schema_problem(info: ToolInfo, arguments: dict[str, Any]) -> str | None:
+def schema_problem(info: ToolInfo, arguments: JSONObject) -> str | None:
     """Why ``arguments`` fail the tool's JSON schema, or None. Servers check too; checking
     here gives the model one clear message whatever the server would have said."""
     if not info.input_schema:
@@ -830,7 +853,7 @@ def schema_problem(info: ToolInfo, arguments: dict[str, Any]) -> str | None:
     return None
 
 
-async def _run_local(tool: LocalTool, arguments: dict[str, Any]) -> ToolResult:
+async def _run_local(tool: LocalTool, arguments: JSONObject) -> ToolResult:
     try:
         return ToolResult("", await tool.run(arguments), name=tool.info.name)
     except ToolRefusal as exc:  # the call was wrong, the tool is fine: no traceback

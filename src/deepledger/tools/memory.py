@@ -14,13 +14,15 @@ from __future__ import annotations
 import asyncio
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from deepledger.messages import JSONObject
     from deepledger.tools.manager import LocalTool
 
 # The tool manager (and what it imports) is loaded when the tools are built or a call is
-# refused, not with this module: the run directory imports it for memory_folder alone.
+# refused, not with this module. The notes' folder is the run store's to name
+# (``Journal.memory_folder``).
 
 SERVER = MEMORY_TOOL = "memory"  # the name a role lists in its tools
 MAX_NOTE_CHARS = 20_000
@@ -100,25 +102,16 @@ class MemoryStore:
         return self.folder / f"{name}.md"
 
 
-def memory_folder(journal_path: Path | None) -> Path | None:
-    """Where a task attempt's notes live: beside its journal, shared by the attempt's
-    format-retries (``attempt-2-retry-1.jsonl`` -> ``memory/attempt-2``)."""
-    if journal_path is None:
-        return None
-    attempt = journal_path.stem.split("-retry-", 1)[0]
-    return journal_path.parent / "memory" / attempt
-
-
 def memory_tools(store: MemoryStore) -> list[LocalTool]:
     from deepledger.tools.manager import LocalTool, ToolInfo
 
-    async def write(arguments: dict[str, Any]) -> str:
+    async def write(arguments: JSONObject) -> str:
         return await asyncio.to_thread(store.write, arguments["name"], arguments["text"])
 
-    async def read(arguments: dict[str, Any]) -> str:
+    async def read(arguments: JSONObject) -> str:
         return await asyncio.to_thread(store.read, arguments["name"])
 
-    async def listing(arguments: dict[str, Any]) -> str:
+    async def listing(arguments: JSONObject) -> str:
         return await asyncio.to_thread(store.listing)
 
     return [

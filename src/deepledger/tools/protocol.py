@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from deepledger.config import ProtocolName
 from deepledger.messages import LLMResponse, Message, ToolCall, ToolResult, ToolSpec
 from deepledger.prompts import render
 from deepledger.tools.manager import ToolInfo
@@ -256,8 +257,9 @@ class NativeProtocol(ToolProtocol):
             call_id = call.id if call.id and call.id not in seen_ids else f"t{turn}c{index}"
             seen_ids.add(call_id)
             info = self._by_wire_name.get(call.name)
-            names = {"server_name": info.server, "name": info.name} if info else {}
-            calls.append(replace(call, id=call_id, **names))
+            if info is not None:
+                call = replace(call, server_name=info.server, name=info.name)
+            calls.append(replace(call, id=call_id))
         # Calls with unreadable arguments stay: each native call needs a result paired by
         # id, and the tool layer answers those with an error saying what was wrong.
         return ParsedCalls(calls, [], attempted=bool(calls))
@@ -273,6 +275,14 @@ class NativeProtocol(ToolProtocol):
         return Message.native_tool_results(results)
 
 
+# The one registry of tool-call protocols: agent.tool_protocol / llm.tool_protocol's
+# value -> the protocol's class.
+PROTOCOLS: dict[ProtocolName, type[ToolProtocol]] = {
+    ProtocolName.XML: XmlProtocol,
+    ProtocolName.NATIVE: NativeProtocol,
+}
+
+
 def make_protocol(name: str) -> ToolProtocol:
-    protocols: dict[str, type[ToolProtocol]] = {"xml": XmlProtocol, "native": NativeProtocol}
-    return protocols[name]()
+    """The protocol ``name`` names (validate() has refused any other name)."""
+    return PROTOCOLS[ProtocolName(name)]()

@@ -40,12 +40,14 @@ from pathlib import Path
 from typing import Any
 
 from deepledger import web
+from deepledger.config import Config
 from deepledger.errors import ContextOverflowError, EndpointRejectedError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import Message
 from deepledger.paths import resolve_data_path
 from deepledger.prompts import render
+from deepledger.records.events import ExtractionCall
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo
 
@@ -104,7 +106,7 @@ class PageScraper:
     corpus: Path | None = None  # the suite's search corpus, whose corpus:// links it reads
 
     @classmethod
-    def for_agent(cls, cfg: Any, llm: LLMClient, price: Price | None) -> PageScraper:
+    def for_agent(cls, cfg: Config, llm: LLMClient, price: Price | None) -> PageScraper:
         """Pages read by the agent's own model (no ``tools.extract_llm``)."""
         from deepledger.llm.factory import settings_from_config
 
@@ -119,7 +121,7 @@ class PageScraper:
     def tool(self, journal: Journal, ledger: UsageLedger) -> LocalTool:
         """The tool one agent calls; its extraction calls go to ``ledger``."""
 
-        async def run(arguments: dict[str, Any]) -> str:
+        async def run(arguments: JSONObject) -> str:
             outcome = await self.scrape_and_extract(
                 str(arguments["url"]),
                 str(arguments.get("info_to_extract") or ""),
@@ -140,9 +142,9 @@ class PageScraper:
         headers: dict[str, str],
         journal: Journal,
         ledger: UsageLedger,
-    ) -> dict[str, Any]:
-        outcome: dict[str, Any] = {"success": False, "url": url, "extracted_info": "",
-                                   "error": "", "scrape_stats": {}, "tokens_used": 0}  # fmt: skip
+    ) -> ScrapeOutcome:
+        outcome: ScrapeOutcome = {"success": False, "url": url, "extracted_info": "",
+                                  "error": "", "scrape_stats": {}, "tokens_used": 0}  # fmt: skip
         try:
             text = await self._read(url, headers)
         except (web.FetchError, web.ContentError, web.JinaError) as exc:
@@ -152,18 +154,16 @@ class PageScraper:
         text = text[:MAX_PAGE_CHARS]
         outcome["scrape_stats"] = {"line_count": text.count("\n") + 1, "char_count": len(text)}
         if not info.strip():
-            outcome |= {"success": True, "extracted_info": text}
+            outcome["success"], outcome["extracted_info"] = True, text
             outcome["scrape_stats"]["all_content_displayed"] = whole
             return outcome
         extraction = await self._extract(url, info, text, journal, ledger)
         outcome["scrape_stats"]["all_content_displayed"] = extraction.read_all and whole
-        outcome |= {
-            "success": extraction.error is None,
-            "extracted_info": extraction.text,
-            "error": extraction.error or "",
-            "model_used": self.model.llm.model,
-            "tokens_used": extraction.tokens,
-        }
+        outcome["success"] = extraction.error is None
+        outcome["extracted_info"] = extraction.text
+        outcome["error"] = extraction.error or ""
+        outcome["model_used"] = self.model.llm.model
+        outcome["tokens_used"] = extraction.tokens
         return outcome
 
     async def _read(self, url: str, headers: dict[str, str]) -> str:
@@ -186,7 +186,8 @@ class PageScraper:
         chunks = self._chunks(text, info)
         read_all = len(chunks) <= MAX_CHUNKS
         chunks = chunks[:MAX_CHUNKS]
-        answers, tokens = [], 0
+        answers: list[str] = []
+        tokens = 0
         for index, chunk in enumerate(chunks, 1):
             answer, used, error = await self._extract_chunk(
                 url, info, chunk, (index, len(chunks)), journal, ledger
@@ -248,22 +249,23 @@ class PageScraper:
                 return "", 0, f"the extraction model call failed: {exc}"
             ledger.record_extraction(response, self.model.price)
             journal.write(
-                "extraction_call",
-                url=url,
-                part=part[0],
-                parts=part[1],
-                page_chars=len(chunk),
-                model=self.model.llm.model,
-                usage=response.usage,
-                stop_reason=response.stop_reason,
-                reply_chars=len(response.text),
+                ExtractionCall(
+                    url=url,
+                    part=part[0],
+                    parts=part[1],
+                    page_chars=len(chunk),
+                    model=self.model.llm.model,
+                    usage=response.usage,
+                    stop_reason=response.stop_reason,
+                    reply_chars=len(response.text),
+                )
             )
             text = response.text.split("</think>")[-1].strip()
             return text, response.usage.total_tokens, None
         raise AssertionError("unreachable")
 
 
-def suite_corpus(cfg: Any) -> Path | None:
+def suite_corpus(cfg: Config) -> Path | None:
     """``benchmark.search_corpus``: the corpus the suite's search servers index."""
     corpus = cfg.benchmark.search_corpus
     return resolve_data_path(corpus).resolve() if corpus else None

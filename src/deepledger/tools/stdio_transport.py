@@ -38,11 +38,15 @@ import sys
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO, TypeAlias
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import types
 from mcp.shared.message import SessionMessage
+
+# What the server says (or a line that was not JSON-RPC), and what is said to it.
+Incoming: TypeAlias = SessionMessage | Exception
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +120,11 @@ def _request_id(head: bytes, tail: bytes) -> str | int | None:
 
 def _json_value(raw: bytes) -> str | int | None:
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except ValueError:
         return None
+    # The patterns match only a JSON string or integer, so nothing else can come back.
+    return value if isinstance(value, str | int) else None
 
 
 def oversized_reply(oversized: Oversized, limit: int, server: str) -> SessionMessage:
@@ -215,7 +221,9 @@ async def capped_stdio_client(
     max_message_bytes: int,
     errlog: TextIO | None = None,
     watch: ServerProcess | None = None,
-) -> AsyncIterator[tuple[Any, Any]]:
+) -> AsyncIterator[
+    tuple[MemoryObjectReceiveStream[Incoming], MemoryObjectSendStream[SessionMessage]]
+]:
     """Start the server and yield the (read, write) streams an MCP ``Client`` takes.
     ``watch`` (else a private one) records its stderr tail and how it ended."""
     watch = watch if watch is not None else ServerProcess([command, *args])
@@ -229,7 +237,7 @@ async def capped_stdio_client(
         start_new_session=True,  # its own process group: one signal ends all it started
     )
     watch.pid = process.pid
-    incoming_writer, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    incoming_writer, incoming = anyio.create_memory_object_stream[Incoming](0)
     outgoing, outgoing_reader = anyio.create_memory_object_stream[SessionMessage](0)
     pipes = _Pipes(process, name, max_message_bytes)
     stderr_read = anyio.Event()
@@ -256,7 +264,7 @@ class _Pipes:
     name: str
     max_message_bytes: int
 
-    async def read(self, sink: Any) -> None:
+    async def read(self, sink: MemoryObjectSendStream[Incoming]) -> None:
         """stdout → messages, each line capped; ends when the server closes stdout."""
         stdout = self.process.stdout
         assert stdout is not None
@@ -271,7 +279,7 @@ class _Pipes:
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return  # the session is gone; the process is being stopped
 
-    def _message(self, line: bytes | Oversized) -> SessionMessage | Exception | None:
+    def _message(self, line: bytes | Oversized) -> Incoming | None:
         if isinstance(line, Oversized):
             if line.request_id is None:
                 log.warning("%s sent a %d-byte message with no id; dropped", self.name, line.size)
@@ -285,7 +293,9 @@ class _Pipes:
         except ValueError as exc:  # not JSON-RPC: the session reports it, as the SDK's does
             return exc
 
-    async def copy_stderr(self, errlog: TextIO | None, watch: ServerProcess, done: Any) -> None:
+    async def copy_stderr(
+        self, errlog: TextIO | None, watch: ServerProcess, done: anyio.Event
+    ) -> None:
         """stderr → the log (ours when there is none) and the watch's tail, until EOF."""
         stderr = self.process.stderr
         assert stderr is not None
@@ -299,7 +309,7 @@ class _Pipes:
             watch.finish()
             done.set()
 
-    async def write(self, source: Any) -> None:
+    async def write(self, source: MemoryObjectReceiveStream[SessionMessage]) -> None:
         """Messages → stdin, one line each."""
         stdin = self.process.stdin
         assert stdin is not None

@@ -431,7 +431,9 @@ def zip_document(data: bytes, source: str, limits: ConvertLimits, depth: int) ->
             info for info in archive.infolist()
             if not info.is_dir() and not info.filename.startswith("__MACOSX/")
         ]  # fmt: skip
-        sections, images, notes = [], [], []
+        sections: list[str] = []
+        images: list[ImagePart] = []
+        notes: list[str] = []
         budget = limits.max_archive_bytes
         for info in members[: limits.max_archive_members]:
             text, member, used = _zip_member(archive, info, budget, source, limits, depth)

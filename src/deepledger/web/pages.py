@@ -6,7 +6,7 @@ Two kinds of link:
   hop, the body capped while it streams) and converted with ``convert.convert_async``
   on a worker thread. A body cut at ``FetchLimits.max_bytes`` gets a note saying so.
 - ``corpus://<url-quoted doc_id>``: a document of the local search corpus (the FTS5
-  index of ``tools/servers/search.py``; the corpus given as ``corpus``, else the one
+  index of ``web/corpus.py``; the corpus given as ``corpus``, else the one
   ``DEEPLEDGER_SEARCH_CORPUS`` names, else the default one), as ``# title`` and its
   text. Each corpus's index is opened once per process, on first use (building it if
   needed takes about half a second), and reused.
@@ -29,7 +29,7 @@ from deepledger.web.convert import ConvertLimits, Document, convert_async, with_
 from deepledger.web.fetch import FetchError, FetchLimits, fetch
 
 if TYPE_CHECKING:
-    from deepledger.tools.servers.search import SearchIndex
+    from deepledger.web.corpus import SearchIndex
 
 CORPUS_SCHEME = "corpus"
 
@@ -88,7 +88,7 @@ async def read_corpus_document(url: str, corpus: Path | None = None) -> Document
     doc_id = unquote(parts.netloc + parts.path)
     if not doc_id:
         raise FetchError(f"{url} names no document.", kind="invalid_url", url=url)
-    from deepledger.tools.servers.search import CorpusError
+    from deepledger.web.corpus import CorpusError
 
     try:
         index = await anyio.to_thread.run_sync(corpus_index, corpus)
@@ -105,16 +105,16 @@ async def read_corpus_document(url: str, corpus: Path | None = None) -> Document
 def corpus_index(corpus: Path | None = None) -> SearchIndex:
     """The process's index of ``corpus`` (else the configured or default corpus),
     opened (and built) on first call."""
-    from deepledger.tools.servers import search
+    from deepledger.web import corpus as local_corpus
 
     if corpus is None:
-        configured = os.environ.get(search.CORPUS_ENV)
-        corpus = Path(configured) if configured else search.default_corpus()
+        configured = os.environ.get(local_corpus.CORPUS_ENV)
+        corpus = Path(configured) if configured else local_corpus.default_corpus()
     corpus = corpus.resolve()
     with _index_lock:
         if corpus not in _indexes:
-            path = search.ensure_index(corpus, search.default_cache_dir())
-            _indexes[corpus] = search.SearchIndex(path)
+            path = local_corpus.ensure_index(corpus, local_corpus.default_cache_dir())
+            _indexes[corpus] = local_corpus.SearchIndex(path)
         return _indexes[corpus]
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import ast
 import base64
+import io
 import json
 import linecache
 import os
@@ -43,9 +44,66 @@ import subprocess
 import sys
 import traceback
 from contextlib import suppress
-from typing import Any, BinaryIO
+from types import CodeType
+from typing import Any, BinaryIO, Literal, NotRequired, TypeAlias, TypedDict, cast
 
 TRUNCATION_NOTICE = "\n...[truncated {count} chars]...\n"
+
+
+# The protocol's messages (see above), shared with the server that imports this module.
+class RunRequest(TypedDict):
+    op: Literal["run"]
+    code: str
+    marker: NotRequired[str]  # added by the server for each call
+
+
+class CommandRequest(TypedDict):
+    op: Literal["command"]
+    command: str
+    cwd: str
+    marker: NotRequired[str]
+
+
+class ReadRequest(TypedDict):
+    op: Literal["read"]
+    path: str
+    offset: int
+    length: int
+
+
+class WriteRequest(TypedDict):
+    op: Literal["write"]
+    path: str
+    name: str
+    data: str  # base64
+    append: bool
+
+
+WorkerRequest: TypeAlias = RunRequest | CommandRequest | ReadRequest | WriteRequest
+
+
+class Ready(TypedDict):
+    ready: bool
+    pid: int
+
+
+class CallReply(TypedDict):
+    """What a ``run`` (``value``) or ``command`` (``exit_code``) call answers."""
+
+    error: str | None
+    markers_written: bool
+    value: NotRequired[str | None]
+    exit_code: NotRequired[int | None]
+
+
+class TransferReply(TypedDict):
+    """What a ``read`` (``data``, ``size``) or ``write`` (``path``) answers; only
+    ``error`` when it failed."""
+
+    error: str | None
+    data: NotRequired[str]  # base64
+    size: NotRequired[int]
+    path: NotRequired[str]
 
 _PR_SET_PDEATHSIG = 1
 _SIGKILL = 9
@@ -132,7 +190,9 @@ def _forbid_user_namespaces() -> bool:
     class Program(ctypes.Structure):
         _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Instruction)))
 
-    instructions = (Instruction * len(_NO_USERNS_FILTER))(*_NO_USERNS_FILTER)
+    instructions = (Instruction * len(_NO_USERNS_FILTER))(
+        *(Instruction(*fields) for fields in _NO_USERNS_FILTER)
+    )
     program = Program(len(_NO_USERNS_FILTER), instructions)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
@@ -200,11 +260,12 @@ class Session:
         return truncate_middle(text, self.max_chars)
 
 
-def _compile_cell(code: str, filename: str) -> tuple[Any, Any]:
+def _compile_cell(code: str, filename: str) -> tuple[CodeType, CodeType | None]:
     tree = ast.parse(code, filename, "exec")
     last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = compile(ast.Expression(tree.body.pop().value), filename, "eval")
+    if tree.body and isinstance(final := tree.body[-1], ast.Expr):
+        tree.body.pop()
+        last = compile(ast.Expression(final.value), filename, "eval")
     return compile(tree, filename, "exec"), last
 
 
@@ -230,7 +291,7 @@ def _end_call(marker: str) -> bool:
     return True
 
 
-def _send(responses: BinaryIO, message: dict[str, Any]) -> None:
+def _send(responses: BinaryIO, message: Ready | CallReply | TransferReply) -> None:
     responses.write(json.dumps(message).encode() + b"\n")
     responses.flush()
 
@@ -247,7 +308,7 @@ def _run_command(command: str, cwd: str) -> tuple[int | None, str | None]:
     return completed.returncode, None
 
 
-def _read_chunk(path: str, offset: int, length: int) -> dict[str, Any]:
+def _read_chunk(path: str, offset: int, length: int) -> TransferReply:
     try:
         with open(path, "rb") as file:
             size = os.fstat(file.fileno()).st_size
@@ -258,7 +319,7 @@ def _read_chunk(path: str, offset: int, length: int) -> dict[str, Any]:
     return {"data": base64.b64encode(data).decode(), "size": size, "error": None}
 
 
-def _write_chunk(path: str, name: str, data: str, append: bool) -> dict[str, Any]:
+def _write_chunk(path: str, name: str, data: str, append: bool) -> TransferReply:
     if not append and _looks_like_folder(path):
         path = os.path.join(path, name)
     try:
@@ -280,13 +341,12 @@ def _describe_os_error(exc: OSError, path: str) -> str:
     return f"{path}: {reason}"
 
 
-def _handle(request: dict[str, Any], session: Session) -> dict[str, Any]:
-    op = request.get("op", "run")
-    if op == "read":
+def _handle(request: WorkerRequest, session: Session) -> CallReply | TransferReply:
+    if request["op"] == "read":
         return _read_chunk(request["path"], request["offset"], request["length"])
-    if op == "write":
+    if request["op"] == "write":
         return _write_chunk(request["path"], request["name"], request["data"], request["append"])
-    if op == "command":
+    if request["op"] == "command":
         exit_code, error = _run_command(request["command"], request["cwd"])
         markers_written = _end_call(request["marker"])
         return {"exit_code": exit_code, "error": error, "markers_written": markers_written}
@@ -329,7 +389,9 @@ def main(argv: list[str] | None = None) -> None:
     for fd in (args.request_fd, args.response_fd):
         os.set_inheritable(fd, False)  # child processes of the model's code must not hold them
     for stream in (sys.stdout, sys.stderr):
-        stream.reconfigure(encoding="utf-8", errors="backslashreplace", line_buffering=True)
+        # Safe: nothing has replaced them yet, and Python starts them as TextIOWrappers.
+        text_stream = cast(io.TextIOWrapper, stream)
+        text_stream.reconfigure(encoding="utf-8", errors="backslashreplace", line_buffering=True)
     sys.path.insert(0, os.getcwd())  # like a notebook: modules the model writes can be imported
     with (
         os.fdopen(args.request_fd, "rb") as requests,

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import io
 import os
 import stat
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import cast
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -76,7 +77,7 @@ def serve_stdio(server: MCPServer) -> None:
 async def _serve(server: MCPServer) -> None:
     # The SDK offers no public way to run an MCPServer on streams of our choosing; the
     # low-level server it wraps is what its own run_stdio_async() runs (mcp 2.3).
-    lowlevel: Any = server._lowlevel_server
+    lowlevel = server._lowlevel_server
     loop = asyncio.get_running_loop()
     with _claimed_stdio() as (wire_in, wire_out):
         reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
@@ -87,8 +88,12 @@ async def _serve(server: MCPServer) -> None:
             asyncio.streams.FlowControlMixin, wire_out
         )
         writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
+        # Safe: stdio_server only iterates its stdin's lines and calls its stdout's write
+        # and flush, which these provide; its annotation names anyio's file wrapper.
+        lines = cast("anyio.AsyncFile[str]", _PipeLines(reader))
+        out = cast("anyio.AsyncFile[str]", _PipeWriter(writer))
         try:
-            async with stdio_server(_PipeLines(reader), _PipeWriter(writer)) as (read, write):  # type: ignore[arg-type]
+            async with stdio_server(lines, out) as (read, write):
                 await lowlevel.run(read, write, lowlevel.create_initialization_options())
         finally:
             read_transport.close()
@@ -96,7 +101,7 @@ async def _serve(server: MCPServer) -> None:
 
 
 @contextmanager
-def _claimed_stdio() -> Iterator[tuple[Any, Any]]:
+def _claimed_stdio() -> Iterator[tuple[io.FileIO, io.FileIO]]:
     """The wire as private file objects, with fd 0 and 1 pointed away from it meanwhile."""
     sys.stdout.flush()
     wire_in, wire_out = os.dup(0), os.dup(1)

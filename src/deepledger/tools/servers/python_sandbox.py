@@ -104,7 +104,16 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
-from deepledger.tools.servers._sandbox_worker import TRUNCATION_NOTICE
+from deepledger.tools.servers._sandbox_worker import (
+    TRUNCATION_NOTICE,
+    CallReply,
+    CommandRequest,
+    ReadRequest,
+    RunRequest,
+    TransferReply,
+    WorkerRequest,
+    WriteRequest,
+)
 from deepledger.tools.servers._stdio import serve_stdio
 from deepledger.tools.servers.sandbox_isolation import (
     ISOLATION_CHOICES,
@@ -316,15 +325,17 @@ class _Worker:
             + (f"\n{stderr}" if stderr else "")
         )
 
-    async def run(self, request: dict[str, Any]) -> CellResult:
+    async def run(self, request: RunRequest | CommandRequest) -> CellResult:
         """A ``run`` or ``command`` request, with the output this call printed."""
         marker = f"\x00DLSANDBOX-END-{secrets.token_hex(8)}\x00"
-        line = await self._exchange({**request, "marker": marker})
+        sent = request.copy()  # the caller's request stays as it was written
+        sent["marker"] = marker
+        line = await self._exchange(sent)
         if line is None:
             return await self._timed_out()
         if not line:
             return await self._died()
-        response = json.loads(line)
+        response: CallReply = json.loads(line)  # the worker's reply to a run or command
         grace = _MARKER_GRACE_SECONDS if response["markers_written"] else 0.0
         stdout = await self._stdout.output_until(marker, grace)
         stderr = await self._stderr.output_until(marker, grace)
@@ -332,7 +343,7 @@ class _Worker:
             stdout, stderr, response.get("value"), response.get("error"), response.get("exit_code")
         )
 
-    async def transfer(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def transfer(self, request: ReadRequest | WriteRequest) -> TransferReply:
         """A ``read`` or ``write`` request; a failure of the worker comes back as its error."""
         line = await self._exchange(request)
         if line is None:
@@ -340,10 +351,11 @@ class _Worker:
         elif not line:
             result = await self._died()
         else:
-            return json.loads(line)
+            reply: TransferReply = json.loads(line)
+            return reply
         return {"error": result.error}
 
-    async def _exchange(self, request: dict[str, Any]) -> bytes | None:
+    async def _exchange(self, request: WorkerRequest) -> bytes | None:
         """Send one request; its response line, b"" if the worker died, None on timeout."""
         try:
             self._requests.write(json.dumps(request).encode() + b"\n")
@@ -509,7 +521,7 @@ class PythonSandbox:
         return await self._with_worker(lambda worker: worker.run({"op": "run", "code": code}))
 
     async def run_command(self, command: str) -> CellResult:
-        request = {"op": "command", "command": command, "cwd": self.workdir}
+        request: CommandRequest = {"op": "command", "command": command, "cwd": self.workdir}
         return await self._with_worker(lambda worker: worker.run(request))
 
     async def read_file(self, path: str) -> bytes:
@@ -552,7 +564,7 @@ class PythonSandbox:
             if offset >= len(data):
                 return path
 
-    async def _transfer(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _transfer(self, request: ReadRequest | WriteRequest) -> TransferReply:
         return await self._with_worker(lambda worker: worker.transfer(request))
 
     async def _with_worker(self, action: Callable[[_Worker], Awaitable[_T]]) -> _T:

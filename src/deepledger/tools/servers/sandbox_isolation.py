@@ -233,7 +233,7 @@ def _probe_unshare(bwrap_reason: str) -> tuple[Isolation | None, str]:
     unshare = shutil.which("unshare")
     if sys.platform != "linux" or unshare is None:
         return None, "no util-linux `unshare` on PATH"
-    candidates = [(unshare, "--user", "--map-root-user", "--net")]
+    candidates: list[tuple[str, ...]] = [(unshare, "--user", "--map-root-user", "--net")]
     if os.geteuid() == 0:
         candidates.insert(0, (unshare, "--net"))
     for prefix in candidates:

@@ -43,7 +43,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -51,6 +51,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from deepledger.llm.retry import RetryPolicy
+from deepledger.messages import JSONObject
 from deepledger.tools.servers._stdio import serve_stdio
 from deepledger.web.search import (
     DEFAULT_RETRY,
@@ -142,10 +143,10 @@ def format_text(response: SearchResponse) -> str:
 # --- what the model reads: MiroThinker naming ---------------------------------------------
 
 
-def serper_shaped(response: SearchResponse) -> dict[str, Any]:
+def serper_shaped(response: SearchResponse) -> JSONObject:
     """The response in Serper's JSON vocabulary, keys MiroThinker models expect."""
     query = response.query
-    data: dict[str, Any] = {
+    data: JSONObject = {
         "organic": [
             _without_empty(
                 {
@@ -197,7 +198,7 @@ def serper_shaped(response: SearchResponse) -> dict[str, Any]:
     return data
 
 
-def _without_empty(fields: dict[str, Any]) -> dict[str, Any]:
+def _without_empty(fields: JSONObject) -> JSONObject:
     return {key: value for key, value in fields.items() if value not in (None, "", {}, [])}
 
 

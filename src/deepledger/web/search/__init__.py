@@ -11,7 +11,7 @@
 Backends
     ``serper`` (Google results through serper.dev), ``searxng`` (a self-hosted metasearch
     instance), ``tavily``, ``brave`` and ``local`` (the offline full-text corpus of
-    :mod:`deepledger.tools.servers.search`, so every web preset also runs without a
+    :mod:`deepledger.web.corpus`, so every web preset also runs without a
     network). Each reads its key and base URL from the environment when it is created
     (see its module); a missing key is reported by the first search, not at creation,
     so a server can start and tell the model what is wrong.
@@ -54,6 +54,7 @@ from typing import Any, ClassVar
 
 from deepledger.errors import DeepLedgerError
 from deepledger.llm.retry import RetryPolicy
+from deepledger.messages import JSONObject
 
 __all__ = [
     "DEFAULT_RETRY",
@@ -227,7 +228,7 @@ def plain_text(value: Any) -> str:
     return " ".join(text.split())
 
 
-def json_objects(value: Any) -> list[dict[str, Any]]:
+def json_objects(value: Any) -> list[JSONObject]:
     """The JSON objects in a list (anything else in it, or a non-list, is skipped)."""
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
@@ -311,7 +312,8 @@ def backend_class(name: str) -> type[SearchBackend]:
         known = ", ".join(backend_names())
         raise SearchConfigError(f"Unknown search backend {name!r}; choose one of: {known}.")
     module_name, class_name = _BUILTIN[name].split(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    backend: type[SearchBackend] = getattr(importlib.import_module(module_name), class_name)
+    return backend
 
 
 def create_backend(

@@ -29,6 +29,7 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from deepledger.llm.classify import parse_retry_after
+from deepledger.messages import JSONObject
 from deepledger.web.search import (
     BackendOptions,
     SearchBackend,
@@ -103,7 +104,7 @@ class JsonClient:
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, Any] | None = None,
         body: Any = None,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         """The JSON object a successful response holds; :class:`SearchError` otherwise
         (every engine answers with an object: anything else is a broken answer)."""
         policy = self.options.retry

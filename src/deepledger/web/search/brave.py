@@ -112,9 +112,10 @@ def _knowledge_graph(infobox: Any) -> KnowledgeGraph | None:
     if not boxes or not plain_text(boxes[0].get("title")):
         return None
     box = boxes[0]
+    pairs = box.get("attributes")
     attributes = tuple(
         (plain_text(pair[0]), plain_text(pair[1]))
-        for pair in (box.get("attributes") if isinstance(box.get("attributes"), list) else [])
+        for pair in (pairs if isinstance(pairs, list) else [])
         if isinstance(pair, list) and len(pair) == 2 and plain_text(pair[0]) and plain_text(pair[1])
     )
     return KnowledgeGraph(

@@ -1,6 +1,6 @@
 """The offline corpus as a search backend, so every web preset also runs without a network.
 
-It searches the same SQLite FTS5 index as :mod:`deepledger.tools.servers.search`: the
+It searches the same SQLite FTS5 index as :mod:`deepledger.web.corpus`: the
 corpus is ``BackendOptions.corpus``, else ``DEEPLEDGER_SEARCH_CORPUS``, else the bundled
 Wikipedia leads; the index lives under ``search/`` in ``DEEPLEDGER_CACHE_DIR`` (else
 ``~/.cache/deepledger``) unless ``BackendOptions.cache_dir`` says otherwise. It is built
@@ -23,7 +23,7 @@ from urllib.parse import quote, unquote
 
 import anyio.to_thread
 
-from deepledger.tools.servers.search import (
+from deepledger.web.corpus import (
     CACHE_DIR_ENV,
     CORPUS_ENV,
     CorpusError,
@@ -75,7 +75,9 @@ class LocalBackend(SearchBackend):
         return cls(corpus.expanduser() if corpus else None, cache_dir.expanduser())
 
     async def search(self, query: SearchQuery) -> SearchResponse:
-        index = self._index or await anyio.to_thread.run_sync(self._open_index)
+        index = self._index
+        if index is None:
+            index = await anyio.to_thread.run_sync(self._open_index)
         skipped = (query.page_number - 1) * query.count
         depth = min(MAX_DEPTH, skipped + query.count)
         hits = index.search(query.query, depth) if skipped < depth else []

@@ -89,7 +89,7 @@ def request_params(query: SearchQuery) -> dict[str, str | int]:
 def parse_response(query: SearchQuery, data: Mapping[str, Any]) -> SearchResponse:
     """SearXNG's answer, normalized."""
     first = (query.page_number - 1) * query.count + 1
-    results = []
+    results: list[SearchResult] = []
     for item in json_objects(data.get("results")):
         link = plain_text(item.get("url"))
         if link:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from deepledger.messages import JSONObject
 from deepledger.web.search import (
     AnswerBox,
     KnowledgeGraph,
@@ -52,9 +53,9 @@ class SerperBackend(KeyedBackend):
         return parse_response(query, data)
 
 
-def request_body(query: SearchQuery) -> dict[str, Any]:
+def request_body(query: SearchQuery) -> JSONObject:
     """Serper's JSON body: ``q`` and only the options the query sets."""
-    body: dict[str, Any] = {"q": query.query}
+    body: JSONObject = {"q": query.query}
     options = {
         "gl": query.gl,
         "hl": query.hl,

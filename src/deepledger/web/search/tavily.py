@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from deepledger.messages import JSONObject
 from deepledger.web.search import (
     AnswerBox,
     SearchQuery,
@@ -56,9 +57,9 @@ class TavilyBackend(KeyedBackend):
         return parse_response(query, data, skipped)
 
 
-def request_body(query: SearchQuery, max_results: int) -> dict[str, Any]:
+def request_body(query: SearchQuery, max_results: int) -> JSONObject:
     """Tavily's JSON body."""
-    body: dict[str, Any] = {
+    body: JSONObject = {
         "query": query.query,
         "max_results": max_results,
         "search_depth": "basic",
