@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING
 
 from deepledger import __version__
 from deepledger.errors import ConfigError, DeepLedgerError, EndpointRejectedError
-from deepledger.records.results import SummaryRecord
 
+# Only what every command needs is imported here: `deepledger --help` stays fast (the
+# records' models are built on import, and only the commands that read records need them).
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from deepledger.config import Config
+    from deepledger.records.results import SummaryRecord
 
 # A command run under Hydra: the typed config, and Hydra's node it was made from (for
 # the files that record the config as composed, interpolations and all).
