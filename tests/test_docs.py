@@ -1,9 +1,15 @@
 """The documentation site stays true: it builds (strict: a broken link fails), it
 fetches nothing, and docs/configuration.md documents every key of the schemas in
-``deepledger.config`` with its default, and no key they do not have."""
+``deepledger.config`` with its default, and no key they do not have.
+
+The pages name only modules that exist, and the maps of the code stay whole: every
+module path README.md and docs/*.md name is there; docs/architecture.md's map names
+every module and package of ``src/deepledger`` and the README's every top-level one,
+each on the floor ``tests/test_layers.py`` enforces, whose table architecture.md copies."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import enum
 import os
@@ -272,3 +278,198 @@ def test_the_readmes_links_into_the_repository_exist() -> None:
         assert (ROOT / target).exists(), f"README.md links to {target}, which is not there"
         if anchor:
             assert anchor in _anchors(ROOT / target), f"README.md links to {target}#{anchor}"
+
+
+# -- the pages name only modules that exist, and the maps of the code are whole -----------
+
+SOURCE = ROOT / "src" / "deepledger"
+PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+# A module path as the pages write it: from the repository's root
+# (``src/deepledger/llm/base.py``, ``tests/test_docs.py``) or from the package's
+# (``llm/base.py``). A bare ``base.py`` is a name, not a path: the maps below check those.
+MODULE_PATH = re.compile(r"(?<![\w./-])((?:[A-Za-z_][\w-]*/)+[A-Za-z_]\w*\.py)\b")
+# Paths of other projects the pages name: MiroThinker's script, beside our command line.
+NOT_OURS = {"benchmarks/common_benchmark.py"}
+
+
+def stale_module_paths(text: str, source: Path = SOURCE, root: Path = ROOT) -> list[str]:
+    """The module paths ``text`` names that are neither under the repository's root nor
+    under the package."""
+    return [
+        f"line {text.count(chr(10), 0, found.start()) + 1}: {found[1]}"
+        for found in MODULE_PATH.finditer(text)
+        if found[1] not in NOT_OURS
+        and not (root / found[1]).is_file()
+        and not (source / found[1]).is_file()
+    ]
+
+
+def test_every_module_path_the_pages_name_exists() -> None:
+    problems = {
+        page.relative_to(ROOT).as_posix(): found
+        for page in PAGES
+        if (found := stale_module_paths(page.read_text(encoding="utf-8")))
+    }
+    assert problems == {}, "pages name modules that are not there (moved or renamed?)"
+
+
+@dataclass(frozen=True)
+class MapEntry:
+    path: str  # relative to the repository's root; a folder ends with "/"
+    line: int  # in the page
+    floor: int | None  # the floor column of a top-level module of the package
+
+
+# A code map is the ```text block of a page that starts with ``src/deepledger/``: one
+# entry a line (``name``, ``a.py, b.py`` or ``folder/``), indented under its folder, and
+# what it holds further right. Names start within the first NAME_COLUMNS columns;
+# a description's continuation lines start beyond them.
+NAME_COLUMNS = 20
+MAP_NAME = re.compile(r"^[\w.-]+(?:/[\w.-]+)*(?:/|\.py)$")
+
+
+def _names(words: list[str]) -> tuple[list[str], list[str]]:
+    """The names a map line starts with (``a.py, b.py, c/``), and the words after them."""
+    names: list[str] = []
+    for i, word in enumerate(words):
+        if (i == 0 or names[-1].endswith(",")) and MAP_NAME.match(word.rstrip(",")):
+            names.append(word)
+        else:
+            return [n.rstrip(",") for n in names], words[i:]
+    return [n.rstrip(",") for n in names], []
+
+
+def code_map(text: str) -> list[MapEntry]:
+    """The entries of the page's code map, with their paths from the repository's root."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("src/deepledger/ ")), None)
+    assert start is not None and lines[start - 1] == "```text", "no code map on the page"
+    entries: list[MapEntry] = []
+    folders: list[tuple[int, str]] = []  # (indent, path) of the folders the line is in
+    for number, line in enumerate(lines[start:], start + 1):
+        if line.startswith("```"):
+            break
+        indent = len(line) - len(line.lstrip())
+        if not line.strip() or indent >= NAME_COLUMNS:
+            continue  # a description's continuation
+        names, rest = _names(line.split())
+        assert names, f"line {number}: {line.strip()!r} names nothing"
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        parent = folders[-1][1] if folders else ""
+        top = parent == "src/deepledger/"
+        floor = int(rest[0]) if top and rest and rest[0].isdigit() else None
+        for name in names:
+            entries.append(MapEntry(parent + name, number, floor))
+        if names[-1].endswith("/"):
+            folders.append((indent, parent + names[-1]))
+    return entries
+
+
+def _package_parts(source: Path = SOURCE) -> set[str]:
+    """Every module and package of deepledger, relative to the repository's root
+    (a package as its folder, with "/")."""
+    parts = {
+        p.relative_to(ROOT).as_posix() for p in source.rglob("*.py") if p.name != "__init__.py"
+    }
+    return parts | {
+        p.parent.relative_to(ROOT).as_posix() + "/" for p in source.rglob("__init__.py")
+    }
+
+
+def map_problems(text: str, wanted: set[str], floors: dict[str, int]) -> list[str]:
+    """What a code map gets wrong: entries that are not there, modules and packages of
+    ``wanted`` it leaves out, top-level modules whose floor is not theirs."""
+    entries = code_map(text)
+    problems = [
+        f"line {e.line}: {e.path} is not there"
+        for e in entries
+        if not (ROOT / e.path).exists() or e.path.endswith("/") != (ROOT / e.path).is_dir()
+    ]
+    named = {e.path for e in entries}
+    problems += [f"not in the map: {part}" for part in sorted(wanted - named)]
+    for e in entries:
+        top = e.path.removeprefix("src/deepledger/")
+        if e.path.startswith("src/deepledger/") and top and "/" not in top.rstrip("/"):
+            floor = floors[top.rstrip("/").removesuffix(".py")]
+            if e.floor != floor:
+                problems.append(f"line {e.line}: {e.path} is on floor {floor}, not {e.floor}")
+    return problems
+
+
+def layering_floors() -> dict[str, int]:
+    """The floor of each top-level module, as tests/test_layers.py enforces them (its
+    ``FLOORS`` table, read from the source: the docs copy the enforced table)."""
+    tree = ast.parse((ROOT / "tests" / "test_layers.py").read_text(encoding="utf-8"))
+    table = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "FLOORS" for t in node.targets)
+    )
+    floors: dict[int, tuple[str, ...]] = ast.literal_eval(table)
+    return {part or "__init__": floor for floor, parts in floors.items() for part in parts}
+
+
+ARCHITECTURE = DOCS / "architecture.md"
+FLOOR_ROW = re.compile(r"^\|\s*(?P<floor>\d+)\s*\|(?P<parts>[^|]*)\|")
+
+
+def floor_table(text: str) -> dict[str, int]:
+    """The floors architecture.md's layering table gives (``deepledger/__init__`` as
+    ``__init__``)."""
+    table: dict[str, int] = {}
+    for line in text.splitlines():
+        if row := FLOOR_ROW.match(line):
+            for part in re.findall(r"`([^`]+)`", row["parts"]):
+                table[part.removeprefix("deepledger/")] = int(row["floor"])
+    return table
+
+
+def test_the_architecture_page_draws_the_floors_the_layering_test_enforces() -> None:
+    assert floor_table(ARCHITECTURE.read_text(encoding="utf-8")) == layering_floors()
+
+
+def test_the_architecture_map_names_every_module_and_package() -> None:
+    problems = map_problems(
+        ARCHITECTURE.read_text(encoding="utf-8"), _package_parts(), layering_floors()
+    )
+    assert problems == [], "docs/architecture.md's map:\n  " + "\n  ".join(problems)
+
+
+def test_the_readmes_map_names_every_top_level_module_and_package() -> None:
+    top = {p for p in _package_parts() if "/" not in p.removeprefix("src/deepledger/").rstrip("/")}
+    problems = map_problems(
+        (ROOT / "README.md").read_text(encoding="utf-8"), top, layering_floors()
+    )
+    assert problems == [], "README.md's map:\n  " + "\n  ".join(problems)
+
+
+def test_a_stale_path_a_missing_module_and_a_wrong_floor_are_caught() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    assert stale_module_paths("see `llm/no_such.py` and `tests/test_docs.py`") == [
+        "line 1: llm/no_such.py"
+    ]
+
+    def new_problems(changed: str) -> list[str]:  # those the page as it is does not have
+        before = map_problems(text, _package_parts(), layering_floors())
+        return [
+            p for p in map_problems(changed, _package_parts(), layering_floors()) if p not in before
+        ]
+
+    renamed = text.replace("    policy.py ", "    policy_old.py ", 1)
+    assert new_problems(renamed) == [
+        f"line {_line_of(renamed, 'policy_old.py')}: src/deepledger/context/policy_old.py "
+        "is not there",
+        "not in the map: src/deepledger/context/policy.py",
+    ]
+    lowered = re.sub(r"^(  store/\s+)2 ", r"\g<1>1 ", text, count=1, flags=re.MULTILINE)
+    assert new_problems(lowered) == [
+        f"line {_line_of(lowered, '  store/ ')}: src/deepledger/store/ is on floor 2, not 1"
+    ]
+    moved = text.replace("| 2 | `store` |", "| 3 | `store` |")
+    assert floor_table(moved) != layering_floors()
+
+
+def _line_of(text: str, piece: str) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), 1) if piece in line)
