@@ -133,7 +133,7 @@ class LLMConfig:
     # full is retried in seconds rather than waiting out timeout_seconds.
     connect_timeout_seconds: float = 10.0
     retry: RetryConfig = field(default_factory=RetryConfig)
-    extra_body: dict[str, Any] = field(default_factory=dict)  # passed through to the server
+    extra_body: JSONObject = field(default_factory=dict)  # JSON passed through to the server
     # openai provider: the server continues a trailing assistant message when sent
     # continue_final_message (vLLM, SGLang). The OpenAI API does not: leave it off there.
     assistant_prefill: bool = False

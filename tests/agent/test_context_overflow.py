@@ -243,7 +243,7 @@ async def test_over_http_a_refusal_with_nothing_to_drop_is_an_error_a_resume_run
     assert (record["status"], record["end_reason"]) == ("error", "error")
     assert record["error"].startswith("ContextOverflowError: openai returned HTTP 400")
     assert "maximum context length is 8192 tokens" in record["error"]
-    summary = summarize(records, pass_at_k=1, benchmark="overflow")
+    summary = summarize(records, pass_at_k=1, benchmark="overflow").to_json()
     assert summary["tasks"]["errors"] == 1 and summary["tasks"]["finished"] == 0
     # The same run again: the errored task runs again (and now is answered).
     with FakeLLMServer([Reply("It is \\boxed{Paris}."), Reply("\\boxed{Paris}")]) as server:
@@ -272,7 +272,7 @@ async def test_over_http_a_server_window_below_the_reply_budget_is_an_error_not_
     assert "the server's window of 8,192 tokens" in record["error"]
     assert "below or too close to llm.max_tokens=16,384" in record["error"]
     assert "set llm.max_context_length to the server's real window (8192)" in record["error"]
-    summary = summarize(records, pass_at_k=1, benchmark="overflow")
+    summary = summarize(records, pass_at_k=1, benchmark="overflow").to_json()
     assert summary["tasks"]["errors"] == 1 and summary["tasks"]["finished"] == 0
     # Fixed as the message says, the same run again answers it.
     with FakeLLMServer([Reply("It is \\boxed{Paris}."), Reply("\\boxed{Paris}")]) as server:

@@ -29,7 +29,7 @@ def record(task_id: str, correct: bool | None, *, status: str = "finished") -> d
 def write_run(run_dir: Path, records: list[dict], *, benchmark: str = "toy") -> Path:
     run_dir.mkdir(parents=True)
     (run_dir / "benchmark_results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    summary = summarize(records, pass_at_k=1, benchmark=benchmark)
+    summary = summarize(records, pass_at_k=1, benchmark=benchmark).to_json()
     (run_dir / "summary.json").write_text(json.dumps(summary))
     return run_dir
 

@@ -289,7 +289,7 @@ async def test_a_spent_run_budget_leaves_tasks_unstarted_and_a_raised_one_resume
     summary = summarize(
         records, pass_at_k=1, benchmark="tiny", tasks_expected=4, execution=cfg.benchmark.execution
     )
-    budget = summary["budget"]
+    budget = summary.to_json()["budget"]  # as summary.json holds it
     assert (budget["exhausted"], budget["tasks_not_started"]) == (True, 2)
     assert (budget["spent_tokens"], budget["left_tokens"]) == (4000, 0)
     assert "2 tasks not started" in format_summary(summary)
@@ -380,7 +380,7 @@ async def test_an_errored_task_counts_the_calls_of_the_retry_that_failed(tmp_pat
     summary = summarize(
         records, pass_at_k=1, benchmark="t", tasks_expected=4, execution=cfg.benchmark.execution
     )
-    budget = summary["budget"]
+    budget = summary.to_json()["budget"]  # as summary.json holds it
     assert (budget["spent_tokens"], budget["left_tokens"], budget["exhausted"]) == (1000, 0, True)
     assert budget["tasks_not_started"] == 3
 
@@ -441,8 +441,9 @@ def test_the_report_shows_the_budget_and_the_limit_a_task_hit(tmp_path):
     )
     asyncio.run(run(cfg, researcher(), tmp_path, manifest=True))  # the browser's API is sync
     summary = rebuild_summary(tmp_path)
-    assert summary["budget"]["limits"]["max_tokens"] == 3000
-    assert summary["budget"]["limits_hit"] == {"task_token_limit": 1}
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["budget"]["limits"]["max_tokens"] == 3000
+    assert written["budget"]["limits_hit"] == {"task_token_limit": 1}
     report = write_run_report(tmp_path, summary)
     with open_report(report) as visit:
         page = visit.page

@@ -7,6 +7,12 @@ import json
 import pytest
 
 from deepledger.bench.metrics import format_summary, summarize
+from deepledger.records.results import SummaryRecord
+
+
+def summary_json(records, **settings) -> dict:
+    """The summary of ``records`` as ``summary.json`` holds it."""
+    return summarize(records, **settings).to_json()
 
 
 def usage(inp=0, out=0, read=0, write=0):
@@ -118,7 +124,7 @@ def records():
 
 
 def test_task_counts_and_pass_at_1_vs_pass_at_k(records):
-    summary = summarize(records, pass_at_k=2, benchmark="toy")
+    summary = summary_json(records, pass_at_k=2, benchmark="toy")
     assert summary["tasks"] == {
         "total": 5,
         "finished": 4,
@@ -136,7 +142,7 @@ def test_task_counts_and_pass_at_1_vs_pass_at_k(records):
 
 
 def test_accuracy_by_final_answer_provenance(records):
-    by = summarize(records, pass_at_k=2, benchmark="toy")["by_provenance"]
+    by = summary_json(records, pass_at_k=2, benchmark="toy")["by_provenance"]
     assert by["summary"] == {"tasks": 2, "judged": 1, "correct": 1, "accuracy": 1.0}
     assert by["boxed_retry"] == {"tasks": 1, "judged": 1, "correct": 1, "accuracy": 1.0}
     assert by["intermediate_fallback"] == {
@@ -149,7 +155,7 @@ def test_accuracy_by_final_answer_provenance(records):
 
 
 def test_attempts_split_by_carried_post_mortems(records):
-    split = summarize(records, pass_at_k=2, benchmark="toy")["post_mortems"]
+    split = summary_json(records, pass_at_k=2, benchmark="toy")["post_mortems"]
     # t1#1 wrong, t2#1 right, t5#1 unjudged
     assert split["without"] == {"attempts": 3, "judged": 2, "correct": 1, "accuracy": 0.5}
     # t1#2 right, t3#1 and t3#2 wrong
@@ -159,7 +165,7 @@ def test_attempts_split_by_carried_post_mortems(records):
 
 
 def test_tokens_cost_turns_end_reasons(records):
-    summary = summarize(records, pass_at_k=2, benchmark="toy", extra={"run": "r1"})
+    summary = summary_json(records, pass_at_k=2, benchmark="toy", extra={"run": "r1"})
     assert summary["tokens"]["total"] == {
         "input": 2000,
         "output": 200,
@@ -188,32 +194,32 @@ def test_tokens_cost_turns_end_reasons(records):
 
 def test_cost_is_summed_when_every_task_has_one(records):
     known = [r for r in records if r["cost"] is not None]
-    summary = summarize(known, pass_at_k=2, benchmark="toy")
+    summary = summary_json(known, pass_at_k=2, benchmark="toy")
     assert summary["cost_total"] == pytest.approx(0.035)
     assert summary["cost_mean_per_task"] == pytest.approx(0.035 / 4)
     assert summary["cost_unknown_tasks"] == 0
-    assert "$0.0350 total" in format_summary(summary)
+    assert "$0.0350 total" in format_summary(SummaryRecord.load(summary))
 
 
 def test_no_judged_tasks_gives_nulls_not_errors():
     records = [task("a", correct=None, ground_truth=None), task("b", correct=None)]
-    summary = summarize(records, pass_at_k=1, benchmark="toy")
+    summary = summary_json(records, pass_at_k=1, benchmark="toy")
     assert summary["accuracy"] is None
     assert summary["pass_at_k"] is None
     assert summary["post_mortems"]["with"]["accuracy"] is None
     assert summary["judge_score"]["mean"] is None
     json.dumps(summary, allow_nan=False)
-    assert "accuracy       n/a (0/0)" in format_summary(summary)
+    assert "accuracy       n/a (0/0)" in format_summary(SummaryRecord.load(summary))
 
 
 def test_empty_run_gives_nulls_not_errors():
-    summary = summarize([], pass_at_k=3, benchmark="toy", tasks_expected=10)
+    summary = summary_json([], pass_at_k=3, benchmark="toy", tasks_expected=10)
     assert summary["tasks"]["total"] == 0
     assert summary["tasks"]["expected"] == 10
     assert summary["tokens"]["mean_per_task"]["input"] is None
     assert summary["turns"] == {"mean": None, "median": None, "max": None}
     json.dumps(summary, allow_nan=False)
-    assert "0 tasks of 10 expected" in format_summary(summary)
+    assert "0 tasks of 10 expected" in format_summary(SummaryRecord.load(summary))
 
 
 def test_format_summary_shows_the_headline_numbers(records):
@@ -229,8 +235,6 @@ def test_format_summary_shows_the_headline_numbers(records):
 
 
 def test_judge_tokens_are_totalled_apart_from_the_agent_tokens():
-    from deepledger.bench.metrics import summarize
-
     records = [
         {
             "task_id": "a",
@@ -240,19 +244,20 @@ def test_judge_tokens_are_totalled_apart_from_the_agent_tokens():
         },
         {"task_id": "b", "status": "finished", "correct": False},
     ]
-    summary = summarize(records, pass_at_k=1, benchmark="x")
+    summary = summary_json(records, pass_at_k=1, benchmark="x")
     assert summary["judge_tokens"] == {"input": 120, "output": 8}
     assert summary["tokens"]["total"]["input"] == 0
 
 
 def test_cache_prefix_breaks_are_summarized_and_shown(records):
     with_breaks = [dict(r, prefix_breaks=n) for r, n in zip(records, [0, 4, 2, 6, 3], strict=False)]
-    summary = summarize(with_breaks, pass_at_k=1, benchmark="toy")
+    summary = summary_json(with_breaks, pass_at_k=1, benchmark="toy")
     assert summary["prefix_breaks"] == {"mean": 3, "median": 3, "max": 6}
-    assert "prefix breaks  mean 3.0 · median 3 · max 6" in format_summary(summary)
-    older = summarize(records, pass_at_k=1, benchmark="toy")  # records from before the field
+    shown = format_summary(SummaryRecord.load(summary))
+    assert "prefix breaks  mean 3.0 · median 3 · max 6" in shown
+    older = summary_json(records, pass_at_k=1, benchmark="toy")  # records from before the field
     assert older["prefix_breaks"]["mean"] is None
-    assert "prefix breaks  -" in format_summary(older)
+    assert "prefix breaks  -" in format_summary(SummaryRecord.load(older))
 
 
 def test_counts_of_one_are_singular():

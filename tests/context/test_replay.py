@@ -23,6 +23,7 @@ from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.llm.tokens import IMAGE_TOKENS, default_counter
 from deepledger.messages import ImagePart, Message, MessageKind, ToolCall, ToolResult, Usage
+from deepledger.records.economics import EconomicsUnavailable, TokenEconomics
 from deepledger.records.events import AssistantTurn, LLMCall, TaskStarted, ToolResults
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
@@ -209,22 +210,22 @@ def test_the_replay_command(tmp_path):
 async def test_token_economics_puts_the_run_beside_the_quadratic_arithmetic(tmp_path):
     await record_run(tmp_path / "all", "llm.max_context_length=64000")
     everything = token_economics(tmp_path / "all")
-    curve = everything["input_tokens_per_turn"]
+    curve = everything.input_tokens_per_turn
     assert len(curve) == 11 and curve == sorted(curve)
-    assert everything["added_per_turn"] > 400  # a ~500-token page a turn
-    predicted = everything["keep_everything_predicted_per_attempt"]
-    assert predicted == pytest.approx(everything["keep_everything_replayed_per_attempt"], 0.1)
-    assert everything["saving_vs_keep_everything"] == 0
-    assert everything["cacheable_share"] > 0.8
+    assert everything.added_per_turn > 400  # a ~500-token page a turn
+    predicted = everything.keep_everything_predicted_per_attempt
+    assert predicted == pytest.approx(everything.keep_everything_replayed_per_attempt, 0.1)
+    assert everything.saving_vs_keep_everything == 0
+    assert everything.cacheable_share > 0.8
     await record_run(tmp_path / "keep5", "llm.max_context_length=64000", "agent.keep_tool_result=5")
     keep5 = token_economics(tmp_path / "keep5")
-    assert 0.2 < keep5["saving_vs_keep_everything"] < 1
-    line = economics_line({"token_economics": keep5})
+    assert 0.2 < keep5.saving_vs_keep_everything < 1
+    line = economics_line(keep5)
     assert "saves" in line and "+" in line
-    assert token_economics(tmp_path / "nothing") == {
-        "unavailable": f"{tmp_path / 'nothing'} is not a run directory: it has neither "
+    assert token_economics(tmp_path / "nothing") == EconomicsUnavailable(
+        unavailable=f"{tmp_path / 'nothing'} is not a run directory: it has neither "
         "manifest.json (deepledger bench) nor .hydra/config.yaml (deepledger run)."
-    }
+    )
 
 
 async def test_a_killed_runs_journals_and_torn_lines_are_left_out(tmp_path):
@@ -235,7 +236,7 @@ async def test_a_killed_runs_journals_and_torn_lines_are_left_out(tmp_path):
     copy.write_text(journal.read_text() + '{"event": "llm_call", "tur')  # cut by a crash
     journal.write_text(journal.read_text() + '{"ts": "cut sh')
     assert run_replay(tmp_path, []) == whole
-    assert "unavailable" not in token_economics(tmp_path)
+    assert isinstance(token_economics(tmp_path), TokenEconomics)
 
 
 SCREENSHOT = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4000  # a megabyte of pixels

@@ -118,7 +118,7 @@ ROUND_TRIPS = {
     "retry_finished": lambda: RetryFinished(ts="2026-12-01T00:00:00+00:00", **dict(_retry())),
     "attempt_finished": lambda: AttemptFinished(ts="2026-12-01T00:00:00+00:00", **dict(_attempt())),
     "summary": lambda: SummaryRecord.load(
-        summarize([_task().to_json()], pass_at_k=2, benchmark="toy", extra={"run": "r"})
+        summarize([_task().to_json()], pass_at_k=2, benchmark="toy", extra={"run": "r"}).to_json()
     ),
 }
 
@@ -133,7 +133,7 @@ def test_each_record_reads_back_what_it_wrote(kind):
 
 
 def test_a_summary_names_its_post_mortem_split_as_before():
-    summary = summarize([_task().to_json()], pass_at_k=2, benchmark="toy")
+    summary = summarize([_task().to_json()], pass_at_k=2, benchmark="toy").to_json()
     assert summary["schema_version"] == SCHEMA_VERSION
     assert set(summary["post_mortems"]) == {"without", "with"}
     assert "configs" not in summary and "token_economics" not in summary
@@ -153,7 +153,7 @@ def test_results_and_a_summary_of_schema_1_load():
     assert summary.tasks.total == len(records) and summary.accuracy == 1.0
     assert summary.post_mortems.with_.attempts == 1
     assert summary.token_economics is not None and summary.configs is None
-    rebuilt = summarize(lines, pass_at_k=summary.k, benchmark="tiny", tasks_expected=4)
+    rebuilt = summarize(lines, pass_at_k=summary.k, benchmark="tiny", tasks_expected=4).to_json()
     assert rebuilt["tasks"] == summary.tasks.model_dump()
     assert rebuilt["tokens"] == summary.tokens.model_dump()
 

@@ -10,6 +10,7 @@ import pytest
 
 from deepledger.bench.report import rebuild_summary
 from deepledger.errors import DeepLedgerError
+from deepledger.records.results import SummaryRecord
 from deepledger.report import page as page_module
 from deepledger.report.collect import RESULT_LIMIT, collect, wall_seconds
 from deepledger.report.compare import _labels, default_output
@@ -77,10 +78,10 @@ def test_an_unreadable_journal_is_listed_not_fatal(finished_run):
 
 def test_a_folder_that_is_not_a_run_gets_a_clear_error(tmp_path):
     with pytest.raises(DeepLedgerError, match="not a deepledger run directory"):
-        collect(tmp_path, {})
+        collect(tmp_path, SummaryRecord())
     (tmp_path / "manifest.json").write_text("{not json")
     with pytest.raises(DeepLedgerError, match=r"manifest\.json is unreadable"):
-        collect(tmp_path, {})
+        collect(tmp_path, SummaryRecord())
 
 
 def test_a_report_that_fails_midway_leaves_the_old_one_whole(finished_run, monkeypatch):
@@ -171,12 +172,12 @@ def test_a_run_held_by_a_process_is_running_and_one_without_is_stopped(killed_ru
     root = killed_run
     held = RunStore(root)
     try:
-        data = collect(root, {})
+        data = collect(root, SummaryRecord())
         assert data.run["state"] == "running"
         assert data.tasks[-1]["judgement"] == "running now"
     finally:
         held.close()
-    data = collect(root, {})
+    data = collect(root, SummaryRecord())
     assert data.run["state"] == "stopped"
     assert data.tasks[-1]["judgement"].startswith("stopped before it finished")
 
@@ -185,13 +186,13 @@ def test_sub_agent_and_interrupted_journals(killed_run):
     root = killed_run
     task_dir = next((root / "tasks").glob("worldfacts-demo-004-*"))  # the one killed
     main = task_dir / "attempt-1-retry-0.jsonl"
-    before = collect(root, {}).tasks[-1]
+    before = collect(root, SummaryRecord()).tasks[-1]
     nested = task_dir / "attempt-1-retry-0.subagents"
     for name in ("browsing-10", "browsing-2", "browsing-2.subagents/browsing-1"):
         (nested / name).parent.mkdir(parents=True, exist_ok=True)
         (nested / f"{name}.jsonl").write_text(main.read_text())
     (task_dir / "attempt-1-retry-0.interrupted-20261130T000000.jsonl").write_text(main.read_text())
-    data = collect(root, {})
+    data = collect(root, SummaryRecord())
     labels = [j["label"] for j in data.trajectories[-1]]
     assert labels == [
         "attempt 1 · retry 0",

@@ -92,11 +92,12 @@ def test_each_record_carries_the_settings_it_ran_under(tmp_path):
     assert record["config_id"] == run_dir.config_id != old
     assert [r["config_id"] for r in record["attempts"][0]["retries"]] == [old, run_dir.config_id]
     breakdown = config_breakdown(tmp_path)
-    assert breakdown["ids"] == {
+    assert breakdown is not None
+    assert breakdown.model_dump()["ids"] == {
         old: {"tasks": 1, "runs": [1]},
         run_dir.config_id: {"tasks": 1, "runs": [2]},
     }
-    assert breakdown["mixed_tasks"] == ["b"]
+    assert breakdown.mixed_tasks == ["b"]
     run_dir.close()
 
 

@@ -9,11 +9,12 @@ import re
 from pathlib import Path
 
 from deepledger.bench.metrics import summarize
+from deepledger.records.results import SummaryRecord
 from deepledger.store.files import latest_records, read_jsonl
 from deepledger.store.layout import RESULTS
 
 
-def quick_summary(root: Path) -> dict:
+def quick_summary(root: Path) -> SummaryRecord:
     """The summary without the token economics (a replay of every journal: slow for
     500 tasks, and not what the report tests look at)."""
     records = list(latest_records(read_jsonl(root / RESULTS)).values())

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from deepledger.config import RUN_BUDGETS, ExecutionConfig
 from deepledger.llm.usage import UsageLedger
@@ -38,6 +38,14 @@ from deepledger.messages import Usage
 from deepledger.records.results import Spent
 
 Clock = Callable[[], float]
+
+
+class LimitFields(TypedDict):
+    """A limit hit as journal events and records hold it (``LimitReached``, ``LimitRecord``)."""
+
+    kind: str
+    limit: float
+    spent: float
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ class LimitHit:
     limit: float
     spent: float
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> LimitFields:
         """As written to journals and records."""
         return {"kind": self.kind, "limit": self.limit, "spent": round(self.spent, 6)}
 

@@ -13,7 +13,6 @@ import asyncio
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
 from deepledger.agent.limits import TaskBudget, TaskLimits
@@ -26,7 +25,7 @@ from deepledger.context.policy import ContextPolicy
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.factory import settings_from_config
 from deepledger.llm.usage import UsageLedger, find_price
-from deepledger.messages import ImagePart
+from deepledger.messages import ImagePart, JSONObject
 from deepledger.prompts import render
 from deepledger.records.events import FirstCallSkipped, SubagentFinished, ToolServerUnavailable
 from deepledger.store.journal import Journal
@@ -306,7 +305,7 @@ class AgentFactory:
         role = self.cfg.agent.sub_agents[name]
         description = role.description or f"Delegate a research subtask to the {name} agent."
 
-        async def run_subtask(arguments: dict[str, Any]) -> str:
+        async def run_subtask(arguments: JSONObject) -> str:
             self._subagent_calls += 1
             journal = parent.child(f"{name}-{self._subagent_calls}")
             try:

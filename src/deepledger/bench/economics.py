@@ -19,26 +19,26 @@ This module puts the run's own numbers beside that arithmetic, from its journals
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from deepledger.agent.answer import summary_prompt
-from deepledger.bench.replay import counter_for, policy_of, recorded_config
+from deepledger.bench.replay import RecordedRun, counter_for, policy_of, recorded_config
 from deepledger.config import ContextConfig
 from deepledger.context.replay import Policy, PolicyReplay, RecordedAttempt, attempts, replay
 from deepledger.errors import ConfigError
+from deepledger.records.economics import EconomicsUnavailable, TokenEconomics
 from deepledger.records.events import ClosingCall, LLMCall
 
 # A journal whose lines do not fit the records (``ValueError`` includes pydantic's).
 UNREADABLE = (KeyError, TypeError, ValueError, AttributeError)
 
 
-def token_economics(run_dir: Path) -> dict[str, Any]:
-    """The figures above, or ``{"unavailable": why}``."""
+def token_economics(run_dir: Path) -> TokenEconomics | EconomicsUnavailable:
+    """The figures above, or why there are none."""
     try:
         cfg = recorded_config(run_dir)
         journals = list(attempts(run_dir))  # decoded here: a line that does not fit raises
     except ConfigError as exc:
-        return {"unavailable": str(exc)}
+        return EconomicsUnavailable(unavailable=str(exc))
     except UNREADABLE as exc:
         return _unreadable(exc)
     try:
@@ -47,21 +47,28 @@ def token_economics(run_dir: Path) -> dict[str, Any]:
         return _unreadable(exc)
 
 
-def _unreadable(exc: Exception) -> dict[str, Any]:
-    return {"unavailable": f"a journal could not be replayed: {type(exc).__name__}: {exc}"}
-
-
-def _economics(cfg: dict[str, Any], journals: list[RecordedAttempt]) -> dict[str, Any]:
-    common = {
-        "counter": counter_for(cfg["llm"]),
-        "max_context_length": cfg["llm"]["max_context_length"],
-        "max_tokens": cfg["llm"]["max_tokens"],
-        "summary_prompt": summary_prompt(cfg["benchmark"].get("answer_format") or ""),
-    }
-    recorded = replay(journals, policy_of("recorded", cfg), recorded_policy=True, **common)
-    everything = replay(
-        journals, Policy("keep everything", ContextConfig(), -1), recorded_policy=True, **common
+def _unreadable(exc: Exception) -> EconomicsUnavailable:
+    return EconomicsUnavailable(
+        unavailable=f"a journal could not be replayed: {type(exc).__name__}: {exc}"
     )
+
+
+def _economics(cfg: RecordedRun, journals: list[RecordedAttempt]) -> TokenEconomics:
+    counter = counter_for(cfg.llm)
+
+    def replayed(policy: Policy) -> PolicyReplay:
+        return replay(
+            journals,
+            policy,
+            counter=counter,
+            max_context_length=cfg.llm.max_context_length,
+            max_tokens=cfg.llm.max_tokens,
+            summary_prompt=summary_prompt(cfg.answer_format),
+            recorded_policy=True,
+        )
+
+    recorded = replayed(policy_of("recorded", cfg))
+    everything = replayed(Policy("keep everything", ContextConfig(), -1))
     billed = sum(c.recorded_input_tokens or 0 for c in recorded.calls)
     cache_read = sum(
         e.usage.cache_read_tokens
@@ -71,32 +78,32 @@ def _economics(cfg: dict[str, Any], journals: list[RecordedAttempt]) -> dict[str
     )
     first, added, turns, predicted, actual = _growth(everything, len(journals))
     kept_everything = everything.input_tokens
-    return {
-        "input_tokens_per_turn": recorded.per_turn(recorded=True),
-        "first_turn_tokens": first,
-        "added_per_turn": added,
-        "mean_turns": turns,
-        "keep_everything_predicted_per_attempt": predicted,
-        "keep_everything_replayed_per_attempt": actual,
-        "billed_input_tokens": billed,
-        "cache_read_share": cache_read / billed if billed else None,
-        "cacheable_share": recorded.cached_tokens / recorded.input_tokens
+    return TokenEconomics(
+        input_tokens_per_turn=recorded.per_turn(recorded=True),
+        first_turn_tokens=first,
+        added_per_turn=added,
+        mean_turns=turns,
+        keep_everything_predicted_per_attempt=predicted,
+        keep_everything_replayed_per_attempt=actual,
+        billed_input_tokens=billed,
+        cache_read_share=cache_read / billed if billed else None,
+        cacheable_share=recorded.cached_tokens / recorded.input_tokens
         if recorded.input_tokens
         else None,
-        "keep_everything_input_tokens": kept_everything,
-        "policy_input_tokens": recorded.input_tokens,
-        "saving_vs_keep_everything": 1 - recorded.input_tokens / kept_everything
+        keep_everything_input_tokens=kept_everything,
+        policy_input_tokens=recorded.input_tokens,
+        saving_vs_keep_everything=1 - recorded.input_tokens / kept_everything
         if kept_everything
         else None,
-        "counted_with": common["counter"].name,
-    }
+        counted_with=counter.name,
+    )
 
 
-def _growth(everything: PolicyReplay, attempts_count: int) -> tuple[float, ...]:
+def _growth(everything: PolicyReplay, attempts_count: int) -> tuple[float, float, float, int, int]:
     """(s, t, mean turns, n*s + t*n*(n-1)/2, replayed loop input per attempt)."""
     curve = everything.per_turn()
     if not curve or not attempts_count:
-        return (0.0, 0.0, 0.0, 0.0, 0.0)
+        return (0.0, 0.0, 0.0, 0, 0)
     first = curve[0]
     added = (curve[-1] - first) / (len(curve) - 1) if len(curve) > 1 else 0.0
     loop = [c for c in everything.calls if c.purpose == "loop"]
@@ -106,19 +113,19 @@ def _growth(everything: PolicyReplay, attempts_count: int) -> tuple[float, ...]:
     return (round(first, 1), round(added, 1), round(turns, 2), round(predicted), round(actual))
 
 
-def economics_line(summary: dict[str, Any]) -> str:
-    """One line for the terminal summary; empty when the summary has no figures."""
-    economics = summary.get("token_economics")
-    if not economics or "unavailable" in economics:
+def economics_line(economics: TokenEconomics | EconomicsUnavailable | None) -> str:
+    """One line for the terminal summary of a summary's ``token_economics``; empty when
+    it has no figures."""
+    if not isinstance(economics, TokenEconomics):
         return ""
     parts = []
-    curve = economics["input_tokens_per_turn"]
+    curve = economics.input_tokens_per_turn
     if curve:
         parts.append(f"prompt {curve[0]:,.0f} -> {curve[-1]:,.0f} tokens over {len(curve)} turns")
-    parts.append(f"+{economics['added_per_turn']:,.0f}/turn")
-    if economics["cache_read_share"] is not None:
-        parts.append(f"cache read {economics['cache_read_share']:.0%}")
-    saving = economics["saving_vs_keep_everything"]
+    parts.append(f"+{economics.added_per_turn:,.0f}/turn")
+    if economics.cache_read_share is not None:
+        parts.append(f"cache read {economics.cache_read_share:.0%}")
+    saving = economics.saving_vs_keep_everything
     if saving is not None:
         parts.append(f"saves {saving:.0%} vs keep-everything")
     return " · ".join(parts)

@@ -116,7 +116,8 @@ def save_hydra_files(root: Path, task_config: JSONObject) -> None:
     _write_hydra_files(root, dict(task_config), node_data(HydraConfig.get(), resolve=False))
 
 
-def _write_hydra_files(root: Path, everything: dict[str, Any], hydra: dict[str, Any]) -> None:
+def _write_hydra_files(root: Path, everything: JSONObject, hydra: JSONObject) -> None:
+    """``everything`` and ``hydra``: config nodes as plain data (``node_data``)."""
     layout = RunLayout(root)
     layout.hydra.mkdir(exist_ok=True)
     files = {

@@ -379,7 +379,7 @@ def format_summary(read: SummaryRecord) -> str:
         ("turns", _distribution_line(read.turns)),
         ("tool calls", _distribution_line(read.tool_calls)),
         ("prefix breaks", _distribution_line(read.prefix_breaks)),
-        *([("context", economics)] if (economics := economics_line(read.to_json())) else []),
+        *([("context", economics)] if (economics := economics_line(read.token_economics)) else []),
         *([("budget", budget)] if (budget := _budget_line(read.budget)) else []),
         (
             "end reasons",

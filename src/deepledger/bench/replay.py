@@ -19,14 +19,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from deepledger.agent.answer import summary_prompt
-from deepledger.config import ContextConfig, Provider, closest_key
+from deepledger.config import ContextConfig, PriceConfig, Provider, closest_key, node_data
 from deepledger.context.replay import (
     Policy,
     PolicyReplay,
@@ -38,7 +40,11 @@ from deepledger.context.strategy import make_strategy
 from deepledger.errors import ConfigError
 from deepledger.llm.tokens import RememberingCounter, TokenCounter, default_counter
 from deepledger.llm.usage import Price, find_price
+from deepledger.messages import JSONObject
 from deepledger.store.layout import MANIFEST, REPLAY, RunLayout
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # What a replay may change; everything else is what the run was.
 REPLAY_KEYS = (
@@ -48,6 +54,55 @@ REPLAY_KEYS = (
 )
 STANDARD_KEEP = 5
 WINDOW_KEY = "llm.max_context_length"
+D = TypeVar("D", bound="DataclassInstance")
+
+
+@dataclass(frozen=True)
+class RecordedModel:
+    """The run's model, as far as a replay needs it: its window, its reply budget, and
+    what its tokens are counted with."""
+
+    model_name: str
+    max_context_length: int
+    max_tokens: int
+    provider: str = ""
+    chat_format: str | None = None  # llm=local: a template named instead of the model's
+    model_path: str | None = None  # llm=local: its GGUF file (None: the bundled one)
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """What a replay reads of a run's recorded configuration. A view, not the whole
+    :class:`~deepledger.config.Config`: a run recorded by another release, with keys this
+    one does not have, still replays."""
+
+    llm: RecordedModel
+    context: ContextConfig
+    keep_tool_result: int
+    answer_format: str = ""
+    pricing: dict[str, PriceConfig] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: JSONObject) -> RecordedRun:
+        """The view of a configuration as the run directory records it; raises
+        ``KeyError``, ``TypeError`` or ``ValueError`` when it does not hold one."""
+        llm, agent = config["llm"], config["agent"]
+        return cls(
+            llm=_known(RecordedModel, llm),
+            context=_known(ContextConfig, agent["context"]),
+            keep_tool_result=int(agent["keep_tool_result"]),
+            answer_format=(config.get("benchmark") or {}).get("answer_format") or "",
+            pricing={
+                str(model): _known(PriceConfig, entry)
+                for model, entry in (config.get("pricing") or {}).items()
+            },
+        )
+
+
+def _known(kind: type[D], values: Mapping[str, Any]) -> D:
+    """A ``kind`` dataclass of the recorded ``values`` it has fields for."""
+    known = {f.name for f in dataclasses.fields(kind)}
+    return kind(**{k: v for k, v in values.items() if k in known})
 
 
 def run_replay(run_dir: Path, overrides: list[str], price_model: str | None = None) -> str:
@@ -61,20 +116,17 @@ def run_replay(run_dir: Path, overrides: list[str], price_model: str | None = No
         _, window = apply_overrides(cfg, overrides)
         policies = [recorded, *standard_policies(cfg)]
     journals = list(attempts(run_dir))
-    counter = counter_for(cfg["llm"])
-    common = {
-        "counter": counter,
-        "max_tokens": cfg["llm"]["max_tokens"],
-        "summary_prompt": summary_prompt(cfg["benchmark"].get("answer_format") or ""),
-    }
+    counter = counter_for(cfg.llm)
     try:
         results = [
             replay(
                 journals,
                 policy,
-                max_context_length=cfg["llm"]["max_context_length"] if i == 0 else window,
+                counter=counter,
+                max_context_length=cfg.llm.max_context_length if i == 0 else window,
+                max_tokens=cfg.llm.max_tokens,
+                summary_prompt=summary_prompt(cfg.answer_format),
                 recorded_policy=i == 0,
-                **common,
             )
             for i, policy in enumerate(policies)
         ]
@@ -83,8 +135,8 @@ def run_replay(run_dir: Path, overrides: list[str], price_model: str | None = No
             f"A journal in {run_dir} could not be replayed ({type(exc).__name__}: "
             f"{exc}): it was written by another version, or edited."
         ) from exc
-    model = price_model or cfg["llm"]["model_name"]
-    price = find_price(model, OmegaConf.create(cfg.get("pricing") or {}))
+    model = price_model or cfg.llm.model_name
+    price = find_price(model, cfg.pricing)
     if price_model and price is None:
         raise ConfigError(f"--price {price_model}: no such model in the run's price list.")
     error = counting_error(results[0])
@@ -92,7 +144,7 @@ def run_replay(run_dir: Path, overrides: list[str], price_model: str | None = No
     return format_table(results, error, price, model, len(journals), counter)
 
 
-def recorded_config(run_dir: Path) -> dict[str, Any]:
+def recorded_config(run_dir: Path) -> RecordedRun:
     """The run's configuration: a bench run's ``manifest.json``, else the
     ``.hydra/config.yaml`` Hydra wrote into a ``deepledger run`` folder."""
     layout = RunLayout(run_dir)
@@ -107,28 +159,19 @@ def recorded_config(run_dir: Path) -> dict[str, Any]:
         if source is manifest:
             config = json.loads(manifest.read_text(encoding="utf-8"))["config"]
         else:
-            config = OmegaConf.to_container(OmegaConf.load(composed), resolve=True)
-        config["llm"]["max_context_length"], config["agent"]["context"]
-    except (json.JSONDecodeError, KeyError, TypeError, OmegaConfBaseException) as exc:
+            config = node_data(OmegaConf.load(composed), resolve=True)
+        return RecordedRun.from_config(config)
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, OmegaConfBaseException) as exc:
         raise ConfigError(
             f"{source} does not hold a run configuration this version can read ({exc})."
         ) from None
-    if not isinstance(config, dict):  # never: the lookups above fail on anything else
-        raise ConfigError(f"{source} does not hold a run configuration this version can read.")
-    return config
 
 
-def context_config(values: dict[str, Any]) -> ContextConfig:
-    known = {f.name for f in dataclasses.fields(ContextConfig)}
-    return ContextConfig(**{k: v for k, v in values.items() if k in known})
+def policy_of(name: str, cfg: RecordedRun) -> Policy:
+    return Policy(name, cfg.context, cfg.keep_tool_result)
 
 
-def policy_of(name: str, cfg: dict[str, Any]) -> Policy:
-    agent = cfg["agent"]
-    return Policy(name, context_config(agent["context"]), agent["keep_tool_result"])
-
-
-def standard_policies(cfg: dict[str, Any]) -> list[Policy]:
+def standard_policies(cfg: RecordedRun) -> list[Policy]:
     k = STANDARD_KEEP
     return [
         Policy("keep everything", ContextConfig("keep_tool_results"), -1),
@@ -138,10 +181,10 @@ def standard_policies(cfg: dict[str, Any]) -> list[Policy]:
     ]
 
 
-def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> tuple[Policy, int]:
-    context = dict(cfg["agent"]["context"])
-    keep = cfg["agent"]["keep_tool_result"]
-    window = cfg["llm"]["max_context_length"]
+def apply_overrides(cfg: RecordedRun, overrides: list[str]) -> tuple[Policy, int]:
+    context = cfg.context
+    keep = cfg.keep_tool_result
+    window = cfg.llm.max_context_length
     for override in overrides:
         key, sep, raw = override.partition("=")
         if not sep or key not in REPLAY_KEYS:
@@ -158,13 +201,12 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> tuple[Policy, 
         elif key == "llm.max_context_length":
             window = value
         else:
-            context[key.rsplit(".", 1)[1]] = value
+            context = dataclasses.replace(context, **{key.rsplit(".", 1)[1]: value})
     _check(context, keep, window)
-    policy = context_config(context)
-    name = describe(policy, keep) + (
-        "" if window == cfg["llm"]["max_context_length"] else f", {window:,} window"
+    name = describe(context, keep) + (
+        "" if window == cfg.llm.max_context_length else f", {window:,} window"
     )
-    return Policy(name, policy, keep), window
+    return Policy(name, context, keep), window
 
 
 def describe(context: ContextConfig, keep: int) -> str:
@@ -195,8 +237,8 @@ def _parse(key: str, raw: str) -> Any:
     return raw
 
 
-def _check(context: dict[str, Any], keep: int, window: int) -> None:
-    make_strategy(context_config(context))  # names a bad strategy or parameter
+def _check(context: ContextConfig, keep: int, window: int) -> None:
+    make_strategy(context)  # names a bad strategy or parameter
     if keep < -1:
         raise ConfigError(
             f"agent.keep_tool_result={keep}: use -1 (keep all), 0 (none) or N > 0 (the last N)."
@@ -205,19 +247,19 @@ def _check(context: dict[str, Any], keep: int, window: int) -> None:
         raise ConfigError(f"llm.max_context_length={window} must be positive.")
 
 
-def counter_for(llm: dict[str, Any]) -> TokenCounter:
+def counter_for(llm: RecordedModel) -> TokenCounter:
     """The run's model's own counter where there is one (``llm=local``), remembering
     its counts: every policy replayed counts the same messages."""
     return RememberingCounter(_counter_for(llm))
 
 
-def _counter_for(llm: dict[str, Any]) -> TokenCounter:
-    if llm.get("provider") == Provider.LOCAL and not llm.get("chat_format"):
+def _counter_for(llm: RecordedModel) -> TokenCounter:
+    if llm.provider == Provider.LOCAL and not llm.chat_format:
         try:
             from deepledger.llm.local import bundled_model
             from deepledger.llm.local_template import LocalTemplate
 
-            path = Path(llm["model_path"]).expanduser() if llm.get("model_path") else None
+            path = Path(llm.model_path).expanduser() if llm.model_path else None
             return LocalTemplate(path or bundled_model())
         except Exception:  # not installed here: count with the default, as stated
             pass

@@ -85,7 +85,6 @@ from deepledger.errors import (
 )
 from deepledger.llm.base import LLMClient
 from deepledger.llm.usage import find_price
-from deepledger.messages import Usage
 from deepledger.records.events import RetryStarted
 from deepledger.records.results import (
     AttemptRecord,
@@ -347,8 +346,7 @@ class BenchmarkRunner:
     def _interrupted(self, task: Task) -> list[Expense]:
         """Killed runs' model calls, for the totals."""
         calls = []
-        for recorded in self.run_dir.interrupted_usages(task.task_id):
-            usage = Usage(**recorded)
+        for usage in self.run_dir.interrupted_usages(task.task_id):
             calls.append(Expense(usage=usage, cost=self.price.cost(usage) if self.price else None))
         return calls
 

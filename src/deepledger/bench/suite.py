@@ -34,6 +34,7 @@ from deepledger.llm.base import GenerationSettings, LLMCapabilities, LLMClient
 from deepledger.llm.factory import create_client, settings_from_config
 from deepledger.llm.usage import find_price
 from deepledger.messages import JSONObject
+from deepledger.records.economics import EconomicsUnavailable
 from deepledger.records.results import SummaryRecord, TaskRecord
 from deepledger.report.page import write_run_report
 from deepledger.store.layout import RunLayout
@@ -132,7 +133,7 @@ async def _report_while_running(
             extra={"run_dir": str(root)},
             execution=execution,  # its budget
         )
-        summary.token_economics = {"unavailable": "computed when the run ends"}
+        summary.token_economics = EconomicsUnavailable(unavailable="computed when the run ends")
         return _write_report(root, summary, ended)
 
     while every > 0:

@@ -13,7 +13,7 @@ import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from deepledger.messages import JSONObject
 from deepledger.records.events import EVENT_CLASSES, Event, JournalOpened, UnknownEvent
@@ -22,14 +22,14 @@ from deepledger.records.parts import to_jsonable
 E = TypeVar("E", bound=Event)
 
 
-def encode(event: Event) -> dict[str, Any]:
+def encode(event: Event) -> JSONObject:
     """``event`` as its journal line's JSON object: ``ts``, ``event``, then the fields the
     writer gave (a field left to its default is not written), in the class's order.
 
     The fields are taken as they are, not re-validated: they were checked when the
     event was built, and this runs on every turn."""
     given = event.model_fields_set
-    record: dict[str, Any] = {"ts": event.ts, "event": event.event}
+    record: JSONObject = {"ts": event.ts, "event": event.event}
     for key, value in event.__dict__.items():
         if key in given and key not in ("ts", "event"):
             record[key] = to_jsonable(value)

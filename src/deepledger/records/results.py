@@ -25,6 +25,7 @@ from pydantic.fields import FieldInfo
 
 from deepledger.messages import JSONObject, Usage
 from deepledger.records.base import SCHEMA_VERSION, Record
+from deepledger.records.economics import EconomicsUnavailable, TokenEconomics
 
 # A file written before typed records: no schema_version anywhere in it.
 FIRST_SCHEMA = 1
@@ -420,7 +421,10 @@ class SummaryRecord(ResultRecord):
     budget: BudgetSummary | None = None  # None: a summary from before budgets
     extra: JSONObject = Field(default_factory=dict)  # whatever the caller passed
     # The journals' replay (bench/economics.py), added once the run ends.
-    token_economics: JSONObject | None = None
+    # left_to_right: a section that says why it is unavailable is never read as figures.
+    token_economics: EconomicsUnavailable | TokenEconomics | None = Field(
+        default=None, union_mode="left_to_right"
+    )
     configs: ConfigBreakdown | None = None  # only when a resume changed the settings
 
     def to_json(self) -> JSONObject:

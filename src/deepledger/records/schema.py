@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
@@ -24,11 +24,14 @@ from deepledger.records.base import SCHEMA_VERSION
 from deepledger.records.events import JournalEvent
 from deepledger.records.results import AttemptFinished, RetryFinished, SummaryRecord, TaskRecord
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeForm  # pydantic's dependency; for the annotation only
+
 # Where the report page finds it (a path only: records import nothing above them).
 ASSET = Path(__file__).resolve().parents[1] / "report" / "assets" / "records.schema.json"
 
 # Each top-level record, by the name the schema gives it.
-TOP_LEVEL: dict[str, Any] = {
+TOP_LEVEL: dict[str, TypeForm[Any]] = {  # classes, and the union of the journal's events
     "journal_event": JournalEvent,
     "task_record": TaskRecord,
     "retry_finished": RetryFinished,

@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 
 from deepledger import __version__
 from deepledger.config import BUDGET_KEYS
+from deepledger.messages import JSONObject
 from deepledger.records.codec import encode, read_journal_file
 from deepledger.records.events import (
     ClosingCall,
@@ -35,7 +36,8 @@ from deepledger.records.events import (
     RetryStarted,
     WindowExhausted,
 )
-from deepledger.records.results import AttemptRecord, TaskRecord
+from deepledger.records.results import AttemptRecord, SummaryRecord, TaskRecord
+from deepledger.report.view import CallPoint, JournalView, MarkPoint, RunFacts, TaskRow
 from deepledger.store.layout import (
     SUBAGENTS,
     RunLayout,
@@ -59,17 +61,17 @@ _DROPPED_FIELDS = {"system_prompt", "prompts"}
 class RunData:
     """Everything the page shows; ``trajectories[i]`` belongs to ``tasks[i]``."""
 
-    run: dict[str, Any]
-    tasks: list[dict[str, Any]] = field(default_factory=list)
-    trajectories: list[list[dict[str, Any]]] = field(default_factory=list)
+    run: RunFacts
+    tasks: list[TaskRow] = field(default_factory=list)
+    trajectories: list[list[JournalView]] = field(default_factory=list)
     # Every model call, in time order: the loop's ("loop"), the closing calls (their
     # purpose), sub-agents' ("subagent") and those of retries a killed run left
     # ("interrupted"), which the task's usage counts too.
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    marks: list[dict[str, Any]] = field(default_factory=list)  # guard, compaction, looping
+    calls: list[CallPoint] = field(default_factory=list)
+    marks: list[MarkPoint] = field(default_factory=list)  # guard, compaction, looping
 
 
-def collect(root: Path, summary: dict[str, Any]) -> RunData:
+def collect(root: Path, summary: SummaryRecord) -> RunData:
     """The report's data for ``root``; ``summary`` is the run's metrics (summary.json)."""
     manifest, config = load_manifest(root)
     records = task_records(root)
@@ -84,19 +86,20 @@ def collect(root: Path, summary: dict[str, Any]) -> RunData:
             ids.append(task_id)
     live = data.run["state"] == "running"
     for index, task_id in enumerate(ids):
-        task_dir = task_dirs.get(safe_name(task_id))
-        trajectory, calls, marks = [], [], []
-        if task_dir is not None:
+        found = task_dirs.get(safe_name(task_id))
+        trajectory: list[JournalView] = []
+        calls: list[CallPoint] = []
+        marks: list[MarkPoint] = []
+        if found is not None:
             try:
-                trajectory, calls, marks = _trajectory(root, task_dir, index)
+                trajectory, calls, marks = _trajectory(root, found, index)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                missing.append(f"{task_dir.name}: a journal this version cannot read ({exc!r})")
+                missing.append(f"{found.name}: a journal this version cannot read ({exc!r})")
                 trajectory, calls, marks = [], [], []
         elif task_id in records:
             missing.append(f"{task_id}: no journals in tasks/ (moved or deleted)")
-        row = _row(task_id, records.get(task_id), trajectory, live)
-        row["dir"] = task_dir.relative_to(root).as_posix() if task_dir else None
-        data.tasks.append(row)
+        folder = found.relative_to(root).as_posix() if found else None
+        data.tasks.append(_row(task_id, records.get(task_id), trajectory, live, folder))
         data.trajectories.append(trajectory)
         data.calls += calls
         data.marks += marks
@@ -109,8 +112,8 @@ def collect(root: Path, summary: dict[str, Any]) -> RunData:
 
 # -- the run --------------------------------------------------------------------------
 def _run_facts(
-    root: Path, manifest: dict[str, Any], config: dict[str, Any], summary: dict[str, Any]
-) -> dict[str, Any]:
+    root: Path, manifest: JSONObject, config: JSONObject, summary: SummaryRecord
+) -> RunFacts:
     runs = manifest.get("runs") or []
     started = runs[0].get("started_at") if runs else manifest.get("created_at")
     finished = runs[-1].get("finished_at") if runs else None
@@ -130,12 +133,14 @@ def _run_facts(
         "wall_seconds": wall_seconds(runs, live=live, activity=lambda: last_writes(root)),
         "config": config_highlights(config, _hydra_choices(root)),
         "overrides": _hydra_overrides(root),
-        "summary": summary,
+        "summary": summary.to_json(),
         "missing": [],
+        "tasks_shown": 0,  # counted once the tasks are read
+        "tasks_not_started": 0,
     }
 
 
-def config_highlights(config: dict[str, Any], choices: dict[str, Any]) -> dict[str, Any]:
+def config_highlights(config: JSONObject, choices: dict[str, str | None]) -> JSONObject:
     """The settings a reader of a run asks about first (``choices``: the config groups
     the run was started with, ``agent=keep5_compress5`` and so on)."""
     llm, agent = config.get("llm") or {}, config.get("agent") or {}
@@ -163,12 +168,16 @@ def config_highlights(config: dict[str, Any], choices: dict[str, Any]) -> dict[s
     }
 
 
-def _hydra_choices(root: Path) -> dict[str, Any]:
+def _hydra_choices(root: Path) -> dict[str, str | None]:
     try:
-        choices = OmegaConf.load(RunLayout(root).hydra_settings).hydra.runtime.choices
-        return dict(OmegaConf.to_container(choices))
+        choices = OmegaConf.to_container(
+            OmegaConf.load(RunLayout(root).hydra_settings).hydra.runtime.choices
+        )
     except Exception:  # not started through Hydra, or an older layout: presets unknown
         return {}
+    if not isinstance(choices, dict):
+        return {}
+    return {str(group): None if name is None else str(name) for group, name in choices.items()}
 
 
 def _hydra_overrides(root: Path) -> list[str]:
@@ -179,7 +188,7 @@ def _hydra_overrides(root: Path) -> list[str]:
 
 
 def wall_seconds(
-    runs: list[dict[str, Any]], *, live: bool, activity: Callable[[], list[datetime]]
+    runs: list[JSONObject], *, live: bool, activity: Callable[[], list[datetime]]
 ) -> float | None:
     """Time spent running, summed over the sessions of a resumed run. A session that
     has no end on record was killed: it is counted up to the last file it wrote
@@ -257,16 +266,20 @@ def _journals(task_dir: Path, *, interrupted: bool = False) -> list[tuple[int, i
     return attempt_journals(task_dir, interrupted=interrupted)
 
 
-def _natural(path: Path) -> list[Any]:
+def _natural(path: Path) -> list[int | str]:
     """``browsing-2`` before ``browsing-10``."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.as_posix())]
 
 
 def _row(
-    task_id: str, record: TaskRecord | None, trajectory: list[dict[str, Any]], live: bool
-) -> dict[str, Any]:
+    task_id: str,
+    record: TaskRecord | None,
+    trajectory: list[JournalView],
+    live: bool,
+    folder: str | None,
+) -> TaskRow:
     if record is None:  # journals only: running now, or stopped before its end
-        return _unfinished_row(task_id, trajectory, live)
+        return _unfinished_row(task_id, trajectory, live, folder)
     usage, attempts, judgement = record.usage, record.attempts, record.judgement
     status = outcome(record.correct) if record.status == "finished" else record.status
     return {
@@ -294,10 +307,11 @@ def _row(
         "end_reason": record.end_reason,
         "provenance": record.provenance,
         "seconds": record.elapsed_seconds,
+        "dir": folder,
     }
 
 
-def outcome(correct: Any) -> str:
+def outcome(correct: object) -> str:
     """A judged task's status from its ``correct`` (None: no ground truth to judge by)."""
     return _OUTCOMES[correct] if isinstance(correct, bool | None) else "unknown"
 
@@ -307,7 +321,9 @@ def _first_attempt(attempts: list[AttemptRecord]) -> str | None:
     return outcome(correct) if isinstance(correct, bool) else None
 
 
-def _unfinished_row(task_id: str, trajectory: list[dict[str, Any]], live: bool) -> dict[str, Any]:
+def _unfinished_row(
+    task_id: str, trajectory: list[JournalView], live: bool, folder: str | None
+) -> TaskRow:
     """A task with journals and no result: its figures so far. Turns and tool calls are
     the main loop's (as in a finished task's record); tokens include its sub-agents'."""
     events = [e for journal in trajectory for e in journal["events"]]
@@ -331,22 +347,27 @@ def _unfinished_row(task_id: str, trajectory: list[dict[str, Any]], live: bool) 
         "post_mortems": max((j.get("carried_post_mortems") or 0 for j in trajectory), default=0),
         "turns": sum(1 for e in loop if e["event"] == "assistant"),
         "tool_calls": sum(len(e.get("calls") or []) for e in loop if e["event"] == "tool_results"),
-        **usage,
+        "input_tokens": usage["input_tokens"],
+        "output_tokens": usage["output_tokens"],
+        "cache_read_tokens": usage["cache_read_tokens"],
         "cache_write_tokens": None,
         "cost": None,
         "end_reason": None,
         "provenance": None,
         "seconds": None,
+        "dir": folder,
     }
 
 
 # -- trajectories ---------------------------------------------------------------------
 def _trajectory(
     root: Path, task_dir: Path, index: int
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[JournalView], list[CallPoint], list[MarkPoint]]:
     """The task's journals (sub-agent runs after the run that called them, nested ones
     included), its model calls and its marks for the run's charts."""
-    trajectory, calls, marks = [], [], []
+    trajectory: list[JournalView] = []
+    calls: list[CallPoint] = []
+    marks: list[MarkPoint] = []
     for attempt, retry, path in _journals(task_dir):
         label = f"attempt {attempt} · retry {retry}"
         runs = [(label, path)]
@@ -380,9 +401,9 @@ def _trajectory(
     return trajectory, calls, marks
 
 
-def _calls(events: list[Event], task: int, label: str, kind: str | None) -> list[dict[str, Any]]:
+def _calls(events: list[Event], task: int, label: str, kind: str | None) -> list[CallPoint]:
     """The journal's model calls; ``kind`` overrides loop/closing-call purpose."""
-    out = []
+    out: list[CallPoint] = []
     for event in events:
         if not isinstance(event, LLMCall | ClosingCall):
             continue
@@ -410,10 +431,11 @@ _MARKS: dict[type[Event], str] = {
 }
 
 
-def _marks(events: list[Event], task: int, label: str) -> list[dict[str, Any]]:
+def _marks(events: list[Event], task: int, label: str) -> list[MarkPoint]:
     """Where the guard, a compaction or the loop check acted, at the prompt size of the
     call that came before (so the mark sits on the task's curve)."""
-    out, tokens = [], 0
+    out: list[MarkPoint] = []
+    tokens = 0
     for event in events:
         if isinstance(event, LLMCall):
             tokens = event.usage.input_tokens
@@ -437,12 +459,12 @@ def _marks(events: list[Event], task: int, label: str) -> list[dict[str, Any]]:
     return out
 
 
-def compact_event(event: Event | dict[str, Any]) -> dict[str, Any]:
+def compact_event(event: Event | JSONObject) -> JSONObject:
     """One journal event as the viewer shows it: its line (as read, or the event's
     ``records.codec.encode``) with long texts clipped and replay-only fields dropped."""
     line = encode(event) if isinstance(event, Event) else event
     kind = line.get("event")
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, value in line.items():
         if key in _DROPPED_FIELDS:
             continue
@@ -482,7 +504,7 @@ def clip(text: str, limit: int) -> str:
     return f"{text[:limit]}\n… [{len(text) - limit:,} more characters in the journal]"
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     if value is None:
         return None
     return clip(value if isinstance(value, str) else json.dumps(value), FIELD_LIMIT)

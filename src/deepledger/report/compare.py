@@ -11,10 +11,10 @@ import os
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from deepledger import __version__
 from deepledger.errors import DeepLedgerError
+from deepledger.messages import JSONObject
 from deepledger.records.results import SummaryRecord, TaskRecord
 from deepledger.report import charts
 from deepledger.report.collect import (
@@ -25,6 +25,13 @@ from deepledger.report.collect import (
     wall_seconds,
 )
 from deepledger.report.page import render
+from deepledger.report.view import (
+    ComparedRun,
+    ComparisonPayload,
+    RunFigures,
+    TaskAcrossRuns,
+    UnreadRun,
+)
 from deepledger.store.files import write_text_atomic
 from deepledger.store.layout import RunLayout
 from deepledger.store.lock import run_is_live
@@ -69,35 +76,34 @@ def default_output(run_dirs: list[Path]) -> Path:
 
 
 def write_comparison(
-    run_dirs: list[Path], summaries: dict[Path, dict[str, Any]], out: Path
+    run_dirs: list[Path], summaries: dict[Path, SummaryRecord], out: Path
 ) -> Path:
     """Write the comparison of ``run_dirs`` to ``out``; ``summaries`` holds the summary of
     each run that could be read (the others are listed with their problem)."""
-    runs: list[dict[str, Any]] = []
+    runs: list[ComparedRun | UnreadRun] = []
+    problems: list[str] = []
     configs: list[dict[str, str] | None] = []
     records: list[dict[str, TaskRecord]] = []
     for run_dir in run_dirs:
-        entry: dict[str, Any] = {"dir": str(run_dir), "label": run_dir.name}
         try:
             manifest, config = load_manifest(run_dir)
             if run_dir not in summaries:
                 raise DeepLedgerError("no summary could be made")
         except DeepLedgerError as exc:
-            runs.append({**entry, "problem": str(exc)})
+            runs.append({"dir": str(run_dir), "label": run_dir.name, "problem": str(exc)})
+            problems.append(str(exc))
             configs.append(None)
             records.append({})
             continue
-        entry.update(_figures(run_dir, manifest, summaries[run_dir], out))
-        runs.append(entry)
+        figures = _figures(run_dir, manifest, summaries[run_dir], out)
+        runs.append({"dir": str(run_dir), "label": run_dir.name, **figures})
         configs.append(_flat(config))
         records.append(task_records(run_dir))
     if all(c is None for c in configs):
-        raise DeepLedgerError(
-            "None of the folders is a readable run: " + "; ".join(r["problem"] for r in runs)
-        )
-    for run, label in zip(runs, _labels(configs, [Path(r["dir"]) for r in runs]), strict=True):
+        raise DeepLedgerError("None of the folders is a readable run: " + "; ".join(problems))
+    for run, label in zip(runs, _labels(configs, run_dirs), strict=True):
         run["label"] = label
-    payload = {
+    payload: ComparisonPayload = {
         "kind": "comparison",
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
         "deepledger_version": __version__,
@@ -116,11 +122,10 @@ def write_comparison(
 
 
 def _figures(
-    run_dir: Path, manifest: dict[str, Any], summary: dict[str, Any], out: Path
-) -> dict[str, Any]:
+    run_dir: Path, manifest: JSONObject, read: SummaryRecord, out: Path
+) -> RunFigures:
     runs = manifest.get("runs") or []
     finished = bool(runs and runs[-1].get("finished_at"))
-    read = SummaryRecord.load(summary)
     tokens = read.tokens.total
     report = RunLayout(run_dir).report
     return {
@@ -143,7 +148,7 @@ def _figures(
     }
 
 
-def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, str]:
+def _flat(config: JSONObject, prefix: str = "") -> dict[str, str]:
     flat: dict[str, str] = {}
     for key, value in config.items():
         name = f"{prefix}{key}"
@@ -176,13 +181,13 @@ def _labels(configs: list[dict[str, str] | None], dirs: list[Path]) -> list[str]
 
 def _task_matrix(
     records: list[dict[str, TaskRecord]], readable: list[bool]
-) -> list[dict[str, Any]]:
+) -> list[TaskAcrossRuns]:
     """A row per task: its status in each run. It ``differs`` when the runs that could
     be read disagree (a run that could not be read has no say)."""
     ids: dict[str, None] = {}
     for run in records:
         ids |= dict.fromkeys(run)
-    rows = []
+    rows: list[TaskAcrossRuns] = []
     for task_id in ids:
         cells = [_status(run.get(task_id)) for run in records]
         question = next((r[task_id].question for r in records if task_id in r), "")

@@ -25,10 +25,23 @@ import os
 import re
 from importlib import metadata, resources
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from deepledger.errors import RunDirectoryError
+from deepledger.messages import JSONObject
+from deepledger.records.results import SummaryRecord
 from deepledger.report.collect import FIELD_LIMIT, RESULT_LIMIT, TEXT_LIMIT, RunData, collect
+from deepledger.report.view import (
+    CallPoint,
+    ComparisonPayload,
+    CumulativePoint,
+    LabelledMark,
+    LinePoint,
+    MarkPoint,
+    RunPayload,
+    TaskDetail,
+    WindowRule,
+)
 from deepledger.store.files import write_text_atomic
 from deepledger.store.layout import RunLayout
 
@@ -39,21 +52,25 @@ MAX_MARKS = 3_000
 MAX_POINTS = 1_500  # points per series of the cumulative chart
 CACHE_DIR_ENV = "DEEPLEDGER_CACHE_DIR"
 PRERENDERED_CHARTS = "charts.json"  # written by `python -m deepledger.report.charts`
+Point = TypeVar("Point", CallPoint, MarkPoint)
 
 
 @functools.cache
-def _prerendered() -> dict[str, Any]:
-    return json.loads(_asset(PRERENDERED_CHARTS))
+def _prerendered() -> JSONObject:
+    rendered: JSONObject = json.loads(_asset(PRERENDERED_CHARTS))
+    return rendered
 
 
-def run_chart_specs() -> dict[str, dict[str, Any]]:
+def run_chart_specs() -> dict[str, JSONObject]:
     """The run report's chart specs, as altair rendered them ahead of time."""
-    return _prerendered()["specs"]
+    specs: dict[str, JSONObject] = _prerendered()["specs"]
+    return specs
 
 
 def vega_lite_version() -> str:
     """``MAJOR.MINOR`` of the Vega-Lite the specs are written for."""
-    return ".".join(_prerendered()["vega_lite_version"].split(".")[:2])
+    version: str = _prerendered()["vega_lite_version"]
+    return ".".join(version.split(".")[:2])
 
 
 def bundle_cache_path(version: str) -> Path:
@@ -77,7 +94,9 @@ def chart_library() -> str:
         pass  # not made yet on this machine (or unreadable): make it
     import vl_convert  # a native module: imported only when the bundle must be made
 
-    bundle = vl_convert.javascript_bundle(vl_version=version)
+    # The stub marks ``snippet`` required; at run time it defaults to the one that sets
+    # the window's globals, which the page needs.
+    bundle = vl_convert.javascript_bundle(vl_version=version)  # type: ignore[call-arg]
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(cached, bundle, mode=0o644)
@@ -95,19 +114,19 @@ def _asset(name: str) -> str:
 _UNSAFE_IN_SCRIPT = re.compile("[<\u2028\u2029\ud800-\udfff]")
 
 
-def _json_for_script(value: Any) -> str:
+def _json_for_script(value: object) -> str:
     """JSON that cannot end its <script> element early, whatever the model wrote, and
     that encodes as UTF-8: a lone surrogate (a model can write one) becomes an escape."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return _UNSAFE_IN_SCRIPT.sub(lambda c: f"\\u{ord(c.group(0)):04x}", text)
 
 
-def _packed(value: Any) -> str:
+def _packed(value: TaskDetail) -> str:
     raw = _json_for_script(value).encode("utf-8")
     return base64.b64encode(gzip.compress(raw, compresslevel=6)).decode("ascii")
 
 
-def render(title: str, payload: dict[str, Any], packed: list[str]) -> str:
+def render(title: str, payload: RunPayload | ComparisonPayload, packed: list[str]) -> str:
     """The page: ``payload`` is read by the viewer at once, ``packed`` on demand."""
     page = _asset("page.html")
     parts = {
@@ -128,12 +147,12 @@ def _escape(text: str) -> str:
 
 
 # -- one run --------------------------------------------------------------------------
-def write_run_report(root: Path, summary: dict[str, Any]) -> Path:
+def write_run_report(root: Path, summary: SummaryRecord) -> Path:
     """Write ``root/report.html`` (atomically) and return its path."""
     data = collect(root, summary)
     window = data.run["config"].get("llm.max_context_length")
     drawn = _drawn(len(data.tasks))
-    payload = {
+    payload: RunPayload = {
         "kind": "run",
         "run": data.run,
         "tasks": data.tasks,
@@ -169,13 +188,13 @@ def write_run_report(root: Path, summary: dict[str, Any]) -> Path:
     return path
 
 
-def _window(window: Any) -> list[dict[str, Any]]:
+def _window(window: object) -> list[WindowRule]:
     if not isinstance(window, int):
         return []
     return [{"tokens": window, "label": f"window: {window:,} tokens (llm.max_context_length)"}]
 
 
-def _labelled(item: dict[str, Any], data: RunData) -> dict[str, Any]:
+def _labelled(item: MarkPoint, data: RunData) -> LabelledMark:
     return {**item, "label": f"{data.tasks[item['task']]['id']} · {item['run']}"}
 
 
@@ -185,7 +204,7 @@ def _drawn(count: int) -> set[int]:
     return set(range(0, count, step))
 
 
-def _run_lines(data: RunData, chosen: set[int]) -> list[dict[str, Any]]:
+def _run_lines(data: RunData, chosen: set[int]) -> list[LinePoint]:
     """The loop's calls of the ``chosen`` tasks."""
     return [
         {
@@ -199,9 +218,10 @@ def _run_lines(data: RunData, chosen: set[int]) -> list[dict[str, Any]]:
     ]
 
 
-def _cumulative(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _cumulative(calls: list[CallPoint]) -> list[CumulativePoint]:
     step = max(1, -(-len(calls) // MAX_POINTS))
-    rows, billed, uncached = [], 0, 0
+    rows: list[CumulativePoint] = []
+    billed = uncached = 0
     for number, call in enumerate(calls, start=1):
         billed += call["input"]
         uncached += max(0, call["input"] - call["cache_read"])
@@ -211,8 +231,8 @@ def _cumulative(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _by_task(items: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
-    grouped: dict[int, list[dict[str, Any]]] = {}
+def _by_task(items: list[Point]) -> dict[int, list[Point]]:
+    grouped: dict[int, list[Point]] = {}
     for item in items:
         grouped.setdefault(item["task"], []).append(item)
     return grouped

@@ -14,16 +14,17 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from deepledger.errors import RunDirectoryError
+from deepledger.messages import JSONObject
 
 # What a write says when the disk is full or over quota.
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Every complete JSON line of ``path`` (a line cut short by a crash is skipped)."""
+def read_jsonl(path: Path) -> list[JSONObject]:
+    """Every complete JSON line of ``path`` (a line cut short by a crash is skipped), as
+    read: the records/ classes decode them."""
     if not path.exists():
         return []
     records = []
@@ -38,16 +39,16 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def latest_records(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def latest_records(records: list[JSONObject]) -> dict[str, JSONObject]:
     """The last record of each task id, in first-seen order."""
-    latest: dict[str, dict[str, Any]] = {}
+    latest: dict[str, JSONObject] = {}
     for record in records:
         if "task_id" in record:
             latest[record["task_id"]] = record
     return latest
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def write_json_atomic(path: Path, data: object) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -74,7 +75,7 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
         raise
 
 
-def append_line(path: Path, record: dict[str, Any]) -> None:
+def append_line(path: Path, record: JSONObject) -> None:
     """Append one JSON line in a single write, flushed to disk. If a crash left the last
     line unfinished, start on a new line so the new record is not glued to it. A write
     the disk cannot take whole is undone (the file cut back to where it was: that frees

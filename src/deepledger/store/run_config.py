@@ -13,8 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TypeAlias
 
+from deepledger.messages import JSONObject
+from deepledger.records.manifest import Manifest
+from deepledger.records.results import ConfigBreakdown, ConfigUse, TaskRecord
 from deepledger.store.files import latest_records, read_jsonl
 from deepledger.store.layout import RunLayout
 from deepledger.store.redaction import redact
@@ -47,10 +50,15 @@ RESUME_HARMLESS = (
 # Two judges' verdicts never share one accuracy (see RunStore.check_resume).
 JUDGE_KEYS = ("benchmark.judge",)
 
+# The configs compared here are JSON: as the manifest records them (``config.as_record``,
+# redacted), written by this release or an older one with other keys. Flattened, each
+# dotted key maps to its leaf value (an empty section to ``{}``).
+FlatConfig: TypeAlias = dict[str, object]
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+
+def _flatten(value: object, prefix: str = "") -> FlatConfig:
     if isinstance(value, dict):
-        flat: dict[str, Any] = {}
+        flat: FlatConfig = {}
         for key, item in value.items():
             flat |= _flatten(item, f"{prefix}{key}.")
         return flat or {prefix.rstrip("."): {}}
@@ -61,7 +69,7 @@ def _under(key: str, prefixes: tuple[str, ...]) -> bool:
     return any(key == p or key.startswith(p + ".") for p in prefixes)
 
 
-def _counted(config: dict[str, Any]) -> dict[str, Any]:
+def _counted(config: JSONObject) -> FlatConfig:
     """The flattened settings that count for a resume (None for an absent key: a key a
     newer deepledger added with no value is no change)."""
     return {
@@ -71,14 +79,14 @@ def _counted(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def config_id(config: dict[str, Any]) -> str:
+def config_id(config: JSONObject) -> str:
     """A short name for the settings that decide what a task does and how it is judged:
     a resume that changes only harmless keys keeps it."""
     canonical = json.dumps(_counted(redact(config)), sort_keys=True, default=str)
     return hashlib.sha1(canonical.encode()).hexdigest()[:8]
 
 
-def resume_changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[str], list[str]]:
+def resume_changes(before: JSONObject, after: JSONObject) -> tuple[list[str], list[str]]:
     """The differences that count (``key: old -> new``), and of those the judge's."""
     old, new = _counted(before), _counted(after)
     counted = [
@@ -89,41 +97,38 @@ def resume_changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[
     return counted, [c for c in counted if _under(c.split(":", 1)[0], JUDGE_KEYS)]
 
 
-def config_breakdown(root: Path) -> dict[str, Any] | None:
+def config_breakdown(root: Path) -> ConfigBreakdown | None:
     """How many tasks finished under each config_id, when the results hold more than
     one (None otherwise), with the runs that used it and the tasks whose retries ran
     under several."""
     layout = RunLayout(root)
     try:
-        runs = json.loads(layout.manifest.read_text(encoding="utf-8")).get("runs") or []
-    except (OSError, json.JSONDecodeError):
+        runs = Manifest.load(json.loads(layout.manifest.read_text(encoding="utf-8"))).runs
+    except (OSError, ValueError):  # pydantic's ValidationError and JSON's errors included
         runs = []
-    records = list(latest_records(read_jsonl(layout.results)).values())
-    ids = [r.get("config_id") for r in records if r.get("config_id")]
+    lines = latest_records(read_jsonl(layout.results)).values()
+    records = [TaskRecord.load(line) for line in lines]
+    ids = [r.config_id for r in records if r.config_id]
     if len(set(ids)) < 2:
         return None
     mixed = [
-        r["task_id"]
+        r.task_id
         for r in records
-        if len(
-            {x.get("config_id") for a in r.get("attempts") or [] for x in a.get("retries") or []}
-            - {None}
-        )
-        > 1
+        if len({x.config_id for a in r.attempts for x in a.retries} - {None}) > 1
     ]
-    return {
-        "ids": {
-            cid: {
-                "tasks": ids.count(cid),
-                "runs": [n for n, run in enumerate(runs, 1) if run.get("config_id") == cid],
-            }
+    return ConfigBreakdown(
+        ids={
+            cid: ConfigUse(
+                tasks=ids.count(cid),
+                runs=[n for n, run in enumerate(runs, 1) if run.config_id == cid],
+            )
             for cid in dict.fromkeys(ids)
         },
-        "mixed_tasks": mixed,
-    }
+        mixed_tasks=mixed,
+    )
 
 
-def config_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+def config_differences(before: JSONObject, after: JSONObject) -> list[str]:
     old, new = _flatten(before), _flatten(after)
     return [
         f"{key}: {old.get(key, '(absent)')!r} -> {new.get(key, '(absent)')!r}"

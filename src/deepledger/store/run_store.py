@@ -24,10 +24,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from deepledger import __version__
 from deepledger.errors import DeepLedgerError, RunDirectoryError
+from deepledger.messages import JSONObject, Usage
+from deepledger.records.codec import decode, event_name
+from deepledger.records.events import ClosingCall, LLMCall
+from deepledger.records.manifest import Manifest, RunEntry
 from deepledger.records.results import (
     AttemptFinished,
     AttemptRecord,
@@ -56,6 +59,7 @@ from deepledger.store.run_config import (
     resume_changes,
 )
 
+_MODEL_CALLS = (event_name(LLMCall), event_name(ClosingCall))  # the events that bill tokens
 _VERSIONED = ("openai", "anthropic", "mcp", "hydra-core", "omegaconf", "tiktoken")
 
 
@@ -63,9 +67,10 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def load_manifest(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The run directory's manifest and the config of its newest run; a clear error for
-    a folder that is not a run directory or whose manifest cannot be read."""
+def load_manifest(root: Path) -> tuple[JSONObject, JSONObject]:
+    """The run directory's manifest and the config of its newest run, as read (JSON: see
+    ``records/manifest.py`` for what they hold); a clear error for a folder that is not a
+    run directory or whose manifest cannot be read."""
     path = RunLayout(root).manifest
     if not root.is_dir():
         raise DeepLedgerError(f"{root} is not a folder.")
@@ -132,11 +137,13 @@ class RunStore:
         return path
 
     # -- manifest ---------------------------------------------------------------------
-    def _manifest(self) -> dict[str, Any] | None:
+    def _manifest(self) -> Manifest | None:
         path = self.layout.manifest
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        if not path.exists():
+            return None
+        return Manifest.load(json.loads(path.read_text(encoding="utf-8")))
 
-    def check_resume(self, config: dict[str, Any], allow_change: bool) -> list[str]:
+    def check_resume(self, config: JSONObject, allow_change: bool) -> list[str]:
         """Refuse (:class:`RunDirectoryError`, nothing written) a resume whose settings
         differ from the last run's in keys that count, unless ``allow_change``; refuse a
         change of judge once a task was judged, allowed or not. Return the counted
@@ -144,8 +151,7 @@ class RunStore:
         manifest = self._manifest()
         if manifest is None:
             return []
-        last = manifest["runs"][-1]["config"] if manifest["runs"] else manifest["config"]
-        counted, judge = resume_changes(last, redact(config))
+        counted, judge = resume_changes(manifest.last_config, redact(config))
         if judge and any(r.judgement for r in self.latest_results().values()):
             raise RunDirectoryError(
                 f"{self.root} holds tasks judged with other settings:\n  "
@@ -165,38 +171,36 @@ class RunStore:
             )
         return counted
 
-    def start(self, config: dict[str, Any], argv: list[str], tasks: int) -> list[str]:
+    def start(self, config: JSONObject, argv: list[str], tasks: int) -> list[str]:
         """Record this run in the manifest; return how its config differs from the last
-        run's. The first run's config stays at the top; each run keeps its own, and its
-        ``config_id``, which every result and progress line of this run carries."""
-        path = self.layout.manifest
-        redacted = redact(config)
+        run's. ``config``: as recorded (``config.as_record``). The first run's config stays
+        at the top; each run keeps its own, and its ``config_id``, which every result and
+        progress line of this run carries."""
+        redacted: JSONObject = redact(config)
         self.config_id = config_id(redacted)
-        manifest = self._manifest()
-        if manifest is None:
-            manifest = {"created_at": now(), "config": redacted, "runs": []}
-        last = manifest["runs"][-1]["config"] if manifest["runs"] else manifest["config"]
-        manifest["tasks_expected"] = tasks
-        manifest["runs"].append(
-            {
-                "started_at": now(),
-                "finished_at": None,
-                "argv": redact(argv),
-                "config": redacted,
-                "config_id": self.config_id,
-                "versions": versions(),
-                "git_commit": git_commit(),
-            }
+        manifest = self._manifest() or Manifest(created_at=now(), config=redacted, runs=[])
+        last = manifest.last_config
+        manifest.tasks_expected = tasks
+        # Every field given, null ones too: the entry is written with all of them.
+        entry = RunEntry(
+            started_at=now(),
+            finished_at=None,
+            argv=redact(argv),
+            config=redacted,
+            config_id=self.config_id,
+            versions=versions(),
+            git_commit=git_commit(),
         )
-        write_json_atomic(path, manifest)
-        return config_differences(last, redacted) if len(manifest["runs"]) > 1 else []
+        manifest.runs.append(entry)
+        write_json_atomic(self.layout.manifest, manifest.to_json())
+        return config_differences(last, redacted) if len(manifest.runs) > 1 else []
 
     def finish(self) -> None:
         """Note the end of this run in the manifest."""
-        path = self.layout.manifest
-        manifest = json.loads(path.read_text())
-        manifest["runs"][-1]["finished_at"] = now()
-        write_json_atomic(path, manifest)
+        manifest = self._manifest()
+        assert manifest is not None and manifest.runs, "finish() follows start()"
+        manifest.runs[-1].finished_at = now()
+        write_json_atomic(self.layout.manifest, manifest.to_json())
 
     # -- results ----------------------------------------------------------------------
     def latest_results(self) -> dict[str, TaskRecord]:
@@ -276,16 +280,21 @@ class RunStore:
                 memory.rename(set_aside(memory, stamp))
         return Journal(path)
 
-    def interrupted_usages(self, task_id: str) -> list[dict[str, int]]:
+    def interrupted_usages(self, task_id: str) -> list[Usage]:
         """The usage of every model call recorded in journals a killed run left behind:
-        those tokens were spent (and billed) even though the retry is being redone."""
+        those tokens were spent (and billed) even though the retry is being redone. A
+        line that does not decode is skipped (a killed run may have left anything)."""
         usages = []
         for _, _, journal in attempt_journals(self.task_dir(task_id), interrupted=True):
-            usages += [
-                event["usage"]
-                for event in read_jsonl(journal)
-                if event.get("event") in ("llm_call", "closing_call") and "usage" in event
-            ]
+            for line in read_jsonl(journal):
+                if line.get("event") not in _MODEL_CALLS:
+                    continue
+                try:
+                    event = decode(line)
+                except ValueError:
+                    continue
+                if isinstance(event, LLMCall | ClosingCall):
+                    usages.append(event.usage)
         return usages
 
     def relative(self, path: Path | None) -> str | None:

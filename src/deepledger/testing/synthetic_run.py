@@ -14,12 +14,18 @@ from __future__ import annotations
 
 import random
 from contextlib import closing
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from deepledger.config import as_record, compose
-from deepledger.messages import EndReason, Message, StopReason, ToolCall, ToolResult, Usage
+from deepledger.messages import (
+    EndReason,
+    JSONObject,
+    Message,
+    StopReason,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from deepledger.records.events import (
     AssistantTurn,
     ClosingCall,
@@ -35,7 +41,7 @@ from deepledger.records.events import (
     ToolResults,
     WindowExhausted,
 )
-from deepledger.records.results import RetryRecord, TaskRecord
+from deepledger.records.results import AttemptRecord, JudgementRecord, RetryRecord, TaskRecord
 from deepledger.store.journal import Journal
 from deepledger.store.run_store import RunStore
 
@@ -64,7 +70,8 @@ _WORDS = [
 ]
 
 
-def config_for(conf_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]:
+def config_for(conf_dir: Path, overrides: list[str] | None = None) -> JSONObject:
+    """The worldfacts config, as a run directory records it."""
     cfg = compose(Path(conf_dir).resolve(), ["benchmark=worldfacts", *(overrides or [])])
     return as_record(cfg)
 
@@ -114,7 +121,8 @@ def _task(
     question = f"What is the {rng.choice(_WORDS)} of place number {index}?"
     truth = str(rng.randint(1_000, 999_999))
     retries_wanted = 2 if rng.random() < 0.3 else 1
-    retries, post_mortem = [], None
+    retries: list[RetryRecord] = []
+    post_mortem = None
     for retry in range(retries_wanted):
         last = retry == retries_wanted - 1
         answer = (truth if rng.random() < 0.5 else str(rng.randint(1, 999))) if last else None
@@ -122,46 +130,44 @@ def _task(
             record = _events(
                 journal, rng, task_id, question, retry, post_mortem, answer, not write_result
             )
-        if not write_result:
+        if record is None:
             return
-        post_mortem = record["post_mortem"]
+        post_mortem = record.post_mortem
         retries.append(record)
-        run_dir.record_progress(task_id, RetryRecord.load(record))
-    final = retries[-1]["final_answer"]
+        run_dir.record_progress(task_id, record)
+    final = retries[-1].final_answer
     correct = final == truth
-    judgement = {"correct": correct, "judge": "exact", "reason": "match" if correct else "differs"}
-    attempt = {
-        "attempt": 1,
-        "final_answer": final,
-        "provenance": retries[-1]["provenance"],
-        "correct": correct,
-        "judgement": {**judgement, "score": None, "usage": None},
-        "carried_post_mortems": len(retries) - 1,
-        "retries": retries,
-    }
-    usage = sum((Usage(**r["usage"]) for r in retries), Usage())
+    judgement = JudgementRecord(
+        correct=correct, judge="exact", reason="match" if correct else "differs"
+    )
+    attempt = AttemptRecord(
+        attempt=1,
+        final_answer=final,
+        provenance=retries[-1].provenance,
+        correct=correct,
+        judgement=judgement,
+        carried_post_mortems=len(retries) - 1,
+        retries=retries,
+    )
+    usage = sum((r.usage for r in retries), Usage())
     run_dir.add_result(
-        TaskRecord.load(
-            {
-                "task_id": task_id,
-                "question": question,
-                "ground_truth": truth,
-                "file_path": None,
-                "final_answer": None if error else final,
-                "provenance": "none" if error else attempt["provenance"],
-                "correct": False if error else correct,
-                "judgement": None if error else attempt["judgement"],
-                "status": "error" if error else "finished",
-                "error": "LLMError: the server went away" if error else None,
-                "end_reason": "error" if error else retries[-1]["end_reason"],
-                "attempts": [] if error else [attempt],
-                "usage": asdict(usage),
-                "cost": round(usage.input_tokens * 4e-7 + usage.output_tokens * 1.6e-6, 6),
-                "turns": sum(r["turns"] for r in retries),
-                "tool_calls": sum(r["tool_calls"] for r in retries),
-                "prefix_breaks": 0,
-                "elapsed_seconds": round(rng.uniform(5, 300), 3),
-            }
+        TaskRecord(
+            task_id=task_id,
+            question=question,
+            ground_truth=truth,
+            final_answer=None if error else final,
+            provenance="none" if error else attempt.provenance,
+            correct=False if error else correct,
+            judgement=None if error else judgement,
+            status="error" if error else "finished",
+            error="LLMError: the server went away" if error else None,
+            end_reason="error" if error else retries[-1].end_reason,
+            attempts=[] if error else [attempt],
+            usage=usage,
+            cost=round(usage.input_tokens * 4e-7 + usage.output_tokens * 1.6e-6, 6),
+            turns=sum(r.turns for r in retries),
+            tool_calls=sum(r.tool_calls for r in retries),
+            elapsed_seconds=round(rng.uniform(5, 300), 3),
         )
     )
 
@@ -175,7 +181,9 @@ def _events(
     carried: str | None,
     answer: str | None,
     unfinished: bool,
-) -> dict[str, Any]:
+) -> RetryRecord | None:
+    """Write one retry's journal; its record (None: ``unfinished``, the journal of a
+    run killed mid-retry)."""
     journal.write(
         RetryStarted(
             task_id=task_id,
@@ -259,7 +267,7 @@ def _events(
         calls_made += 1
         prompt += rng.randint(300, 1_200)
     if unfinished:
-        return {}
+        return None
     journal.write(LoopEnded(end_reason=EndReason(end), turns=turns))
     closing = Usage(prompt, 40, int(prompt * 0.9), 0)
     total = total + closing
@@ -289,19 +297,17 @@ def _events(
             cost=None,
         )
     )
-    return {
-        "retry": retry,
-        "final_answer": answer,
-        "provenance": "summary" if answer else "none",
-        "end_reason": end,
-        "turns": turns,
-        "tool_calls": calls_made,
-        "prefix_breaks": 0,
-        "rollbacks": 0,
-        "post_mortem": post_mortem,
-        "failure_type": "incomplete" if post_mortem else None,
-        "carried_post_mortems": int(carried is not None),
-        "usage": asdict(total),
-        "cost": None,
-        "journal": f"tasks/{journal.path.parent.name}/{journal.path.name}",
-    }
+    assert journal.path is not None  # the run store's journals are files
+    return RetryRecord(
+        retry=retry,
+        final_answer=answer,
+        provenance="summary" if answer else "none",
+        end_reason=end,
+        turns=turns,
+        tool_calls=calls_made,
+        post_mortem=post_mortem,
+        failure_type="incomplete" if post_mortem else None,
+        carried_post_mortems=int(carried is not None),
+        usage=total,
+        journal=f"tasks/{journal.path.parent.name}/{journal.path.name}",
+    )

@@ -37,14 +37,14 @@ import logging
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from deepledger import web
 from deepledger.config import Config
 from deepledger.errors import ContextOverflowError, EndpointRejectedError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import Price, UsageLedger
-from deepledger.messages import Message
+from deepledger.messages import JSONObject, Message
 from deepledger.paths import resolve_data_path
 from deepledger.prompts import render
 from deepledger.records.events import ExtractionCall
@@ -77,6 +77,24 @@ DESCRIPTION = (
     "ask for, extracted by a language model: give the URL and what to extract. Returns "
     "JSON with extracted_info, or an error saying why the page could not be read."
 )
+
+
+class ScrapeStats(TypedDict, total=False):
+    line_count: int
+    char_count: int
+    all_content_displayed: bool  # False: the page, or the part extracted from, was cut
+
+
+class ScrapeOutcome(TypedDict):
+    """What the tool answers, as JSON (MiroThinker's tool answers the same keys)."""
+
+    success: bool
+    url: str
+    extracted_info: str
+    error: str
+    scrape_stats: ScrapeStats
+    tokens_used: int
+    model_used: NotRequired[str]  # when a model extracted from the page
 
 
 class ExtractionModelRejectedError(EndpointRejectedError):
