@@ -78,7 +78,7 @@ async def measure(turns: int, journal_dir: Path) -> list[float]:
         settings=GenerationSettings(max_tokens=1000),
         system_prompt="sys",
         limits=LoopLimits(max_turns=turns + 5, max_context_length=10**9, keep_tool_result=5),
-        finalizer=AnswerGenerator(AnswerPolicy(), summary_prompt="summarize", keep_tool_result=5),
+        finalizer=AnswerGenerator(AnswerPolicy(), summary_prompt="summarize"),
         journal=journal,
     )
     overheads: list[float] = []

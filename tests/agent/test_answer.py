@@ -12,6 +12,7 @@ from deepledger.agent.answer import (
     summary_prompt,
 )
 from deepledger.agent.state import Provenance, RunState
+from deepledger.context.policy import ContextPolicy
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.llm.usage import UsageLedger
@@ -55,7 +56,7 @@ def ended(end_reason: EndReason, intermediate: tuple[str, ...] = ("early guess",
 async def finalize(policy: AnswerPolicy, state: RunState, llm: ScriptedLLM) -> Journal:
     journal = Journal(None)
     generator = AnswerGenerator(policy, summary_prompt=summary_prompt("Give metres."))
-    await generator.finalize(state, llm, GenerationSettings(), journal)
+    await generator.finalize(state, llm, GenerationSettings(), journal, ContextPolicy())
     llm.assert_consumed()
     return journal
 
@@ -199,7 +200,7 @@ async def test_a_sub_agent_reports_instead_of_boxing():
     state = ended(OUT_OF_TURNS)
     generator = AnswerGenerator(AnswerPolicy(), summary_prompt="unused", boxed=False)
     llm = ScriptedLLM(["Found: 330 m (source: page 12)."])
-    await generator.finalize(state, llm, GenerationSettings(), Journal(None))
+    await generator.finalize(state, llm, GenerationSettings(), Journal(None), ContextPolicy())
     assert state.final_answer == "Found: 330 m (source: page 12)."
 
 

@@ -11,6 +11,8 @@ from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.rollback import RollbackReason
 from deepledger.agent.state import Provenance
 from deepledger.context.compaction import Compaction
+from deepledger.context.guard import check_window
+from deepledger.context.policy import ContextPolicy
 from deepledger.context.strategy import RoundWindow
 from deepledger.context.trim import OMITTED_PLACEHOLDER
 from deepledger.errors import ContextOverflowError
@@ -31,7 +33,7 @@ from deepledger.records.events import (
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
 from deepledger.tools.protocol import NativeProtocol, XmlProtocol
-from tests.support.agent import LOOKUP_SCHEMA, call, lookup, make, restate
+from tests.support.agent import LOOKUP_SCHEMA, CharCountingLLM, call, lookup, make, restate
 
 
 async def test_multi_turn_task_ends_when_the_model_answers_without_tools():
@@ -310,6 +312,40 @@ async def test_round_window_sends_the_task_and_the_last_rounds_only():
     kinds = [m.kind for m in closing]
     M = MessageKind
     assert kinds == [M.SYSTEM, M.TASK, M.MODEL, M.TOOL_RESULTS, M.MODEL, M.INJECTED]
+
+
+async def test_the_guard_decides_on_the_history_and_last_usage_as_the_loop_always_has(
+    monkeypatch,
+):
+    """A model that reports no usage (the scripted one then estimates it, as providers
+    do), a round window: each turn's verdict is the one the loop made before the context
+    policy, on the whole history with the last call's usage (none before the first)."""
+    turns = []
+    prepare = ContextPolicy.prepare
+
+    async def recording(policy, history, last_usage=None, **kwargs):
+        request = await prepare(policy, history, last_usage, **kwargs)
+        if kwargs.get("closing") is None:
+            turns.append((list(history), last_usage, request.window))
+        return request
+
+    monkeypatch.setattr(ContextPolicy, "prepare", recording)
+    steps = [call(q * 20 * n) for n, q in enumerate("abcdef", start=1)]
+    llm = CharCountingLLM(responder=restate, steps=steps)
+    orchestrator, _ = await make(llm, window=1400, context=RoundWindow(1))
+    state = await orchestrator.run("task")
+    assert state.end_reason is EndReason.WINDOW_EXHAUSTED
+    assert turns[0][1] is None and not turns[-1][2].fits
+    for history, last_usage, verdict in turns:
+        old = check_window(
+            history,
+            last_usage=last_usage,
+            summary_prompt="Answer now in \\boxed{}.",
+            max_context_length=1400,
+            max_tokens=100,
+            counter=llm.token_counter,
+        )
+        assert verdict == old
 
 
 async def test_compaction_near_the_window_end_lets_a_long_task_finish():

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from deepledger.config import AgentConfig, ContextConfig
+from deepledger.config import ContextConfig
 from deepledger.context.compaction import Compaction, ModelNotes
-from deepledger.context.guard import ContextWindow, WindowGuard, drop_last_exchange
+from deepledger.context.guard import ContextWindow, WindowGuard, check_window, drop_last_exchange
 from deepledger.context.policy import ContextPolicy
 from deepledger.context.rounds import split_rounds
-from deepledger.context.strategy import RoundWindow
+from deepledger.context.strategy import RoundWindow, make_strategy
 from deepledger.context.trim import OMITTED_PLACEHOLDER
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
@@ -66,6 +66,27 @@ async def test_a_turn_over_the_window_sends_nothing_and_continues_without_its_ne
     assert (await policy.prepare(history, None, turn=4, closing=[])).messages  # still built
 
 
+async def test_with_no_usage_yet_the_whole_history_is_counted_in_a_replay_the_pick():
+    """Before any call has reported usage the guard counts the history as it stands, as
+    the loop always has, so a round window does not lower the estimate; a replay, whose
+    calls report none, counts the pick."""
+    history = padded(11)
+    pick = RoundWindow(1).select(history)
+    window = (window_at(1.0, pick) + window_at(1.0, history)) // 2  # the pick fits, not all
+    request = await ContextPolicy(RoundWindow(1), guard=guard(window)).prepare(history, None)
+    old = check_window(
+        history,
+        last_usage=None,
+        summary_prompt=SUMMARY,
+        max_context_length=window,
+        max_tokens=100,
+        counter=COUNTER,
+    )
+    assert not old.fits and request.window == old
+    replayed = ContextPolicy(RoundWindow(1), guard=guard(window), usage_reported=False)
+    assert (await replayed.prepare(history, None)).fits
+
+
 async def test_compaction_is_due_near_the_end_of_the_window_not_before():
     history = padded(11)
     early, journal = compacting(window_at(0.5, history), ScriptedLLM([]))
@@ -91,9 +112,7 @@ async def test_after_a_compaction_the_last_usage_is_not_trusted_until_the_next_r
 
 async def test_only_a_compacting_policy_compacts_or_adopts_notes():
     history = padded(11)
-    policy = ContextPolicy.from_config(
-        AgentConfig(context=ContextConfig("round_window", 2)), guard=guard(1000)
-    )
+    policy = ContextPolicy(make_strategy(ContextConfig("round_window", 2)), guard=guard(1000))
     assert not policy.compacts and not await policy.compact_now(history, turn=1)
     assert not policy.adopt_notes(history, NOTES, rounds_kept=1)
     compaction, _ = compacting(1000, ScriptedLLM([]))

@@ -16,7 +16,7 @@ from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.bench.economics import economics_line, token_economics
 from deepledger.bench.replay import run_replay
 from deepledger.config import as_record
-from deepledger.context.replay import Policy, attempts, decode_message, decode_result, replay
+from deepledger.context.replay import Policy, attempts, replay
 from deepledger.context.strategy import make_strategy
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings
@@ -25,6 +25,7 @@ from deepledger.llm.tokens import IMAGE_TOKENS, default_counter
 from deepledger.messages import ImagePart, Message, MessageKind, ToolCall, ToolResult, Usage
 from deepledger.records.economics import EconomicsUnavailable, TokenEconomics
 from deepledger.records.events import AssistantTurn, LLMCall, TaskStarted, ToolResults
+from deepledger.records.parts import message_from_record, result_from_record
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
 from deepledger.tools.protocol import make_protocol
@@ -82,8 +83,6 @@ async def record_run(run_dir: Path, *overrides: str, tasks: int = 2, turns: int 
             finalizer=AnswerGenerator(
                 AnswerPolicy(max_final_answer_retries=1),
                 summary_prompt=summary_prompt(cfg.benchmark.answer_format or ""),
-                keep_tool_result=cfg.agent.keep_tool_result,
-                context=context,
             ),
             journal=journal,
             context=context,
@@ -322,10 +321,10 @@ def test_the_journal_names_images_without_their_data_and_replay_counts_them(tmp_
 
 def test_journals_from_before_images_still_load():
     old_result = {"call_id": "c1", "content": "a page", "is_error": False, "name": "search"}
-    assert decode_result(old_result) == ToolResult("c1", "a page", name="search")
+    assert result_from_record(old_result) == ToolResult("c1", "a page", name="search")
     old_message = {"role": "user", "kind": "task", "content": "Q?", "tool_calls": []}
-    assert decode_message(old_message) == Message.task("Q?")
-    named = decode_result(
+    assert message_from_record(old_message) == Message.task("Q?")
+    named = result_from_record(
         old_result
         | {"images": [{"mime_type": "image/png", "source": "s", "size_bytes": 9, "sha256": "ab"}]}
     )

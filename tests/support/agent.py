@@ -57,8 +57,6 @@ async def make(llm, *, protocol=None, max_turns=10, window=100_000, keep=-1, cap
         finalizer=AnswerGenerator(
             AnswerPolicy(max_final_answer_retries=1),
             summary_prompt="Answer now in \\boxed{}.",
-            keep_tool_result=keep,
-            context=context,
         ),
         journal=journal,
         context=context,
@@ -81,9 +79,12 @@ async def finalize_in(
 ) -> Journal:
     """Finalize ``state`` within a context window of ``window`` tokens."""
     from deepledger.context.guard import ContextWindow
+    from deepledger.context.policy import ContextPolicy
 
     journal = Journal(None)
     generator = AnswerGenerator(policy, summary_prompt="Answer in \\boxed{}.")
     settings = GenerationSettings(max_tokens=100)
-    await generator.finalize(state, llm, settings, journal, window=ContextWindow(window))
+    await generator.finalize(
+        state, llm, settings, journal, ContextPolicy(), window=ContextWindow(window)
+    )
     return journal

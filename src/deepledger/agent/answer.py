@@ -53,7 +53,6 @@ from deepledger.context.guard import (
     smallest_closing_request,
 )
 from deepledger.context.policy import ContextPolicy
-from deepledger.context.strategy import ContextStrategy
 from deepledger.errors import ContextOverflowError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.messages import EndReason, Message, ToolSpec
@@ -113,17 +112,11 @@ class AnswerGenerator:
         policy: AnswerPolicy,
         *,
         summary_prompt: str,
-        keep_tool_result: int = -1,
         boxed: bool = True,
-        context: ContextStrategy | None = None,
     ) -> None:
-        """``keep_tool_result`` and ``context`` (the strategy) make the requests when
-        :meth:`finalize` is given no context policy (the loop gives its own)."""
         self.policy = policy
         self.summary_prompt = summary_prompt
-        self.keep_tool_result = keep_tool_result
         self.boxed = boxed
-        self.context = context
 
     async def finalize(
         self,
@@ -131,24 +124,22 @@ class AnswerGenerator:
         llm: LLMClient,
         settings: GenerationSettings,
         journal: Journal,
+        context_policy: ContextPolicy,
         tools: list[ToolSpec] | None = None,
         window: ContextWindow | None = None,
-        context_policy: ContextPolicy | None = None,
     ) -> None:
         """Set the state's answer, provenance and post-mortem.
 
-        ``tools``: what the loop offered. They stay declared in these last calls (the
-        prompts forbid using them) because some providers refuse a history that holds
-        tool calls unless the tools are declared. ``window``: the loop's window (what
-        the server stated, if it did); without one, no call is checked against a window.
-        ``context_policy``: the loop's, which makes every request (its strategy,
-        its compaction notes, ``keep_tool_result``).
+        ``context_policy``: the loop's, which makes every request (its strategy, its
+        compaction notes, ``keep_tool_result``). ``tools``: what the loop offered. They
+        stay declared in these last calls (the prompts forbid using them) because some
+        providers refuse a history that holds tool calls unless the tools are declared.
+        ``window``: the loop's window (what the server stated, if it did); without one,
+        no call is checked against a window.
 
         Raises :class:`ContextOverflowError` when the server refuses the answer's request
         as too long and nothing more can be dropped from it.
         """
-        if context_policy is None:
-            context_policy = ContextPolicy(self.context, keep_tool_result=self.keep_tool_result)
         call = _Caller(llm, settings, journal, tools, context_policy, state, window)
         if not self.boxed:
             await self._report(state, call)
@@ -298,20 +289,32 @@ class _Caller:
                 self._skip(purpose, tokens, task_alone=False)
                 return None
 
-    def _drop_exchange(self, purpose: str, **why: object) -> int:
+    def _drop_exchange(
+        self, purpose: str, *, estimate: int | None = None, provider_said: str | None = None
+    ) -> int:
         """Drop the newest tool results and the reply that asked for them, as the loop's
-        guard does (and journals, so a replay drops them too); how many messages went."""
+        guard does (and journals, so a replay drops them too); how many messages went.
+        Why: our ``estimate`` of the request, or what the provider said refusing it."""
         kept, dropped = drop_last_exchange(self.state.history)
-        if dropped:
-            self.state.history = list(kept)
-            limit = self.window.limit if self.window else None
-            self.journal.write(
-                WindowExhausted.model_validate(
-                    {"turn": self.state.turn, "purpose": purpose, "limit": limit}
-                    | {"dropped_messages": len(dropped), **why}
-                )
+        if not dropped:
+            return 0
+        self.state.history = list(kept)
+        turn, count = self.state.turn, len(dropped)
+        limit = self.window.limit if self.window else None
+        if provider_said is None:
+            event = WindowExhausted(
+                turn=turn, purpose=purpose, limit=limit, dropped_messages=count, estimate=estimate
             )
-        return len(dropped)
+        else:
+            event = WindowExhausted(
+                turn=turn,
+                purpose=purpose,
+                limit=limit,
+                dropped_messages=count,
+                provider_said=provider_said,
+            )
+        self.journal.write(event)
+        return count
 
     def _after_refusal(
         self, exc: ContextOverflowError, request: list[Message], purpose: str

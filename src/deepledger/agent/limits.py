@@ -56,9 +56,14 @@ class LimitHit:
     limit: float
     spent: float
 
+    @property
+    def recorded_spent(self) -> float:
+        """``spent`` as journals and records hold it."""
+        return round(self.spent, 6)
+
     def record(self) -> LimitFields:
         """As written to journals and records."""
-        return {"kind": self.kind, "limit": self.limit, "spent": round(self.spent, 6)}
+        return {"kind": self.kind, "limit": self.limit, "spent": self.recorded_spent}
 
     @property
     def is_run_budget(self) -> bool:
@@ -100,10 +105,6 @@ def recorded_spending(records: Iterable[Spent]) -> Spending:
         tokens = record.usage.input_tokens + record.usage.output_tokens
         total += Spending(tokens, record.cost or 0.0, record.elapsed_seconds or 0.0)
     return total
-
-
-def ledger_spending(ledger: UsageLedger) -> Spending:
-    return _Tally(ledger).current()
 
 
 @dataclass(eq=False)

@@ -19,17 +19,15 @@ The same class runs the main agent and every sub-agent; only its inputs differ.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from deepledger.agent.answer import AnswerGenerator
 from deepledger.agent.boxed import last_boxed
 from deepledger.agent.limits import TaskBudget
 from deepledger.agent.rollback import call_key, review_reply
 from deepledger.agent.state import RunState
-from deepledger.context.compaction import ModelNotes
 from deepledger.context.guard import (
     ContextWindow,
-    WindowGuard,
     drop_last_exchange,
     fits_window,
     request_tokens,
@@ -55,6 +53,7 @@ from deepledger.records.events import (
     LLMCall,
     LoopEnded,
     Looping,
+    PairingProblem,
     PairingRepaired,
     Rollback,
     RollbackCapReached,
@@ -139,19 +138,15 @@ class Orchestrator:
         return self._policy
 
     def _own_policy(self, ledger: UsageLedger) -> ContextPolicy:
-        guard = WindowGuard(
-            self.llm.token_counter,
-            self.window,
-            self.settings.max_tokens,
-            self.finalizer.summary_prompt,
-        )
-        notes = ModelNotes(self.llm, self.settings, self.journal, ledger)
-        return ContextPolicy(
+        return ContextPolicy.for_model(
             self._context,
             keep_tool_result=self.limits.keep_tool_result,
-            guard=guard,
-            notes=notes,
+            llm=self.llm,
+            settings=self.settings,
+            window=self.window,
+            summary_prompt=self.finalizer.summary_prompt,
             journal=self.journal,
+            ledger=ledger,
         )
 
     async def run(
@@ -181,13 +176,7 @@ class Orchestrator:
         self.journal.write(LoopEnded(end_reason=state.end_reason, turns=state.turn))
         tools = self.protocol.specs(self.tools.tools)
         await self.finalizer.finalize(
-            state,
-            self.llm,
-            self.settings,
-            self.journal,
-            tools,
-            window=self.window,
-            context_policy=self.policy,
+            state, self.llm, self.settings, self.journal, self.policy, tools, window=self.window
         )
         self.journal.write(
             TaskFinished(
@@ -240,7 +229,11 @@ class Orchestrator:
             return False
         state.end_reason = EndReason.LIMIT
         state.limit = hit
-        self.journal.write(LimitReached(turn=state.turn, **hit.record()))
+        self.journal.write(
+            LimitReached(
+                turn=state.turn, kind=hit.kind, limit=hit.limit, spent=hit.recorded_spent
+            )
+        )
         # No retry follows a limit, so no post-mortem: one closing call answers, falling
         # back to the last intermediate box (what the final retry does, in one try).
         self.finalizer.policy = replace(
@@ -271,41 +264,37 @@ class Orchestrator:
         and the attempt ends as an error (raised, the server's message kept)."""
         limit = self.window.limit
         stated = self.window.learn(str(exc))
-        facts = {
-            "turn": state.turn + 1,
-            "purpose": "turn",
-            "provider_said": str(exc),
-            "estimated_tokens": request_tokens(
-                request, reply_budget=self.settings.max_tokens, counter=self.llm.token_counter
-            ),
-            "limit": limit,
-            "server_limit": stated,
-        }
+        estimated = request_tokens(
+            request, reply_budget=self.settings.max_tokens, counter=self.llm.token_counter
+        )
+
+        def overflow(action: str, dropped_messages: int = 0) -> ContextOverflow:
+            return ContextOverflow(
+                turn=state.turn + 1,
+                purpose="turn",
+                provider_said=str(exc),
+                estimated_tokens=estimated,
+                limit=limit,
+                server_limit=stated,
+                action=action,
+                dropped_messages=dropped_messages,
+            )
+
         compactions_left = self._overflow_retries < MAX_COMPACTIONS_AFTER_OVERFLOW
         if self.policy.compacts and compactions_left:
             self._overflow_retries += 1
             if await self.policy.compact_now(state.history, turn=state.turn + 1):
-                self.journal.write(
-                    ContextOverflow.model_validate(
-                        facts | {"action": "compacted", "dropped_messages": 0}
-                    )
-                )
+                self.journal.write(overflow("compacted"))
                 return  # the loop asks again, counting the compacted request
         kept, dropped = drop_last_exchange(state.history)
         if dropped or not self._task_alone_fits(state):
-            self.journal.write(
-                ContextOverflow.model_validate(
-                    facts | {"action": "ended_loop", "dropped_messages": len(dropped)}
-                )
-            )
+            self.journal.write(overflow("ended_loop", len(dropped)))
             self._end_on_window(state, list(kept), provider_said=str(exc))
             return
-        self.journal.write(
-            ContextOverflow.model_validate(facts | {"action": "gave_up", "dropped_messages": 0})
-        )
+        self.journal.write(overflow("gave_up"))
         raise ContextOverflowError(
             f"{exc} — the request of turn {state.turn + 1} ({len(request)} messages, about "
-            f"{facts['estimated_tokens']:,} tokens by our count with the reply budget) held "
+            f"{estimated:,} tokens by our count with the reply budget) held "
             "nothing the window guard could drop",
             provider=exc.provider,
             status=exc.status,
@@ -325,16 +314,30 @@ class Orchestrator:
         )
         return fits
 
-    def _end_on_window(self, state: RunState, history: list[Message], **why: object) -> None:
+    def _end_on_window(
+        self,
+        state: RunState,
+        history: list[Message],
+        *,
+        estimate: int | None = None,
+        provider_said: str | None = None,
+    ) -> None:
+        """End the loop, continuing from ``history``: by the guard's ``estimate``, or
+        because the provider refused the request (``provider_said``); the journal line
+        holds the one given."""
         dropped = len(state.history) - len(history)
         state.history = history
         state.end_reason = EndReason.WINDOW_EXHAUSTED
-        self.journal.write(
-            WindowExhausted.model_validate(
-                {"turn": state.turn, "limit": self.window.limit, "dropped_messages": dropped}
-                | why
+        turn, limit = state.turn, self.window.limit
+        if provider_said is None:
+            event = WindowExhausted(
+                turn=turn, limit=limit, dropped_messages=dropped, estimate=estimate
             )
-        )
+        else:
+            event = WindowExhausted(
+                turn=turn, limit=limit, dropped_messages=dropped, provider_said=provider_said
+            )
+        self.journal.write(event)
 
     async def _ask(self, state: RunState, prepared: Request) -> LLMResponse | None:
         request = prepared.messages
@@ -345,14 +348,11 @@ class Orchestrator:
             settings = replace(settings, stop=(*settings.stop, forced.stop))
         state.prefix_breaks += prepared.prefix_broken
         if prepared.repairs:
-            self.journal.write(
-                PairingRepaired.model_validate(
-                    {
-                        "turn": state.turn + 1,
-                        "problems": [asdict(p) for p in prepared.repairs],
-                    }
-                )
-            )
+            problems = [
+                PairingProblem(index=p.index, kind=p.kind, call_id=p.call_id)
+                for p in prepared.repairs
+            ]
+            self.journal.write(PairingRepaired(turn=state.turn + 1, problems=problems))
         try:
             response = await self.llm.generate(
                 request, self.protocol.specs(self.tools.tools), settings

@@ -19,9 +19,10 @@ from deepledger.agent.limits import TaskBudget, TaskLimits
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.state import RunState
 from deepledger.config import BUILTIN_TOOLS, AgentConfig, AgentRoleConfig, Config, ProtocolName
-from deepledger.context.compaction import ModelNotes, NoteWriter
-from deepledger.context.guard import ContextWindow, WindowGuard
+from deepledger.context.compaction import NoteWriter
+from deepledger.context.guard import ContextWindow
 from deepledger.context.policy import ContextPolicy
+from deepledger.context.strategy import make_strategy
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.factory import settings_from_config
 from deepledger.llm.usage import UsageLedger, find_price
@@ -174,7 +175,7 @@ class AgentFactory:
             for server, why in tools.unavailable.items():
                 journal.write(ToolServerUnavailable(server=server, reason=why))
             orchestrator = self._orchestrator(
-                role, tools, journal, prompt, boxed, role_description, memory, ledger
+                role, tools, journal, prompt, boxed, role_description, ledger, memory
             )
             return await orchestrator.run(text, ledger, task_images)
         finally:
@@ -211,8 +212,8 @@ class AgentFactory:
         prompt: str,
         boxed: bool,
         role_description: str,
+        ledger: UsageLedger,
         memory: MemoryStore | None = None,
-        ledger: UsageLedger | None = None,
     ) -> Orchestrator:
         agent, llm = self.cfg.agent, self.cfg.llm
         protocol = make_protocol(llm.tool_protocol or agent.tool_protocol)
@@ -233,12 +234,7 @@ class AgentFactory:
         settings = settings_from_config(self.cfg.llm)
         summary = summary_prompt(self.cfg.benchmark.answer_format)
         context = self._context_policy(settings, summary, journal, ledger, memory)
-        finalizer = AnswerGenerator(
-            self.policy,
-            summary_prompt=summary,
-            keep_tool_result=agent.keep_tool_result,
-            boxed=boxed,
-        )
+        finalizer = AnswerGenerator(self.policy, summary_prompt=summary, boxed=boxed)
         return Orchestrator(
             llm=self.llm,
             tools=tools,
@@ -259,21 +255,25 @@ class AgentFactory:
         settings: GenerationSettings,
         summary: str,
         journal: Journal,
-        ledger: UsageLedger | None,
+        ledger: UsageLedger,
         memory: MemoryStore | None,
     ) -> ContextPolicy:
         """What this agent's requests send (agent.context, agent.keep_tool_result),
         guarded against the task's shared window; compaction notes are written by
-        agent.context.summary_llm's model, else the agent's, and list its memory notes."""
-        guard = WindowGuard(self.llm.token_counter, self.window, settings.max_tokens, summary)
-        ledger = ledger if ledger is not None else UsageLedger(self.price)
-        notes = ModelNotes(self.llm, settings, journal, ledger, self.note_writer)
-        return ContextPolicy.from_config(
-            self.cfg.agent,
-            guard=guard,
-            notes=notes,
+        agent.context.summary_llm's model, else the agent's, and list its memory notes;
+        their spend is in the agent's ``ledger``."""
+        agent = self.cfg.agent
+        memory_index = memory.names if memory is not None else None
+        return ContextPolicy.for_model(
+            make_strategy(agent.context, memory_index=memory_index),
+            keep_tool_result=agent.keep_tool_result,
+            llm=self.llm,
+            settings=settings,
+            window=self.window,
+            summary_prompt=summary,
             journal=journal,
-            memory_index=memory.names if memory is not None else None,
+            ledger=ledger,
+            note_writer=self.note_writer,
         )
 
     def _first_call(

@@ -11,8 +11,8 @@ to answer now (the summarize prompt appended to the history)::
 
 The last call's usage is exact (the provider counted it); only what was added since is
 estimated, with a 1.5 safety factor, so the check is cheap and conservative. Before the
-first call there is no usage yet, so the whole history is estimated instead. The request
-estimated is the context strategy's pick of the history; :class:`WindowGuard` holds one
+first call there is no usage yet, so the whole history is estimated instead; after a
+compaction, the context strategy's pick of it. :class:`WindowGuard` holds one
 conversation's terms, and its context policy (``policy.py``) asks it before each turn.
 
 At or over ``max_context_length`` the newest tool results (which pushed the window over)
@@ -233,10 +233,10 @@ class WindowGuard:
     def check(
         self, history: Sequence[Message], request: Sequence[Message], last_usage: Usage | None
     ) -> WindowVerdict:
-        """The verdict on ``request``, the strategy's pick of ``history``. ``last_usage``
-        (the call before, when it was of the same pick) stands for all but the newest
-        message. When it does not fit, the history to continue from is ``history``
-        without its newest exchange."""
+        """The verdict on ``request``: ``history`` itself, or the strategy's pick of it.
+        ``last_usage`` (the call before, when it was of the same request) stands for all
+        but the newest message. When it does not fit, the history to continue from is
+        ``history`` without its newest exchange."""
         verdict = check_window(
             request,
             last_usage=last_usage,

@@ -6,7 +6,7 @@ attempt a replay rebuilds) owns everything that decides what the model sees:
 - the strategy (``agent.context.strategy``: keep every message, a window of rounds, or
   compaction), which picks from the stored history without changing it;
 - ``keep_tool_result``, which blanks old tool results in what is sent;
-- the window guard's estimate (``guard.py``), made on the strategy's pick;
+- the window guard's estimate (``guard.py``);
 - the compaction decision: due at ``compact_at`` of the window, worth it at
   ``min_saving``, urgent when the guard would otherwise end the loop (``compaction.py``).
 
@@ -15,9 +15,12 @@ messages to send and what the policy did to them. The turn loop, the answer gene
 and the replay all call it; the replay gives it a notes writer that calls no model, so
 the decisions it replays are the runtime's own.
 
-The last call's usage stands for all of the request but its newest message in the
-guard's estimate. After a compaction it describes a request that is no longer sent, so
-until the next request is built the pick is counted instead.
+The guard counts as the turn loop always has: the history as it stands, the last call's
+usage standing for all of it but its newest message (with no call made yet, the whole
+history is counted). After a compaction that usage describes a request no longer sent,
+so until the next request is built the strategy's pick is counted instead, without it.
+A conversation whose calls report no usage at all (a replay of another policy) has the
+pick counted every turn.
 """
 
 from __future__ import annotations
@@ -25,16 +28,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deepledger.config import AgentConfig
-from deepledger.context.compaction import Compaction, MemoryIndex, NotesWriter
-from deepledger.context.guard import WindowGuard, WindowVerdict
+from deepledger.context.compaction import Compaction, ModelNotes, NotesWriter, NoteWriter
+from deepledger.context.guard import ContextWindow, WindowGuard, WindowVerdict
 from deepledger.context.pairing import PairingProblem
-from deepledger.context.strategy import (
-    ContextStrategy,
-    KeepToolResults,
-    RequestBuilder,
-    make_strategy,
-)
+from deepledger.context.strategy import ContextStrategy, KeepToolResults, RequestBuilder
+from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.usage import UsageLedger
 from deepledger.messages import Message, Usage
 from deepledger.store.journal import Journal
 
@@ -78,6 +77,9 @@ class ContextPolicy:
     ``guard``: without one, no turn is ruled out and nothing is ever due for compaction
     (callers that only build closing requests). ``notes``: who writes compaction notes;
     needed by the compaction strategy only. ``journal``: where compaction is journaled.
+    ``usage_reported``: False for a conversation whose calls never report their usage
+    (a replay of another policy), whose guard counts the strategy's pick every turn.
+    A conversation with a model is made by :meth:`for_model`.
     """
 
     def __init__(
@@ -88,33 +90,43 @@ class ContextPolicy:
         guard: WindowGuard | None = None,
         notes: NotesWriter | None = None,
         journal: Journal | None = None,
+        usage_reported: bool = True,
     ) -> None:
         self.strategy = strategy or KeepToolResults()
         self.keep_tool_result = keep_tool_result
         self.guard = guard
         self._notes = notes
         self._journal = journal if journal is not None else Journal(None)
+        self._usage_reported = usage_reported
         self._builder = RequestBuilder(self.strategy, keep_tool_result)
         compaction = self.strategy if isinstance(self.strategy, Compaction) else None
         self._compaction = compaction if notes is not None and guard is not None else None
         self._usage_stale = False  # a compaction came after the last request was built
 
     @classmethod
-    def from_config(
+    def for_model(
         cls,
-        agent: AgentConfig,
+        strategy: ContextStrategy | None,
         *,
-        guard: WindowGuard | None = None,
-        notes: NotesWriter | None = None,
-        journal: Journal | None = None,
-        memory_index: MemoryIndex | None = None,
+        keep_tool_result: int,
+        llm: LLMClient,
+        settings: GenerationSettings,
+        window: ContextWindow,
+        summary_prompt: str,
+        journal: Journal,
+        ledger: UsageLedger,
+        note_writer: NoteWriter | None = None,
     ) -> ContextPolicy:
-        """The policy ``agent.context`` and ``agent.keep_tool_result`` describe;
-        ``memory_index``: the names of the agent's memory notes, re-offered with every
-        compaction's notes."""
+        """The policy of one conversation with ``llm``: guarded against ``window`` (the
+        task's, shared by its agents) with ``settings.max_tokens`` of reply room and
+        ``summary_prompt`` as the closing prompt; compaction notes written by
+        ``note_writer``'s model, else ``llm``. Their spend goes to ``ledger``, the
+        conversation's own, so it counts in the task's cost and budgets."""
+        guard = WindowGuard(llm.token_counter, window, settings.max_tokens, summary_prompt)
+        notes = ModelNotes(llm, settings, journal, ledger, note_writer)
         return cls(
-            make_strategy(agent.context, memory_index=memory_index),
-            keep_tool_result=agent.keep_tool_result,
+            strategy,
+            keep_tool_result=keep_tool_result,
             guard=guard,
             notes=notes,
             journal=journal,
@@ -136,19 +148,26 @@ class ContextPolicy:
         """The request for ``history``.
 
         A turn of the loop (``closing`` None): compact if due, then the window guard's
-        verdict on the pick (``last_usage``: the call before), then the request.
+        verdict (``last_usage``: the call before, None before the first), then the
+        request.
         ``turn`` is the turn it asks for, for the journal. A closing call (``closing``:
         its prompts, after the pick, possibly none): the request only; fitting it to
         the window is the caller's (it drops exchanges, with reasons of its own).
         """
         if closing is not None:
             return self._build(history, self.strategy.select(history), closing)
-        usage = None if self._usage_stale else last_usage
+        # The last usage is not of this conversation's requests (after a compaction,
+        # or in a replay): only the pick can be counted. Otherwise the history with
+        # that usage is, as the loop always counted (see the module docstring).
+        recount = self._usage_stale or not self._usage_reported
+        usage = None if recount else last_usage
         compacted = await self._compact_if_due(history, usage, turn)
-        if compacted:
-            usage = None
+        recount = recount or compacted
         picked = self.strategy.select(history)
-        verdict = self.guard.check(history, picked, usage) if self.guard is not None else None
+        verdict = None
+        if self.guard is not None:
+            counted = picked if recount else history
+            verdict = self.guard.check(history, counted, None if recount else usage)
         if verdict is not None and not verdict.fits:
             return Request([], window=verdict, compacted=compacted)
         self._usage_stale = False

@@ -42,7 +42,7 @@ from deepledger.context.strategy import make_strategy
 from deepledger.errors import ConfigError
 from deepledger.llm.tokens import PER_MESSAGE_OVERHEAD, TokenCounter, count_messages
 from deepledger.llm.usage import Price
-from deepledger.messages import ImagePart, JSONObject, Message, ToolResult, Usage
+from deepledger.messages import ImagePart, Message, Usage
 from deepledger.records.codec import read_journal
 from deepledger.records.events import (
     AssistantTurn,
@@ -54,7 +54,6 @@ from deepledger.records.events import (
     ToolResults,
     WindowExhausted,
 )
-from deepledger.records.parts import message_from_record, result_from_record
 from deepledger.store.layout import ATTEMPT_JOURNALS, RUN_JOURNAL, RunLayout
 from deepledger.tools.protocol import make_protocol
 
@@ -220,6 +219,7 @@ class _Conversation:
             keep_tool_result=policy.keep_tool_result,
             guard=guard,
             notes=notes,
+            usage_reported=False,  # the recorded usage is of the recorded policy's requests
         )
         self.protocol = make_protocol(attempt.protocol)
         self.history = [
@@ -338,16 +338,6 @@ def at_once(step: Coroutine[object, None, T]) -> T:
         return result
     step.close()
     raise RuntimeError("a replayed request waited on something, but replay calls no model")
-
-
-def decode_message(data: JSONObject) -> Message:
-    """A message as the journal wrote it, back as a Message."""
-    return message_from_record(data)
-
-
-def decode_result(data: JSONObject) -> ToolResult:
-    """A tool result as the journal wrote it; journals from before images load too."""
-    return result_from_record(data)
 
 
 def counting_error(replayed: PolicyReplay) -> dict[str, float] | None:
