@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.support.disks"]  # the small_disk fixture
+
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 

@@ -196,9 +196,10 @@ def test_the_built_in_tool_names_are_the_tools_own():
 def test_each_setting_s_names_are_the_names_its_registry_builds():
     """The enum validate() checks a setting against and the registry that builds what it
     names are one list: a name added to one and not the other fails here."""
-    from deepledger.bench.judge import JUDGE_BUILDERS
+    from deepledger.bench.judge import JUDGE_BUILDERS, LLM_RULES
     from deepledger.config import (
         JudgeName,
+        JudgeRule,
         ProtocolName,
         Provider,
         SearchBackendName,
@@ -213,6 +214,7 @@ def test_each_setting_s_names_are_the_names_its_registry_builds():
 
     assert set(BUILDERS) == set(Provider)
     assert set(JUDGE_BUILDERS) == set(JudgeName)
+    assert set(LLM_RULES) == set(JudgeRule)
     assert set(PROTOCOLS) == set(ProtocolName)
     assert set(TRANSPORTS) == set(Transport)
     assert set(backend_names()) == set(SearchBackendName)

@@ -7,30 +7,13 @@ right to mount, the tests skip and say so).
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from deepledger.errors import RunDirectoryError
 from tests.support.cli import deepledger
-from tests.support.disks import small_tmpfs
-
-DISK_SIZE = "2m"  # above the 1 MiB a run needs free to start (store/lock.py)
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A tmpfs of DISK_SIZE at tmp_path/disk, unmounted afterwards."""
-    with small_tmpfs(tmp_path / "disk", DISK_SIZE) as mount_point:
-        yield mount_point
-
-
-def whole_lines(path: Path) -> list[dict]:
-    data = path.read_bytes()
-    assert not data or data.endswith(b"\n"), "the journal ends in a torn line"
-    return [json.loads(line) for line in data.splitlines()]
+from tests.support.disks import whole_lines
 
 
 def test_deepledger_run_on_a_disk_that_fills_exits_2_with_one_message(small_disk, tmp_path):

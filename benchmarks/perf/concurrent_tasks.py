@@ -143,8 +143,8 @@ async def measure(tasks: int, turns: int, folder: Path) -> dict:
         "overhead_vs_ideal": round(wall / ideal - 1, 3),
         "runtime_cpu_s": round(runtime_cpu, 2),
         "children_cpu_s": round(_cpu(resource.RUSAGE_CHILDREN), 2),
-        "tasks_correct": sum(1 for r in records if r["correct"]),
-        "tool_calls": sum(r["tool_calls"] for r in records),
+        "tasks_correct": sum(1 for r in records if r.correct),
+        "tool_calls": sum(r.tool_calls for r in records),
         "peak_rss_mb_runtime": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "peak_rss_mb_largest_child": round(
             resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1

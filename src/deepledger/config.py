@@ -73,6 +73,16 @@ class JudgeName(StrEnum):
     LLM = "llm"
 
 
+class JudgeRule(StrEnum):
+    """``benchmark.judge.rule``: how the llm judge asks its model and reads the reply
+    (``bench/judge.py``'s ``LLM_RULES``, keyed by these)."""
+
+    DEFAULT = "default"
+    GAIA_TEXT = "gaia_text"
+    HLE = "hle"
+    DEEPSEARCHQA = "deepsearchqa"
+
+
 class ProtocolName(StrEnum):
     """``agent.tool_protocol`` / ``llm.tool_protocol``: how tool calls are written
     (tools/protocol.py)."""
@@ -281,7 +291,7 @@ class JudgeConfig:
     abs_tol: float = 0.0  # numeric: absolute tolerance
     ordered: bool = False  # list: order matters
     llm: str | None = None  # llm: the llm preset (conf/llm/<name>.yaml) the judge uses
-    # llm: how the model is asked and its reply read (bench/judge.py LLM_RULES):
+    # llm: how the model is asked and its reply read, a JudgeRule:
     # default | gaia_text | hle | deepsearchqa
     rule: str = "default"
 
@@ -524,10 +534,10 @@ MIN_THINKING_BUDGET = 1024  # Anthropic's floor for budget_tokens
 def _thinking_problems(llm: LLMConfig) -> list[str]:
     """What Anthropic refuses with thinking on: a budget under 1024 or not under
     max_tokens, and sampling settings other than the defaults (through extra_body)."""
-    if llm.thinking and llm.provider != "anthropic":
+    if llm.thinking and llm.provider != Provider.ANTHROPIC:
         return [f"llm.thinking is Anthropic's setting; llm.provider={llm.provider!r} ignores it."]
     thinking = llm.thinking or (llm.extra_body or {}).get("thinking")
-    if not thinking or llm.provider != "anthropic":
+    if not thinking or llm.provider != Provider.ANTHROPIC:
         return []
     if not hasattr(thinking, "get") or not isinstance(thinking.get("type"), str):
         return ["llm.thinking needs a type, e.g. {type: enabled, budget_tokens: 8000}."]
@@ -604,7 +614,7 @@ def _agent_problems(agent: AgentConfig) -> list[str]:
 
 PROVIDERS = tuple(p.value for p in Provider)
 JUDGES = tuple(j.value for j in JudgeName)
-JUDGE_RULES = ("default", "gaia_text", "hle", "deepsearchqa")  # bench/judge.py LLM_RULES
+JUDGE_RULES = tuple(r.value for r in JudgeRule)
 TRANSPORTS = tuple(t.value for t in Transport)
 SCOPES = tuple(s.value for s in Scope)
 
@@ -616,9 +626,9 @@ def _tool_problems(tools: Mapping[str, ToolServerConfig], agent: AgentConfig) ->
             problems.append(
                 f"tools.{name}.transport={server.transport!r}: use one of {TRANSPORTS}."
             )
-        elif server.transport == "stdio" and not server.command:
+        elif server.transport == Transport.STDIO and not server.command:
             problems.append(f"tools.{name}.command is empty: a stdio server needs a program.")
-        elif server.transport != "stdio" and not server.url:
+        elif server.transport != Transport.STDIO and not server.url:
             problems.append(f"tools.{name}.url is empty: a {server.transport} server needs one.")
         if server.scope not in SCOPES:
             problems.append(f"tools.{name}.scope={server.scope!r}: use shared or task.")

@@ -4,10 +4,12 @@ bench`` (four tasks, one with two failed format-retries), and is used as it was.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
+from deepledger.testing.bench_model import respond_http
 from deepledger.testing.fake_llm_server import FakeLLMServer
 from tests.support.bench import bench_command, results
 from tests.support.cli import ROOT, deepledger
@@ -51,3 +53,37 @@ def test_a_schema1_run_is_reported_with_every_task_and_trajectory(tmp_path):
     assert events[:2] == ["retry_started", "task_started"] and "post_mortem" in events
     calls = hard_task["calls"]  # one loop call a retry, from its llm_call event
     assert [c["turn"] for c in calls] == [1, 1, 1] and all(c["input"] > 0 for c in calls)
+
+
+def shape(value: object) -> object:
+    """``value`` with each leaf replaced by its JSON type's name (int and float apart):
+    equal shapes hold the same keys in the same order, with the same types."""
+    if isinstance(value, dict):
+        return list(zip(value, map(shape, value.values()), strict=True))
+    if isinstance(value, list):
+        return [shape(item) for item in value]
+    return type(value).__name__
+
+
+def without_version(data: dict) -> dict:
+    return {key: value for key, value in data.items() if key != "schema_version"}
+
+
+def test_a_new_run_writes_its_summary_and_progress_as_schema1_did(tmp_path):
+    run_dir = tmp_path / "run"
+    with FakeLLMServer(responder=respond_http) as server:  # the fixture's own run, again
+        command = bench_command(server.openai_base_url, run_dir, "benchmark.execution.report=false")
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    old_summary = json.loads((SCHEMA1 / "summary.json").read_text())
+    assert next(iter(summary)) == "schema_version"  # the one key schema 2 adds
+    assert shape(without_version(summary)) == shape(old_summary)
+    old_progress = sorted(SCHEMA1.glob("tasks/*/progress.jsonl"))
+    assert len(old_progress) == 4
+    for old in old_progress:
+        new = run_dir / old.relative_to(SCHEMA1)
+        lines = [json.loads(line) for line in new.read_text().splitlines()]
+        old_lines = [json.loads(line) for line in old.read_text().splitlines()]
+        assert all(list(line)[-1] == "schema_version" for line in lines)  # added last
+        assert [shape(without_version(line)) for line in lines] == list(map(shape, old_lines))

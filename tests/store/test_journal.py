@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from deepledger.errors import RunDirectoryError
 from deepledger.messages import Message
 from deepledger.records.events import AssistantTurn, TaskStarted
 from deepledger.store.journal import Journal
-from tests.support.disks import small_tmpfs
-
-DISK_SIZE = "2m"
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A tmpfs of DISK_SIZE at tmp_path/disk, unmounted afterwards."""
-    with small_tmpfs(tmp_path / "disk", DISK_SIZE) as mount_point:
-        yield mount_point
-
-
-def whole_lines(path: Path) -> list[dict]:
-    data = path.read_bytes()
-    assert not data or data.endswith(b"\n"), "the journal ends in a torn line"
-    return [json.loads(line) for line in data.splitlines()]
+from tests.support.disks import whole_lines
 
 
 def test_a_line_the_disk_cannot_take_is_cut_back_and_stops_the_run(small_disk):

@@ -14,6 +14,7 @@ from deepledger.store.layout import (
     parse_journal_name,
     safe_name,
     set_aside,
+    subagent_journals,
     subagents_folder,
 )
 
@@ -76,3 +77,23 @@ def test_any_task_id_gets_a_readable_folder_name_of_its_own():
     assert safe_name("hard #2").startswith("hard_2-")
     assert safe_name("../../etc") != safe_name("etc") and "/" not in safe_name("../../etc")
     assert safe_name("").startswith("task-") and len(safe_name("x" * 500)) <= 71
+
+
+def test_sub_agent_journals_come_after_their_caller_in_natural_order(tmp_path):
+    journal = tmp_path / "attempt-1-retry-0.jsonl"
+    made = [
+        child_journal(journal, "browsing-10"),
+        child_journal(journal, "browsing-2"),
+        child_journal(child_journal(journal, "browsing-2"), "coding-1"),
+    ]
+    for path in made:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    found = subagent_journals(journal)
+    assert [j.names for j in found] == [
+        ("browsing-2",),
+        ("browsing-2", "coding-1"),
+        ("browsing-10",),
+    ]
+    assert [j.path for j in found] == [made[1], made[2], made[0]]
+    assert subagent_journals(tmp_path / "attempt-2-retry-0.jsonl") == []  # none called

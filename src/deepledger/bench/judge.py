@@ -172,7 +172,7 @@ from dataclasses import asdict, dataclass
 import json_repair
 
 from deepledger.agent.boxed import last_boxed
-from deepledger.config import JUDGES, JudgeName  # validated with the rest of the config
+from deepledger.config import JUDGES, JudgeName, JudgeRule  # validated with the config
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.messages import JSONObject, Message
@@ -758,11 +758,12 @@ class LLMRule:
 
 
 _VERDICT = "no CORRECT or INCORRECT verdict"
-LLM_RULES: dict[str, LLMRule] = {
-    "default": LLMRule(_PROMPT, read_verdict, _VERDICT),
-    "gaia_text": LLMRule("judge_gaia_text.md", read_verdict, _VERDICT),
-    "hle": LLMRule("judge_hle.md", read_extracted_verdict, _VERDICT),
-    "deepsearchqa": LLMRule(
+# The one registry of llm judge rules: benchmark.judge.rule's value -> its rule.
+LLM_RULES: dict[JudgeRule, LLMRule] = {
+    JudgeRule.DEFAULT: LLMRule(_PROMPT, read_verdict, _VERDICT),
+    JudgeRule.GAIA_TEXT: LLMRule("judge_gaia_text.md", read_verdict, _VERDICT),
+    JudgeRule.HLE: LLMRule("judge_hle.md", read_extracted_verdict, _VERDICT),
+    JudgeRule.DEEPSEARCHQA: LLMRule(
         "judge_deepsearchqa.md",
         read_checklist,
         "no JSON object with a non-empty 'expected' of true/false and an 'extra' list",
@@ -783,7 +784,7 @@ class LLMJudge(Judge):
             )
         self.llm = llm
         self.settings = settings or GenerationSettings(max_tokens=1024, temperature=0.0)
-        self.rule = rule
+        self.rule = JudgeRule(rule)
 
     async def _judge(self, question: str, answer: str, ground_truth: str) -> Judgement:
         text = await NormalizedJudge()._judge(question, answer, ground_truth)

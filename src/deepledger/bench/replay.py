@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from deepledger.agent.answer import summary_prompt
-from deepledger.config import ContextConfig, PriceConfig, Provider, closest_key, node_data
+from deepledger.config import ContextConfig, PriceConfig, StrategyName, closest_key, node_data
 from deepledger.context.replay import (
     Policy,
     PolicyReplay,
@@ -38,9 +37,11 @@ from deepledger.context.replay import (
 )
 from deepledger.context.strategy import make_strategy
 from deepledger.errors import ConfigError
-from deepledger.llm.tokens import RememberingCounter, TokenCounter, default_counter
+from deepledger.llm.factory import token_counter_for
+from deepledger.llm.tokens import RememberingCounter, TokenCounter
 from deepledger.llm.usage import Price, find_price
 from deepledger.messages import JSONObject
+from deepledger.store.files import write_text_atomic
 from deepledger.store.layout import MANIFEST, REPLAY, RunLayout
 
 if TYPE_CHECKING:
@@ -212,9 +213,9 @@ def apply_overrides(cfg: RecordedRun, overrides: list[str]) -> tuple[Policy, int
 def describe(context: ContextConfig, keep: int) -> str:
     """A policy's name for the table: what it keeps, in a few words."""
     kept = "" if keep == -1 else f"keep {keep} tool results"
-    if context.strategy == "round_window":
+    if context.strategy == StrategyName.ROUND_WINDOW:
         base = f"round window {context.keep_rounds}"
-    elif context.strategy == "compaction":
+    elif context.strategy == StrategyName.COMPACTION:
         base = (
             f"compaction {context.keep_rounds} rounds at {context.compact_at:g}, "
             f"min {context.min_saving:g}"
@@ -248,22 +249,9 @@ def _check(context: ContextConfig, keep: int, window: int) -> None:
 
 
 def counter_for(llm: RecordedModel) -> TokenCounter:
-    """The run's model's own counter where there is one (``llm=local``), remembering
-    its counts: every policy replayed counts the same messages."""
-    return RememberingCounter(_counter_for(llm))
-
-
-def _counter_for(llm: RecordedModel) -> TokenCounter:
-    if llm.provider == Provider.LOCAL and not llm.chat_format:
-        try:
-            from deepledger.llm.local import bundled_model
-            from deepledger.llm.local_template import LocalTemplate
-
-            path = Path(llm.model_path).expanduser() if llm.model_path else None
-            return LocalTemplate(path or bundled_model())
-        except Exception:  # not installed here: count with the default, as stated
-            pass
-    return default_counter()
+    """What the run's model counts with (its own tokenizer where its client counts
+    exactly), remembering its counts: every policy replayed counts the same messages."""
+    return RememberingCounter(token_counter_for(llm))
 
 
 def _money(value: float | None) -> str:
@@ -339,6 +327,4 @@ def write_json(
             for r in results
         ],
     }
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload, indent=1), encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(payload, indent=1))  # indent 1: replay.json as it was

@@ -7,16 +7,19 @@ module, name it in :class:`deepledger.config.Provider`, and add its builder to
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypedDict
+from typing import Protocol, TypedDict
 
 from deepledger.config import LLMConfig, ProtocolName, Provider
 from deepledger.errors import ConfigError, MissingAPIKeyError, UnknownProviderError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.retry import RetryingClient, RetryPolicy
-from deepledger.llm.tokens import default_counter
+from deepledger.llm.tokens import TokenCounter, default_counter
+
+log = logging.getLogger(__name__)
 
 # The key variable each provider reads when the preset does not name one.
 DEFAULT_KEY_VARIABLES: dict[str, str] = {
@@ -116,15 +119,12 @@ def _build_local(cfg: LLMConfig) -> LLMClient:
     from deepledger.llm.local import (
         INSTALL_HINT,
         LocalModelClient,
-        bundled_model,
         llama_server_available,
     )
 
     if not llama_server_available():
         raise ConfigError(f"llm=local needs llama-cpp-python[server]. {INSTALL_HINT}")
-    path = Path(cfg.model_path).expanduser() if cfg.model_path else bundled_model()
-    if not path.is_file():
-        raise ConfigError(f"llm.model_path={cfg.model_path}: no such file.")
+    path = _model_file(cfg.model_path)
     return LocalModelClient(
         cfg.model_name,
         model_path=path,
@@ -135,6 +135,56 @@ def _build_local(cfg: LLMConfig) -> LLMClient:
         native_tools=cfg.tool_protocol == ProtocolName.NATIVE,
         accepts_images=cfg.accepts_images,
     )
+
+
+def _model_file(model_path: str | None) -> Path:
+    """llm=local's GGUF file: ``llm.model_path``, else the bundled model's."""
+    from deepledger.llm.local import bundled_model
+
+    path = Path(model_path).expanduser() if model_path else bundled_model()
+    if not path.is_file():
+        raise ConfigError(f"llm.model_path={model_path}: no such file.")
+    return path
+
+
+class CountedModel(Protocol):
+    """What tells how a model's tokens are counted: an ``LLMConfig``, or what a replay
+    read of a run's recorded one."""
+
+    @property
+    def provider(self) -> str: ...
+    @property
+    def model_name(self) -> str: ...
+    @property
+    def max_context_length(self) -> int: ...
+    @property
+    def model_path(self) -> str | None: ...
+    @property
+    def chat_format(self) -> str | None: ...
+
+
+def token_counter_for(model: CountedModel) -> TokenCounter:
+    """The counter a client of ``model`` counts with, told without starting it (a
+    replay has no model server): the model's own tokenizer where the client counts
+    exactly (``capabilities.exact_counting``), else the default estimate."""
+    if model.provider != Provider.LOCAL:
+        return default_counter()  # a remote API's tokenizer is not ours to load
+    from deepledger.llm.local import LocalModelClient
+
+    try:
+        path = _model_file(model.model_path)
+    except ConfigError as exc:  # the bundled model or the run's file is not on this machine
+        log.info("counting %s's tokens with %s: %s", model.model_name, default_counter().name, exc)
+        return default_counter()
+    at_rest = LocalModelClient(  # built to be asked, never started
+        model.model_name,
+        model_path=path,
+        context_size=model.max_context_length,
+        timeout_seconds=0.0,
+        chat_format=model.chat_format,
+    )
+    exact = at_rest.capabilities.exact_counting  # the file's template and vocabulary loaded
+    return at_rest.token_counter if exact else default_counter()
 
 
 # The one registry of providers: llm.provider's value -> the builder of its client.

@@ -310,6 +310,8 @@ class LocalModelClient(LLMClient):
         return LLMCapabilities(
             # Native tool calls go through the chat endpoint, which cannot continue a reply.
             prefill=rendered and not self.native_tools,
+            # Off (the XML protocol): the model sees tools only as text in its prompt.
+            native_tools=self.native_tools,
             images=self.accepts_images,
             exact_counting=rendered,
             parallel_requests=False,  # one llama.cpp server, one request at a time

@@ -13,4 +13,4 @@ class Record(BaseModel):
     """A record deepledger writes. Unknown fields are refused on writing (a misspelt
     field is a bug), kept on reading (a newer release may add some)."""
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, defer_build=True)

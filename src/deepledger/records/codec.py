@@ -64,13 +64,13 @@ _OPENED = event_name(JournalOpened)
 
 @dataclass
 class RecordedJournal:
-    """A journal file read back: its schema version, its events decoded and the JSON
-    object of each line (the header line that names the version is in neither). A line
-    is its event's encoding: a reader that passes events on as JSON (the report page)
-    takes the lines as they are instead of encoding the events again."""
+    """A journal file read back: its events decoded and the JSON object of each line.
+    The header line that names the schema version is in neither: both schemas' lines
+    read the same way, so no reader asks which one a file is. A line is its event's
+    encoding: a reader that passes events on as JSON (the report page) takes the lines
+    as they are instead of encoding the events again."""
 
     path: Path
-    schema_version: int = 1
     events: list[Event] = field(default_factory=list)
     lines: list[JSONObject] = field(default_factory=list)
 
@@ -100,9 +100,7 @@ def read_journal_file(
                 continue
             if not isinstance(data, dict) or not isinstance(data.get("event"), str):
                 continue
-            if data["event"] == _OPENED:
-                if isinstance(opened := decode(data), JournalOpened):
-                    journal.schema_version = opened.schema_version
+            if data["event"] == _OPENED:  # the header: no event of the run
                 continue
             journal.lines.append(data)
             if names is None or data["event"] in names:

@@ -60,12 +60,22 @@ class ResultRecord(Record):
         }
 
     def to_json(self) -> JSONObject:
-        """The record as it goes to disk."""
-        return self.model_dump(mode="json", by_alias=True)
+        """The record as it goes to disk. A ``config_id`` not stamped is left out, here
+        and in the attempts and retries inside: files never held a null one."""
+        return _without_unstamped(self.model_dump(mode="json", by_alias=True))
 
 
 def _may_be_null(field: FieldInfo) -> bool:
     return not field.is_required() and field.default is None
+
+
+def _without_unstamped(record: JSONObject) -> JSONObject:
+    if "config_id" in record and record["config_id"] is None:
+        del record["config_id"]
+    for inner in ("attempts", "retries"):
+        for part in record.get(inner) or []:
+            _without_unstamped(part)
+    return record
 
 
 class LimitRecord(Record):
@@ -127,7 +137,8 @@ class RetryRecord(ResultRecord):
     cost: float | None = None  # USD; None when a call had no price
     # Of ``usage`` and ``cost``, the page extractor's calls (scrape_and_extract_info).
     extraction_usage: Usage = Field(default_factory=Usage)
-    extraction_cost: float | None = 0.0
+    # A sum of prices: 0 (no extraction call) has always been written as an integer.
+    extraction_cost: int | float | None = 0
     journal: str | None = None  # relative to the run directory
     elapsed_seconds: float | None = None
     config_id: str | None = None  # the settings it ran under (store/run_config.py)
@@ -147,19 +158,32 @@ class AttemptRecord(ResultRecord):
     config_id: str | None = None
 
 
-class RetryFinished(RetryRecord):
-    """A ``progress.jsonl`` line: a retry ended (a resume carries its post-mortem)."""
+class ProgressLine(ResultRecord):
+    """What a ``progress.jsonl`` line adds to the retry or attempt it records."""
 
     schema_version: int = SCHEMA_VERSION
     ts: str
+    event: str
+
+    def to_json(self) -> JSONObject:
+        """The line as written: ``ts``, ``event`` and the run's ``config_id`` first, the
+        record's fields next, as every release wrote them; ``schema_version`` last, where
+        it moves none of those."""
+        fields = super().to_json()
+        head = {key: fields.pop(key) for key in ("ts", "event", "config_id") if key in fields}
+        version = fields.pop("schema_version")
+        return head | fields | {"schema_version": version}
+
+
+class RetryFinished(RetryRecord, ProgressLine):
+    """A ``progress.jsonl`` line: a retry ended (a resume carries its post-mortem)."""
+
     event: Literal["retry_finished"] = "retry_finished"
 
 
-class AttemptFinished(AttemptRecord):
+class AttemptFinished(AttemptRecord, ProgressLine):
     """A ``progress.jsonl`` line: an attempt ended and was judged."""
 
-    schema_version: int = SCHEMA_VERSION
-    ts: str
     event: Literal["attempt_finished"] = "attempt_finished"
 
 
@@ -315,12 +339,22 @@ class Tally(Record):
     accuracy: float | None = None
 
 
-class ProvenanceTally(Tally):
+# The count of a tally comes first in summary.json. Pydantic orders fields base by base
+# from the last base listed, so the count's base is listed after Tally.
+class _TaskCount(Record):
     tasks: int = 0
 
 
-class AttemptTally(Tally):
+class _AttemptCount(Record):
     attempts: int = 0
+
+
+class ProvenanceTally(Tally, _TaskCount):
+    pass
+
+
+class AttemptTally(Tally, _AttemptCount):
+    pass
 
 
 class PostMortemSplit(Record):
@@ -364,9 +398,11 @@ class TokenTotals(Record):
 
 
 class Distribution(Record):
+    """Of whole counts: ``max`` and an odd-sized ``median`` stay integers on disk."""
+
     mean: float | None = None
-    median: float | None = None
-    max: float | None = None
+    median: int | float | None = None
+    max: int | float | None = None
 
 
 class BudgetSummary(Record):

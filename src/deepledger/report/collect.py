@@ -13,7 +13,6 @@ the journal path is in the report, and the journal keeps every character.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,13 +37,7 @@ from deepledger.records.events import (
 )
 from deepledger.records.results import AttemptRecord, SummaryRecord, TaskRecord
 from deepledger.report.view import CallPoint, JournalView, MarkPoint, RunFacts, TaskRow
-from deepledger.store.layout import (
-    SUBAGENTS,
-    RunLayout,
-    attempt_journals,
-    safe_name,
-    subagents_folder,
-)
+from deepledger.store.layout import RunLayout, attempt_journals, safe_name, subagent_journals
 from deepledger.store.lock import run_is_live
 from deepledger.store.run_store import load_manifest, task_records
 
@@ -266,11 +259,6 @@ def _journals(task_dir: Path, *, interrupted: bool = False) -> list[tuple[int, i
     return attempt_journals(task_dir, interrupted=interrupted)
 
 
-def _natural(path: Path) -> list[int | str]:
-    """``browsing-2`` before ``browsing-10``."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.as_posix())]
-
-
 def _row(
     task_id: str,
     record: TaskRecord | None,
@@ -371,12 +359,8 @@ def _trajectory(
     for attempt, retry, path in _journals(task_dir):
         label = f"attempt {attempt} · retry {retry}"
         runs = [(label, path)]
-        subagents = subagents_folder(path)
-        if subagents.is_dir():
-            for journal in sorted(subagents.rglob("*.jsonl"), key=_natural):
-                names = journal.relative_to(subagents).with_suffix("").as_posix()
-                nesting = names.replace(f"{SUBAGENTS}/", " › ")
-                runs.append((f"{label} · sub-agent {nesting}", journal))
+        for called in subagent_journals(path):
+            runs.append((f"{label} · sub-agent {' › '.join(called.names)}", called.path))
         for name, journal in runs:
             recorded = read_journal_file(journal, _READ)
             events = recorded.events

@@ -53,25 +53,30 @@ def write_json_atomic(path: Path, data: object) -> None:
 
 
 def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
-    """Replace ``path`` whole: readers see the old file or the new one, never a part.
-    The file is private to its owner unless ``mode`` says otherwise. A full disk leaves
-    the old file as it was and raises :class:`RunDirectoryError`."""
+    """Replace ``path`` whole (:func:`replace_whole`); a full disk leaves the old file as
+    it was and raises :class:`RunDirectoryError`."""
     try:
-        handle, temporary = tempfile.mkstemp(
-            dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
-        )
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as out:
-                out.write(text)
-            if mode is not None:
-                os.chmod(temporary, mode)
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        replace_whole(path, text, mode)
     except OSError as exc:
         if (trouble := disk_trouble(path, exc)) is not None:
             raise trouble from exc
+        raise
+
+
+def replace_whole(path: Path, text: str, mode: int | None = None) -> None:
+    """Replace ``path`` whole: readers see the old file or the new one, never a part.
+    The file is private to its owner unless ``mode`` says otherwise. Any failure is the
+    ``OSError`` as raised, for a writer that has something better to do than stop the
+    run (the archive cuts a result it cannot keep)."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(text)
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
         raise
 
 

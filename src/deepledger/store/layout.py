@@ -8,7 +8,8 @@
                                    written once the lock is held (hydra.output_subdir is off)
       manifest.json                redacted config, versions, git commit, start/end times;
                                    each run's config_id
-      benchmark_results.jsonl      one line per finished task (appended, one write each)
+      benchmark_results.jsonl      one line per task that finished or failed (appended,
+                                   one write each; a resume's newer line supersedes)
       summary.json                 the run's metrics (replaced atomically)
       tasks/<safe id>/
         progress.jsonl             the task's own journal: each finished retry and attempt
@@ -126,6 +127,35 @@ def set_aside(path: Path, stamp: str) -> Path:
 def subagents_folder(journal: Path) -> Path:
     """Where the sub-agents a run of the loop called keep their journals."""
     return journal.with_suffix(SUBAGENTS)
+
+
+@dataclass(frozen=True)
+class SubagentJournal:
+    """The journal of one sub-agent run, and the runs that led to it."""
+
+    path: Path
+    names: tuple[str, ...]  # from the one the loop called: ("browsing-2", "coding-1")
+
+
+def subagent_journals(journal: Path) -> list[SubagentJournal]:
+    """The journals of the sub-agent runs ``journal``'s run called, nested ones included:
+    each right after the run that called it, ``browsing-2`` before ``browsing-10``."""
+    return _called_from(journal, ())
+
+
+def _called_from(journal: Path, names: tuple[str, ...]) -> list[SubagentJournal]:
+    folder = subagents_folder(journal)
+    if not folder.is_dir():
+        return []
+    found = []
+    for child in sorted(folder.glob(f"*{JOURNAL_SUFFIX}"), key=lambda p: _natural(p.stem)):
+        found.append(SubagentJournal(child, (*names, child.stem)))
+        found += _called_from(child, (*names, child.stem))
+    return found
+
+
+def _natural(name: str) -> list[int | str]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def child_journal(journal: Path, name: str) -> Path:

@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from deepledger.messages import JSONObject, ToolResult
+from deepledger.store.files import replace_whole
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolRefusal
 
 SERVER = ARCHIVE_TOOL = "archive"
@@ -70,9 +71,8 @@ class ResultArchive:
         handle = f"r{self._count}"
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"{handle}.txt"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text[:MAX_ARCHIVED_CHARS], encoding="utf-8", errors="backslashreplace")
-        tmp.replace(path)
+        # An OSError (a full disk) reaches the caller as is: it cuts the result instead.
+        replace_whole(path, text[:MAX_ARCHIVED_CHARS])
         return handle, path
 
     def read(self, handle: str, start: int = 0, max_chars: int = 10_000) -> str:

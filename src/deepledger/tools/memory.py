@@ -16,6 +16,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deepledger.store.files import write_text_atomic
+
 if TYPE_CHECKING:
     from deepledger.messages import JSONObject
     from deepledger.tools.manager import LocalTool
@@ -69,9 +71,7 @@ class MemoryStore:
                 f"the note is {len(text)} characters; keep it under {MAX_NOTE_CHARS}."
             )
         self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)  # a crash never leaves half a note
+        write_text_atomic(path, text)  # a crash never leaves half a note
         return f"Saved note {name!r} ({len(text)} characters)."
 
     def read(self, name: str) -> str:
