@@ -71,6 +71,7 @@ _SDK_MODULES = ("mcp", "mcp.client.stdio", "mcp.client.sse", "deepledger.tools.s
 
 log = logging.getLogger(__name__)
 
+IMPORT_SWITCH_INTERVAL_SECONDS = 0.0002
 PING_TIMEOUT_SECONDS = 5.0  # how long a failed server gets to show it still answers
 # Variables a stdio server always gets, besides those its config names.
 BASE_ENV = ("PATH", "HOME")
@@ -110,11 +111,19 @@ class _SdkImport:
             raise self._error
 
     def _run(self) -> None:
+        # The import holds the GIL for the whole switch interval (5 ms) each time the
+        # event loop's thread gives it up for a write or a socket: a short interval while
+        # it runs keeps the loop's work (the first request, a run's last writes) from
+        # waiting behind it.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, IMPORT_SWITCH_INTERVAL_SECONDS))
         try:
             for module in _SDK_MODULES:
                 importlib.import_module(module)
         except BaseException as exc:  # handed to every waiter, not lost in the thread
             self._error = exc
+        finally:
+            sys.setswitchinterval(interval)
         with self._lock:
             self._done = True
             waiters, self._waiters = self._waiters, []
