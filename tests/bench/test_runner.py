@@ -6,18 +6,18 @@ import json
 import logging
 from pathlib import Path
 
-from deepledger.bench.judge import Judge, Judgement, make_judge
+from deepledger.bench.judge import make_judge
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
-from deepledger.errors import FatalLLMError, LLMError
+from deepledger.errors import FatalLLMError
 from deepledger.messages import Usage
 from deepledger.records.events import LLMCall
 from deepledger.store.files import read_jsonl
 from deepledger.store.run_store import RunStore
 from deepledger.testing.bench_model import decide
 from deepledger.tools.manager import ToolManager
-from tests.support.bench import config, model, run, task_texts
+from tests.support.bench import FlakyJudge, config, model, run, task_texts
 
 
 async def test_the_format_retry_loop_carries_post_mortems_to_the_final_retry(tmp_path):
@@ -124,19 +124,6 @@ async def test_a_model_error_is_logged_in_one_line_and_a_bug_with_its_traceback(
     assert logged["task open-4 failed"].exc_info is not None
 
 
-class FlakyJudge(Judge):
-    """Fails the first time (a judge model that is down), then agrees with the truth."""
-
-    name = "flaky"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def _judge(self, question, answer, ground_truth):
-        self.calls += 1
-        if self.calls == 1:
-            raise LLMError("judge model unavailable")
-        return Judgement(answer == ground_truth, self.name, "compared")
 
 
 async def test_a_judge_failure_keeps_the_work_and_a_resume_only_judges_again(tmp_path):

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.bench.judge import Judge, Judgement
 from deepledger.bench.metrics import summarize
-from deepledger.errors import LLMError
 from deepledger.messages import Usage
 from deepledger.records.base import SCHEMA_VERSION
 from deepledger.records.results import (
@@ -27,28 +25,15 @@ from deepledger.records.results import (
 )
 from deepledger.store.files import read_jsonl
 from deepledger.store.run_store import RunStore
-from tests.support.bench import config, model, run
+from tests.support.bench import FlakyJudge, config, model, run
 
 SCHEMA1 = Path(__file__).parents[1] / "fixtures" / "runs" / "schema1"
 
 
-class JudgeDownOnce(Judge):
-    """Fails its first call (a judge model that is down), then agrees with the truth."""
-
-    name = "down-once"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def _judge(self, question, answer, ground_truth):
-        self.calls += 1
-        if self.calls == 1:
-            raise LLMError("judge model unavailable")
-        return Judgement(answer == ground_truth, self.name, "compared")
 
 
 async def test_a_failed_and_a_finished_task_are_one_class_with_the_same_fields(tmp_path):
-    cfg, judge = config("agent.context_compress_limit=2"), JudgeDownOnce()
+    cfg, judge = config("agent.context_compress_limit=2"), FlakyJudge()
     await run(cfg, model(), tmp_path, ("hard #2",), judge=judge)
     await run(cfg, model(), tmp_path, ("hard #2",), judge=judge)  # the resume finishes it
     failed, finished = read_jsonl(tmp_path / "benchmark_results.jsonl")

@@ -7,10 +7,11 @@ import json
 import sys
 from pathlib import Path
 
-from deepledger.bench.judge import make_judge
+from deepledger.bench.judge import Judge, Judgement, make_judge
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
+from deepledger.errors import LLMError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
 from deepledger.store.run_store import RunStore
@@ -81,3 +82,18 @@ async def run(cfg, llm, root: Path, only: tuple[str, ...] = (), judge=None):
 def task_texts(llm: ScriptedLLM) -> list[str]:
     """The task message of every call the model saw, in order."""
     return [c.messages[1].content for c in llm.calls if c.messages[1].kind is MessageKind.TASK]
+
+
+class FlakyJudge(Judge):
+    """Fails its first call (a judge model that is down), then agrees with the truth."""
+
+    name = "flaky"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def _judge(self, question, answer, ground_truth):
+        self.calls += 1
+        if self.calls == 1:
+            raise LLMError("judge model unavailable")
+        return Judgement(answer == ground_truth, self.name, "compared")
