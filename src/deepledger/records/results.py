@@ -221,6 +221,15 @@ class TaskRecord(ResultRecord):
     interrupted_calls: int = 0  # killed runs' model calls, counted in ``usage``
     config_id: str | None = None
 
+    def to_json(self) -> JSONObject:
+        """As the release before typed records wrote it: ``limit``, ``stopped`` and
+        ``interrupted_calls`` only on the lines they say something on."""
+        record = super().to_json()
+        for key in ("limit", "stopped", "interrupted_calls"):
+            if not record.get(key):
+                record.pop(key, None)
+        return record
+
     @property
     def retries(self) -> list[RetryRecord]:
         return [r for a in self.attempts for r in a.retries]
