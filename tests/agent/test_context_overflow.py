@@ -15,11 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.bench.judge import make_judge
 from deepledger.bench.metrics import summarize
-from deepledger.bench.progress import Progress
-from deepledger.bench.runner import BenchmarkRunner
-from deepledger.bench.tasks import load_tasks
 from deepledger.context.compaction import Compaction
 from deepledger.context.guard import request_tokens
 from deepledger.errors import ContextOverflowError
@@ -28,10 +24,9 @@ from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import EndReason, MessageKind
 from deepledger.records.events import ClosingCallSkipped, Compacted, ContextOverflow, TaskFinished
 from deepledger.store.files import read_jsonl
-from deepledger.store.run_store import RunStore
 from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, Reply
-from deepledger.tools.manager import ToolManager
 from tests.support.agent import call, make, restate
+from tests.support.bench import run
 from tests.support.config import composed
 
 VLLM_SAYS = (
@@ -186,20 +181,9 @@ async def bench(
         *overrides,
     )
     llm = create_client(cfg.llm)
-    run_dir = RunStore(root)
-    runner = BenchmarkRunner(
-        cfg,
-        llm=llm,
-        tools=ToolManager({}),
-        run_dir=run_dir,
-        judge=make_judge("normalized"),
-        progress=Progress(plain=True),
-    )
     try:
-        records = await runner.run(load_tasks(cfg.benchmark.data).tasks)
-        return [record.to_json() for record in records]
+        return await run(cfg, llm, root)
     finally:
-        run_dir.close()
         await llm.aclose()
 
 

@@ -13,13 +13,10 @@ import pytest
 
 from deepledger.agent.limits import RunBudget, Spending, TaskBudget, TaskLimits
 from deepledger.agent.task import AgentFactory
-from deepledger.bench.judge import make_judge
 from deepledger.bench.metrics import format_summary, summarize
 from deepledger.bench.progress import Progress
 from deepledger.bench.report import rebuild_summary
-from deepledger.bench.runner import BenchmarkRunner
-from deepledger.bench.tasks import load_tasks
-from deepledger.config import as_record, validate
+from deepledger.config import validate
 from deepledger.errors import ConfigError, FatalLLMError
 from deepledger.llm.scripted import ScriptedLLM, reply
 from deepledger.llm.usage import UsageLedger
@@ -31,7 +28,7 @@ from deepledger.store.run_store import RunStore
 from deepledger.testing.bench_model import decide, respond_http
 from deepledger.testing.fake_llm_server import FakeLLMServer
 from deepledger.tools.manager import ToolManager
-from tests.support.bench import bench_command, results
+from tests.support.bench import bench_command, results, run
 from tests.support.browser import open_report
 from tests.support.cli import ROOT
 from tests.support.config import composed
@@ -92,26 +89,6 @@ def finisher(clock: FakeClock | None = None, seconds_per_call: float = 0.0) -> S
         return reply(decide([m.content for m in messages]), usage=PER_CALL)
 
     return ScriptedLLM(responder=respond)
-
-
-async def run(cfg, llm, root: Path, only: tuple[str, ...] = (), clock=None, manifest=False):
-    tasks = [t for t in load_tasks(cfg.benchmark.data).tasks if not only or t.task_id in only]
-    run_dir = RunStore(root)
-    if manifest:  # what `deepledger bench` writes first; the report reads it
-        run_dir.start(as_record(cfg), ["bench"], tasks=len(tasks))
-    runner = BenchmarkRunner(
-        cfg,
-        llm=llm,
-        tools=ToolManager({}),
-        run_dir=run_dir,
-        judge=make_judge("normalized"),
-        progress=Progress(plain=True),
-        **({"clock": clock} if clock else {}),
-    )
-    try:
-        return [record.to_json() for record in await runner.run(tasks)]
-    finally:
-        run_dir.close()
 
 
 def journal_events(root: Path, task_id: str, name: str = "attempt-1-retry-0.jsonl") -> list[dict]:

@@ -11,6 +11,7 @@ from deepledger.bench.judge import Judge, Judgement, make_judge
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
+from deepledger.config import as_record
 from deepledger.errors import LLMError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
@@ -61,10 +62,16 @@ def model(decider=decide) -> ScriptedLLM:
     return ScriptedLLM(responder=lambda messages, tools: decider([m.content for m in messages]))
 
 
-async def run(cfg, llm, root: Path, only: tuple[str, ...] = (), judge=None):
-    """BenchmarkRunner over the suite's tasks (or those in ``only``), into ``root``."""
+async def run(
+    cfg, llm, root: Path, only: tuple[str, ...] = (), judge=None, clock=None, manifest=False
+):
+    """BenchmarkRunner over the suite's tasks (or those in ``only``), into ``root``; the
+    task records as their JSON. ``manifest``: write the manifest first, as `deepledger
+    bench` does (the report reads it); ``clock``: the runner's clock."""
     tasks = [t for t in load_tasks(cfg.benchmark.data).tasks if not only or t.task_id in only]
     run_dir = RunStore(root)
+    if manifest:
+        run_dir.start(as_record(cfg), ["bench"], tasks=len(tasks))
     runner = BenchmarkRunner(
         cfg,
         llm=llm,
@@ -72,6 +79,7 @@ async def run(cfg, llm, root: Path, only: tuple[str, ...] = (), judge=None):
         run_dir=run_dir,
         judge=judge or make_judge("normalized"),
         progress=Progress(plain=True),
+        **({"clock": clock} if clock else {}),
     )
     try:
         return [record.to_json() for record in await runner.run(tasks)]
