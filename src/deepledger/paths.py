@@ -8,6 +8,9 @@ deepledger reads (``$DEEPLEDGER_CONFIG_DIR``'s parent, or the source checkout) â
 ``deepledger bench`` started from any folder finds the presets' data. The tool servers
 (the reader's ``--root``, the search corpus) resolve their paths with the same rule from
 the same working directory, so they agree with the task loader.
+
+It also owns deepledger's cache folder (:func:`cache_root`), which the search index,
+the report's library bundle, the tool lists and the compiled tokenizer share.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 from pathlib import Path
 
 CONFIG_DIR_ENV = "DEEPLEDGER_CONFIG_DIR"
+CACHE_DIR_ENV = "DEEPLEDGER_CACHE_DIR"
 CHECKOUT = Path(__file__).resolve().parents[2]  # src/deepledger/paths.py -> the repository
 
 
@@ -52,3 +56,9 @@ def looked_in(text: str | os.PathLike[str]) -> str:
         return str(path)
     places = [Path.cwd(), *project_roots()]
     return " or ".join(str(place / path) for place in dict.fromkeys(places))
+
+
+def cache_root() -> Path:
+    """deepledger's cache folder: ``$DEEPLEDGER_CACHE_DIR``, else ``~/.cache/deepledger``.
+    Each cache keeps a subfolder of its own in it."""
+    return Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "deepledger")

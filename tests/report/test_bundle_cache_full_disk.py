@@ -7,6 +7,7 @@ import logging
 import sys
 import types
 
+from deepledger import paths
 from deepledger.errors import RunDirectoryError
 from deepledger.report import page
 
@@ -20,7 +21,7 @@ def test_a_cache_the_disk_refuses_is_a_warning_and_the_bundle_is_still_used(
     fake = types.ModuleType("vl_convert")
     fake.javascript_bundle = lambda vl_version: "window.vegaEmbed = 'made now';"
     monkeypatch.setitem(sys.modules, "vl_convert", fake)
-    monkeypatch.setenv(page.CACHE_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(paths.CACHE_DIR_ENV, str(tmp_path))
     monkeypatch.setattr(page, "write_text_atomic", full_disk)
     page.chart_library.cache_clear()
     try:

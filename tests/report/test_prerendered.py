@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from deepledger import paths
 from deepledger.report import charts, page
 
 
@@ -12,7 +13,7 @@ def test_the_prerendered_chart_specs_are_what_altair_renders_now():
 
 
 def test_the_chart_library_is_made_once_then_read_from_the_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv(page.CACHE_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(paths.CACHE_DIR_ENV, str(tmp_path))
     page.chart_library.cache_clear()
     cached = page.bundle_cache_path(page.vega_lite_version())
     assert tmp_path in cached.parents and not cached.exists()

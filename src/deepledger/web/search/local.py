@@ -23,8 +23,8 @@ from urllib.parse import quote, unquote
 
 import anyio.to_thread
 
+from deepledger.paths import CACHE_DIR_ENV
 from deepledger.web.corpus import (
-    CACHE_DIR_ENV,
     CORPUS_ENV,
     CorpusError,
     SearchIndex,
