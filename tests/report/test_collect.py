@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 from datetime import UTC, datetime
@@ -10,9 +11,10 @@ import pytest
 
 from deepledger.bench.report import rebuild_summary
 from deepledger.errors import DeepLedgerError
+from deepledger.records.codec import read_journal_file
 from deepledger.records.results import SummaryRecord
 from deepledger.report import page as page_module
-from deepledger.report.collect import RESULT_LIMIT, collect, wall_seconds
+from deepledger.report.collect import RESULT_LIMIT, collect, compact_event, wall_seconds
 from deepledger.report.compare import _labels, default_output
 from deepledger.report.page import write_run_report
 from deepledger.store.layout import REPORT
@@ -64,6 +66,45 @@ def test_long_tool_results_are_clipped_and_say_where_the_rest_is(finished_run):
     )["results"][0]["content"]
     assert shown.startswith("x" * RESULT_LIMIT)
     assert shown.endswith("[5,000 more characters in the journal]")
+
+
+def test_short_lines_skip_the_clipping_walk_and_show_the_same(finished_run, tmp_path):
+    journal = next((finished_run / "tasks").glob("worldfacts-demo-001-*/attempt-1-retry-0.jsonl"))
+    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    answer = next(line for line in lines if line["event"] == "final_answer")
+    answer["answer"] = "y" * 9000  # past the shortest limit, in a line that is no result
+    results = next(line for line in lines if line["event"] == "tool_results")
+    for result in results["results"]:
+        result["content"] = "short"  # a short line whose results still get their length
+    long_answer = tmp_path / "long.jsonl"
+    long_answer.write_text("".join(json.dumps(line) + "\n" for line in [*lines, answer, results]))
+    recorded = read_journal_file(long_answer)
+    sized = zip(recorded.lines, recorded.sizes, strict=True)
+    shown = [compact_event(line, size) for line, size in sized]
+    assert shown == [compact_event(line) for line in recorded.lines]
+    assert shown[-2]["answer"].endswith("[3,000 more characters in the journal]")
+    assert shown[-1]["results"][0]["chars"] == len("short")
+
+
+def test_the_cycle_collector_is_back_after_a_report_written_or_failed(finished_run, monkeypatch):
+    write_run_report(finished_run, rebuild_summary(finished_run))
+    assert gc.isenabled()
+
+    def broken(*args, **kwargs):
+        assert not gc.isenabled()  # paused while the report is built
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(page_module, "render", broken)
+    with pytest.raises(RuntimeError):
+        write_run_report(finished_run, rebuild_summary(finished_run))
+    assert gc.isenabled()
+    gc.disable()  # a caller that keeps it off finds it off
+    try:
+        with pytest.raises(RuntimeError):
+            write_run_report(finished_run, rebuild_summary(finished_run))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_an_unreadable_journal_is_listed_not_fatal(finished_run):

@@ -68,11 +68,14 @@ class RecordedJournal:
     The header line that names the schema version is in neither: both schemas' lines
     read the same way, so no reader asks which one a file is. A line is its event's
     encoding: a reader that passes events on as JSON (the report page) takes the lines
-    as they are instead of encoding the events again."""
+    as they are instead of encoding the events again; ``sizes`` holds each line's length
+    in characters as read (a reader that clips long texts skips the lines too short to
+    hold one)."""
 
     path: Path
     events: list[Event] = field(default_factory=list)
     lines: list[JSONObject] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
 
     def of(self, kind: type[E]) -> list[E]:
         return [e for e in self.events if isinstance(e, kind)]
@@ -103,6 +106,7 @@ def read_journal_file(
             if data["event"] == _OPENED:  # the header: no event of the run
                 continue
             journal.lines.append(data)
+            journal.sizes.append(len(line))
             if names is None or data["event"] in names:
                 journal.events.append(decode(data))
     return journal

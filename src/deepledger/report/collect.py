@@ -48,6 +48,7 @@ QUESTION_LIMIT = 400  # characters of the question in the task table
 _OUTCOMES = {True: "correct", False: "wrong", None: "unjudged"}
 # Recorded for the replay, not for reading: large and the same in every journal.
 _DROPPED_FIELDS = {"system_prompt", "prompts"}
+_SMALLEST_LIMIT = min(TEXT_LIMIT, RESULT_LIMIT, FIELD_LIMIT)
 
 
 @dataclass
@@ -373,7 +374,10 @@ def _trajectory(
                     "subagent": journal is not path,
                     "journal": journal.relative_to(root).as_posix(),
                     "carried_post_mortems": started.carried_post_mortems if started else None,
-                    "events": [compact_event(line) for line in recorded.lines],
+                    "events": [
+                        compact_event(line, size)
+                        for line, size in zip(recorded.lines, recorded.sizes, strict=True)
+                    ],
                 }
             )
             calls += _calls(events, index, name, None if journal is path else "subagent")
@@ -443,11 +447,16 @@ def _marks(events: list[Event], task: int, label: str) -> list[MarkPoint]:
     return out
 
 
-def compact_event(event: Event | JSONObject) -> JSONObject:
+def compact_event(event: Event | JSONObject, line_chars: int | None = None) -> JSONObject:
     """One journal event as the viewer shows it: its line (as read, or the event's
-    ``records.codec.encode``) with long texts clipped and replay-only fields dropped."""
+    ``records.codec.encode``) with long texts clipped and replay-only fields dropped.
+    ``line_chars``, the length of the line as read: a line no longer than the smallest
+    limit holds no text to clip, and most lines are such (the walk through every
+    value is most of a large report's writing time)."""
     line = encode(event) if isinstance(event, Event) else event
     kind = line.get("event")
+    if line_chars is not None and line_chars <= _SMALLEST_LIMIT and kind != "tool_results":
+        return {key: value for key, value in line.items() if key not in _DROPPED_FIELDS}
     out: JSONObject = {}
     for key, value in line.items():
         if key in _DROPPED_FIELDS:
