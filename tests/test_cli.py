@@ -89,6 +89,43 @@ def test_unknown_command_is_a_usage_error():
     assert run.returncode == 2 and "unknown command" in run.stderr
 
 
+END_PROBE = """
+import atexit, sys, threading
+atexit.register(lambda: print("atexit ran", flush=False))
+if sys.argv[1] == "thread":  # a thread still running: the normal exit waits for it
+    release = threading.Event()
+    threading.Thread(target=release.wait).start()
+sys.argv = ["deepledger", *sys.argv[2:]]
+from deepledger.cli import main
+code = main()
+print("main returned", code, flush=True)
+if "release" in globals():
+    release.set()
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize(
+    ("threads", "args", "code", "returned"),
+    [
+        ("none", ["--version"], 0, False),
+        ("none", ["benchmark"], 2, False),
+        ("thread", ["--version"], 0, True),
+    ],
+)
+def test_the_process_ends_after_the_command_with_its_code_and_atexit(threads, args, code, returned):
+    run = subprocess.run(
+        [sys.executable, "-c", END_PROBE, threads, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert run.returncode == code, run.stderr
+    assert "atexit ran" in run.stdout  # handlers run, and their output is flushed
+    assert ("main returned" in run.stdout) is returned
+
+
 def test_dotenv_supplies_a_key_but_never_blanks_an_exported_one(tmp_path):
     (tmp_path / ".env").write_text("ANTHROPIC_API_KEY=from-dotenv\nOPENAI_API_KEY=\n")
     with socket.socket() as probe:  # a closed loopback port: the call fails after the key check
