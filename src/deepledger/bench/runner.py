@@ -85,14 +85,18 @@ from deepledger.errors import (
 )
 from deepledger.llm.base import LLMClient
 from deepledger.llm.usage import find_price
+from deepledger.records.base import build_in_background
 from deepledger.records.events import RetryStarted
 from deepledger.records.results import (
+    AttemptFinished,
     AttemptRecord,
     Expense,
     JudgementRecord,
     LimitRecord,
+    RetryFinished,
     RetryRecord,
     Spent,
+    SummaryRecord,
     TaskRecord,
     total_spent,
 )
@@ -103,6 +107,17 @@ from deepledger.tools.scrape import PageScraper
 
 log = logging.getLogger(__name__)
 
+# The records written when a retry, an attempt, a task or the run ends: built while the
+# first tasks wait for the model (records.base.build_in_background).
+RECORDED_AT_THE_END = (
+    RetryFinished,
+    AttemptFinished,
+    AttemptRecord,
+    RetryRecord,
+    JudgementRecord,
+    TaskRecord,
+    SummaryRecord,
+)
 # Objects allocated before the youngest generation is collected (Python's default: 700).
 YOUNG_GENERATION_THRESHOLD = 10_000
 
@@ -171,6 +186,8 @@ class BenchmarkRunner:
                     raise
 
         jobs = [asyncio.create_task(one(t)) for t in todo]
+        if jobs:
+            build_in_background(RECORDED_AT_THE_END)
         try:
             with collector_tuned_for_many_tasks():
                 await asyncio.gather(*jobs)
