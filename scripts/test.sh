@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The Ray backend's tests start a local Ray: its optional extra.
+.venv/bin/python -m pip install --quiet -e '.[ray]'
 # The report tests open reports in headless Chromium: Debian's package (no browser is
 # downloaded). Without it those tests fail rather than skip under this script.
 if ! command -v chromium >/dev/null 2>&1; then

@@ -106,6 +106,13 @@ class Scope(StrEnum):
     TASK = "task"  # one session per task: no state leaks between tasks
 
 
+class Backend(StrEnum):
+    """``benchmark.execution.backend``: where the tasks run (bench/)."""
+
+    ASYNCIO = "asyncio"  # this process, one event loop
+    RAY = "ray"  # Ray actors on this machine or a cluster (pip install deepledger[ray])
+
+
 class SearchBackendName(StrEnum):
     """``web.search_backend``: who answers the web search tools (web/search/)."""
 
@@ -176,6 +183,12 @@ class LLMConfig:
     reasoning_effort: str | None = None  # sent as reasoning_effort (none, low, medium, high...)
     # azure_openai: the api-version query parameter (null: none, for the /openai/v1 API).
     api_version: str | None = None
+    # Several servers of the same model (vLLM/SGLang replicas): each task attempt sticks
+    # to one (a stable hash of task id and attempt), so its growing prompt stays in that
+    # server's prefix cache.
+    # null: llm.base_url alone.
+    endpoints: list[str] | None = None
+    endpoint_max_concurrent: int | None = None  # requests in flight per endpoint; null: no cap
 
 
 @dataclass
@@ -297,6 +310,16 @@ class JudgeConfig:
 
 
 @dataclass
+class RayConfig:
+    """benchmark.execution.backend=ray: the cluster and its workers."""
+
+    # null: start a local Ray on this machine; auto: the cluster this machine belongs to;
+    # ray://host:10001: a remote cluster through Ray Client.
+    address: str | None = None
+    num_workers: int = 2  # actors; each runs up to benchmark.execution.max_concurrent tasks
+
+
+@dataclass
 class ExecutionConfig:
     max_tasks: int | None = None  # None: all tasks
     max_concurrent: int = 5
@@ -314,6 +337,10 @@ class ExecutionConfig:
     # stop at their next turn, and the same command with a higher budget resumes.
     max_cost_usd: float | None = None
     max_tokens: int | None = None
+    # Where the tasks run: asyncio (this process) or ray (Ray actors, each with its own
+    # event loop, tool servers and model clients; pip install deepledger[ray]).
+    backend: str = "asyncio"
+    ray: RayConfig = field(default_factory=RayConfig)
 
 
 @dataclass
@@ -504,6 +531,7 @@ def _llm_problems(llm: LLMConfig) -> list[str]:
             f"llm.base_url={llm.base_url!r} is not an http(s) URL; give the server's address, "
             "e.g. llm.base_url=http://127.0.0.1:8000/v1 (or null for the provider's public API)."
         )
+    problems += _endpoint_problems(llm)
     if llm.tool_protocol is not None and llm.tool_protocol not in TOOL_PROTOCOLS:
         problems.append(
             f"llm.tool_protocol={llm.tool_protocol!r}: use one of {', '.join(TOOL_PROTOCOLS)} "
@@ -525,6 +553,29 @@ def _llm_problems(llm: LLMConfig) -> list[str]:
             f"{', '.join(REASONING_EFFORTS)}, or null for the model's default."
         )
     return problems + _thinking_problems(llm)
+
+
+def _endpoint_problems(llm: LLMConfig) -> list[str]:
+    if llm.endpoints is None:
+        return []
+    if not llm.endpoints:
+        return [
+            "llm.endpoints=[] names no server; list the model's servers, e.g. "
+            "llm.endpoints=[http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1], or leave it "
+            "null for llm.base_url alone."
+        ]
+    problems = [
+        f"llm.endpoints[{i}]={url!r} is not an http(s) URL; give the server's address, e.g. "
+        "http://10.0.0.1:8000/v1."
+        for i, url in enumerate(llm.endpoints)
+        if not _is_http_url(url)
+    ]
+    if len(set(llm.endpoints)) < len(llm.endpoints):
+        problems.append("llm.endpoints lists a server twice; list each once.")
+    cap = llm.endpoint_max_concurrent
+    if cap is not None and cap < 1:
+        problems.append(f"llm.endpoint_max_concurrent={cap} must be >= 1 (or null: no cap).")
+    return problems
 
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
@@ -680,8 +731,19 @@ def _names_sub_agent(tool: str, agent: AgentConfig) -> bool:
     return tool.startswith("agent-") and tool.removeprefix("agent-") in agent.sub_agents
 
 
+BACKENDS = tuple(b.value for b in Backend)
+
+
 def _execution_problems(execution: ExecutionConfig) -> list[str]:
     problems = []
+    if execution.backend not in BACKENDS:
+        problems.append(
+            f"benchmark.execution.backend={execution.backend!r}: use one of {', '.join(BACKENDS)}."
+        )
+    if execution.ray.num_workers < 1:
+        problems.append(
+            f"benchmark.execution.ray.num_workers={execution.ray.num_workers} must be >= 1."
+        )
     if execution.max_concurrent < 1:
         problems.append(
             f"benchmark.execution.max_concurrent={execution.max_concurrent} must be >= 1."
