@@ -13,13 +13,14 @@ Targets: first request <= 1.0 s, exit <= 0.5 s after the last request.
 The machine these numbers come from is shared: the load average is recorded with them.
 The command runs with Python's bytecode cache on (``PYTHONDONTWRITEBYTECODE``, set in
 some shells here, is removed from its environment), as on a user's machine; one unmeasured
-run first fills the caches. Two of them are deepledger's own, in its cache folder: the
-report's library bundle, made by the first report, and the tool servers' tool lists
+run first fills the caches. Three of them are deepledger's own, in its cache folder: the
+report's library bundle, made by the first report, the tool servers' tool lists
 (``tool_lists/``, from the last run of each server: with them the first request goes
-out while the servers are still starting). ``default_cold_cache`` measures a run that
-makes the bundle (a fresh ``DEEPLEDGER_CACHE_DIR`` that keeps the search index and the
-tool lists); ``uncached_tool_lists`` a run whose servers have never run before (a fresh
-one that keeps all but the tool lists: it waits for every server's list);
+out while the servers are still starting), and the parsed tokenizer (``tokenizers/``). ``default_cold_cache`` measures a run that
+makes the bundle (a fresh ``DEEPLEDGER_CACHE_DIR`` that keeps the search index, the
+tool lists and the parsed tokenizer); ``uncached_tool_lists`` a run whose servers have
+never run before (a fresh one that keeps all but the tool lists: it waits for every
+server's list);
 ``no_tool_servers`` the same run with ``agent.main_agent.tools=[]`` (how much of the
 start is the servers').
 
@@ -141,8 +142,8 @@ def one_run(
 VARIANTS: dict[str, tuple[list[str], tuple[str, ...] | None]] = {
     "default": ([], None),
     "report_false": (["benchmark.execution.report=false"], None),
-    "default_cold_cache": ([], ("search", "tool_lists")),  # the report's bundle is made
-    "uncached_tool_lists": ([], ("search", "report")),  # servers that never ran before
+    "default_cold_cache": ([], ("search", "tool_lists", "tokenizers")),  # the bundle is made
+    "uncached_tool_lists": ([], ("search", "report", "tokenizers")),  # servers never ran
     # What the command costs without its tool servers (how much of the start is theirs).
     "no_tool_servers": (["agent.main_agent.tools=[]"], None),
 }

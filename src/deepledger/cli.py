@@ -164,12 +164,14 @@ def end_process(code: int) -> None:
     flush among them) and the standard streams are flushed, then the process exits
     without the interpreter's teardown, which frees every object one by one (50 ms after
     a one-task bench, most of it the C allocator giving back pydantic's and tiktoken's
-    memory). Files, journals and servers are closed by then. With another thread still
-    running the normal exit waits for it, as Python's own does."""
+    memory). Files, journals and servers are closed by then. A daemon thread (the
+    thread pools' idle workers) ends with the process, as in Python's own exit; while a
+    non-daemon thread still runs, the normal exit waits for it."""
     import atexit
     import threading
 
-    if threading.active_count() > 1:
+    main = threading.main_thread()
+    if any(t is not main and not t.daemon for t in threading.enumerate()):
         return
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
