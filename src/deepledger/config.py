@@ -158,6 +158,13 @@ class LLMConfig:
     # llama.cpp's --chat_format (null: the template inside the file).
     model_path: str | None = None
     chat_format: str | None = None
+    # local provider: llama.cpp's generation and batch (prompt) threads, null: the cores
+    # this process may use; and OpenMP's wait policy: PASSIVE (threads sleep while they
+    # wait, so a loaded machine still generates), ACTIVE (llama.cpp's spinning default)
+    # or null (whatever the environment says).
+    threads: int | None = None
+    batch_threads: int | None = None
+    omp_wait_policy: str | None = "PASSIVE"
     # A model's own needs (small models especially), applied whatever the agent preset:
     # the tool-call protocol it handles (overrides agent.tool_protocol), and a worked
     # example added to its system prompt (a file in src/deepledger/prompts/).
@@ -532,6 +539,14 @@ def _llm_problems(llm: LLMConfig) -> list[str]:
             "e.g. llm.base_url=http://127.0.0.1:8000/v1 (or null for the provider's public API)."
         )
     problems += _endpoint_problems(llm)
+    for key in ("threads", "batch_threads"):
+        if (count := getattr(llm, key)) is not None and count < 1:
+            problems.append(f"llm.{key}={count} must be >= 1 (or null: the usable cores).")
+    if llm.omp_wait_policy is not None and llm.omp_wait_policy.upper() not in OMP_WAIT_POLICIES:
+        problems.append(
+            f"llm.omp_wait_policy={llm.omp_wait_policy!r}: use PASSIVE, ACTIVE or null (the "
+            "environment's)."
+        )
     if llm.tool_protocol is not None and llm.tool_protocol not in TOOL_PROTOCOLS:
         problems.append(
             f"llm.tool_protocol={llm.tool_protocol!r}: use one of {', '.join(TOOL_PROTOCOLS)} "
@@ -579,6 +594,7 @@ def _endpoint_problems(llm: LLMConfig) -> list[str]:
 
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+OMP_WAIT_POLICIES = ("PASSIVE", "ACTIVE")
 MIN_THINKING_BUDGET = 1024  # Anthropic's floor for budget_tokens
 
 

@@ -12,10 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from deepledger.config import validate
 from deepledger.errors import ConfigError, LLMError
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.factory import create_client
-from deepledger.llm.local import BUNDLED_FILE, LlamaServer, LocalModelClient, bundled_model
+from deepledger.llm.local import (
+    BUNDLED_FILE,
+    LlamaServer,
+    LocalModelClient,
+    ServerThreads,
+    bundled_model,
+    usable_cores,
+)
 from deepledger.llm.local_template import common_prefix
 from deepledger.llm.openai import to_wire_messages
 from deepledger.llm.tokens import default_counter
@@ -53,6 +61,46 @@ def test_the_server_gets_the_configured_window():
     command = server.command(port=1234)
     assert command[command.index("--n_ctx") + 1] == "4096"
     assert command[command.index("--chat_format") + 1] == "chatml"
+
+
+def _server_of(*overrides: str) -> LlamaServer:
+    client = create_client(composed("llm=local", *overrides).llm)
+    server = client.inner.server  # the retry policy wraps the local client
+    assert isinstance(server, LlamaServer)
+    return server
+
+
+def test_the_server_sleeps_its_waiting_threads_and_uses_the_usable_cores(monkeypatch):
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # an exported spin is overridden by default
+    server = _server_of()
+    command = server.command(port=1234)
+    cores = str(usable_cores())
+    assert command[command.index("--n_threads") + 1] == cores
+    assert command[command.index("--n_threads_batch") + 1] == cores
+    assert server.threads.environment()["OMP_WAIT_POLICY"] == "PASSIVE"
+
+
+def test_thread_settings_are_overridable_and_null_is_llama_cpps_own(monkeypatch):
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    server = _server_of("llm.threads=1", "llm.batch_threads=3", "llm.omp_wait_policy=null")
+    command = server.command(port=1234)
+    assert command[command.index("--n_threads") + 1] == "1"
+    assert command[command.index("--n_threads_batch") + 1] == "3"
+    assert server.threads.environment()["OMP_WAIT_POLICY"] == "ACTIVE"  # the environment's
+    untouched = LlamaServer(bundled_model(), context_size=1024, threads=ServerThreads())
+    assert "--n_threads" not in untouched.command(port=1234)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("llm.threads=0", r"llm\.threads=0 must be >= 1"),
+        ("llm.omp_wait_policy=sometimes", r"llm\.omp_wait_policy='sometimes': use PASSIVE"),
+    ],
+)
+def test_bad_thread_settings_are_refused_naming_the_key(override, message):
+    with pytest.raises(ConfigError, match=message):
+        validate(composed("llm=local", override))
 
 
 def test_a_model_path_that_is_not_there_is_named():

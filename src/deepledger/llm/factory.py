@@ -119,6 +119,7 @@ def _build_local(cfg: LLMConfig) -> LLMClient:
     from deepledger.llm.local import (
         INSTALL_HINT,
         LocalModelClient,
+        ServerThreads,
         llama_server_available,
     )
 
@@ -134,6 +135,11 @@ def _build_local(cfg: LLMConfig) -> LLMClient:
         chat_format=cfg.chat_format,
         native_tools=cfg.tool_protocol == ProtocolName.NATIVE,
         accepts_images=cfg.accepts_images,
+        threads=ServerThreads.tuned(
+            cfg.threads,
+            cfg.batch_threads,
+            cfg.omp_wait_policy.upper() if cfg.omp_wait_policy else None,
+        ),
     )
 
 

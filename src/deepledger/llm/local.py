@@ -26,6 +26,14 @@ each start from the shared system prompt. llama.cpp's RAM cache of several promp
 states would fix the interleaving, but each state copies the whole logits buffer: the
 server grew past 4 GB. Native tool calls go through the chat endpoint.
 
+Threads. llama.cpp's OpenMP threads spin while they wait for work (``OMP_WAIT_POLICY``
+ACTIVE, its default): on a machine where other processes also want the cores (the tool
+servers, the judge, a test suite), the spinning threads crowd out the one doing the work
+and generation collapses (measured: 0.54 tokens/s under load). The server is started with
+``OMP_WAIT_POLICY=PASSIVE`` (``llm.omp_wait_policy``) and with its generation and batch
+threads set to the cores this process may use (``llm.threads``, ``llm.batch_threads``);
+``benchmarks/perf/local_server.py`` measures both, quiet and loaded.
+
 Images cannot reach this model (a text template; no vision projector is loaded): each is
 sent as a note naming its source, type and size, never dropped without a word.
 """
@@ -46,7 +54,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
@@ -108,6 +116,51 @@ def free_port() -> int:
         return port
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, which a container or
+    ``taskset`` narrows), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class ServerThreads:
+    """How llama.cpp uses the cores. ``None`` leaves a setting to llama.cpp (its
+    defaults: 1 generation thread and 2 batch threads here, spinning OpenMP waits)."""
+
+    generation: int | None = None
+    batch: int | None = None
+    omp_wait_policy: str | None = None
+
+    @classmethod
+    def tuned(
+        cls,
+        generation: int | None = None,
+        batch: int | None = None,
+        omp_wait_policy: str | None = "PASSIVE",
+    ) -> ServerThreads:
+        """deepledger's defaults (see the module's doc), each overridable."""
+        cores = usable_cores()
+        return cls(generation or cores, batch or generation or cores, omp_wait_policy)
+
+    def arguments(self) -> list[str]:
+        arguments = []
+        if self.generation is not None:
+            arguments += ["--n_threads", str(self.generation)]
+        if self.batch is not None:
+            arguments += ["--n_threads_batch", str(self.batch)]
+        return arguments
+
+    def environment(self) -> dict[str, str]:
+        """The server's environment: ours, with the wait policy set when one is given."""
+        env = dict(os.environ)
+        if self.omp_wait_policy is not None:
+            env["OMP_WAIT_POLICY"] = self.omp_wait_policy
+        return env
+
+
 class LlamaServer:
     """One ``python -m llama_cpp.server`` process on a free loopback port."""
 
@@ -119,10 +172,12 @@ class LlamaServer:
         chat_format: str | None = None,
         log_file: IO[bytes] | None = None,
         startup_timeout: float = STARTUP_TIMEOUT_SECONDS,
+        threads: ServerThreads | None = None,
     ) -> None:
         self.model_path = model_path
         self.context_size = context_size
         self.chat_format = chat_format
+        self.threads = threads if threads is not None else ServerThreads.tuned()
         self.log_file = log_file
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen[bytes] | None = None
@@ -150,7 +205,7 @@ class LlamaServer:
         ]
         if self.chat_format:
             command += ["--chat_format", self.chat_format]
-        return command
+        return command + self.threads.arguments()
 
     def start(self) -> str:
         """Start the server and wait until it answers; return its base URL."""
@@ -173,6 +228,7 @@ class LlamaServer:
             )
         self.process = subprocess.Popen(
             self.command(port),
+            env=self.threads.environment(),
             stdin=subprocess.DEVNULL,
             stdout=self.log_file,
             stderr=subprocess.STDOUT,
@@ -270,12 +326,17 @@ class LocalModelClient(LLMClient):
         log_file: IO[bytes] | None = None,
         native_tools: bool = False,
         accepts_images: bool = False,
+        threads: ServerThreads | None = None,
     ) -> None:
         super().__init__(model)
         self.native_tools = native_tools
         self.accepts_images = accepts_images
         self.server = LlamaServer(
-            model_path, context_size=context_size, chat_format=chat_format, log_file=log_file
+            model_path,
+            context_size=context_size,
+            chat_format=chat_format,
+            log_file=log_file,
+            threads=threads,
         )
         self.timeout_seconds = timeout_seconds
         self.connect_timeout_seconds = connect_timeout_seconds
