@@ -89,6 +89,7 @@ class ProtocolName(StrEnum):
 
     XML = "xml"  # <use_mcp_tool> blocks in the reply's text
     NATIVE = "native"  # the provider's function calling
+    HERMES = "hermes"  # <tool_call>{json}</tool_call> blocks in the reply's text (Qwen, Hermes)
 
 
 class Transport(StrEnum):
@@ -171,7 +172,7 @@ class LLMConfig:
     tool_protocol: str | None = None
     worked_example: str | None = None
     # A tool ("server.tool" or "tool") that the first reply of each task calls: the reply
-    # is prefilled with the opening of that call (XML protocol, a provider that continues
+    # is prefilled with the opening of that call (XML or hermes, a provider that continues
     # a prefill), so a model that would answer from memory searches first.
     first_call: str | None = None
     # The model reads images (OpenAI image parts, Anthropic image blocks): images that
@@ -276,7 +277,8 @@ class AgentConfig:
     retry_with_summary: bool = True  # write a post-mortem for the next retry
     # Tries to get a boxed final answer; null: 3 when keeping every tool result, else 1.
     max_final_answer_retries: int | None = None
-    tool_protocol: str = "xml"  # xml (<use_mcp_tool> in text) | native (function calling)
+    # xml (<use_mcp_tool> in text) | native (function calling) | hermes (<tool_call> in text)
+    tool_protocol: str = "xml"
     main_agent: AgentRoleConfig = field(default_factory=AgentRoleConfig)
     sub_agents: dict[str, AgentRoleConfig] = field(default_factory=dict)
 

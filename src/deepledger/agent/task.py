@@ -216,7 +216,7 @@ class AgentFactory:
         memory: MemoryStore | None = None,
     ) -> Orchestrator:
         agent, llm = self.cfg.agent, self.cfg.llm
-        protocol = make_protocol(llm.tool_protocol or agent.tool_protocol)
+        protocol = make_protocol(llm.tool_protocol or agent.tool_protocol, self.llm.capabilities)
         system = render(
             prompt,
             date=datetime.now(UTC).date().isoformat(),

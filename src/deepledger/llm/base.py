@@ -47,6 +47,10 @@ class LLMCapabilities:
     # Tools go on the wire as function calls (the native protocol); without it a model
     # sees tools only as text (the XML protocol).
     native_tools: bool = True
+    # Tool specs given with a request are written into the prompt by the model's own chat
+    # template (its ``tools`` argument), never sent as functions: the hermes protocol
+    # then leaves the tools out of its system section (``llm/local.py``).
+    template_tools: bool = False
     # Images are sent as image parts (llm.accepts_images); else they are named in a note.
     images: bool = False
     # ``token_counter`` is the model's own tokenizer, not an estimate.

@@ -16,15 +16,18 @@ The server's context size is ``llm.max_context_length``, so the window guard act
 against the window the model really has.
 
 Requests. With the template inside the GGUF file (no ``llm.chat_format``) and no native
-tool specs, the client renders each prompt itself with that template and sends it to
-the completion endpoint (``local_template.py``): that is what lets a reply continue a
-prefill, and counts tokens exactly. llama.cpp evaluates a prompt only from the first
-token that differs from what it evaluated last; that shared prefix is reported as cache
-reads. So one task at a time (``benchmark.execution.max_concurrent=1``) is fastest
-here: the one server answers one request at a time anyway, and interleaved tasks would
-each start from the shared system prompt. llama.cpp's RAM cache of several prompt
-states would fix the interleaving, but each state copies the whole logits buffer: the
-server grew past 4 GB. Native tool calls go through the chat endpoint.
+tool specs, the client renders each prompt itself with that template and sends it to the
+completion endpoint (``local_template.py``): that is what lets a reply continue a
+prefill, and counts tokens exactly. Tool specs sent with a request (the hermes protocol)
+are written into that prompt by the template, where it reads ``tools``
+(``LLMCapabilities.template_tools``), never sent as functions. llama.cpp evaluates a
+prompt only from the first token that differs from what it evaluated last; that shared
+prefix is reported as cache reads. So one task at a time
+(``benchmark.execution.max_concurrent=1``) is fastest here: the one server answers one
+request at a time anyway, and interleaved tasks would each start from the shared system
+prompt. llama.cpp's RAM cache of several prompt states would fix the interleaving, but
+each state copies the whole logits buffer: the server grew past 4 GB. Native tool calls
+go through the chat endpoint.
 
 Threads. llama.cpp's OpenMP threads spin while they wait for work (``OMP_WAIT_POLICY``
 ACTIVE, its default): on a machine where other processes also want the cores (the tool
@@ -66,6 +69,7 @@ from deepledger.llm.openai import (
     OpenAIChatClient,
     sampling_fields,
     to_wire_messages,
+    to_wire_tool,
 )
 from deepledger.llm.tokens import TokenCounter, default_counter
 from deepledger.llm.usage import token_count
@@ -364,6 +368,10 @@ class LocalModelClient(LLMClient):
         return self._template
 
     @property
+    def _template_reads_tools(self) -> bool:
+        return self.template is not None and self.template.renders_tools
+
+    @property
     def capabilities(self) -> LLMCapabilities:
         """Told by the model file, read on first use: with its template the prompt is
         rendered here, so a reply can be continued and tokens counted exactly."""
@@ -373,6 +381,8 @@ class LocalModelClient(LLMClient):
             prefill=rendered and not self.native_tools,
             # Off (the XML protocol): the model sees tools only as text in its prompt.
             native_tools=self.native_tools,
+            # The file's template writes tool specs into the prompt (the hermes protocol).
+            template_tools=rendered and self._template_reads_tools and not self.native_tools,
             images=self.accepts_images,
             exact_counting=rendered,
             parallel_requests=False,  # one llama.cpp server, one request at a time
@@ -418,10 +428,18 @@ class LocalModelClient(LLMClient):
         chat = await self._ensure_started()
         messages = images_as_notes(messages)
         template = self.template
-        if template is None or tools or any(m.role is Role.TOOL for m in messages):
+        if template is None or not self.renders_here(messages, tools):
             self._evaluated = []  # what the chat endpoint evaluated is not known here
             return await chat._call(messages, tools, settings)
-        return await self._complete(chat, template, messages, settings)
+        return await self._complete(chat, template, messages, settings, tools)
+
+    def renders_here(self, messages: list[Message], tools: list[ToolSpec]) -> bool:
+        """Whether this request's prompt is rendered here with the file's template: not
+        when it needs native function calling (tool specs the template does not write,
+        tool-role messages), which only the chat endpoint does."""
+        if self.template is None or any(m.role is Role.TOOL for m in messages):
+            return False
+        return not tools or self.capabilities.template_tools
 
     async def _complete(
         self,
@@ -429,9 +447,11 @@ class LocalModelClient(LLMClient):
         template: LocalTemplate,
         messages: list[Message],
         settings: GenerationSettings,
+        tools: list[ToolSpec],
     ) -> LLMResponse:
-        """One request as a completion of the prompt rendered here."""
-        prompt = template.render(to_wire_messages(messages))
+        """One request as a completion of the prompt rendered here (with ``tools`` written
+        in by the template)."""
+        prompt = template.render(to_wire_messages(messages), [to_wire_tool(t) for t in tools])
         tokens = await asyncio.to_thread(template.tokens, prompt)
         reused = common_prefix(self._evaluated, tokens)
         request = {"model": self.model, "prompt": prompt, "max_tokens": settings.max_tokens}

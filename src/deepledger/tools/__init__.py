@@ -1,1 +1,1 @@
-"""Tools: MCP sessions (manager.py), the two tool-call protocols, and our own servers."""
+"""Tools: MCP sessions (manager.py), the three tool-call protocols, and our own servers."""

@@ -1,12 +1,19 @@
-"""The two ways a model asks for tools, behind one interface.
+"""The three ways a model asks for tools, behind one interface.
 
 - ``xml``: the system prompt lists every server and tool with its JSON schema and
   explains the ``<use_mcp_tool>`` block; calls are parsed out of the reply's text, and
   results go back as a user message. This is the format MiroThinker models are trained on.
 - ``native``: tools go to the provider's function calling; calls come back typed and
   results go back as tool messages paired by id.
+- ``hermes``: the format Qwen and Hermes models are trained on, for servers that do not
+  parse it into function calls: the tools are JSON function signatures in
+  ``<tools></tools>``, written by the model's own chat template where the client renders
+  prompts with one that takes ``tools`` (``LLMCapabilities.template_tools``), else by our
+  system section; calls are ``<tool_call>{"name": ..., "arguments": ...}</tool_call>``
+  blocks in the reply's text; results go back as ``<tool_response>`` blocks in a user
+  message.
 
-Both produce the same :class:`ToolCall` / :class:`ToolResult`.
+All produce the same :class:`ToolCall` / :class:`ToolResult`.
 """
 
 from __future__ import annotations
@@ -19,7 +26,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from deepledger.config import ProtocolName
-from deepledger.messages import LLMResponse, Message, ToolCall, ToolResult, ToolSpec
+from deepledger.llm.base import LLMCapabilities
+from deepledger.messages import (
+    JSONObject,
+    LLMResponse,
+    Message,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    parse_arguments,
+)
 from deepledger.prompts import render
 from deepledger.tools.manager import ToolInfo
 
@@ -275,14 +291,165 @@ class NativeProtocol(ToolProtocol):
         return Message.native_tool_results(results)
 
 
+# -- hermes ---------------------------------------------------------------------------
+
+_CALL_OPEN, _CALL_CLOSE = "<tool_call>", "</tool_call>"
+
+
+def _call_blocks(text: str) -> Iterator[tuple[str, bool]]:
+    """The body of each ``<tool_call>`` block, in order, and whether it was closed. A
+    block's JSON is stepped over as JSON, so a string in it may hold ``</tool_call>``;
+    a block never closed runs to the next opening tag or the end of the reply.
+
+    One pass for any reply: the JSON is decoded from the text up to the next opening tag
+    only (a decoding error's position costs a scan of the text before it), and the next
+    closing tag is searched for again only once passed.
+    """
+    position, close = 0, 0
+    while (start := text.find(_CALL_OPEN, position)) != -1:
+        body_start = start + len(_CALL_OPEN)
+        reopened = text.find(_CALL_OPEN, body_start)
+        decoded = _json_at(text[body_start : reopened if reopened != -1 else len(text)], 0)
+        json_end = body_start + decoded[1] if decoded is not None else body_start
+        if close != -1 and close < json_end:
+            close = text.find(_CALL_CLOSE, json_end)
+        if close == -1 or (reopened != -1 and reopened < close):
+            end = reopened if reopened != -1 else len(text)
+            yield text[body_start:end], False
+            position = end
+            continue
+        yield text[body_start:close], True
+        position = close + len(_CALL_CLOSE)
+
+
+class HermesProtocol(ToolProtocol):
+    """``<tool_call>`` blocks in the text. ``template_tools``: the client writes the tools
+    into the prompt with the model's own template, from the specs given with each request;
+    otherwise our system section lists them and no request carries specs (a server
+    without a tool parser must not be asked for function calls)."""
+
+    name = "hermes"
+
+    def __init__(self, template_tools: bool = False) -> None:
+        self.template_tools = template_tools
+        self._by_name: dict[str, ToolInfo] = {}
+
+    def system_section(self, tools: list[ToolInfo]) -> str:
+        self._learn(tools)
+        if not tools:
+            return render("xml_no_tools.md")
+        if self.template_tools:
+            return render("hermes_template_tools.md")
+        signatures = "\n".join(json.dumps(_function(t), ensure_ascii=False) for t in tools)
+        return render("hermes_tools.md", tools=signatures)
+
+    def specs(self, tools: list[ToolInfo]) -> list[ToolSpec]:
+        self._learn(tools)
+        if not self.template_tools:
+            return []
+        return [ToolSpec(wire_name(t), t.description, t.input_schema or _EMPTY) for t in tools]
+
+    def forced_call(self, tool: ToolInfo) -> ForcedCall:
+        """The block up to the value of the first argument, as in the XML protocol."""
+        opening = f'{_CALL_OPEN}\n{{"name": {json.dumps(wire_name(tool))}, "arguments": {{'
+        properties = tool.input_schema.get("properties") or {}
+        first = next(iter(tool.input_schema.get("required") or properties), None)
+        if first is not None:
+            string = (properties.get(first) or {}).get("type") == "string"
+            opening += json.dumps(first) + (': "' if string else ": ")
+        return ForcedCall(opening, stop=_CALL_CLOSE, closing=f"\n{_CALL_CLOSE}")
+
+    def extract(self, response: LLMResponse, turn: int) -> ParsedCalls:
+        text = response.message.content
+        blocks = list(_call_blocks(text))
+        calls, malformed = [], []
+        for index, (body, closed) in enumerate(blocks, start=1):
+            if not closed and index < len(blocks):
+                malformed.append(f"tool call #{index}: <tool_call> is not closed")
+                continue
+            call, problem = self._parse_call(body, f"t{turn}c{index}")
+            if call is not None:
+                calls.append(call)
+            else:
+                malformed.append(f"tool call #{index}: {problem}")
+        return ParsedCalls(calls, malformed, attempted=bool(blocks))
+
+    def results_message(self, results: list[ToolResult], calls: list[ToolCall]) -> Message:
+        # One block per result, in call order (format errors last), joined as Qwen's own
+        # template joins the tool messages of one turn: a template that renders tool
+        # messages into a user turn renders exactly this text.
+        blocks = [
+            f"{_RESPONSE_OPEN}\n{'Error: ' if r.is_error else ''}{r.content}\n{_RESPONSE_CLOSE}"
+            for r in results
+        ]
+        return Message.text_tool_results("\n".join(blocks), results)
+
+    def _learn(self, tools: list[ToolInfo]) -> None:
+        """The names a call may use for each tool: its wire name (the one we show), and
+        ``server.tool`` or a tool name no other server shares (small models shorten)."""
+        names: dict[str, ToolInfo] = {}
+        bare = [t.name for t in tools]
+        for tool in tools:
+            if bare.count(tool.name) == 1:
+                names[tool.name] = tool
+            names[tool.qualified_name] = tool
+        self._by_name = names | {wire_name(t): t for t in tools}
+
+    def _parse_call(self, body: str, call_id: str) -> tuple[ToolCall | None, str]:
+        if not body.strip():
+            return None, "the <tool_call> block is empty"
+        call, problem = parse_arguments(body.strip())
+        if problem is not None or not call:
+            shown = body.strip()[:200]
+            return None, f'not a JSON object {{"name": ..., "arguments": {{...}}}}: {shown!r}'
+        name = call.get("name")
+        if not isinstance(name, str) or not name:
+            return None, 'the JSON object has no "name" of a tool'
+        tool = self._by_name.get(name)
+        if tool is None:
+            known = ", ".join(sorted({wire_name(t) for t in self._by_name.values()}))
+            return None, f"unknown tool {name!r} (the tools are: {known or 'none'})"
+        arguments = call.get("arguments", {})
+        if isinstance(arguments, str):  # some models write the arguments as a JSON string
+            arguments, problem = parse_arguments(arguments)
+            if problem is not None:
+                return None, f"{name}: {problem}"
+        if not isinstance(arguments, dict):
+            return None, f'{name}: "arguments" must be a JSON object, not {arguments!r:.100}'
+        # raw_arguments: the whole block as written, which the reply's text holds (so the
+        # window's count does not add it twice).
+        return ToolCall(call_id, tool.name, arguments, tool.server, body.strip()), ""
+
+
+_RESPONSE_OPEN, _RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
+_EMPTY: JSONObject = {"type": "object", "properties": {}}
+
+
+def _function(tool: ToolInfo) -> JSONObject:
+    """A tool as the JSON function signature hermes-format models are trained to read."""
+    return {
+        "type": "function",
+        "function": {
+            "name": wire_name(tool),
+            "description": tool.description.strip(),
+            "parameters": tool.input_schema or _EMPTY,
+        },
+    }
+
+
 # The one registry of tool-call protocols: agent.tool_protocol / llm.tool_protocol's
 # value -> the protocol's class.
 PROTOCOLS: dict[ProtocolName, type[ToolProtocol]] = {
     ProtocolName.XML: XmlProtocol,
     ProtocolName.NATIVE: NativeProtocol,
+    ProtocolName.HERMES: HermesProtocol,
 }
 
 
-def make_protocol(name: str) -> ToolProtocol:
-    """The protocol ``name`` names (validate() has refused any other name)."""
-    return PROTOCOLS[ProtocolName(name)]()
+def make_protocol(name: str, capabilities: LLMCapabilities | None = None) -> ToolProtocol:
+    """The protocol ``name`` names (validate() has refused any other name), for a client
+    that can do ``capabilities`` (whether its template writes the tools, for hermes)."""
+    kind = ProtocolName(name)
+    if kind is ProtocolName.HERMES:
+        return HermesProtocol(template_tools=bool(capabilities and capabilities.template_tools))
+    return PROTOCOLS[kind]()
