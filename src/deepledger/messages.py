@@ -289,6 +289,24 @@ class Message:
         return "\n".join(p for p in parts if p)
 
 
+def wire_memo(message: Message, key: str) -> bytes | None:
+    """What :func:`remember_wire` kept on ``message`` under ``key`` (None: nothing yet)."""
+    memo: bytes | None = message.__dict__.get(key)
+    return memo
+
+
+def remember_wire(message: Message, key: str, data: bytes) -> None:
+    """Keep a wire encoder's bytes for ``message`` on the message itself.
+
+    Every request re-sends the whole history, and a message never changes, so its bytes
+    for one wire form can be kept as long as the message lives: on the object (not in a
+    table by identity), they go when it goes, a blanked or replaced message (a new
+    object) has none, and the cycle collector has nothing more to scan (bytes hold no
+    references). Outside the dataclass fields: equality, hashing, ``replace()`` and the
+    journal never see them."""
+    object.__setattr__(message, key, data)
+
+
 def texts_for_counting(messages: list[Message] | tuple[Message, ...]) -> list[str]:
     """Each message's :meth:`Message.text_for_counting` as a request carries it. Thinking
     goes back to the provider only within the current tool-use turn (the assistant

@@ -33,7 +33,11 @@ RESUME_HARMLESS = (
     "benchmark.execution.max_tasks",
     "benchmark.execution.max_cost_usd",
     "benchmark.execution.max_tokens",
+    "benchmark.execution.backend",  # where tasks run, not what they do: resume on either
+    "benchmark.execution.ray",
     "llm.base_url",
+    "llm.endpoints",  # where the servers are, like llm.base_url
+    "llm.endpoint_max_concurrent",
     "llm.api_key",
     "llm.api_key_env",
     "llm.api_key_required",
@@ -41,6 +45,9 @@ RESUME_HARMLESS = (
     "llm.connect_timeout_seconds",
     "llm.retry",
     "llm.async_client",
+    "llm.threads",  # how the bundled model's server uses the cores: its speed, not its replies
+    "llm.batch_threads",
+    "llm.omp_wait_policy",
     "pricing",
     "resume",
     "hydra",
