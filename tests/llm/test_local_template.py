@@ -6,11 +6,20 @@ from __future__ import annotations
 
 import pytest
 
+from deepledger.context.guard import ContextWindow
+from deepledger.context.policy import ContextPolicy
+from deepledger.llm.base import GenerationSettings
 from deepledger.llm.local import LocalModelClient, bundled_model
 from deepledger.llm.local_template import LocalTemplate
 from deepledger.llm.openai import to_wire_messages, to_wire_tool
+from deepledger.llm.retry import RetryingClient, RetryPolicy
 from deepledger.llm.scripted import ScriptedLLM
+from deepledger.llm.tokens import count_messages
+from deepledger.llm.usage import UsageLedger
 from deepledger.messages import Message, ToolResult, ToolSpec
+from deepledger.records.codec import read_journal
+from deepledger.records.events import LLMCall, TaskStarted, WindowExhausted
+from deepledger.store.journal import Journal
 from deepledger.tools.protocol import HermesProtocol
 from tests.support.hermes import TIME_CALL, call_then_answer, solve_with_hermes
 
@@ -140,3 +149,73 @@ def test_hermes_results_render_as_the_template_renders_tool_messages():
     assert (
         "<|im_start|>user\n<tool_response>\nfound A\n</tool_response>\n<tool_response>" in as_user
     )
+
+
+SPECS = [
+    ToolSpec("search__search", "Search the corpus.", {"type": "object"}),
+    ToolSpec("python__run_python", "Run code.", {"type": "object"}),
+]
+
+
+def test_the_tools_block_a_template_writes_is_measured_once_in_its_own_tokens():
+    template = LocalTemplate(bundled_model(), template=TOOLS_TEMPLATE)
+    client = client_with(template)
+    messages = to_wire_messages([Message.system("You are an assistant."), Message.task("A q.")])
+    written = len(template.tokens(template.render(messages, [to_wire_tool(t) for t in SPECS])))
+    block = written - len(template.tokens(template.render(messages)))
+    assert block > 20  # two signatures and the template's own words
+    assert client.tools_prompt_tokens(SPECS) == block
+    assert client.tools_prompt_tokens(list(SPECS)) == block and len(client._tools_tokens) == 1
+    assert client.tools_prompt_tokens([]) == 0
+    # nothing is written into the prompt: SmolLM2's template, or native function calls
+    assert client_with().tools_prompt_tokens(SPECS) == 0
+    assert client_with(template, native_tools=True).tools_prompt_tokens(SPECS) == 0
+    wrapped = RetryingClient(client, RetryPolicy())
+    assert wrapped.tools_prompt_tokens(SPECS) == block
+
+
+async def test_the_first_requests_estimate_counts_the_tools_block():
+    template = LocalTemplate(bundled_model(), template=TOOLS_TEMPLATE)
+    client = client_with(template)
+
+    def policy(window: int, tools: list[ToolSpec]) -> ContextPolicy:
+        return ContextPolicy.for_model(
+            None,
+            keep_tool_result=-1,
+            llm=client,
+            settings=GenerationSettings(max_tokens=100),
+            window=ContextWindow(window),
+            summary_prompt="Answer now.",
+            journal=Journal(None),
+            ledger=UsageLedger(None),
+            tools=tools,
+        )
+
+    history = [Message.system("You are an assistant."), Message.task("What is 2+2?")]
+    plain = policy(10**6, []).guard.estimate(history, None)
+    counted = policy(10**6, SPECS).guard.estimate(history, None)
+    block = client.tools_prompt_tokens(SPECS)
+    assert plain.prior_tokens == count_messages(template, history[:1])
+    assert counted.prior_tokens == plain.prior_tokens + block
+    # a window the messages fit but the tools block does not: the guard ends the turn
+    window = plain.total + block // 2
+    assert (await policy(window, []).prepare(history)).fits
+    assert not (await policy(window, SPECS).prepare(history)).fits
+
+
+async def test_a_task_counts_what_its_tools_add_to_the_prompt(tmp_path):
+    """The tools block reaches the window guard from a whole task, through the retry
+    wrapper: a tools block larger than the window ends the loop before any call."""
+    scripted = ScriptedLLM(responder=call_then_answer)
+    scripted.tools_prompt_tokens = lambda tools: 50_000 if tools else 0
+    llm = RetryingClient(scripted, RetryPolicy())
+    scripted._capabilities = client_with(
+        LocalTemplate(bundled_model(), template=TOOLS_TEMPLATE)
+    ).capabilities  # template_tools: the hermes protocol sends its specs
+    await solve_with_hermes(tmp_path, llm, "llm.max_context_length=40000")
+    events = read_journal(tmp_path / "journal.jsonl")
+    exhausted = [e for e in events if isinstance(e, WindowExhausted)]
+    assert exhausted[0].turn == 0 and exhausted[0].estimate > 50_000
+    assert not any(isinstance(e, LLMCall) for e in events)  # the loop asked nothing
+    started = next(e for e in events if isinstance(e, TaskStarted))
+    assert started.protocol == "hermes" and "<tools>" not in started.system_prompt

@@ -253,3 +253,98 @@ async def test_a_remote_server_gets_our_section_and_no_tools_field(tmp_path):
     assert [m["role"] for m in sent[-2:]] == ["assistant", "user"]
     assert "tool_calls" not in sent[-2] and sent[-2]["content"].endswith("</tool_call>")
     assert sent[-1]["content"].startswith("<tool_response>\n")
+
+
+def test_parameters_is_read_as_arguments():
+    # the signatures name the schema "parameters", and some models call with it
+    parsed = extract(
+        '<tool_call>{"name": "search__search", "parameters": {"query": "x"}}</tool_call>'
+    )
+    assert [(c.name, c.arguments) for c in parsed.calls] == [("search", {"query": "x"})]
+    assert parsed.malformed == []
+
+
+@pytest.mark.parametrize(
+    ("call", "problem"),
+    [
+        ({"name": "search__search", "args": {"query": "x"}}, 'no "arguments" object'),
+        ({"name": "search__search", "query": "x"}, 'the call has "query"'),
+        (
+            {"name": "search__search", "arguments": {"query": "a"}, "parameters": {"query": "b"}},
+            'both "arguments" and "parameters"',
+        ),
+    ],
+)
+def test_a_call_whose_arguments_are_elsewhere_is_refused_not_run_empty(call, problem):
+    parsed = extract(f"<tool_call>{json.dumps(call)}</tool_call>")
+    assert parsed.calls == [] and parsed.nothing_usable
+    assert problem in parsed.malformed[0]
+    assert parsed.malformed[0].startswith("tool call #1: search__search: ")
+
+
+def test_a_call_with_only_a_name_takes_no_arguments():
+    parsed = extract('<tool_call>{"name": "python__run_python", "type": "function"}</tool_call>')
+    assert [(c.name, c.arguments) for c in parsed.calls] == [("run_python", {})]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"name": "search__search", "arguments": {"query": "a"}}\n'
+        '{"name": "python__run_python", "arguments": {"code": "1"}}',
+        '{"name": "search__search", "arguments": {"query": "a"}},'
+        ' {"name": "python__run_python", "arguments": {"code": "1"}}',
+        '[{"name": "search__search", "arguments": {"query": "a"}},'
+        ' {"name": "python__run_python", "arguments": {"code": "1"}}]',
+        # the first one broken (a comma too many): the rest is repaired as a whole
+        '{"name": "search__search", "arguments": {"query": "a",}}\n'
+        '{"name": "python__run_python", "arguments": {"code": "1"}}',
+    ],
+)
+def test_several_calls_in_one_block_are_each_a_call(body):
+    parsed = extract(f"<tool_call>\n{body}\n</tool_call>" + block("search__search", {"query": "z"}))
+    assert [(c.id, c.name, c.arguments) for c in parsed.calls] == [
+        ("t1c1", "search", {"query": "a"}),
+        ("t1c2", "run_python", {"code": "1"}),
+        ("t1c3", "search", {"query": "z"}),  # numbered on across the blocks
+    ]
+    assert parsed.malformed == []
+    message = Message.assistant(f"<tool_call>\n{body}\n</tool_call>")
+    assert all(c.raw_arguments in message.content for c in parsed.calls[:2])
+
+
+def test_a_list_with_something_else_than_calls_is_one_format_error():
+    parsed = extract('<tool_call>[{"name": "search__search", "arguments": {}}, 3]</tool_call>')
+    assert parsed.calls == [] and len(parsed.malformed) == 1
+    assert "not a JSON object" in parsed.malformed[0]
+
+
+def test_an_opening_tag_inside_a_json_string_stays_in_the_arguments():
+    code = 'text = "<tool_call>{}</tool_call>"\nprint(text.count("<tool_call>"))'
+    text = (
+        "Counting tags. "
+        + block("python__run_python", {"code": code})
+        + " then "
+        + block("search__search", {"query": "<tool_call>"})
+    )
+    parsed = extract(text)
+    assert [(c.name, c.arguments) for c in parsed.calls] == [
+        ("run_python", {"code": code}),
+        ("search", {"query": "<tool_call>"}),
+    ]
+    assert parsed.malformed == []
+    # unclosed, with a tag in a string: the block still runs to the next real tag
+    unclosed = '<tool_call>{"name": "search__search", "arguments": {"query": "<tool_call>"}}'
+    parsed = extract(unclosed + " " + block("python__run_python", {"code": "2"}))
+    assert parsed.malformed == ["tool call #1: <tool_call> is not closed"]
+    assert [c.arguments for c in parsed.calls] == [{"code": "2"}]
+
+
+def test_words_after_a_call_inside_its_block_are_not_a_call():
+    parsed = extract(
+        '<tool_call>{"name": "search__search", "arguments": {"query": "a"}}\n'
+        "I hope this helps.</tool_call>"
+    )
+    assert [c.arguments for c in parsed.calls] == [{"query": "a"}] and parsed.malformed == []
+    parsed = extract("<tool_call>I will search now.</tool_call>")
+    assert parsed.calls == [] and "not a JSON object" in parsed.malformed[0]

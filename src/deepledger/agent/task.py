@@ -26,7 +26,7 @@ from deepledger.context.strategy import make_strategy
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.factory import settings_from_config
 from deepledger.llm.usage import UsageLedger, find_price
-from deepledger.messages import ImagePart, JSONObject
+from deepledger.messages import ImagePart, JSONObject, ToolSpec
 from deepledger.prompts import render
 from deepledger.records.events import FirstCallSkipped, SubagentFinished, ToolServerUnavailable
 from deepledger.store.journal import Journal
@@ -233,7 +233,8 @@ class AgentFactory:
         )
         settings = settings_from_config(self.cfg.llm)
         summary = summary_prompt(self.cfg.benchmark.answer_format)
-        context = self._context_policy(settings, summary, journal, ledger, memory)
+        specs = protocol.specs(tools.tools)
+        context = self._context_policy(settings, summary, journal, ledger, memory, specs)
         finalizer = AnswerGenerator(self.policy, summary_prompt=summary, boxed=boxed)
         return Orchestrator(
             llm=self.llm,
@@ -257,6 +258,7 @@ class AgentFactory:
         journal: Journal,
         ledger: UsageLedger,
         memory: MemoryStore | None,
+        specs: list[ToolSpec],
     ) -> ContextPolicy:
         """What this agent's requests send (agent.context, agent.keep_tool_result),
         guarded against the task's shared window; compaction notes are written by
@@ -274,6 +276,7 @@ class AgentFactory:
             journal=journal,
             ledger=ledger,
             note_writer=self.note_writer,
+            tools=specs,  # a tools block the model's template writes counts from the start
         )
 
     def _first_call(

@@ -11,8 +11,10 @@ to answer now (the summarize prompt appended to the history)::
 
 The last call's usage is exact (the provider counted it); only what was added since is
 estimated, with a 1.5 safety factor, so the check is cheap and conservative. Before the
-first call there is no usage yet, so the whole history is estimated instead; after a
-compaction, the context strategy's pick of it. :class:`WindowGuard` holds one
+first call there is no usage yet, so the whole history is estimated instead, plus the
+tokens the request's tools add that no message holds (``tools_tokens``: the tools block a
+local model's template writes, ``LLMClient.tools_prompt_tokens``); after a compaction,
+the context strategy's pick of it, plus those tokens. :class:`WindowGuard` holds one
 conversation's terms, and its context policy (``policy.py``) asks it before each turn.
 
 At or over ``max_context_length`` the newest tool results (which pushed the window over)
@@ -97,6 +99,7 @@ def check_window(
     max_context_length: int,
     max_tokens: int,
     counter: TokenCounter,
+    tools_tokens: int = 0,
 ) -> WindowVerdict:
     # A token is at least one byte, so counting bytes bounds the estimate from above: when
     # even the bound fits, so does the real count, and tokenizing can wait until the
@@ -107,6 +110,7 @@ def check_window(
         summary_prompt=summary_prompt,
         max_tokens=max_tokens,
         counter=UTF8_BYTES,
+        tools_tokens=tools_tokens,
     )
     if bound.total < max_context_length:
         return WindowVerdict(True, bound, max_context_length, tuple(history))
@@ -116,6 +120,7 @@ def check_window(
         summary_prompt=summary_prompt,
         max_tokens=max_tokens,
         counter=counter,
+        tools_tokens=tools_tokens,
     )
     if estimate.total < max_context_length:
         return WindowVerdict(True, estimate, max_context_length, tuple(history))
@@ -130,14 +135,17 @@ def estimate_final_request(
     summary_prompt: str,
     max_tokens: int,
     counter: TokenCounter,
+    tools_tokens: int = 0,
 ) -> WindowEstimate:
+    """``tools_tokens``: what the request's tools add to its prompt beyond its messages,
+    counted with the history when there is no usage (which holds them) to stand for it."""
     if not history:
         raise ValueError("the window guard needs a history with at least the task in it")
     newest = count_messages(counter, [history[-1]])
     if last_usage is not None:
         prior = last_usage.input_tokens + last_usage.output_tokens
     else:
-        prior = count_messages(counter, list(history[:-1]))
+        prior = count_messages(counter, list(history[:-1])) + tools_tokens
     return WindowEstimate(prior, newest, counter.count(summary_prompt), max_tokens)
 
 
@@ -220,6 +228,7 @@ class WindowGuard:
     window: ContextWindow
     reply_budget: int  # llm.max_tokens
     summary_prompt: str
+    tools_tokens: int = 0  # what the tools add to each prompt beyond its messages
 
     def estimate(self, request: Sequence[Message], last_usage: Usage | None) -> WindowEstimate:
         return estimate_final_request(
@@ -228,6 +237,7 @@ class WindowGuard:
             summary_prompt=self.summary_prompt,
             max_tokens=self.reply_budget,
             counter=self.counter,
+            tools_tokens=self.tools_tokens,
         )
 
     def check(
@@ -244,6 +254,7 @@ class WindowGuard:
             max_context_length=self.window.limit,
             max_tokens=self.reply_budget,
             counter=self.counter,
+            tools_tokens=self.tools_tokens,
         )
         if verdict.fits:
             return replace(verdict, history=tuple(history))

@@ -34,7 +34,7 @@ from deepledger.context.pairing import PairingProblem
 from deepledger.context.strategy import ContextStrategy, KeepToolResults, RequestBuilder
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import UsageLedger
-from deepledger.messages import Message, Usage
+from deepledger.messages import Message, ToolSpec, Usage
 from deepledger.store.journal import Journal
 
 
@@ -116,13 +116,22 @@ class ContextPolicy:
         journal: Journal,
         ledger: UsageLedger,
         note_writer: NoteWriter | None = None,
+        tools: Sequence[ToolSpec] = (),
     ) -> ContextPolicy:
         """The policy of one conversation with ``llm``: guarded against ``window`` (the
         task's, shared by its agents) with ``settings.max_tokens`` of reply room and
         ``summary_prompt`` as the closing prompt; compaction notes written by
         ``note_writer``'s model, else ``llm``. Their spend goes to ``ledger``, the
-        conversation's own, so it counts in the task's cost and budgets."""
-        guard = WindowGuard(llm.token_counter, window, settings.max_tokens, summary_prompt)
+        conversation's own, so it counts in the task's cost and budgets. ``tools``: the
+        specs each request carries, for what they add to the prompt (the guard's count
+        before the first usage)."""
+        guard = WindowGuard(
+            llm.token_counter,
+            window,
+            settings.max_tokens,
+            summary_prompt,
+            tools_tokens=llm.tools_prompt_tokens(tools),
+        )
         notes = ModelNotes(llm, settings, journal, ledger, note_writer)
         return cls(
             strategy,

@@ -146,6 +146,12 @@ class LLMClient(ABC):
         """Counts tokens as this model does; the default is tiktoken's o200k_base."""
         return default_counter()
 
+    def tools_prompt_tokens(self, tools: Sequence[ToolSpec]) -> int:
+        """Tokens ``tools`` add to a request's prompt beyond its messages, where this
+        client knows them exactly (a tools block the model's own template writes); 0
+        otherwise. The window guard adds them before the first call's usage is known."""
+        return 0
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook; most clients hold nothing
         """Release connections. Safe to call twice."""
 

@@ -20,7 +20,9 @@ tool specs, the client renders each prompt itself with that template and sends i
 completion endpoint (``local_template.py``): that is what lets a reply continue a
 prefill, and counts tokens exactly. Tool specs sent with a request (the hermes protocol)
 are written into that prompt by the template, where it reads ``tools``
-(``LLMCapabilities.template_tools``), never sent as functions. llama.cpp evaluates a
+(``LLMCapabilities.template_tools``), never sent as functions; the block they make is
+measured once (``tools_prompt_tokens``) for the window guard, as no message holds it.
+llama.cpp evaluates a
 prompt only from the first token that differs from what it evaluated last; that shared
 prefix is reported as cache reads. So one task at a time
 (``benchmark.execution.max_concurrent=1``) is fastest here: the one server answers one
@@ -47,6 +49,7 @@ import asyncio
 import contextlib
 import ctypes
 import importlib.util
+import json
 import logging
 import os
 import signal
@@ -57,6 +60,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
@@ -354,6 +358,7 @@ class LocalModelClient(LLMClient):
         # The tokens the server evaluated last (prompt and reply): it evaluates a new
         # prompt only from the first token that differs.
         self._evaluated: list[int] = []
+        self._tools_tokens: dict[tuple[tuple[str, str, str], ...], int] = {}
 
     @property
     def template(self) -> LocalTemplate | None:
@@ -391,6 +396,21 @@ class LocalModelClient(LLMClient):
     @property
     def token_counter(self) -> TokenCounter:
         return self.template or default_counter()
+
+    def tools_prompt_tokens(self, tools: Sequence[ToolSpec]) -> int:
+        """The tokens of the tools block the template writes for ``tools`` (0 when it
+        writes none): no message holds it, so the window guard's count before the first
+        usage adds it. Measured once per set of tools: a prompt rendered with and without
+        them, in the model's own tokens."""
+        template = self.template
+        if template is None or not tools or not self.capabilities.template_tools:
+            return 0
+        key = tuple(
+            (t.name, t.description, json.dumps(t.parameters, sort_keys=True)) for t in tools
+        )
+        if key not in self._tools_tokens:
+            self._tools_tokens[key] = tools_block_tokens(template, [to_wire_tool(t) for t in tools])
+        return self._tools_tokens[key]
 
     async def _ensure_started(self) -> OpenAIChatClient:
         if self._start_failed is not None:  # it failed to start, or died since
@@ -496,6 +516,21 @@ class LocalModelClient(LLMClient):
         if chat is not None:
             await chat.aclose()
         await asyncio.to_thread(self.server.stop)
+
+
+# What the tools block is measured around: a system turn and a user turn, where
+# Qwen-style templates write the tools (into the system turn, or one of their own).
+_MEASURED_AROUND: list[JSONObject] = [
+    {"role": "system", "content": "You are an assistant."},
+    {"role": "user", "content": "A question."},
+]
+
+
+def tools_block_tokens(template: LocalTemplate, wire_tools: Sequence[JSONObject]) -> int:
+    """How many tokens the template's prompt grows by when given ``wire_tools``."""
+    with_tools = template.tokens(template.render(_MEASURED_AROUND, wire_tools))
+    without = template.tokens(template.render(_MEASURED_AROUND))
+    return max(0, len(with_tools) - len(without))
 
 
 def _count(usage: JSONObject, name: str, provider: str) -> int | None:

@@ -15,7 +15,9 @@ weights, which live in the server process.
 
 Tools: a template that reads the ``tools`` variable (Qwen's, Hermes') writes the tool
 specs it is given into the prompt itself, in the words and layout its model was trained
-on (``renders_tools``); the hermes protocol then leaves them out of its own section.
+on (``renders_tools``); the hermes protocol then leaves them out of its own section, and
+the window guard counts that block from the first request on (``local.py``'s
+``tools_prompt_tokens``).
 """
 
 from __future__ import annotations

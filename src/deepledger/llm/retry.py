@@ -131,5 +131,8 @@ class RetryingClient(LLMClient):
     def token_counter(self) -> TokenCounter:
         return self.inner.token_counter
 
+    def tools_prompt_tokens(self, tools: Sequence[ToolSpec]) -> int:
+        return self.inner.tools_prompt_tokens(tools)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
