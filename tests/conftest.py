@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.support.disks"]  # the small_disk fixture
+# the small_disk fixture; local_ray, one Ray for the session
+pytest_plugins = ["tests.support.disks", "tests.support.ray"]
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex

@@ -53,6 +53,13 @@ NOT_RUN = {
     "llm.async_client=true llm.max_context_length=262144 "
     "benchmark.execution.max_concurrent=5 benchmark.execution.pass_at_k=1 "
     "hydra.run.dir=logs/gaia-1": "needs Serper and Jina keys, the GAIA files and a GPU server",
+    "deepledger bench benchmark=worldfacts benchmark.execution.backend=ray "
+    "benchmark.execution.ray.num_workers=2 benchmark.execution.max_concurrent=8": "a local "
+    "Ray and the bundled model on the whole suite: minutes (tests/bench/test_ray_backend.py "
+    "runs the Ray backend against the loopback fake)",
+    "deepledger bench benchmark=worldfacts benchmark.execution.backend=ray "
+    "benchmark.execution.ray.address=auto hydra.run.dir=/shared/runs/wf-1": "needs a Ray "
+    "cluster and a folder its nodes share",
 }
 
 SHELL_LANGUAGES = ("bash", "sh", "shell", "console")

@@ -481,6 +481,7 @@ def validate(cfg: Config) -> None:
     problems = [*_llm_problems(cfg.llm), *_agent_problems(cfg.agent)]
     problems += _tool_problems(tool_servers(cfg), cfg.agent)
     problems += _execution_problems(cfg.benchmark.execution)
+    problems += _ray_with_local_model(cfg)
     problems += _unpriced_cost_limits(cfg)
     corpus = cfg.benchmark.search_corpus
     if corpus and not resolve_data_path(corpus).exists():
@@ -575,20 +576,19 @@ def _llm_problems(llm: LLMConfig) -> list[str]:
 def _endpoint_problems(llm: LLMConfig) -> list[str]:
     if llm.endpoints is None:
         return []
+    if llm.provider == Provider.LOCAL:
+        return [
+            "llm.endpoints: llm=local serves its own model in this process; leave "
+            "llm.endpoints null, or point llm=openai_compatible at your servers."
+        ]
     if not llm.endpoints:
         return [
             "llm.endpoints=[] names no server; list the model's servers, e.g. "
             "llm.endpoints=[http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1], or leave it "
             "null for llm.base_url alone."
         ]
-    problems = [
-        f"llm.endpoints[{i}]={url!r} is not an http(s) URL; give the server's address, e.g. "
-        "http://10.0.0.1:8000/v1."
-        for i, url in enumerate(llm.endpoints)
-        if not _is_http_url(url)
-    ]
-    if len(set(llm.endpoints)) < len(llm.endpoints):
-        problems.append("llm.endpoints lists a server twice; list each once.")
+    problems = [p for i, url in enumerate(llm.endpoints) for p in _endpoint_url_problems(i, url)]
+    problems += _duplicate_endpoints(llm.endpoints)
     cap = llm.endpoint_max_concurrent
     if cap is not None and cap < 1:
         problems.append(f"llm.endpoint_max_concurrent={cap} must be >= 1 (or null: no cap).")
@@ -625,6 +625,50 @@ def _thinking_problems(llm: LLMConfig) -> list[str]:
             "llm.extra_body: Anthropic takes no temperature other than 1 and no top_k while "
             "llm.thinking is on; remove them."
         )
+    return problems
+
+
+def _endpoint_url_problems(index: int, url: str) -> list[str]:
+    """What is wrong with ``llm.endpoints[index]``. The URLs are written to journals, the
+    summary, the report and logs, so one must carry no secret; the message shows the URL
+    without the parts that might be one."""
+    from urllib.parse import urlsplit
+
+    key = f"llm.endpoints[{index}]"
+    if not _is_http_url(url):
+        shown = url.split("@")[-1].split("?")[0].split("#")[0]
+        return [
+            f"{key}={shown!r} is not an http(s) URL; give the server's address, e.g. "
+            "http://10.0.0.1:8000/v1."
+        ]
+    parts = urlsplit(url.strip())
+    shown = f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}{parts.path}"
+    elsewhere = (
+        "a URL is written to the journals, the summary, the report and the logs: give the "
+        "server's address alone, and put a key in the environment variable named by "
+        "llm.api_key_env (the same key goes to every endpoint)."
+    )
+    if parts.username is not None or parts.password is not None:
+        return [f"{key}={shown!r} carries a user name or password (user:password@); {elsewhere}"]
+    if parts.query or parts.fragment:
+        return [f"{key}={shown!r} has a query string or a fragment (?... or #...); {elsewhere}"]
+    return []
+
+
+def _duplicate_endpoints(urls: list[str]) -> list[str]:
+    """The servers listed twice; ``.../v1`` and ``.../v1/`` are one server."""
+    first: dict[str, int] = {}
+    problems = []
+    for index, url in enumerate(urls):
+        same = url.strip().rstrip("/")
+        if same in first:
+            was = first[same]
+            problems.append(
+                f"llm.endpoints[{index}]={url!r} is llm.endpoints[{was}]={urls[was]!r} again; "
+                "list each server once."
+            )
+        else:
+            first[same] = index
     return problems
 
 
@@ -750,6 +794,20 @@ def _names_sub_agent(tool: str, agent: AgentConfig) -> bool:
 
 
 BACKENDS = tuple(b.value for b in Backend)
+
+
+def _ray_with_local_model(cfg: Config) -> list[str]:
+    """llm=local serves its model in the process that runs the tasks: with backend=ray
+    each worker would start its own llama.cpp server, every one on all the cores."""
+    if cfg.benchmark.execution.backend != Backend.RAY or cfg.llm.provider != Provider.LOCAL:
+        return []
+    return [
+        "benchmark.execution.backend=ray with llm=local (llm.provider=local): each Ray "
+        "worker would start its own llama.cpp server, every one on all the cores. Use "
+        "benchmark.execution.backend=asyncio with llm=local, or serve the model once and "
+        "point llm=openai_compatible "
+        "(llm.base_url=...) at it."
+    ]
 
 
 def _execution_problems(execution: ExecutionConfig) -> list[str]:

@@ -14,6 +14,9 @@ class, its place and its parent.
      │    ├── RunRejectedError       a suite stopped: an endpoint refused its key or model
      │    ├── RunDirectoryError      hydra.run.dir is a file, read-only, full, held by a
      │    │                          live run, or a resume would change its settings
+     │    ├── RayBackendError        backend=ray cannot start or go on: Ray not installed, the
+     │    │                          cluster unreachable, a worker (or a dead one's replacement)
+     │    │                          that cannot start or see the run directory
      │    └── CorpusError            [web/corpus.py] the search corpus cannot be read
      ├── LLMError                    a model call failed
      │    ├── TransientLLMError      worth retrying: 5xx, timeouts, lost connections, bad bodies
@@ -33,6 +36,8 @@ class, its place and its parent.
      │    └── SearchUnavailableError  [web/search/__init__.py] timeout, unreachable, 5xx, bad body
      │         └── SearchRateLimitedError  [web/search/__init__.py] 429, with its Retry-After
      ├── ToolServerStartError        [tools/manager.py] a tool server did not start or handshake
+     ├── WorkerLostError             backend=ray: the worker running a task died again and
+     │                               again (the task's error record says so; resumable)
      └── RunLoadError                [bench/aggregate.py] a run directory without readable results
 
 Outside the tree, on purpose: these never reach the user as themselves. Each is caught
@@ -98,6 +103,19 @@ class RunDirectoryError(ConfigError):
     the message names the folder and what to do. What was recorded before stays valid."""
 
 
+class RayBackendError(ConfigError):
+    """``benchmark.execution.backend=ray`` cannot run: Ray is not installed, the cluster at
+    ``benchmark.execution.ray.address`` cannot be reached, or a worker cannot start or see
+    the run directory. Raised before the run starts (the manifest unchanged), or, when the
+    replacement of a worker that died cannot start, mid-run: the run stops as after a kill
+    and the same command resumes it. The message says what to do."""
+
+
+class WorkerLostError(DeepLedgerError):
+    """backend=ray: the Ray worker running a task died under it too often; the task ends
+    as an error record, which a resume runs again."""
+
+
 class LLMError(DeepLedgerError):
     """A call to the model failed."""
 
@@ -145,3 +163,10 @@ class ContextOverflowError(FatalLLMError):
 class EndpointRejectedError(FatalLLMError):
     """The endpoint refuses this client or this model (HTTP 401/403, a 404 for the model):
     no request of the run can succeed, so a suite stops after the first one."""
+
+    # With llm.endpoints: the URL of the one that refused (set by llm/endpoints.py).
+    endpoint: str | None = None
+    # Set by the worker that met it (backend=ray), for a driver that has not its models:
+    # which model, URL and key source refused, and what the server said (key blanked).
+    whose: str | None = None
+    said: str | None = None

@@ -350,6 +350,27 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class EndpointMove:
+    """A task attempt's calls went to another of ``llm.endpoints``, and why."""
+
+    from_endpoint: str
+    to_endpoint: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Where a reply came from with ``llm.endpoints`` (``llm/endpoints.py``), for the
+    journal: the server that answered, how long it took, the servers of the HTTP
+    attempts that failed before it, and the moves made on the way."""
+
+    endpoint: str
+    seconds: float
+    failed_endpoints: tuple[str, ...] = ()
+    moves: tuple[EndpointMove, ...] = ()
+
+
+@dataclass(frozen=True)
 class LLMResponse:
     """One model reply: the assistant message, why it stopped, and what it used."""
 
@@ -359,6 +380,7 @@ class LLMResponse:
     model: str = ""
     response_id: str = ""
     raw_stop_reason: str | None = None  # the provider's own word, for the journal
+    routing: Routing | None = None  # set by the client of several llm.endpoints
 
     @property
     def text(self) -> str:

@@ -247,3 +247,31 @@ async def test_a_rejected_page_extraction_model_stops_the_suite_naming_its_key(t
     assert "model 'extract-model'" in message and "HTTP 404" in message
     assert len(extractor.calls) == 1 and len(agent.calls) == 1  # nothing asked after it
     assert recorded(tmp_path / "run") == []
+
+
+async def test_a_rejection_by_one_of_llm_endpoints_names_that_endpoint(tmp_path):
+    """llm.base_url is not called with llm.endpoints set: the message names the server."""
+    from deepledger.llm.endpoints import RoutedClient, ranked, route_key
+    from deepledger.testing.endpoints import answering, failing
+
+    urls = ["http://gpu-1:8000/v1", "http://gpu-2:8000/v1"]
+    cfg = composed(
+        f"benchmark.data.data_dir={suite(tmp_path / 'data')}",
+        "llm=openai_compatible",
+        f"llm.endpoints=[{','.join(urls)}]",
+        "agent.main_agent.tools=[]",
+        "agent.max_final_answer_retries=1",
+        "benchmark.execution.max_concurrent=1",
+    )
+    assert any(ranked(route_key(f"t{n}", 1), urls)[0] == urls[1] for n in range(1, TASKS + 1))
+    rejected = EndpointRejectedError("openai returned HTTP 401: invalid key", status=401)
+    answers, refuses = (
+        ScriptedLLM(responder=answering("\\boxed{2}")),
+        ScriptedLLM(responder=failing(rejected)),
+    )
+    router = RoutedClient({urls[0]: answers, urls[1]: refuses})
+    with pytest.raises(RunRejectedError) as caught:
+        await run_suite(cfg, router, tmp_path / "run")
+    message = str(caught.value)
+    assert f"llm.endpoints[1]='{urls[1]}'" in message and "HTTP 401" in message
+    assert "llm.base_url" not in message

@@ -33,6 +33,7 @@ from deepledger.records.events import (
     CompactionFailed,
     CompactionSkipped,
     ContextOverflow,
+    EndpointMoved,
     Event,
     ExtractionCall,
     FinalAnswer,
@@ -40,6 +41,7 @@ from deepledger.records.events import (
     JournalOpened,
     LimitReached,
     LLMCall,
+    LLMCallFailed,
     LoopEnded,
     Looping,
     PairingRepaired,
@@ -106,6 +108,20 @@ def samples() -> list[Event]:
             forced_call=True,
             usage=USAGE,
             stop_reason=StopReason.TOOL_USE,
+        ),
+        LLMCall(
+            turn=2,
+            usage=USAGE,
+            endpoint="http://gpu-2:8000/v1",
+            seconds=0.5,
+            failed_endpoints=["http://gpu-1:8000/v1"],
+        ),
+        LLMCallFailed(turn=3, failed_endpoints=["http://gpu-2:8000/v1"], error="HTTP 502"),
+        EndpointMoved(
+            turn=2,
+            from_endpoint="http://gpu-1:8000/v1",
+            to_endpoint="http://gpu-2:8000/v1",
+            reason="drained: HTTP 502",
         ),
         AssistantTurn(turn=1, message=REPLY, boxed="x"),
         AssistantTurn(turn=2, message=THOUGHT),
@@ -201,8 +217,9 @@ def test_read_back_fields_are_the_runtimes_own_types(tmp_path):
     assert thought.thinking == THOUGHT.thinking and thought.reasoning == "why"
     (started,) = [e for e in events if isinstance(e, TaskStarted)]
     assert [i.source for i in started.task_images] == ["shot.png"]
-    (call,) = [e for e in events if isinstance(e, LLMCall)]
+    call, routed = [e for e in events if isinstance(e, LLMCall)]
     assert call.usage == USAGE and call.stop_reason is StopReason.TOOL_USE
+    assert routed.failed_endpoints == ["http://gpu-1:8000/v1"] and routed.seconds == 0.5
 
 
 def test_a_field_left_to_its_default_is_not_written():

@@ -116,3 +116,28 @@ def test_a_comparison_of_runs_renders_with_their_differences(runs_keeping, tmp_p
         visit.screenshot("report-comparison.png")
     assert visit.problems == []
     assert visit.requests == []
+
+
+def test_the_task_view_shows_a_lost_worker_and_a_closing_call_s_move(finished_run):
+    from deepledger.records.codec import encode
+    from deepledger.records.events import EndpointMoved, LLMCallFailed
+
+    root = finished_run
+    results = root / "benchmark_results.jsonl"
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    lines[0]["worker_lost"] = 2
+    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    journal = next((root / "tasks").glob("worldfacts-demo-001-*/attempt-1-retry-0.jsonl"))
+    moved = EndpointMoved(from_endpoint="http://a/v1", to_endpoint="http://b/v1", reason="drained")
+    failed = LLMCallFailed(purpose="summary", failed_endpoints=[], unsent=1, error="gave up")
+    with journal.open("a") as out:
+        out.write("".join(json.dumps(encode(e)) + "\n" for e in (moved, failed)))
+    with open_report(write_run_report(root, rebuild_summary(root))) as visit:
+        visit.page.click("#task-table tbody tr:first-child")
+        visit.page.wait_for_selector("#trajectory .journal")
+        text = visit.page.inner_text("#trajectory")
+    assert "worker lost" in text and "2 time(s)" in text
+    assert "closing call: moved from http://a/v1 to http://b/v1 (drained)" in text
+    assert "summary call request failed on every attempt · 1 refused unsent" in text
+    assert "null" not in text
+    assert visit.problems == []

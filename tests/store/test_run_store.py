@@ -31,6 +31,24 @@ def test_a_run_directory_is_used_by_one_process_at_a_time(tmp_path):
     RunStore(tmp_path).close()
 
 
+def test_a_workers_store_writes_progress_beside_the_drivers_and_nothing_of_the_run(tmp_path):
+    driver = RunStore(tmp_path)  # holds the folder's lock
+    driver.start({"benchmark": {"name": "x", "execution": {"pass_at_k": 1}}}, ["bench"], tasks=1)
+    worker = RunStore.for_worker(tmp_path, driver.config_id)  # no lock: the driver has it
+    retry = RetryRecord(retry=0, final_answer="Paris")
+    worker.record_progress("t1", retry)
+    assert worker.progress("t1").retries[0].config_id == driver.config_id
+    for write in (
+        lambda: worker.add_result(TaskRecord(task_id="t1")),
+        lambda: worker.start({}, [], tasks=1),
+        lambda: worker.finish(),
+    ):
+        with pytest.raises(RuntimeError, match="the driver does"):
+            write()
+    worker.close()
+    driver.close()
+
+
 def test_a_run_is_live_while_a_store_holds_its_folder(tmp_path):
     assert not run_is_live(tmp_path)  # never run: no lock file
     store = RunStore(tmp_path)

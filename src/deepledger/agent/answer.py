@@ -53,8 +53,9 @@ from deepledger.context.guard import (
     smallest_closing_request,
 )
 from deepledger.context.policy import ContextPolicy
-from deepledger.errors import ContextOverflowError
+from deepledger.errors import ContextOverflowError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.endpoints import failed_call, routed_events
 from deepledger.messages import EndReason, Message, ToolSpec
 from deepledger.prompts import render
 from deepledger.records.events import (
@@ -244,18 +245,22 @@ class _Caller:
             except ContextOverflowError as exc:
                 self._after_refusal(exc, request, purpose)
                 continue
+            except LLMError as exc:  # llm.endpoints: its servers' errors, not the next call's
+                for event in failed_call(None, exc, purpose):
+                    self.journal.write(event)
+                raise
             break
         self.state.ledger.record(response)
-        self.journal.write(
-            ClosingCall(
-                purpose=purpose,
-                prompts=prompts,
-                message=response.message,
-                prefill=prefill or None,
-                usage=response.usage,
-                stop_reason=response.stop_reason,
-            )
+        closing = ClosingCall(
+            purpose=purpose,
+            prompts=prompts,
+            message=response.message,
+            prefill=prefill or None,
+            usage=response.usage,
+            stop_reason=response.stop_reason,
         )
+        for event in routed_events(closing, response.routing):  # llm.endpoints: where it went
+            self.journal.write(event)
         return response.text
 
     def _fits(self, messages: list[Message]) -> tuple[bool, int]:

@@ -205,6 +205,11 @@ class RunBudget:
             return LimitHit("max_tokens", self.max_tokens, spent.tokens)
         return None
 
+    def set_ended(self, spent: Spending) -> None:
+        """What the tasks no longer running spent, as another process counts them (the
+        Ray backend's driver, which records them): it replaces this budget's own count."""
+        self._ended = spent
+
     def report(self, task: TaskBudget, tokens: int, cost: float) -> None:
         """What a running task has spent so far."""
         before_tokens, before_cost = self._reported.get(task, (0, 0.0))

@@ -35,8 +35,9 @@ from deepledger.context.guard import (
 )
 from deepledger.context.policy import ContextPolicy, Request
 from deepledger.context.strategy import ContextStrategy
-from deepledger.errors import ContextOverflowError
+from deepledger.errors import ContextOverflowError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.endpoints import failed_call, routed_events
 from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import (
     EndReason,
@@ -360,6 +361,10 @@ class Orchestrator:
         except ContextOverflowError as exc:
             await self._after_overflow(state, request, exc)
             return None
+        except LLMError as exc:  # llm.endpoints: the servers it failed at, for their counts
+            for failed in failed_call(state.turn + 1, exc):
+                self.journal.write(failed)
+            raise
         state.ledger.record(response)
         if forced:
             joined = replace(response.message, content=forced.join(response.message.content))
@@ -370,20 +375,23 @@ class Orchestrator:
             self._end_on_window(state, list(kept), provider_said="context_overflow")
             return None
         blanked = prepared.blanked  # known to the trimmer: no second pass
-        self.journal.write(
-            LLMCall(
-                turn=state.turn + 1,
-                messages=len(request),
-                left_out_messages=prepared.left_out,
-                prefix_kept_messages=prepared.prefix_kept,
-                prefix_broken=prepared.prefix_broken,
-                prefix_broken_by=prepared.prefix_broken_by,
-                blanked_tool_results=blanked,
-                forced_call=forced is not None,
-                usage=response.usage,
-                stop_reason=response.stop_reason,
-            )
+        call = LLMCall(
+            turn=state.turn + 1,
+            messages=len(request),
+            left_out_messages=prepared.left_out,
+            prefix_kept_messages=prepared.prefix_kept,
+            prefix_broken=prepared.prefix_broken,
+            prefix_broken_by=prepared.prefix_broken_by,
+            blanked_tool_results=blanked,
+            forced_call=forced is not None,
+            usage=response.usage,
+            stop_reason=response.stop_reason,
         )
+        if response.routing is None:
+            self.journal.write(call)
+        else:  # llm.endpoints: the server that answered, and the moves on the way
+            for event in routed_events(call, response.routing):
+                self.journal.write(event)
         return response
 
     def _roll_back(self, state: RunState, response: LLMResponse, parsed: ParsedCalls) -> bool:

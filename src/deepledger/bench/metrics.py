@@ -62,24 +62,39 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
 - ``token_economics`` (added by the bench and report commands, from the journals): the
   prompt per turn, its growth against the quadratic arithmetic, the cache-read share
   and the policy's saving against keep-everything (``bench/economics.py``).
+- ``endpoints`` (added by the bench and report commands, from the journals, when the
+  calls were routed over ``llm.endpoints``; absent otherwise): for each server by its
+  URL, ``requests`` (calls it answered, sub-agents' and killed retries' included),
+  ``errors`` (HTTP attempts it failed: before another attempt got the answer, or of a
+  loop call that failed on every attempt, ``llm_call_failed``),
+  ``tasks`` (task attempts that called it), the ``latency_*_seconds`` of its answers
+  (mean, p50, p95; nearest rank), ``cache_read_share`` (``cache_read_tokens`` over
+  ``input_tokens``: how well sticky routing kept the prefix cache warm), and
+  ``moved_in`` / ``moved_out`` (attempts moved to it / away from it, ``endpoint_moved``:
+  away from a drained server, or back to their first choice once healthy).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from deepledger.bench.economics import economics_line
+from deepledger.bench.economics import UNREADABLE, economics_line
 from deepledger.config import BUDGET_KEYS
 from deepledger.messages import JSONObject, Usage
+from deepledger.records.codec import read_journal
+from deepledger.records.events import ClosingCall, EndpointMoved, LLMCall, LLMCallFailed
 from deepledger.records.results import (
     AttemptRecord,
     AttemptTally,
     BudgetSummary,
     Distribution,
+    EndpointCounts,
     ExtractionTokens,
     JudgeScore,
     PostMortemSplit,
@@ -94,6 +109,7 @@ from deepledger.records.results import (
     TokenTotals,
     sum_usage,
 )
+from deepledger.store.layout import RunLayout, attempt_journals, subagent_journals
 
 TOKEN_FIELDS = ("input", "output", "cache_read", "cache_write")
 END_REASONS = {
@@ -381,6 +397,7 @@ def format_summary(read: SummaryRecord) -> str:
         ("prefix breaks", _distribution_line(read.prefix_breaks)),
         *([("context", economics)] if (economics := economics_line(read.token_economics)) else []),
         *([("budget", budget)] if (budget := _budget_line(read.budget)) else []),
+        *[("endpoint", line) for line in _endpoint_lines(read.endpoints)],
         (
             "end reasons",
             " · ".join(
@@ -471,3 +488,104 @@ def _cost_line(summary: SummaryRecord) -> str:
         return f"unknown ({plural(unknown, 'task')} without a price)" if unknown else "-"
     total, mean = summary.cost_total, summary.cost_mean_per_task
     return f"${total:.4f} total" + ("" if mean is None else f" · ${mean:.4f}/task")
+
+
+# -- per-endpoint counts (llm.endpoints) -------------------------------------------------
+@dataclass
+class _EndpointTally:
+    requests: int = 0
+    errors: int = 0
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    seconds: list[float] = field(default_factory=list)
+    attempts: set[tuple[str, int]] = field(default_factory=set)
+    moved_in: int = 0
+    moved_out: int = 0
+
+
+def endpoint_counts(run_dir: Path) -> dict[str, EndpointCounts] | None:
+    """Each endpoint's counts over every journal of the run (resumes, interrupted
+    retries, sub-agents and every worker's tasks included); ``None`` when no call was
+    routed (no ``llm.endpoints``)."""
+    tallies: dict[str, _EndpointTally] = {}
+    for attempt, journal in _attempt_journals(run_dir):
+        try:
+            events = read_journal(journal)
+        except UNREADABLE:  # the report lists it; the counts cover the journals that read
+            continue
+        for event in events:
+            if isinstance(event, LLMCall | ClosingCall) and event.endpoint is not None:
+                _count_call(tallies, event.endpoint, attempt, event)
+            elif isinstance(event, LLMCallFailed):
+                for failed in event.failed_endpoints:
+                    tallies.setdefault(failed, _EndpointTally()).errors += 1
+            elif isinstance(event, EndpointMoved):
+                tallies.setdefault(event.from_endpoint, _EndpointTally()).moved_out += 1
+                tallies.setdefault(event.to_endpoint, _EndpointTally()).moved_in += 1
+    if not tallies:
+        return None
+    return {url: _endpoint_record(t) for url, t in sorted(tallies.items())}
+
+
+def _attempt_journals(run_dir: Path) -> Iterator[tuple[tuple[str, int], Path]]:
+    """Every journal of a bench run, each with its (task folder, attempt)."""
+    for name, task_dir in RunLayout(run_dir).task_dirs().items():
+        for interrupted in (False, True):
+            for attempt, _, path in attempt_journals(task_dir, interrupted=interrupted):
+                yield (name, attempt), path
+                for child in subagent_journals(path):
+                    yield (name, attempt), child.path
+
+
+def _count_call(
+    tallies: dict[str, _EndpointTally],
+    endpoint: str,
+    attempt: tuple[str, int],
+    call: LLMCall | ClosingCall,
+) -> None:
+    tally = tallies.setdefault(endpoint, _EndpointTally())
+    tally.requests += 1
+    tally.input_tokens += call.usage.input_tokens
+    tally.cache_read_tokens += call.usage.cache_read_tokens
+    tally.attempts.add(attempt)
+    if call.seconds is not None:
+        tally.seconds.append(call.seconds)
+    for failed in call.failed_endpoints:
+        tallies.setdefault(failed, _EndpointTally()).errors += 1
+
+
+def _endpoint_lines(endpoints: dict[str, EndpointCounts] | None) -> list[str]:
+    """One line per server of ``llm.endpoints`` for the terminal summary."""
+    lines = []
+    for url, c in (endpoints or {}).items():
+        share = "-" if c.cache_read_share is None else f"{c.cache_read_share:.0%}"
+        p50 = "-" if c.latency_p50_seconds is None else f"{c.latency_p50_seconds:.2f}s"
+        lines.append(
+            f"{url}: {plural(c.requests, 'request')}, {plural(c.errors, 'error')}, "
+            f"p50 {p50}, cache read {share}"
+            + (f", {c.moved_out} moved away" if c.moved_out else "")
+        )
+    return lines
+
+
+def _endpoint_record(tally: _EndpointTally) -> EndpointCounts:
+    latencies = sorted(tally.seconds)
+    return EndpointCounts(
+        requests=tally.requests,
+        errors=tally.errors,
+        tasks=len(tally.attempts),
+        input_tokens=tally.input_tokens,
+        cache_read_tokens=tally.cache_read_tokens,
+        cache_read_share=ratio(tally.cache_read_tokens, tally.input_tokens),
+        latency_mean_seconds=round(statistics.fmean(latencies), 4) if latencies else None,
+        latency_p50_seconds=_nearest_rank(latencies, 0.50),
+        latency_p95_seconds=_nearest_rank(latencies, 0.95),
+        moved_in=tally.moved_in,
+        moved_out=tally.moved_out,
+    )
+
+
+def _nearest_rank(ordered: list[float], fraction: float) -> float | None:
+    if not ordered:
+        return None
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]

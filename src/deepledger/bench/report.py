@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from deepledger.bench.economics import token_economics
-from deepledger.bench.metrics import summarize
+from deepledger.bench.metrics import endpoint_counts, summarize
 from deepledger.messages import JSONObject
 from deepledger.records.results import ConfigBreakdown, SummaryRecord
 from deepledger.store.files import write_json_atomic
@@ -32,6 +32,7 @@ def rebuild_summary(root: Path) -> SummaryRecord:
         execution=config["benchmark"]["execution"],  # its budget
     )
     summary.token_economics = token_economics(root)
+    summary.endpoints = endpoint_counts(root)  # llm.endpoints: each server's counts
     if configs := config_breakdown(root):  # a resume changed settings: counted apart
         summary.configs = ConfigBreakdown.model_validate(configs)
     write_json_atomic(RunLayout(root).summary, summary.to_json())

@@ -1,7 +1,9 @@
 """Running a benchmark suite: tasks x attempts (pass@k) x format-retries.
 
 - Tasks run concurrently in one process, at most ``benchmark.execution.max_concurrent``
-  at a time; the model client and the shared tool servers serve them all.
+  at a time; the model client and the shared tool servers serve them all. With
+  ``benchmark.execution.backend=ray`` this runner is the driver and the per-task work
+  (``task_outcome`` and below) runs in Ray workers: see ``bench/ray_backend.py``.
 - A task gets up to ``pass_at_k`` attempts and stops at the first correct one (a task
   without ground truth gets one attempt: there is nothing to retry for).
 - Inside an attempt, the **format-retry loop**: while the answer has no box, up to
@@ -53,11 +55,11 @@ import gc
 import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from deepledger.agent.limits import (
     Clock,
@@ -80,10 +82,12 @@ from deepledger.context.compaction import NoteWriter
 from deepledger.errors import (
     DeepLedgerError,
     EndpointRejectedError,
+    RayBackendError,
     RunDirectoryError,
     RunRejectedError,
 )
 from deepledger.llm.base import LLMClient
+from deepledger.llm.endpoints import routed_as
 from deepledger.llm.usage import find_price
 from deepledger.records.base import build_in_background
 from deepledger.records.events import RetryStarted
@@ -122,19 +126,51 @@ RECORDED_AT_THE_END = (
 YOUNG_GENERATION_THRESHOLD = 10_000
 
 
+@dataclass(frozen=True)
+class StoppedTask:
+    """A task the run's budget cut short, left unrecorded, and what it spent (counted in
+    the run's total)."""
+
+    hit: LimitHit
+    spent: Spending
+
+
+# What running a task gives the driver to record (picklable: Ray workers return it).
+TaskOutcome = TaskRecord | StoppedTask
+
+
+class TaskExecutor(Protocol):
+    """Runs tasks in other processes (bench/ray_backend.py): each call gives back the
+    task's outcome for the runner to record. ``recorded``: what the tasks recorded so far
+    spent, the run budget the other process counts from."""
+
+    @property
+    def slots(self) -> int:
+        """How many tasks it runs at once."""
+        ...
+
+    async def __call__(self, task: Task, recorded: Spending) -> TaskOutcome: ...
+
+
 class BenchmarkRunner:
+    """Runs tasks and records them. With an ``executor`` (``benchmark.execution.backend=
+    ray``) this runner is the driver: it dispatches, checks the run's budget and records,
+    while the per-task work (``task_outcome`` and below) runs in the executor's workers,
+    each in a runner of its own."""
+
     def __init__(
         self,
         cfg: Config,
         *,
-        llm: LLMClient,
-        tools: ToolManager,
+        llm: LLMClient | None,
+        tools: ToolManager | None,
         run_dir: RunStore,
         judge: Judge | None,
         progress: Progress | None = None,
         note_writer: NoteWriter | None = None,
         scraper: PageScraper | None = None,
         clock: Clock = time.monotonic,
+        executor: TaskExecutor | None = None,
     ) -> None:
         self.cfg = cfg
         self.llm = llm
@@ -152,6 +188,7 @@ class BenchmarkRunner:
         self.clock = clock  # read by the task time limits; tests pass a fake one
         self.limits = TaskLimits.from_execution(self.cfg.benchmark.execution)
         self.budget = RunBudget()  # the run's, set up by run() from what is recorded
+        self.executor = executor
 
     async def run(self, tasks: list[Task]) -> list[TaskRecord]:
         """Every task's record, in task order: earlier runs' and this run's."""
@@ -166,7 +203,8 @@ class BenchmarkRunner:
             already_done=len(tasks) - len(todo),
             budget=self.budget.line if self.budget.enabled else None,
         )
-        limit = asyncio.Semaphore(execution.max_concurrent)
+        slots = self.executor.slots if self.executor else execution.max_concurrent
+        limit = asyncio.Semaphore(slots)
         not_started: list[LimitHit] = []
         self.stopped.clear()
         self._stopped_spent = Spending()
@@ -181,7 +219,7 @@ class BenchmarkRunner:
                     return
                 try:
                     await self._run_and_record(task, finished)
-                except (EndpointRejectedError, RunDirectoryError):
+                except (EndpointRejectedError, RunDirectoryError, RayBackendError):
                     stopping.set()  # before the semaphore lets the next task in
                     raise
 
@@ -194,7 +232,9 @@ class BenchmarkRunner:
         except EndpointRejectedError as exc:
             await _cancel(jobs)
             raise self._rejected(exc, sum(t.task_id not in finished for t in tasks)) from None
-        except RunDirectoryError:  # the disk is full: no other task could be recorded either
+        # The disk is full (no other task could be recorded either), or backend=ray lost
+        # a worker it could not replace.
+        except (RunDirectoryError, RayBackendError):
             await _cancel(jobs)
             raise
         finally:
@@ -213,9 +253,10 @@ class BenchmarkRunner:
     async def _run_and_record(self, task: Task, finished: dict[str, TaskRecord]) -> None:
         self.progress.task_started(task.task_id)
         try:
-            record = await self._task_record(task)
-            if isinstance(record, LimitHit):  # the run's budget: not done, resumable
-                self.stopped.append(record)
+            record = await self._outcome(task)
+            if isinstance(record, StoppedTask):  # the run's budget: not done, resumable
+                self.stopped.append(record.hit)
+                self._stopped_spent += record.spent
                 self.progress.task_finished(task.task_id, None, 0, failed=False)
                 return
             # Written and fsynced on a worker thread: a slow disk (or a network
@@ -232,7 +273,17 @@ class BenchmarkRunner:
         failed = record.status == "error"
         self.progress.task_finished(task.task_id, record.correct, tokens, failed)
 
-    async def _task_record(self, task: Task) -> TaskRecord | LimitHit:
+    async def _outcome(self, task: Task) -> TaskOutcome:
+        """The task run here, or by the executor's workers; their spending then counts in
+        the run's budget here, where the next task is dispatched from."""
+        if self.executor is None:
+            return await self.task_outcome(task)
+        outcome = await self.executor(task, self.budget.spent())
+        spent = outcome.spent if isinstance(outcome, StoppedTask) else recorded_spending([outcome])
+        self.budget.set_ended(self.budget.spent() + spent)
+        return outcome
+
+    async def task_outcome(self, task: Task) -> TaskOutcome:
         """The task's record; or the run's budget that stopped it, left unrecorded."""
         started = self.clock()
         budget: TaskBudget | None = None
@@ -243,9 +294,8 @@ class BenchmarkRunner:
         except (EndpointRejectedError, RunDirectoryError):
             raise  # the run stops: see run()
         except _StoppedByRunBudget as stop:
-            if budget is not None:
-                self._stopped_spent += Spending(*budget.tokens_and_cost())
-            return stop.hit
+            so_far = Spending(*budget.tokens_and_cost()) if budget is not None else Spending()
+            return StoppedTask(stop.hit, so_far)
         except Exception as exc:  # one task's failure must not end the suite
             if (trouble := self._disk_trouble(exc)) is not None:
                 raise trouble from exc  # not the task's failure: the run stops, see run()
@@ -253,7 +303,7 @@ class BenchmarkRunner:
                 log.error("task %s failed: %s", task.task_id, exc)
             else:
                 log.exception("task %s failed", task.task_id)
-            return self._error_record(task, exc, self.clock() - started, earlier, budget)
+            return self.error_record(task, exc, self.clock() - started, earlier, budget)
         finally:
             if budget is not None:
                 self.budget.task_ended(budget)
@@ -282,13 +332,13 @@ class BenchmarkRunner:
         self.budget.task_started(budget)
         return done, budget, earlier
 
-    def _error_record(
+    def error_record(
         self,
         task: Task,
         exc: BaseException,
         elapsed: float,
-        earlier: list[Spent],
-        budget: TaskBudget | None,
+        earlier: Sequence[Spent] = (),
+        budget: TaskBudget | None = None,
     ) -> TaskRecord:
         """A failed task's record, counting everything it spent: what earlier runs did
         and every call of this run's retries, the one that failed included (the run's
@@ -317,26 +367,11 @@ class BenchmarkRunner:
         return None
 
     def _rejected(self, exc: EndpointRejectedError, not_done: int) -> RunRejectedError:
-        """The one message of a suite stopped by an endpoint that rejects it."""
-        if (key := getattr(exc, "config_key", None)) is not None:
-            whose = self._other_model(key)
-        elif isinstance(exc, _JudgeRejectedError) and self.judge is not None:
-            llm = getattr(self.judge, "llm", None)
-            preset = self.cfg.benchmark.judge.llm
-            whose = (
-                f"the judge's model, benchmark.judge.llm={preset} (model "
-                f"{getattr(llm, 'model', '?')!r} at {_base_url(llm)!r}; its API key from the "
-                f"variable named by llm.api_key_env in that preset)"
-            )
-        else:
-            llm_cfg = self.cfg.llm
-            base_url = llm_cfg.base_url or _base_url(self.llm)
-            whose = (
-                f"llm.model_name={llm_cfg.model_name!r} at llm.base_url={base_url!r}, "
-                f"{_key_source(llm_cfg)}"
-            )
+        """The one message of a suite stopped by an endpoint that rejects it (described
+        by the worker that met it, with the backend=ray: ``mark_rejected``)."""
+        whose = exc.whose or self.rejecting(exc)
         status = f"HTTP {exc.status}" if exc.status else "a rejection"
-        said = str(exc.__cause__ or exc)  # the provider blanked its key (without_secrets)
+        said = exc.said or str(exc.__cause__ or exc)  # key blanked
         return RunRejectedError(
             f"the model endpoint answered {status}, refusing the key or the model, for "
             f"{whose}. The suite stopped at this first such answer: {plural(not_done, 'task')} "
@@ -346,7 +381,40 @@ class BenchmarkRunner:
             f"  The server said: {said}"
         )
 
-    def _other_model(self, key: str) -> str:
+    def mark_rejected(self, exc: EndpointRejectedError) -> EndpointRejectedError:
+        """``exc`` carrying its description, for a driver that has not these models."""
+        exc.whose = self.rejecting(exc)
+        exc.said = str(exc.__cause__ or exc)
+        return exc
+
+    def rejecting(self, exc: EndpointRejectedError) -> str:
+        """Which model, URL and key source rejected the run, without the key."""
+        if (key := getattr(exc, "config_key", None)) is not None:
+            whose = self._other_model(key, exc)
+        elif isinstance(exc, _JudgeRejectedError) and self.judge is not None:
+            llm = getattr(self.judge, "llm", None)
+            preset = self.cfg.benchmark.judge.llm
+            whose = (
+                f"the judge's model, benchmark.judge.llm={preset} (model "
+                f"{getattr(llm, 'model', '?')!r} at {_refused_url(exc) or _base_url(llm)!r}; "
+                "its API key from the variable named by llm.api_key_env in that preset)"
+            )
+        else:
+            llm_cfg = self.cfg.llm
+            whose = (
+                f"llm.model_name={llm_cfg.model_name!r} at {self._agent_url(exc)}, "
+                f"{_key_source(llm_cfg)}"
+            )
+        return whose
+
+    def _agent_url(self, exc: EndpointRejectedError) -> str:
+        """``llm.endpoints[i]=URL`` of the server that refused, else ``llm.base_url=URL``."""
+        endpoints, refused = self.cfg.llm.endpoints or [], _refused_url(exc)
+        if refused is not None and refused in endpoints:
+            return f"llm.endpoints[{endpoints.index(refused)}]={refused!r}"
+        return f"llm.base_url={self.cfg.llm.base_url or _base_url(self.llm)!r}"
+
+    def _other_model(self, key: str, exc: EndpointRejectedError) -> str:
         """A model of its own preset (``key`` names it), described without its key."""
         if key == "agent.context.summary_llm":
             what, preset = "the compaction notes' model", self.cfg.agent.context.summary_llm
@@ -356,8 +424,8 @@ class BenchmarkRunner:
             llm = self.scraper.model.llm if self.scraper is not None else None
         return (
             f"{what}, {key}={preset} (model {getattr(llm, 'model', '?')!r} at "
-            f"{_base_url(llm)!r}; its API key from the variable named by llm.api_key_env in "
-            "that preset)"
+            f"{_refused_url(exc) or _base_url(llm)!r}; its API key from the variable named by "
+            "llm.api_key_env in that preset)"
         )
 
     def _interrupted(self, task: Task) -> list[Expense]:
@@ -409,7 +477,8 @@ class BenchmarkRunner:
                 break  # a retry would start over the limit: the attempt ends here
             if retries and retries[-1].does_not_fit:
                 break  # with post-mortems added, the task text would only be longer
-            retry = await self._retry(task, number, index, post_mortems, budget)
+            with routed_as(task.task_id, number):  # llm.endpoints: the attempt's server
+                retry = await self._retry(task, number, index, post_mortems, budget)
             if retry.limit is not None:  # not recorded as finished when the run's
                 _stop_if_run_budget(LimitHit(**retry.limit.model_dump()))  # budget cut it short
             await asyncio.to_thread(self.run_dir.record_progress, task.task_id, retry)
@@ -417,7 +486,8 @@ class BenchmarkRunner:
             if retry.post_mortem:
                 post_mortems.append(retry.post_mortem)
         last = retries[-1]
-        judgement = await self._judge(task, last.final_answer)
+        with routed_as(task.task_id, number):  # a judge preset with endpoints spreads too
+            judgement = await self._judge(task, last.final_answer)
         return AttemptRecord(
             attempt=number,
             final_answer=last.final_answer,
@@ -433,6 +503,7 @@ class BenchmarkRunner:
         self, task: Task, attempt: int, index: int, post_mortems: list[str], budget: TaskBudget
     ) -> RetryRecord:
         policy = policy_from_config(self.cfg.agent, is_final_retry=index == self.retry_limit)
+        assert self.llm is not None and self.tools is not None, "a driver runs no task itself"
         factory = AgentFactory(
             self.cfg, self.llm, self.tools, policy, self.note_writer, self.scraper, budget
         )
@@ -462,7 +533,9 @@ class BenchmarkRunner:
         try:
             return await self.judge.judge(task.question, answer, task.ground_truth)
         except EndpointRejectedError as exc:  # named as the judge's in the message
-            raise _JudgeRejectedError(str(exc), provider=exc.provider, status=exc.status) from exc
+            judge = _JudgeRejectedError(str(exc), provider=exc.provider, status=exc.status)
+            judge.endpoint = exc.endpoint
+            raise judge from exc
 
 
 class _JudgeRejectedError(EndpointRejectedError):
@@ -546,6 +619,13 @@ def _say_budget_spent(hit: LimitHit, not_started: int, stopped: int) -> None:
         "(finished tasks and retries are kept).",
         file=sys.stderr,
     )
+
+
+def _refused_url(exc: EndpointRejectedError) -> str | None:
+    """With endpoints: the URL of the server that refused (on ``exc``, or on the error it
+    wraps: the notes' and the extraction model's)."""
+    cause = exc.__cause__
+    return exc.endpoint or (cause.endpoint if isinstance(cause, EndpointRejectedError) else None)
 
 
 def _base_url(llm: Any) -> str | None:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -13,11 +14,12 @@ from omegaconf import DictConfig, OmegaConf
 from deepledger.bench.economics import token_economics
 from deepledger.bench.hydra_hooks import save_hydra_files
 from deepledger.bench.judge import Judge, make_judge
-from deepledger.bench.metrics import StoppedTasks, format_summary, summarize
+from deepledger.bench.metrics import StoppedTasks, endpoint_counts, format_summary, summarize
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import Task, TaskFile, load_tasks, require_tasks
 from deepledger.config import (
+    Backend,
     Config,
     JudgeName,
     LLMConfig,
@@ -55,6 +57,11 @@ async def run_suite(
 ) -> SummaryRecord:
     """Run (or resume) the suite into ``root``; return the summary it wrote.
     ``hydra_config``: the config as Hydra composed it, for ``.hydra/`` (the CLI's)."""
+    on_ray = cfg.benchmark.execution.backend == Backend.RAY
+    if on_ray:  # Ray is optional and slow to import: only for backend=ray
+        from deepledger.bench import ray_backend
+
+        ray_backend.require_ray()  # one line saying how to install it, before any work
     loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks)
     for notice in shown_notices(loaded):  # skipped lines, a mapping that finds no ground truth
         print(f"deepledger: {notice}", file=sys.stderr)
@@ -63,11 +70,23 @@ async def run_suite(
     writer = note_writer(cfg, conf_dir)
     scraper = page_scraper(cfg, conf_dir)
     run_dir = RunStore(root)
+    cluster, workers = None, None
     try:
         config = as_record(cfg)
         # Refused before the manifest changes: a resume that would mix settings (or
         # judges) in one summary; see store/run_config.py for which keys count.
         allowed = run_dir.check_resume(config, allow_change=resume_may_change_config(cfg))
+        if on_ray:  # an unreachable cluster, or a worker that cannot start or see the run
+            # directory, is refused before the manifest and .hydra/ change too
+            await _close_checked_models(judge_llm, writer, scraper)  # each worker has its own
+            cluster = ray_backend.connect(cfg.benchmark.execution.ray)
+            workers = await ray_backend.start_workers(
+                cfg,
+                run_dir,
+                conf_dir,
+                run_dir.planned_config_id(config),
+                judged=judge_llm is not None,
+            )
         if hydra_config is not None:
             save_hydra_files(root, hydra_config)
         run_dir.start(config, argv, tasks=len(loaded.tasks))
@@ -83,9 +102,12 @@ async def run_suite(
             _report_while_running(root, cfg, len(loaded.tasks), ended), name="live report"
         )
         try:
-            records, stopped = await _run_tasks(
-                cfg, run_dir, loaded.tasks, judge_llm, writer, scraper
-            )
+            if workers is not None:
+                records, stopped = await ray_backend.run_on_ray(cfg, run_dir, loaded.tasks, workers)
+            else:
+                records, stopped = await _run_tasks(
+                    cfg, run_dir, loaded.tasks, judge_llm, writer, scraper
+                )
         finally:
             ended.set()  # a live report still being written must not replace the final one
             live_report.cancel()
@@ -99,12 +121,17 @@ async def run_suite(
             stopped=stopped,  # tasks the run's budget cut short: unrecorded
         )
         summary.token_economics = await asyncio.to_thread(token_economics, root)
+        summary.endpoints = await asyncio.to_thread(endpoint_counts, root)  # llm.endpoints
         run_dir.write_summary(summary)
         run_dir.finish()
         report = await asyncio.to_thread(
             _write_report, root, summary, wanted=cfg.benchmark.execution.report
         )
     finally:
+        if workers is not None:
+            await workers.close()
+        if cluster is not None:
+            cluster.close()
         run_dir.close()
     print(format_summary(summary))
     if report is not None:
@@ -188,6 +215,74 @@ def _write_report(
         return None
 
 
+@dataclass
+class TaskServices:
+    """What running tasks takes, built in the process that runs them (this one; with
+    backend=ray each worker builds its own): the model client, the tool servers, the
+    judge and the other models. ``aclose`` lets go of them all."""
+
+    llm: LLMClient
+    tools: ToolManager
+    judge: Judge | None
+    judge_llm: tuple[LLMClient, GenerationSettings] | None
+    note_writer: NoteWriter | None
+    scraper: PageScraper | None
+
+    def runner(self, cfg: Config, run_dir: RunStore, progress: Progress) -> BenchmarkRunner:
+        return BenchmarkRunner(
+            cfg,
+            llm=self.llm,
+            tools=self.tools,
+            run_dir=run_dir,
+            judge=self.judge,
+            progress=progress,
+            note_writer=self.note_writer,
+            scraper=self.scraper,
+        )
+
+    async def aclose(self) -> None:
+        await self.tools.aclose()
+        await self.llm.aclose()
+        await _close_checked_models(self.judge_llm, self.note_writer, self.scraper)
+
+
+async def _close_checked_models(
+    judge_llm: tuple[LLMClient, GenerationSettings] | None,
+    writer: NoteWriter | None,
+    scraper: PageScraper | None,
+) -> None:
+    if writer is not None:
+        await writer.llm.aclose()
+    if scraper is not None:
+        await scraper.aclose()
+    if judge_llm is not None:
+        await judge_llm[0].aclose()
+
+
+async def task_services(
+    cfg: Config,
+    run_dir: RunStore,
+    judge_llm: tuple[LLMClient, GenerationSettings] | None,
+    writer: NoteWriter | None = None,
+    scraper: PageScraper | None = None,
+) -> TaskServices:
+    """The model client, tool servers and judge for ``cfg``'s tasks, with the models
+    built earlier (``judge_model``, ``note_writer``, ``page_scraper``)."""
+    llm = create_client(cfg.llm)
+    tools = ToolManager(
+        tool_servers(cfg),
+        log_dir=run_dir.layout.tool_server_logs,
+        list_cache=ToolListCache.default(),
+    )
+    try:
+        judge = build_judge(cfg, judge_llm)
+    except BaseException:
+        await tools.aclose()
+        await llm.aclose()
+        raise
+    return TaskServices(llm, tools, judge, judge_llm, writer, scraper)
+
+
 async def _run_tasks(
     cfg: Config,
     run_dir: RunStore,
@@ -197,36 +292,18 @@ async def _run_tasks(
     scraper: PageScraper | None = None,
 ) -> tuple[list[TaskRecord], StoppedTasks]:
     """The records, and the tasks the run's budget stopped unrecorded (runner.unrecorded)."""
-    llm = create_client(cfg.llm)
-    if advice := concurrency_advice(cfg, llm.capabilities):
-        print(f"deepledger: {advice}", file=sys.stderr)
-    tools = ToolManager(
-        tool_servers(cfg),
-        log_dir=run_dir.layout.tool_server_logs,
-        list_cache=ToolListCache.default(),
-    )
     try:
-        judge = build_judge(cfg, judge_llm)
-        runner = BenchmarkRunner(
-            cfg,
-            llm=llm,
-            tools=tools,
-            run_dir=run_dir,
-            judge=judge,
-            progress=Progress(),
-            note_writer=writer,
-            scraper=scraper,
-        )
+        services = await task_services(cfg, run_dir, judge_llm, writer, scraper)
+    except BaseException:
+        await _close_checked_models(judge_llm, writer, scraper)
+        raise
+    if advice := concurrency_advice(cfg, services.llm.capabilities):
+        print(f"deepledger: {advice}", file=sys.stderr)
+    try:
+        runner = services.runner(cfg, run_dir, Progress())
         return await runner.run(tasks), runner.unrecorded()
     finally:
-        await tools.aclose()
-        await llm.aclose()
-        if writer is not None:
-            await writer.llm.aclose()
-        if scraper is not None:
-            await scraper.aclose()
-        if judge_llm is not None:
-            await judge_llm[0].aclose()
+        await services.aclose()
 
 
 def resume_may_change_config(cfg: Config) -> bool:
@@ -273,6 +350,12 @@ def judge_model(
     judge = cfg.benchmark.judge
     if judge.name != JudgeName.LLM or all(t.ground_truth is None for t in tasks):
         return None
+    return llm_judge_model(cfg, conf_dir)
+
+
+def llm_judge_model(cfg: Config, conf_dir: Path) -> tuple[LLMClient, GenerationSettings]:
+    """The model of ``benchmark.judge.name=llm``, from its preset."""
+    judge = cfg.benchmark.judge
     if not judge.llm:
         raise ConfigError(
             "benchmark.judge.name=llm needs benchmark.judge.llm: the name of an llm preset "
@@ -282,9 +365,7 @@ def judge_model(
     return create_client(preset), settings_from_config(preset)
 
 
-def build_judge(
-    cfg: Config, model: tuple[LLMClient, GenerationSettings] | None
-) -> Judge | None:
+def build_judge(cfg: Config, model: tuple[LLMClient, GenerationSettings] | None) -> Judge | None:
     judge = cfg.benchmark.judge
     if judge.name == JudgeName.LLM and model is None:
         return None  # no task has a ground truth: nothing will be judged

@@ -43,6 +43,7 @@ from deepledger.context.rounds import split_rounds
 from deepledger.context.trim import trim_tool_results
 from deepledger.errors import ConfigError, EndpointRejectedError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.endpoints import failed_call, routed_events
 from deepledger.llm.tokens import TokenCounter, count_messages
 from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import Message, MessageKind, Role
@@ -290,16 +291,18 @@ class ModelNotes:
                 str(exc), provider=exc.provider, status=exc.status
             ) from exc
         except LLMError as exc:
+            for event in failed_call(turn, exc, "compaction"):  # llm.endpoints: its errors
+                journal.write(event)
             return "", f"the summary call failed: {exc}"
         self.ledger.record_aside(response, price)  # the guard's last usage stays the loop's
-        journal.write(
-            ClosingCall(
-                purpose="compaction",
-                turn=turn,
-                message=response.message,
-                usage=response.usage,
-                stop_reason=response.stop_reason,
-            )
+        closing = ClosingCall(
+            purpose="compaction",
+            turn=turn,
+            message=response.message,
+            usage=response.usage,
+            stop_reason=response.stop_reason,
         )
+        for event in routed_events(closing, response.routing):  # llm.endpoints: where it went
+            journal.write(event)
         text = response.text.split("</think>")[-1].strip()
         return (text, "") if text else ("", "the summary came back empty")

@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol, TypedDict
 
 from deepledger.config import LLMConfig, ProtocolName, Provider
 from deepledger.errors import ConfigError, MissingAPIKeyError, UnknownProviderError
 from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.endpoints import RoutedClient
 from deepledger.llm.retry import RetryingClient, RetryPolicy
 from deepledger.llm.tokens import TokenCounter, default_counter
 
@@ -55,9 +57,7 @@ def resolve_api_key(cfg: LLMConfig) -> str:
 def _build_openai(cfg: LLMConfig) -> LLMClient:
     from deepledger.llm.openai import OpenAIChatClient
 
-    return OpenAIChatClient(
-        cfg.model_name, base_url=cfg.base_url, **_openai_protocol_settings(cfg)
-    )
+    return OpenAIChatClient(cfg.model_name, base_url=cfg.base_url, **_openai_protocol_settings(cfg))
 
 
 class _OpenAIProtocolSettings(TypedDict):
@@ -205,15 +205,25 @@ PROVIDERS = tuple(p.value for p in BUILDERS)
 
 
 def create_client(cfg: LLMConfig) -> LLMClient:
-    """The provider named by ``cfg.provider``, wrapped in the retry policy."""
+    """The provider named by ``cfg.provider`` (one client per ``llm.endpoints`` entry,
+    behind a router, when set), wrapped in the retry policy."""
     default_counter()  # load the tokenizer now, not on the event loop at the first call
     if cfg.provider not in PROVIDERS:
         raise UnknownProviderError(
-            f"llm.provider={cfg.provider!r} is not a provider; use one of "
-            f"{', '.join(PROVIDERS)}."
+            f"llm.provider={cfg.provider!r} is not a provider; use one of {', '.join(PROVIDERS)}."
         )
     builder = BUILDERS[Provider(cfg.provider)]
-    return RetryingClient(builder(cfg), RetryPolicy.from_config(cfg.retry))
+    return RetryingClient(_routed(cfg, builder), RetryPolicy.from_config(cfg.retry))
+
+
+def _routed(cfg: LLMConfig, builder: Callable[[LLMConfig], LLMClient]) -> LLMClient:
+    """The provider's client; with ``llm.endpoints``, one per endpoint (the same settings,
+    ``base_url`` replaced) behind the router, inside the retry policy so that each HTTP
+    attempt is routed (``llm/endpoints.py``)."""
+    if cfg.endpoints is None:
+        return builder(cfg)
+    clients = {url: builder(replace(cfg, base_url=url, endpoints=None)) for url in cfg.endpoints}
+    return RoutedClient(clients, max_concurrent=cfg.endpoint_max_concurrent)
 
 
 def settings_from_config(cfg: LLMConfig) -> GenerationSettings:

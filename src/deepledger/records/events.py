@@ -122,6 +122,35 @@ class LLMCall(Event):
     forced_call: bool = False
     usage: Usage
     stop_reason: StopReason | None = None
+    # With llm.endpoints (llm/endpoints.py): the server that answered, the reply's
+    # latency, and the servers of the HTTP attempts that failed before it.
+    endpoint: str | None = None
+    seconds: float | None = None
+    failed_endpoints: list[str] = Field(default_factory=list)
+
+
+class LLMCallFailed(Event):
+    """With llm.endpoints: a model call that failed on every attempt (a loop call: the
+    task ends in error; a closing call: as its caller decides), the servers those attempts
+    went to, for their error counts, and how many were refused unsent."""
+
+    event: Literal["llm_call_failed"] = "llm_call_failed"
+    turn: int | None = None  # the loop's turn, or the notes'; None: another closing call
+    purpose: str | None = None  # a closing call's (as in closing_call); None: the loop's
+    failed_endpoints: list[str]
+    unsent: int = 0  # every server drained, each with its probe in flight
+    error: str
+
+
+class EndpointMoved(Event):
+    """A task attempt's calls went to another of ``llm.endpoints``: the one before was
+    drained after repeated failures, or came back and the attempt returned to it."""
+
+    event: Literal["endpoint_moved"] = "endpoint_moved"
+    turn: int | None = None  # None: before a closing call (the summary, a post-mortem)
+    from_endpoint: str
+    to_endpoint: str
+    reason: str
 
 
 class AssistantTurn(Event):
@@ -255,6 +284,10 @@ class ClosingCall(Event):
     prefill: str | None = None
     usage: Usage
     stop_reason: StopReason | None = None
+    # With llm.endpoints, as in llm_call.
+    endpoint: str | None = None
+    seconds: float | None = None
+    failed_endpoints: list[str] = Field(default_factory=list)
 
 
 class ClosingCallSkipped(Event):
@@ -329,6 +362,8 @@ JournalEvent = Annotated[
     | ToolServerUnavailable
     | FirstCallSkipped
     | LLMCall
+    | LLMCallFailed
+    | EndpointMoved
     | AssistantTurn
     | ToolResults
     | PairingRepaired

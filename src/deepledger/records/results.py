@@ -219,13 +219,16 @@ class TaskRecord(ResultRecord):
     limit: LimitRecord | None = None  # the task's own limit that ended it
     stopped: Literal["does_not_fit"] | None = None  # nothing was left to try
     interrupted_calls: int = 0  # killed runs' model calls, counted in ``usage``
+    # backend=ray: how often the worker running the task died under it (the task was
+    # rerun from its last finished retry each time; bench/ray_backend.py).
+    worker_lost: int = 0
     config_id: str | None = None
 
     def to_json(self) -> JSONObject:
-        """As the release before typed records wrote it: ``limit``, ``stopped`` and
-        ``interrupted_calls`` only on the lines they say something on."""
+        """As the release before typed records wrote it: ``limit``, ``stopped``,
+        ``interrupted_calls`` and ``worker_lost`` only on the lines they say something on."""
         record = super().to_json()
-        for key in ("limit", "stopped", "interrupted_calls"):
+        for key in ("limit", "stopped", "interrupted_calls", "worker_lost"):
             if not record.get(key):
                 record.pop(key, None)
         return record
@@ -426,6 +429,27 @@ class BudgetSummary(Record):
     limits_hit: dict[str, int] = Field(default_factory=dict)
 
 
+class EndpointCounts(Record):
+    """One server of ``llm.endpoints``, from the run's journals: the calls it answered,
+    the HTTP attempts it failed, its latency, and the share of the input it read from
+    its prefix cache (``cache_read_tokens / input_tokens``)."""
+
+    requests: int = 0
+    errors: int = 0
+    tasks: int = 0  # task attempts that made a call there
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_read_share: float | None = None
+    latency_mean_seconds: float | None = None
+    latency_p50_seconds: float | None = None
+    latency_p95_seconds: float | None = None
+    # Task attempts moved to it: away from a drained one, or back to it once healthy.
+    moved_in: int = 0
+    # Task attempts moved away from it: it was drained, or their first choice was
+    # healthy again.
+    moved_out: int = 0
+
+
 class ConfigUse(Record):
     tasks: int = 0
     runs: list[int] = Field(default_factory=list)
@@ -471,6 +495,8 @@ class SummaryRecord(ResultRecord):
         default=None, union_mode="left_to_right"
     )
     configs: ConfigBreakdown | None = None  # only when a resume changed the settings
+    # With llm.endpoints: each server's counts, by its URL (bench/metrics.py).
+    endpoints: dict[str, EndpointCounts] | None = None
 
     def to_json(self) -> JSONObject:
         """The summary as written: the sections a run may not have are left out."""
@@ -478,4 +504,4 @@ class SummaryRecord(ResultRecord):
         return self.model_dump(mode="json", by_alias=True, exclude=absent)
 
 
-_OPTIONAL_SECTIONS = ("token_economics", "configs")
+_OPTIONAL_SECTIONS = ("token_economics", "configs", "endpoints")

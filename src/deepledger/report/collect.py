@@ -297,6 +297,7 @@ def _row(
         "provenance": record.provenance,
         "seconds": record.elapsed_seconds,
         "dir": folder,
+        "worker_lost": record.worker_lost,
     }
 
 
@@ -345,6 +346,7 @@ def _unfinished_row(
         "provenance": None,
         "seconds": None,
         "dir": folder,
+        "worker_lost": 0,
     }
 
 

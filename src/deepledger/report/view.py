@@ -65,6 +65,7 @@ class TaskRow(TypedDict):
     provenance: str | None
     seconds: float | None
     dir: str | None  # the task's folder, relative to the run directory
+    worker_lost: int  # backend=ray: how often the worker running it died under it
 
 
 class JournalView(TypedDict):

@@ -4,6 +4,9 @@
 
     RUN_DIR/                       (= hydra.run.dir)
       .lock                        held by the process running in the folder
+      .shared-check                backend=ray: a token the driver writes at start; every
+                                   worker reads it and writes .shared-check.<worker> beside it
+                                   (then removes that), proving it sees the same folder
       .hydra/                      Hydra's config.yaml, hydra.yaml, overrides.yaml (redacted),
                                    written once the lock is held (hydra.output_subdir is off)
       manifest.json                redacted config, versions, git commit, start/end times;
@@ -53,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LOCK = ".lock"
+SHARED_CHECK = ".shared-check"  # backend=ray: the folder every worker must see
 HYDRA = ".hydra"
 HYDRA_CONFIG = "config.yaml"  # the job's composed config
 HYDRA_SETTINGS = "hydra.yaml"  # Hydra's own (the chosen presets among them)
@@ -189,6 +193,14 @@ class RunLayout:
     @property
     def lock(self) -> Path:
         return self.root / LOCK
+
+    @property
+    def shared_check(self) -> Path:
+        return self.root / SHARED_CHECK
+
+    def shared_check_reply(self, worker: str) -> Path:
+        """The file worker ``worker`` writes beside the driver's token to show it can."""
+        return self.root / f"{SHARED_CHECK}.{_UNSAFE.sub('_', worker)}"
 
     @property
     def hydra(self) -> Path:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from typing import BinaryIO
 
 from deepledger import __version__
 from deepledger.errors import DeepLedgerError, RunDirectoryError
@@ -105,25 +106,41 @@ class TaskProgress:
 
 class RunStore:
     """One run directory, held exclusively while open: two processes appending to the
-    same results would record tasks twice."""
+    same results would record tasks twice.
 
-    def __init__(self, root: Path) -> None:
+    A *worker* store (``RunStore.for_worker``, the Ray backend's workers) writes only
+    tasks' progress and journals, into the folder the driver's store holds: it takes no
+    lock and refuses to write results, the summary or the manifest, which are the
+    driver's. Each task runs in one worker at a time, so its files have one writer."""
+
+    def __init__(self, root: Path, *, worker_config_id: str | None = None) -> None:
         self.root = root
         self.layout = RunLayout(root)
         self._results_lock = threading.Lock()  # results lines come from worker threads
         self._task_dirs: set[Path] = set()  # made already
-        self.config_id: str | None = None  # of this run's settings, once started
-        self._lock = adopt(root)  # ours now: closed by close()
+        self.config_id: str | None = worker_config_id  # of this run's settings, once started
+        self.worker = worker_config_id is not None
+        self._lock: BinaryIO | None = None if self.worker else adopt(root)  # closed by close()
         try:
             self.layout.tasks.mkdir(exist_ok=True)
         except OSError as exc:
             self.close()
             raise unusable(root, "hydra.run.dir", exc) from exc
 
+    @classmethod
+    def for_worker(cls, root: Path, config_id: str) -> RunStore:
+        """A worker's view of the run the driver holds; its lines carry ``config_id``,
+        the driver's run's (``RunStore.start``)."""
+        return cls(root, worker_config_id=config_id)
+
     def close(self) -> None:
-        if not self._lock.closed:
+        if self._lock is not None and not self._lock.closed:
             fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
+
+    def _driver_only(self, what: str) -> None:
+        if self.worker:
+            raise RuntimeError(f"a worker's run store does not write {what}: the driver does")
 
     @property
     def results_path(self) -> Path:
@@ -171,13 +188,19 @@ class RunStore:
             )
         return counted
 
+    def planned_config_id(self, config: JSONObject) -> str:
+        """The ``config_id`` that ``start(config, ...)`` gives this run, known before it
+        (the Ray workers start, and carry it, before the manifest changes)."""
+        return config_id(redact(config))
+
     def start(self, config: JSONObject, argv: list[str], tasks: int) -> list[str]:
         """Record this run in the manifest; return how its config differs from the last
         run's. ``config``: as recorded (``config.as_record``). The first run's config stays
         at the top; each run keeps its own, and its ``config_id``, which every result and
         progress line of this run carries."""
+        self._driver_only("the manifest")
         redacted: JSONObject = redact(config)
-        self.config_id = config_id(redacted)
+        self.config_id = self.planned_config_id(config)
         manifest = self._manifest() or Manifest(created_at=now(), config=redacted, runs=[])
         last = manifest.last_config
         manifest.tasks_expected = tasks
@@ -197,6 +220,7 @@ class RunStore:
 
     def finish(self) -> None:
         """Note the end of this run in the manifest."""
+        self._driver_only("the manifest")
         manifest = self._manifest()
         assert manifest is not None and manifest.runs, "finish() follows start()"
         manifest.runs[-1].finished_at = now()
@@ -215,6 +239,7 @@ class RunStore:
     def add_result(self, record: TaskRecord) -> None:
         """Append one task's record. Safe to call from worker threads: the runner does,
         so that the flush to disk does not hold up every other task."""
+        self._driver_only("results")
         with self._results_lock:
             append_line(self.results_path, self._stamped(record).to_json())
 
@@ -241,6 +266,7 @@ class RunStore:
     def write_summary(self, summary: SummaryRecord) -> None:
         """Write ``summary`` (``metrics.summarize``'s), adding to it (in place) how many
         tasks ran under each of the run's settings when a permitted resume changed them."""
+        self._driver_only("the summary")
         if breakdown := config_breakdown(self.root):
             summary.configs = ConfigBreakdown.model_validate(breakdown)
         write_json_atomic(self.layout.summary, summary.to_json())

@@ -9,6 +9,8 @@ tool server would be.
   fail in chosen ways, misbehave on purpose, or write stray output to stdout;
 - ``faults``: the fault-injection suite's pieces;
 - ``bench_model``: the scripted model the small test suite is written for;
+- ``endpoints``: for the router of several model endpoints, a clock the test moves and
+  scripted clients that fail, or hold their calls until released;
 - ``synthetic_run``: a made-up run directory of any size, for the report's size and
   speed (the report's own tests read runs recorded by the real code path).
 

@@ -717,7 +717,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         arrived = time.monotonic()
-        self.server.fake._handle(self, self._read_body(), arrived)
+        fake = self.server.fake
+        fake._count_in_flight(+1)
+        try:
+            fake._handle(self, self._read_body(), arrived)
+        finally:
+            fake._count_in_flight(-1)
 
     do_GET = do_PUT = do_PATCH = do_DELETE = do_POST  # answered with 404, recorded as unexpected
 
@@ -766,6 +771,10 @@ class FakeLLMServer:
         # Requests a strict mode refused, with why (they are in ``unexpected`` too).
         self.rejected: list[tuple[RecordedRequest, str]] = []
         self.responder_errors: list[BaseException] = []
+        # Requests being answered now, and the most there ever were at once (a client's
+        # concurrency cap, checked from the server's side).
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._steps: deque[Step] = deque()
         self._lock = threading.Lock()
         self._id_counters: dict[str, int] = {}
@@ -882,6 +891,11 @@ class FakeLLMServer:
                 self._connections.add(conn)
             else:
                 self._connections.discard(conn)
+
+    def _count_in_flight(self, change: int) -> None:
+        with self._lock:
+            self.in_flight += change
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
     def _new_id(self, prefix: str) -> str:
         with self._lock:

@@ -195,7 +195,22 @@ function runSection(run) {
         groupTable("First attempt vs carried-over post-mortems", {
           "no post-mortem carried": pm.without || {}, "post-mortem(s) carried": pm.with || {} }, "attempts"),
         el("h3", { text: "End reasons" }), kvTable(ends)),
-      el("div", { class: "panel" }, el("h3", { text: "Token economics" }), kvTable(economicsRows(s.token_economics)))));
+      el("div", { class: "panel" }, el("h3", { text: "Token economics" }), kvTable(economicsRows(s.token_economics))),
+      endpointsPanel(s.endpoints)));
+}
+
+// llm.endpoints: one row per server (summary.endpoints, absent with one server).
+function endpointsPanel(endpoints) {
+  const rows = Object.entries(endpoints || {});
+  if (!rows.length) return null;
+  const seconds = (v) => (isNum(v) ? `${v.toFixed(2)}s` : "–");
+  const heads = ["endpoint", "requests", "errors", "task attempts", "latency mean", "p50", "p95", "cache read", "moved in", "moved out"];
+  return el("div", { class: "panel", id: "endpoints" }, el("h3", { text: "Model endpoints" }), el("table", {},
+    el("thead", {}, el("tr", {}, heads.map((h, i) => el("th", { class: i ? "num" : null, text: h })))),
+    el("tbody", {}, rows.map(([url, c]) => el("tr", {}, el("td", { text: url }),
+      [fmtInt(c.requests), fmtInt(c.errors), fmtInt(c.tasks), seconds(c.latency_mean_seconds),
+        seconds(c.latency_p50_seconds), seconds(c.latency_p95_seconds), fmtPct(c.cache_read_share),
+        fmtInt(c.moved_in), fmtInt(c.moved_out)].map((text) => el("td", { class: "num", text })))))));
 }
 
 function chartsSection() {
@@ -317,7 +332,13 @@ const RENDER = {
     (e.left_out_messages ? ` · ${e.left_out_messages} left out by the context strategy` : "") +
     (e.blanked_tool_results ? ` · ${e.blanked_tool_results} tool results blanked (keep_tool_result)` : "") +
     (e.prefix_broken ? ` · cached prefix broken${e.prefix_broken_by ? " by " + e.prefix_broken_by : ""}` : "") +
-    (e.forced_call ? " · first call prefilled" : "") + ` · ${usageText(e.usage)} · stop: ${e.stop_reason}`),
+    (e.forced_call ? " · first call prefilled" : "") + ` · ${usageText(e.usage)} · stop: ${e.stop_reason}` +
+    (e.endpoint ? ` · answered by ${e.endpoint}` + (isNum(e.seconds) ? ` in ${e.seconds.toFixed(2)}s` : "") : "") +
+    ((e.failed_endpoints || []).length ? ` · failed first at ${e.failed_endpoints.join(", ")}` : "")),
+  llm_call_failed: (e) => ev("notice", `${callLabel(e)} request failed on every attempt` +
+    ((e.failed_endpoints || []).length ? ` (at ${e.failed_endpoints.join(", ")})` : "") +
+    (e.unsent ? ` · ${e.unsent} refused unsent, every server drained` : "") + `: ${e.error}`),
+  endpoint_moved: (e) => ev("notice", `${e.turn == null ? "closing call" : `turn ${e.turn}`}: moved from ${e.from_endpoint} to ${e.to_endpoint} (${e.reason})`),
   assistant: (e) => {
     const m = e.message || {};
     return ev("assistant", `turn ${e.turn} · assistant` + (e.boxed ? ` · boxed: ${e.boxed}` : ""),
@@ -354,7 +375,8 @@ const RENDER = {
   limit_reached: (e) => ev("guard", `limit before turn ${e.turn + 1}: benchmark.execution.${e.kind}=${e.limit} reached ` +
     `(${budgetAmount(e.kind, e.spent)} spent) · the loop ends (limit)`),
   loop_ended: (e) => ev("notice", `loop ended: ${e.end_reason} after ${e.turns} turn(s)`),
-  closing_call: (e) => ev("closing", `closing call: ${e.purpose}${e.turn ? " (turn " + e.turn + ")" : ""} · ${usageText(e.usage)}` + (e.prefill ? ` · reply prefilled with ${JSON.stringify(e.prefill)}` : ""),
+  closing_call: (e) => ev("closing", `closing call: ${e.purpose}${e.turn ? " (turn " + e.turn + ")" : ""} · ${usageText(e.usage)}` + (e.prefill ? ` · reply prefilled with ${JSON.stringify(e.prefill)}` : "") +
+    (e.endpoint ? ` · answered by ${e.endpoint}` : ""),
     el("div", { class: "text", text: ((e.message || {}).content) || "(empty reply)" })),
   closing_call_failed: (e) => ev("closing", `closing call ${e.purpose} failed: ${e.reason}`),
   extraction_call: (e) => ev("closing", `page extraction (${e.model}) of ${e.url}` + (e.parts > 1 ? `, part ${e.part} of ${e.parts}` : "") + ` · ${fmtInt(e.page_chars)} chars read · ${usageText(e.usage)}`),
@@ -397,6 +419,12 @@ function taskFromHash() {
     return -1; // an address edited by hand into something that is no task
   }
 }
+// A failed call: the loop's turn, or a closing call's purpose (the notes' has a turn too).
+function callLabel(e) {
+  if (!e.purpose) return `turn ${e.turn}`;
+  return `${e.purpose} call` + (e.turn == null ? "" : ` (turn ${e.turn})`);
+}
+
 let opening = 0; // the newest openTask wins when clicks overtake each other
 
 async function openTask(index) {
@@ -414,7 +442,9 @@ async function openTask(index) {
     el("h3", {}, `${task.id} `, statusBadge(task.status)),
     kvTable([["question", task.question], ["ground truth", task.ground_truth], ["answer", task.answer],
       ["provenance", task.provenance], ["judgement", task.judgement], ["end reason", task.end_reason],
-      ["attempts", task.attempts], ["turns · tool calls", `${fmtInt(task.turns)} · ${fmtInt(task.tool_calls)}`],
+      ["attempts", task.attempts],
+      ...(task.worker_lost > 0 ? [["worker lost", `${fmtInt(task.worker_lost)} time(s): the Ray worker running it died, and it ran again`]] : []),
+      ["turns · tool calls", `${fmtInt(task.turns)} · ${fmtInt(task.tool_calls)}`],
       ["tokens", `${fmtInt(task.input_tokens)} in · ${fmtInt(task.output_tokens)} out · ${fmtInt(task.cache_read_tokens)} from cache`
         + (task.extraction_input_tokens ? ` (of which page extraction ${fmtInt(task.extraction_input_tokens)} in · ${fmtInt(task.extraction_output_tokens)} out)` : "")],
       ["cost", fmtCost(task.cost)], ["journals", task.dir]]));
