@@ -21,7 +21,7 @@ Messages are immutable; trimming and guards build new lists.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypeAlias
 
@@ -221,6 +221,11 @@ class Message:
     # where the provider requires them (llm/anthropic.py); ``reasoning`` is never re-sent.
     thinking: tuple[ThinkingBlock, ...] = ()
 
+    def __getstate__(self) -> dict[str, object]:
+        """The fields alone: a copy or a pickle (a Ray worker's return) leaves the kept
+        wire bytes (:func:`remember_wire`) behind, which would double its size."""
+        return {name: self.__dict__[name] for name in _MESSAGE_FIELDS}
+
     # -- constructors: the only sanctioned way to build each kind -------------------
     @classmethod
     def system(cls, text: str) -> Message:
@@ -305,6 +310,17 @@ def remember_wire(message: Message, key: str, data: bytes) -> None:
     references). Outside the dataclass fields: equality, hashing, ``replace()`` and the
     journal never see them."""
     object.__setattr__(message, key, data)
+
+
+def forget_wire(message: Message) -> None:
+    """Drop every wire encoder's bytes kept on ``message``: for a message no request will
+    send again (blanked, dropped, replaced by notes), which would otherwise hold them for
+    the rest of its task."""
+    for key in [k for k in message.__dict__ if k not in _MESSAGE_FIELDS]:
+        del message.__dict__[key]
+
+
+_MESSAGE_FIELDS = frozenset(f.name for f in fields(Message))
 
 
 def texts_for_counting(messages: list[Message] | tuple[Message, ...]) -> list[str]:

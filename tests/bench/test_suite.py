@@ -68,3 +68,43 @@ def test_a_report_that_fails_costs_the_run_nothing_and_says_how_to_retry(
 )
 def test_a_resume_may_change_the_config_only_when_told(overrides, allowed):
     assert resume_may_change_config(composed(*overrides)) is allowed
+
+
+def test_the_open_file_limit_is_raised_to_what_the_tasks_need(monkeypatch):
+    import resource
+
+    set_to = []
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: (1024, 1_048_576))
+    monkeypatch.setattr(resource, "setrlimit", lambda kind, limits: set_to.append(limits))
+    suite.ensure_open_files(5)  # 271 files: the soft limit is enough
+    suite.ensure_open_files(2048)
+    assert set_to == [(suite.FILES_PER_TASK * 2048 + suite.FILES_FOR_THE_RUN, 1_048_576)]
+
+
+def test_more_tasks_than_the_hard_open_file_limit_allows_are_refused_before_any_work(tmp_path):
+    import resource
+    import subprocess
+    import sys
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (400, 400))
+
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "deepledger",
+            "bench",
+            "benchmark=example",
+            "benchmark.execution.max_concurrent=100",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=low_limit,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "benchmark.execution.max_concurrent=100 needs about 556 open files" in run.stderr
+    assert "at most 400" in run.stderr
+    assert not (tmp_path / "run" / "manifest.json").exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 from deepledger.config import ContextConfig
 from deepledger.context.compaction import Compaction, ModelNotes
 from deepledger.context.guard import ContextWindow, WindowGuard, check_window, drop_last_exchange
@@ -12,7 +14,14 @@ from deepledger.context.trim import OMITTED_PLACEHOLDER
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.llm.usage import UsageLedger
-from deepledger.messages import Message, MessageKind, Usage
+from deepledger.messages import (
+    Message,
+    MessageKind,
+    Usage,
+    forget_wire,
+    remember_wire,
+    wire_memo,
+)
 from deepledger.records.events import Compacted
 from deepledger.store.journal import Journal
 from tests.support.histories import COUNTER, NOTES, padded
@@ -119,3 +128,25 @@ async def test_only_a_compacting_policy_compacts_or_adopts_notes():
     assert compaction.compacts and compaction.adopt_notes(history, NOTES, rounds_kept=1)
     picked = (await compaction.prepare(history, closing=[])).messages
     assert NOTES in picked[2].content
+
+
+async def test_messages_a_turn_does_not_send_give_back_their_kept_wire_bytes():
+    history = padded(11)
+    policy = ContextPolicy(RoundWindow(3), keep_tool_result=1, guard=guard(10**9))
+    for message in history:  # as a client's encoder leaves them (llm/openai.py)
+        remember_wire(message, "_openai_wire", b"{...}")
+    request = await policy.prepare(history, None)
+    sent = {id(m) for m in request.messages}
+    assert request.left_out and request.blanked  # rounds dropped, results blanked
+    for message in history:
+        kept = wire_memo(message, "_openai_wire")
+        assert (kept is not None) is (id(message) in sent), message.kind
+
+
+def test_a_copied_message_leaves_its_kept_wire_bytes_behind():
+    message = Message.task("x" * 5_000)
+    remember_wire(message, "_openai_wire", b"x" * 5_000)
+    copy = pickle.loads(pickle.dumps(message))
+    assert copy == message and wire_memo(copy, "_openai_wire") is None
+    forget_wire(message)
+    assert wire_memo(message, "_openai_wire") is None

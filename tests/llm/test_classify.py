@@ -122,3 +122,21 @@ def test_a_timeout_that_was_a_refused_connection_says_so():
     refused = openai.APITimeoutError(request=request)
     refused.__context__ = ConnectionRefusedError("refused")
     assert isinstance(classify(refused), LLMConnectionError)
+
+
+def test_running_out_of_open_files_is_fatal_and_says_what_to_do():
+    import errno
+
+    import aiohttp
+
+    from deepledger.errors import FatalLLMError
+    from deepledger.llm.classify import out_of_open_files
+
+    refused = OSError(errno.EMFILE, "Too many open files")
+    try:
+        raise aiohttp.ClientConnectionError("cannot connect") from refused
+    except aiohttp.ClientConnectionError as exc:
+        error = out_of_open_files(exc, "openai")
+    assert isinstance(error, FatalLLMError)
+    assert "ulimit -n" in str(error) and "benchmark.execution.max_concurrent" in str(error)
+    assert out_of_open_files(OSError(errno.ECONNREFUSED, "refused"), "openai") is None

@@ -266,6 +266,7 @@ class TaskWorker:
 
         cfg, conf_dir = setup.cfg, Path(setup.conf_dir)
         try:
+            suite.ensure_open_files(cfg.benchmark.execution.max_concurrent)
             judge_llm = suite.llm_judge_model(cfg, conf_dir) if setup.judged else None
             writer, scraper = suite.note_writer(cfg, conf_dir), suite.page_scraper(cfg, conf_dir)
             run_dir = RunStore.for_worker(root, setup.config_id)

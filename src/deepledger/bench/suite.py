@@ -62,6 +62,8 @@ async def run_suite(
         from deepledger.bench import ray_backend
 
         ray_backend.require_ray()  # one line saying how to install it, before any work
+    if not on_ray:  # each Ray worker makes room for its own tasks
+        ensure_open_files(cfg.benchmark.execution.max_concurrent)
     loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks)
     for notice in shown_notices(loaded):  # skipped lines, a mapping that finds no ground truth
         print(f"deepledger: {notice}", file=sys.stderr)
@@ -312,6 +314,34 @@ def resume_may_change_config(cfg: Config) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("true", "1", "yes")
     return bool(value)
+
+
+# What one running task may hold open at once: its model connection, its journal, and
+# a tool call's socket or pipe; and what the run holds besides (tool servers' pipes,
+# logs, the results file, the event loop's own).
+FILES_PER_TASK = 3
+FILES_FOR_THE_RUN = 256
+
+
+def ensure_open_files(max_concurrent: int) -> None:
+    """Raise this process's open-file limit (the soft one, up to the hard one) to what
+    ``max_concurrent`` tasks need, so a large run does not fail connection by connection
+    with "too many open files"; refuse before any work when even the hard limit is
+    lower."""
+    import resource
+
+    needed = FILES_PER_TASK * max_concurrent + FILES_FOR_THE_RUN
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise ConfigError(
+            f"benchmark.execution.max_concurrent={max_concurrent} needs about {needed:,} open "
+            f"files (a connection, a journal and a tool call's pipe a task), and this process "
+            f"may open at most {hard:,} (ulimit -Hn). Lower max_concurrent, or raise the hard "
+            "limit, e.g. in /etc/security/limits.conf or with `ulimit -Hn` as root."
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
 def concurrency_advice(cfg: Config, capabilities: LLMCapabilities) -> str | None:

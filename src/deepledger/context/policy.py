@@ -34,7 +34,7 @@ from deepledger.context.pairing import PairingProblem
 from deepledger.context.strategy import ContextStrategy, KeepToolResults, RequestBuilder
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import UsageLedger
-from deepledger.messages import Message, ToolSpec, Usage
+from deepledger.messages import Message, ToolSpec, Usage, forget_wire
 from deepledger.store.journal import Journal
 
 
@@ -180,7 +180,9 @@ class ContextPolicy:
         if verdict is not None and not verdict.fits:
             return Request([], window=verdict, compacted=compacted)
         self._usage_stale = False
-        return self._build(history, picked, (), window=verdict, compacted=compacted)
+        request = self._build(history, picked, (), window=verdict, compacted=compacted)
+        _forget_unsent(history, request.messages)
+        return request
 
     async def compact_now(self, history: Sequence[Message], *, turn: int) -> bool:
         """Replace older rounds with notes, for any saving (the server refused the
@@ -246,3 +248,15 @@ class ContextPolicy:
             window=window,
             compacted=compacted,
         )
+
+
+def _forget_unsent(history: Sequence[Message], sent: Sequence[Message]) -> None:
+    """History messages this turn's request does not send (a blanked result's original,
+    rounds the strategy dropped or notes replaced) give back the wire bytes a client
+    kept on them (``messages.forget_wire``): none is sent again, and a 300-turn task
+    would otherwise hold its whole history twice. One that is sent again after all is
+    only encoded again."""
+    sending = {id(m) for m in sent}
+    for message in history:
+        if id(message) not in sending:
+            forget_wire(message)

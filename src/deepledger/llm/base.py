@@ -33,8 +33,11 @@ from deepledger.messages import LLMResponse, Message, Role, ToolSpec
 
 log = logging.getLogger(__name__)
 
-# Hundreds of tasks share one client (on aiohttp's pool, see the providers): keep a
+# The Anthropic client's pool (httpx): hundreds of tasks share one client, so keep a
 # connection alive for each of them rather than reopening connections past 100 idle ones.
+# The cap stays at 1,000: the Anthropic API's own rate limits come long before it. (The
+# OpenAI-protocol client's aiohttp pool has no cap: the runner's max_concurrent bounds
+# it, and the run raises its open-file limit to match, bench/suite.ensure_open_files.)
 CONNECTION_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000)
 
 

@@ -10,6 +10,7 @@ either.
 from __future__ import annotations
 
 import email.utils
+import errno
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -181,6 +182,26 @@ def _told_not_to_retry(headers: Mapping[str, str], detail: str) -> bool:
     if lowered.get("x-should-retry", "").lower() == "false":
         return True
     return any(hint in detail.lower() for hint in _EXHAUSTED_HINTS)
+
+
+_OUT_OF_FILES = (errno.EMFILE, errno.ENFILE)
+
+
+def out_of_open_files(exc: BaseException, provider: str) -> FatalLLMError | None:
+    """The error when opening a connection failed because this process (or the system)
+    has no file descriptor left: no fault of the server, and a retry only adds to the
+    pile. Looked for in ``exc`` and what it was raised from."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in _OUT_OF_FILES:
+            return FatalLLMError(
+                f"deepledger ran out of open files ({seen.strerror}) opening a connection to "
+                f"the {provider} server: each running task holds a connection and a journal. "
+                "Raise the limit (ulimit -n) or lower benchmark.execution.max_concurrent.",
+                provider=provider,
+            )
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def connection_error(provider: str, base_url: str, detail: str) -> LLMConnectionError:

@@ -298,6 +298,8 @@ class OpenAIChatClient(LLMClient):
             )
         if isinstance(exc, TimeoutError):  # aiohttp's timeouts are TimeoutErrors too
             return classify.timeout_error(self.provider, self.base_url, self.timeout_seconds)
+        if (out_of_files := classify.out_of_open_files(exc, self.provider)) is not None:
+            return out_of_files
         if isinstance(exc, _CONNECTION_FAILURES):
             return classify.connection_error(self.provider, self.base_url, _describe(exc))
         return None

@@ -16,6 +16,7 @@ import base64
 import binascii
 import dataclasses
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -111,7 +112,15 @@ SHAPES: dict[type, type] = {
 
 
 # -- writing ----------------------------------------------------------------------------
-_PLAIN = (str, int, float, bool, type(None))
+_PLAIN = (str, int, bool, type(None))
+
+
+class NonFiniteFloat(float):
+    """A NaN or an infinity on its way into a journal line (a model may write ``NaN`` or
+    ``1e999`` in a tool call's arguments). orjson would write it as ``null``, which
+    reads back as another value; a float subclass is what orjson refuses, so the line
+    goes the standard library's way, which writes ``NaN``/``Infinity`` as Python's
+    JSON reader reads them back (``records/codec.encode_line``)."""
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # each dataclass's fields, looked up once
 
 
@@ -122,6 +131,8 @@ def to_jsonable(value: Any) -> Any:
     kind = type(value)
     if kind in _PLAIN:
         return value
+    if kind is float:
+        return value if math.isfinite(value) else NonFiniteFloat(value)
     if kind is list or kind is tuple:
         return [to_jsonable(v) for v in value]
     if kind is dict:
