@@ -89,6 +89,16 @@ def test_several_problems_are_reported_together():
         assert key in str(info.value)
 
 
+def test_max_cycle_repeats_is_at_least_one_for_every_role():
+    assert composed().agent.main_agent.max_cycle_repeats is None  # null: 2
+    validate(composed("agent.main_agent.max_cycle_repeats=1"))
+    with pytest.raises(ConfigError, match=r"agent.main_agent.max_cycle_repeats=0 must be >= 1"):
+        validate(composed("agent.main_agent.max_cycle_repeats=0"))
+    sub = composed("agent=multi_agent", "agent.sub_agents.browsing.max_cycle_repeats=-1")
+    with pytest.raises(ConfigError, match=r"agent.sub_agents.browsing.max_cycle_repeats=-1"):
+        validate(sub)
+
+
 def test_first_call_names_one_tool():
     validate(composed("llm=local"))  # the preset's own: first_call=search
     validate(composed("llm.first_call=search.open"))

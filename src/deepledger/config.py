@@ -240,6 +240,9 @@ class ToolServerConfig:
     description: str = ""  # shown to the model above the server's tools
 
 
+MAX_CYCLE_REPEATS = 2  # agent.*.max_cycle_repeats when null: A A A and A B A B A B end
+
+
 @dataclass
 class AgentRoleConfig:
     """The main agent or one sub-agent."""
@@ -249,6 +252,11 @@ class AgentRoleConfig:
     tool_blacklist: list[str] = field(default_factory=list)  # "server.tool" or "tool"
     description: str = ""  # sub-agents: what the main agent is told it does
     max_consecutive_rollbacks: int = 5  # after this many in a row, the turn is kept
+    # The loop ends as looping when its newest turns go round a cycle of 1 to 3 turns
+    # (the same replies, the same results) this many more times after its first round;
+    # null: MAX_CYCLE_REPEATS. Null, not 2, so that a run made before the key existed
+    # resumes with the same settings (an absent key and a null one are no change).
+    max_cycle_repeats: int | None = None
 
 
 @dataclass
@@ -722,6 +730,15 @@ def _agent_problems(agent: AgentConfig) -> list[str]:
         )
     if agent.main_agent.max_turns < 1:
         problems.append(f"agent.main_agent.max_turns={agent.main_agent.max_turns} must be >= 1.")
+    roles = {"agent.main_agent": agent.main_agent}
+    roles |= {f"agent.sub_agents.{n}": role for n, role in agent.sub_agents.items()}
+    for where, role in roles.items():
+        if role.max_cycle_repeats is not None and role.max_cycle_repeats < 1:
+            problems.append(
+                f"{where}.max_cycle_repeats={role.max_cycle_repeats} must be >= 1: the times "
+                "a cycle of turns may come round again after its first round before the "
+                "loop ends as looping (default 2)."
+            )
     return problems
 
 

@@ -120,7 +120,7 @@ def test_a_comparison_of_runs_renders_with_their_differences(runs_keeping, tmp_p
 
 def test_the_task_view_shows_a_lost_worker_and_a_closing_call_s_move(finished_run):
     from deepledger.records.codec import encode
-    from deepledger.records.events import EndpointMoved, LLMCallFailed
+    from deepledger.records.events import EndpointMoved, LLMCallFailed, Looping
 
     root = finished_run
     results = root / "benchmark_results.jsonl"
@@ -130,8 +130,9 @@ def test_the_task_view_shows_a_lost_worker_and_a_closing_call_s_move(finished_ru
     journal = next((root / "tasks").glob("worldfacts-demo-001-*/attempt-1-retry-0.jsonl"))
     moved = EndpointMoved(from_endpoint="http://a/v1", to_endpoint="http://b/v1", reason="drained")
     failed = LLMCallFailed(purpose="summary", failed_endpoints=[], unsent=1, error="gave up")
+    cycle = Looping(turn=6, repeats=2, cycle_length=2, since_turn=1)  # marks every turn
     with journal.open("a") as out:
-        out.write("".join(json.dumps(encode(e)) + "\n" for e in (moved, failed)))
+        out.write("".join(json.dumps(encode(e)) + "\n" for e in (moved, failed, cycle)))
     with open_report(write_run_report(root, rebuild_summary(root))) as visit:
         visit.page.click("#task-table tbody tr:first-child")
         visit.page.wait_for_selector("#trajectory .journal")
@@ -139,5 +140,7 @@ def test_the_task_view_shows_a_lost_worker_and_a_closing_call_s_move(finished_ru
     assert "worker lost" in text and "2 time(s)" in text
     assert "closing call: moved from http://a/v1 to http://b/v1 (drained)" in text
     assert "summary call request failed on every attempt · 1 refused unsent" in text
+    assert "turn 6: a cycle of 2 turns gone round 3 times in a row from turn 1" in text
+    assert "turn 1 · assistant · in the cycle that ended the loop" in text
     assert "null" not in text
     assert visit.problems == []

@@ -9,11 +9,17 @@ context management           the loop ended  what happens
 off                          any way         generate (boxed retries); no box -> fall back
                                              to the last intermediate \\boxed{} answer
 on, not the final retry      out of turns /  skip generating (any answer would be a blind
-                             window          guess); write the post-mortem
+                             window /        guess); write the post-mortem
+                             looping
 on, not the final retry      model finished  generate (boxed retries), no fallback; no box
                                              -> write the post-mortem
 on, the final retry          any way         generate (boxed retries); no box -> fall back
 ===========================  ==============  =============================================
+
+A loop that ends going round a cycle (``looping``) is a loop out of turns that stopped
+early: it takes the same branch, intermediate box or not (a box the model wrote before it
+went round in circles is no surer than one written before its turns ran out), so a retry
+follows; on the final retry that box is the fallback, as it is for turns exhausted.
 
 Post-mortems are written only when ``agent.retry_with_summary`` is on. "Generate" means:
 append the summarize prompt (the benchmark's format rules, no tools) and ask; when the
@@ -146,6 +152,8 @@ class AnswerGenerator:
             await self._report(state, call)
             return
         policy = self.policy
+        # Out of turns, out of window, looping (or a limit, which makes this the final
+        # retry): the loop stopped the model, the model did not stop.
         exhausted = state.end_reason is not EndReason.MODEL_FINISHED
         managed = policy.context_management and not policy.is_final_retry
         if managed and exhausted:
@@ -273,9 +281,7 @@ class _Caller:
             counter=self.llm.token_counter,
         )
 
-    async def _fitted_request(
-        self, prompts: list[Message], purpose: str
-    ) -> list[Message] | None:
+    async def _fitted_request(self, prompts: list[Message], purpose: str) -> list[Message] | None:
         """The request, the newest exchanges dropped until it fits; None (journaled) when
         even the smallest one does not."""
         fits, tokens = self._fits(smallest_closing_request(self.state.history, prompts))

@@ -6,9 +6,10 @@ when due, the window guard's verdict, the strategy's pick of the history with
 keep it (recording any ``\\boxed{}`` as an intermediate answer), run its tool calls,
 append the results. The loop ends when the model answers without tools
 (``MODEL_FINISHED``), ``max_turns`` replies have been kept (``TURNS_EXHAUSTED``), the
-window guard stops it (``WINDOW_EXHAUSTED``), the same turn comes back over and over
-(``LOOPING``), or a task limit or the run's budget is reached before a turn (``LIMIT``,
-see ``limits.py``); then the state goes to finalization.
+window guard stops it (``WINDOW_EXHAUSTED``), the newest replies go round a cycle of one
+to three turns again and again (``LOOPING``, see :func:`find_cycle`), or a task limit or
+the run's budget is reached before a turn (``LIMIT``, see ``limits.py``); then the state
+goes to finalization.
 
 A request the server refuses as too long is handled as the guard would have handled it,
 had it known (:meth:`Orchestrator._after_overflow`); when nothing can be dropped the
@@ -19,13 +20,17 @@ The same class runs the main agent and every sub-agent; only its inputs differ.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from deepledger.agent.answer import AnswerGenerator
 from deepledger.agent.boxed import last_boxed
 from deepledger.agent.limits import TaskBudget
-from deepledger.agent.rollback import call_key, review_reply
-from deepledger.agent.state import RunState
+from deepledger.agent.rollback import RollbackReason, call_key, review_reply
+from deepledger.agent.state import ReplyKey, RunState
+from deepledger.config import MAX_CYCLE_REPEATS
 from deepledger.context.guard import (
     ContextWindow,
     drop_last_exchange,
@@ -68,8 +73,8 @@ from deepledger.store.journal import Journal
 from deepledger.tools.manager import TaskTools
 from deepledger.tools.protocol import ForcedCall, ParsedCalls, ToolProtocol
 
-# A turn repeated this many times over (the same reply, the same results) ends the loop.
-REPEATS_TO_STOP = 2
+# The longest cycle of turns the loop check looks for: A-A-A, A-B-A-B-A-B, A-B-C-A-B-C-...
+MAX_CYCLE_LENGTH = 3
 # Turns asked again after the server refused their request as too long and a compaction
 # shrank it; past this, a refusal ends the loop as the guard would.
 MAX_COMPACTIONS_AFTER_OVERFLOW = 2
@@ -81,6 +86,86 @@ class LoopLimits:
     max_context_length: int
     keep_tool_result: int = -1
     max_consecutive_rollbacks: int = 5
+    # A cycle of turns gone round this many more times after its first round ends the
+    # loop as looping (agent.main_agent.max_cycle_repeats).
+    max_cycle_repeats: int = MAX_CYCLE_REPEATS
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """What the loop check found: ``length`` replies a round, the round repeated
+    ``repeats`` times after its first, which began at ``since_turn``."""
+
+    length: int
+    repeats: int
+    since_turn: int
+    with_rollbacks: bool  # found among all replies, rolled-back ones included
+
+
+def reply_key(reply: Message, outcome: Message | RollbackReason, turn: int) -> ReplyKey:
+    """``reply`` and what came of it (its tool results message, or why it was rolled
+    back) as the cycle check compares them: the reply's text, thinking and calls, then
+    the results. Call ids change from turn to turn when nothing else does (the protocols
+    and the orchestrator number them by turn, providers make up their own), so each id
+    is replaced by its place among the ids this reply and its results use: which result
+    answers which call still counts, the id's spelling does not."""
+    places: dict[str, int] = {}
+
+    def place(call_id: str) -> int:
+        return places.setdefault(call_id, len(places))
+
+    calls = [
+        [place(c.id), c.server_name, c.name, c.raw_arguments, c.arguments, c.parse_error]
+        for c in reply.tool_calls
+    ]
+    said = [reply.content, [block.text for block in reply.thinking], calls]
+    came: list[object]
+    if isinstance(outcome, RollbackReason):
+        came = ["rolled back", outcome.value]
+    else:
+        results = [
+            [
+                place(r.call_id),
+                r.name,
+                r.content,
+                r.is_error,
+                [[i.mime_type, i.data] for i in r.images],
+            ]
+            for r in outcome.tool_results
+        ]
+        came = [outcome.content, results]
+    text = json.dumps([said, came], sort_keys=True, default=str)
+    kept = not isinstance(outcome, RollbackReason)
+    return ReplyKey(hashlib.sha256(text.encode()).digest(), turn, kept)
+
+
+def find_cycle(replies: Sequence[ReplyKey], repeats: int) -> Cycle | None:
+    """The cycle the newest ``replies`` go round ``repeats`` times after its first round,
+    if any: among the kept turns (what the conversation holds, so a rolled-back reply
+    between two of them hides nothing), else among all replies (a model going round
+    replies that are all rolled back). The shortest cycle wins: A-A-A is a cycle of one."""
+    views: list[tuple[Sequence[ReplyKey], bool]] = [(replies, True)]
+    if replies and replies[-1].kept:  # else the kept turns are as they were last time
+        views.insert(0, ([r for r in replies if r.kept], False))
+    for keys, with_rollbacks in views:
+        length = _cycle_length(keys, repeats)
+        if length is not None:
+            first = keys[-length * (repeats + 1)]
+            return Cycle(length, repeats, first.turn, with_rollbacks)
+    return None
+
+
+def _cycle_length(keys: Sequence[ReplyKey], repeats: int) -> int | None:
+    """The length of the shortest cycle (1 to ``MAX_CYCLE_LENGTH``) the newest ``keys``
+    repeat ``repeats`` times after its first round; None when they do not."""
+    for length in range(1, MAX_CYCLE_LENGTH + 1):
+        span = length * (repeats + 1)
+        if len(keys) < span:
+            return None
+        tail = keys[-span:]
+        if all(a.digest == b.digest for a, b in zip(tail, tail[length:], strict=False)):
+            return length
+    return None
 
 
 class Orchestrator:
@@ -220,7 +305,8 @@ class Orchestrator:
             state.end_reason = EndReason.MODEL_FINISHED
             return
         await self._run_tools(state, parsed)
-        self._stop_if_looping(state)
+        reply, results = state.history[-2:]  # what _keep_reply and _run_tools appended
+        self._stop_if_looping(state, reply_key(reply, results, state.turn))
 
     def _over_limit(self, state: RunState) -> bool:
         """End the loop when a task limit or the run's budget is reached (checked before
@@ -231,9 +317,7 @@ class Orchestrator:
         state.end_reason = EndReason.LIMIT
         state.limit = hit
         self.journal.write(
-            LimitReached(
-                turn=state.turn, kind=hit.kind, limit=hit.limit, spent=hit.recorded_spent
-            )
+            LimitReached(turn=state.turn, kind=hit.kind, limit=hit.limit, spent=hit.recorded_spent)
         )
         # No retry follows a limit, so no post-mortem: one closing call answers, falling
         # back to the last intermediate box (what the final retry does, in one try).
@@ -242,17 +326,24 @@ class Orchestrator:
         )
         return True
 
-    def _stop_if_looping(self, state: RunState) -> None:
-        """End the loop when the newest turn (reply and results) repeats the one before
-        it for the ``REPEATS_TO_STOP``-th time: nothing new will come of another turn."""
-        history = state.history
-        same = len(history) >= 4 and [m.text_for_counting() for m in history[-2:]] == [
-            m.text_for_counting() for m in history[-4:-2]
-        ]
-        state.repeated_turns = state.repeated_turns + 1 if same else 0
-        if state.repeated_turns >= REPEATS_TO_STOP:
-            state.end_reason = EndReason.LOOPING
-            self.journal.write(Looping(turn=state.turn, repeats=state.repeated_turns))
+    def _stop_if_looping(self, state: RunState, reply: ReplyKey) -> None:
+        """Note the newest reply (kept or rolled back); end the loop when the replies go
+        round a cycle for the ``max_cycle_repeats``-th time after its first round
+        (:func:`find_cycle`): nothing new will come of another round."""
+        state.replies.append(reply)
+        cycle = find_cycle(state.replies, self.limits.max_cycle_repeats)
+        if cycle is None:
+            return
+        state.end_reason = EndReason.LOOPING
+        self.journal.write(
+            Looping(
+                turn=state.turn,
+                repeats=cycle.repeats,
+                cycle_length=cycle.length,
+                since_turn=cycle.since_turn,
+                with_rollbacks=cycle.with_rollbacks,
+            )
+        )
 
     async def _after_overflow(
         self, state: RunState, request: list[Message], exc: ContextOverflowError
@@ -418,6 +509,8 @@ class Orchestrator:
                 reply=response.text,
             )
         )
+        # A rolled-back reply is one of the model's replies too: it counts toward a cycle.
+        self._stop_if_looping(state, reply_key(response.message, rollback.reason, state.turn + 1))
         return True
 
     def _keep_reply(

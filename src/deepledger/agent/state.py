@@ -20,6 +20,17 @@ class Provenance(StrEnum):
     NONE = "none"  # no answer
 
 
+@dataclass(frozen=True)
+class ReplyKey:
+    """One reply of the loop as the cycle check compares it: a digest of the reply and
+    what came of it (its tool results, or the reason it was rolled back), call ids
+    replaced by the calls' places in the reply (see ``orchestrator.reply_key``)."""
+
+    digest: bytes
+    turn: int  # the turn it was kept as; a rolled-back reply: the turn it was asked for
+    kept: bool
+
+
 @dataclass
 class RunState:
     history: list[Message]
@@ -28,7 +39,8 @@ class RunState:
     intermediate_answers: list[str] = field(default_factory=list)  # boxes seen on the way
     rollbacks: list[Rollback] = field(default_factory=list)
     consecutive_rollbacks: int = 0
-    repeated_turns: int = 0  # kept turns in a row identical to the one before
+    # Every reply of the loop in order, rolled-back ones too: what the cycle check reads.
+    replies: list[ReplyKey] = field(default_factory=list)
     seen_call_keys: set[str] = field(default_factory=set)
     tool_calls: int = 0
     # Requests that did not start with the whole previous request (keep_tool_result

@@ -18,7 +18,14 @@ from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_promp
 from deepledger.agent.limits import TaskBudget, TaskLimits
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.state import RunState
-from deepledger.config import BUILTIN_TOOLS, AgentConfig, AgentRoleConfig, Config, ProtocolName
+from deepledger.config import (
+    BUILTIN_TOOLS,
+    MAX_CYCLE_REPEATS,
+    AgentConfig,
+    AgentRoleConfig,
+    Config,
+    ProtocolName,
+)
 from deepledger.context.compaction import NoteWriter
 from deepledger.context.guard import ContextWindow
 from deepledger.context.policy import ContextPolicy
@@ -230,6 +237,9 @@ class AgentFactory:
             max_context_length=self.cfg.llm.max_context_length,
             keep_tool_result=agent.keep_tool_result,
             max_consecutive_rollbacks=role.max_consecutive_rollbacks,
+            max_cycle_repeats=(
+                MAX_CYCLE_REPEATS if role.max_cycle_repeats is None else role.max_cycle_repeats
+            ),
         )
         settings = settings_from_config(self.cfg.llm)
         summary = summary_prompt(self.cfg.benchmark.answer_format)

@@ -203,9 +203,19 @@ class RollbackRepeated(Event):
 
 # -- why a loop stops -------------------------------------------------------------------
 class Looping(Event):
+    """The newest replies went round a cycle of ``cycle_length`` turns, repeated
+    ``repeats`` times after its first round (agent.main_agent.max_cycle_repeats), which
+    began at ``since_turn``. ``with_rollbacks``: the cycle was found among all replies,
+    rolled-back ones included (a rolled-back reply's turn is the one it was asked for).
+    Journals before cycles were looked for hold only ``turn`` and ``repeats``: the same
+    turn, over and over."""
+
     event: Literal["looping"] = "looping"
     turn: int
     repeats: int
+    cycle_length: int = 1
+    since_turn: int | None = None
+    with_rollbacks: bool = False
 
 
 class LimitReached(Event):

@@ -323,6 +323,27 @@ function usageText(u) {
     (u.cache_write_tokens ? ` · ${fmtInt(u.cache_write_tokens)} written to cache` : "");
 }
 
+// The cycle the loop check found: its length, how often it came round, where it began.
+// Journals from before cycles were looked for hold neither length nor start: a cycle of 1.
+function cycleText(e) {
+  const length = e.cycle_length ?? 1;
+  const what = length === 1 ? "the same turn" : `a cycle of ${length} turns gone round`;
+  return `${what} ${e.repeats + 1} times in a row` + (e.since_turn == null ? "" : ` from turn ${e.since_turn}`) +
+    (e.with_rollbacks ? " (rolled-back replies included)" : "");
+}
+// The turns of a journal's cycle, marked where they are shown: from the turn it began at.
+const CYCLE_EVENTS = ["assistant", "tool_results", "rollback"];
+function cycleStart(events) {
+  const looping = events.find((e) => e.event === "looping" && e.since_turn != null);
+  return looping ? looping.since_turn : null;
+}
+function markCycle(node, e, start) {
+  if (start !== null && CYCLE_EVENTS.includes(e.event) && e.turn >= start) {
+    node.querySelector(".head")?.append(" · in the cycle that ended the loop");
+  }
+  return node;
+}
+
 const RENDER = {
   retry_started: (e) => ev("notice", `attempt ${e.attempt} · retry ${e.retry}${e.final_retry ? " (final retry)" : ""}`,
     `carries ${e.carried_post_mortems ?? 0} post-mortem(s) from earlier retries`),
@@ -371,7 +392,7 @@ const RENDER = {
     `${e.rounds_kept} kept · request ${fmtInt(e.tokens_before)} → ${fmtInt(e.tokens_after)} tokens`, collapsible("the notes", e.notes, false)),
   compaction_skipped: (e) => ev("compaction", `compaction skipped before turn ${e.turn}: ${e.reason} (request ${fmtInt(e.request_tokens)}, without older rounds ${fmtInt(e.without_older_rounds)})`),
   compaction_failed: (e) => ev("compaction", `compaction failed before turn ${e.turn}: ${e.reason}`),
-  looping: (e) => ev("guard", `turn ${e.turn}: the same turn ${e.repeats} times in a row; the loop ends (looping)`),
+  looping: (e) => ev("guard", `turn ${e.turn}: ${cycleText(e)}; the loop ends (looping)`),
   limit_reached: (e) => ev("guard", `limit before turn ${e.turn + 1}: benchmark.execution.${e.kind}=${e.limit} reached ` +
     `(${budgetAmount(e.kind, e.spent)} spent) · the loop ends (limit)`),
   loop_ended: (e) => ev("notice", `loop ended: ${e.end_reason} after ${e.turns} turn(s)`),
@@ -448,9 +469,13 @@ async function openTask(index) {
       ["tokens", `${fmtInt(task.input_tokens)} in · ${fmtInt(task.output_tokens)} out · ${fmtInt(task.cache_read_tokens)} from cache`
         + (task.extraction_input_tokens ? ` (of which page extraction ${fmtInt(task.extraction_input_tokens)} in · ${fmtInt(task.extraction_output_tokens)} out)` : "")],
       ["cost", fmtCost(task.cost)], ["journals", task.dir]]));
-  const journals = payload.journals.map((j) => el("details", { class: "journal", open: true },
-    el("summary", { text: `${j.label} — ${j.events.length} events · ${j.journal}` }),
-    el("div", { class: "body" }, carriedInto(j, payload.journals), j.events.map(renderEvent))));
+  const journals = payload.journals.map((j) => {
+    const start = cycleStart(j.events);
+    return el("details", { class: "journal", open: true },
+      el("summary", { text: `${j.label} — ${j.events.length} events · ${j.journal}` }),
+      el("div", { class: "body" }, carriedInto(j, payload.journals),
+        j.events.map((e) => markCycle(renderEvent(e), e, start))));
+  });
   target.replaceChildren(header,
     el("div", { class: "panel", style: "margin-top:12px" }, el("h3", { text: "Prompt tokens per turn" }), chart),
     ...(journals.length ? journals : [el("p", { class: "muted", text: "No journal was found for this task." })]));
