@@ -121,6 +121,8 @@ class NonFiniteFloat(float):
     reads back as another value; a float subclass is what orjson refuses, so the line
     goes the standard library's way, which writes ``NaN``/``Infinity`` as Python's
     JSON reader reads them back (``records/codec.encode_line``)."""
+
+
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # each dataclass's fields, looked up once
 
 
