@@ -66,6 +66,21 @@ def test_a_write_the_disk_takes_only_in_part_is_cut_back(tmp_path, monkeypatch):
     assert path.read_bytes() == b'{"event": "a"}\n'
 
 
+@pytest.mark.parametrize("fails", ["fsync", "first write"])
+def test_a_line_written_whole_but_not_flushed_is_cut_back_too(tmp_path, monkeypatch, fails):
+    path = tmp_path / "results.jsonl"
+    append_line(path, {"task_id": "a"})
+    before = path.read_bytes()
+
+    def refuse(*args):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(files.os, "fsync" if fails == "fsync" else "write", refuse)
+    with pytest.raises(OSError):
+        append_line(path, {"task_id": "b"})
+    assert path.read_bytes() == before
+
+
 def test_only_a_full_or_read_only_disk_stops_the_run(tmp_path):
     full = disk_trouble(tmp_path, OSError(errno.ENOSPC, "No space left on device"))
     assert isinstance(full, RunDirectoryError) and "the disk is full" in str(full)

@@ -39,3 +39,24 @@ def test_a_journal_in_memory_has_no_folders_on_disk():
     assert journal.child("x").path is None
     assert journal.memory_folder is None and journal.archive_folder is None
     assert [type(e) for e in journal.events] == [TaskStarted]
+
+
+def test_each_line_is_stamped_with_the_utc_time_to_the_millisecond(tmp_path, monkeypatch):
+    from deepledger.store import journal as module
+
+    moments = iter(
+        [1_767_225_599_999_600_000, 1_767_225_600_000_100_000, 1_767_225_600_120_000_000]
+    )
+    monkeypatch.setattr(module, "time_ns", lambda: next(moments))
+    journal = Journal(tmp_path / "journal.jsonl")  # its header: the first moment
+    journal.write(TaskStarted(task="a question"))
+    journal.write(TaskStarted(task="another"))
+    journal.close()
+    stamps = [line["ts"] for line in whole_lines(tmp_path / "journal.jsonl")]
+    # As datetime.isoformat(timespec="milliseconds") writes them: milliseconds cut, not
+    # rounded, across a second (and a year) that changed between two lines.
+    assert stamps == [
+        "2025-12-31T23:59:59.999+00:00",
+        "2026-01-01T00:00:00.000+00:00",
+        "2026-01-01T00:00:00.120+00:00",
+    ]

@@ -123,7 +123,12 @@ RECORDED_AT_THE_END = (
     SummaryRecord,
 )
 # Objects allocated before the youngest generation is collected (Python's default: 700).
-YOUNG_GENERATION_THRESHOLD = 10_000
+# Each in-flight request holds objects alive for its model's latency (a second or more),
+# so a collection every few tens of thousands scanned them several times and promoted
+# them to older generations, whose collections took longer still: with 2,048 tasks,
+# 10,000 spent 3.1-3.8 s in the collector, 200,000 0.9-1.2 s, and ~1 s less of CPU
+# (benchmarks/perf/throughput.py). Cyclic garbage waits longer: a few tens of MB at most.
+YOUNG_GENERATION_THRESHOLD = 200_000
 
 
 @dataclass(frozen=True)
