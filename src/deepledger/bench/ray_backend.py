@@ -50,6 +50,7 @@ optional extra and slow to import.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import secrets
@@ -69,7 +70,7 @@ from urllib.parse import urlsplit
 from deepledger.agent.limits import RunBudget, Spending
 from deepledger.bench.metrics import StoppedTasks
 from deepledger.bench.progress import Progress
-from deepledger.bench.runner import BenchmarkRunner, TaskOutcome
+from deepledger.bench.runner import YOUNG_GENERATION_THRESHOLD, BenchmarkRunner, TaskOutcome
 from deepledger.bench.tasks import Task
 from deepledger.config import Config, RayConfig
 from deepledger.errors import (
@@ -276,6 +277,10 @@ class TaskWorker:
                 problem=f"a Ray worker on {socket.gethostname()} cannot start: {exc}"
             )
         execution = cfg.benchmark.execution
+        # As runner.run tunes the driver's collector for many tasks (this process only
+        # runs tasks, for the length of the run: nothing to restore).
+        gc.freeze()
+        gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *gc.get_threshold()[1:])
         self.runner = self.services.runner(cfg, run_dir, Progress(plain=True))
         self.runner.budget = RunBudget(execution.max_cost_usd, execution.max_tokens)
         return WorkerStarted(advice=suite.concurrency_advice(cfg, self.services.llm.capabilities))
