@@ -114,6 +114,14 @@ class Backend(StrEnum):
     RAY = "ray"  # Ray actors on this machine or a cluster (pip install deepledger[ray])
 
 
+class ResumeMode(StrEnum):
+    """``benchmark.execution.resume``: where a retry a killed run left unfinished
+    goes on (agent/resume.py)."""
+
+    TURN = "turn"  # rebuilt from its journal, at the next turn
+    RETRY = "retry"  # from its first turn, the old journal set aside
+
+
 class SearchBackendName(StrEnum):
     """``web.search_backend``: who answers the web search tools (web/search/)."""
 
@@ -358,6 +366,10 @@ class ExecutionConfig:
     # event loop, tool servers and model clients; pip install deepledger[ray]).
     backend: str = "asyncio"
     ray: RayConfig = field(default_factory=RayConfig)
+    # Where a retry a killed run left unfinished goes on: `turn` (rebuilt from its
+    # journal, at the next turn; what cannot be rebuilt falls back to `retry`) or
+    # `retry` (from its first turn).
+    resume: str = "turn"
 
 
 @dataclass
@@ -786,6 +798,7 @@ def _tool_problems(tools: Mapping[str, ToolServerConfig], agent: AgentConfig) ->
 
 
 SEARCH_BACKENDS = tuple(b.value for b in SearchBackendName)
+RESUME_MODES = tuple(m.value for m in ResumeMode)
 SCRAPERS = ("auto", "jina", "direct")
 
 
@@ -832,6 +845,11 @@ def _execution_problems(execution: ExecutionConfig) -> list[str]:
     if execution.backend not in BACKENDS:
         problems.append(
             f"benchmark.execution.backend={execution.backend!r}: use one of {', '.join(BACKENDS)}."
+        )
+    if execution.resume not in RESUME_MODES:
+        problems.append(
+            f"benchmark.execution.resume={execution.resume!r}: use one of "
+            f"{', '.join(RESUME_MODES)}."
         )
     if execution.ray.num_workers < 1:
         problems.append(

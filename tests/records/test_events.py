@@ -46,6 +46,8 @@ from deepledger.records.events import (
     Looping,
     PairingRepaired,
     PostMortem,
+    Resumed,
+    ResumeFellBack,
     RetryStarted,
     Rollback,
     RollbackCapReached,
@@ -76,7 +78,16 @@ def samples() -> list[Event]:
     """One of each event class, with every kind of field filled in."""
     return [
         JournalOpened(schema_version=SCHEMA_VERSION),
-        RetryStarted(task_id="t/1", attempt=1, retry=2, carried_post_mortems=2, final_retry=True),
+        RetryStarted(
+            task_id="t/1",
+            attempt=1,
+            retry=2,
+            carried_post_mortems=2,
+            final_retry=True,
+            config_id="0123abcd",
+        ),
+        Resumed(resumed_at_turn=4, replayed_reply=True, lost_tool_state=["python"]),
+        ResumeFellBack(reason="the settings changed since"),
         TaskStarted(
             task="Q?", task_images=[PNG], tools=["web.search"], system_prompt="S", protocol="native"
         ),

@@ -181,9 +181,7 @@ class RunBudget:
         self._running_cost = 0.0
 
     @classmethod
-    def from_execution(
-        cls, execution: ExecutionConfig, recorded: Iterable[Spent]
-    ) -> RunBudget:
+    def from_execution(cls, execution: ExecutionConfig, recorded: Iterable[Spent]) -> RunBudget:
         return cls(execution.max_cost_usd, execution.max_tokens, recorded_spending(recorded))
 
     @property

@@ -24,6 +24,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from deepledger.agent.answer import AnswerGenerator
 from deepledger.agent.boxed import last_boxed
@@ -51,6 +52,7 @@ from deepledger.messages import (
     Message,
     StopReason,
     ToolResult,
+    Usage,
 )
 from deepledger.records.events import (
     AssistantTurn,
@@ -61,6 +63,7 @@ from deepledger.records.events import (
     Looping,
     PairingProblem,
     PairingRepaired,
+    Resumed,
     Rollback,
     RollbackCapReached,
     RollbackRepeated,
@@ -72,6 +75,9 @@ from deepledger.records.events import (
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import TaskTools
 from deepledger.tools.protocol import ForcedCall, ParsedCalls, ToolProtocol
+
+if TYPE_CHECKING:  # resume.py reads the loop's reply keys from here: no import cycle
+    from deepledger.agent.resume import Rebuilt
 
 # The longest cycle of turns the loop check looks for: A-A-A, A-B-A-B-A-B, A-B-C-A-B-C-...
 MAX_CYCLE_LENGTH = 3
@@ -215,6 +221,8 @@ class Orchestrator:
         if policy is not None and policy.guard is not None:
             self.window = policy.guard.window
         self._overflow_retries = 0
+        # After a resume that lost a tool server's state: said in the next tool result.
+        self._lost_state_note: str | None = None
 
     @property
     def policy(self) -> ContextPolicy:
@@ -240,23 +248,29 @@ class Orchestrator:
         task_text: str,
         ledger: UsageLedger | None = None,
         task_images: tuple[ImagePart, ...] = (),
+        rebuilt: Rebuilt | None = None,
     ) -> RunState:
-        """Work on the task until the loop ends, then finalize the answer."""
-        state = RunState(
-            history=[Message.system(self.system_prompt), Message.task(task_text, task_images)],
-            ledger=ledger if ledger is not None else UsageLedger(self.price),
-        )
-        if self._policy is None:
-            self._policy = self._own_policy(state.ledger)
-        self.journal.write(
-            TaskStarted(
-                task=task_text,
-                task_images=list(task_images),  # journaled without their data
-                tools=[t.qualified_name for t in self.tools.tools],
-                system_prompt=self.system_prompt,  # with the journal, all a replay needs
-                protocol=self.protocol.name,
+        """Work on the task until the loop ends, then finalize the answer. ``rebuilt``:
+        the state a killed run's journal was rebuilt into (``resume.py``, made with this
+        orchestrator's policy and protocol); the loop goes on at its next turn."""
+        if rebuilt is None:
+            state = RunState(
+                history=[Message.system(self.system_prompt), Message.task(task_text, task_images)],
+                ledger=ledger if ledger is not None else UsageLedger(self.price),
             )
-        )
+            if self._policy is None:
+                self._policy = self._own_policy(state.ledger)
+            self.journal.write(
+                TaskStarted(
+                    task=task_text,
+                    task_images=list(task_images),  # journaled without their data
+                    tools=[t.qualified_name for t in self.tools.tools],
+                    system_prompt=self.system_prompt,  # with the journal, all a replay needs
+                    protocol=self.protocol.name,
+                )
+            )
+        else:
+            state = await self._resume(rebuilt)
         while state.end_reason is None:
             await self._turn(state)
         self.journal.write(LoopEnded(end_reason=state.end_reason, turns=state.turn))
@@ -277,6 +291,35 @@ class Orchestrator:
                 cost=state.ledger.cost,
             )
         )
+        return state
+
+    async def _resume(self, rebuilt: Rebuilt) -> RunState:
+        """Go on from a rebuilt state: journal where, then run again the tool calls of a
+        kept reply whose results the kill cut off."""
+        from deepledger.agent.resume import CYCLE_STATE, lost_state_note
+
+        state = rebuilt.state
+        self._rejected_reply = rebuilt.rejected_reply
+        if rebuilt.lost_tool_state:
+            self._lost_state_note = lost_state_note(rebuilt.lost_tool_state)
+        pending = rebuilt.pending
+        self.journal.write(
+            Resumed(
+                resumed_at_turn=state.turn + (pending is None),
+                replayed_reply=pending is not None,
+                lost_tool_state=rebuilt.lost_tool_state,
+                cycle_state=CYCLE_STATE,
+            )
+        )
+        if pending is not None:
+            response = LLMResponse(pending, StopReason.TOOL_USE, Usage())
+            parsed = self.protocol.extract(response, state.turn)
+            if not parsed.calls and not parsed.malformed:
+                state.end_reason = EndReason.MODEL_FINISHED
+                return state
+            await self._run_tools(state, parsed)
+            reply, results = state.history[-2:]
+            self._stop_if_looping(state, reply_key(reply, results, state.turn))
         return state
 
     async def _turn(self, state: RunState) -> None:
@@ -533,6 +576,10 @@ class Orchestrator:
             ToolResult(f"t{state.turn}m{i}", f"Tool call not run: {why}", is_error=True)
             for i, why in enumerate(parsed.malformed, start=1)
         ]
+        if self._lost_state_note is not None and results:
+            last = results[-1]
+            results[-1] = replace(last, content=f"{last.content}\n\n{self._lost_state_note}")
+            self._lost_state_note = None
         for call, result in zip(parsed.calls, results, strict=False):
             key = call_key(call)
             if key is not None and not result.is_error:  # a failed call may be retried

@@ -17,6 +17,7 @@ from pathlib import Path
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
 from deepledger.agent.limits import TaskBudget, TaskLimits
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
+from deepledger.agent.resume import ResumePoint, rebuild, stateful_servers
 from deepledger.agent.state import RunState
 from deepledger.config import (
     BUILTIN_TOOLS,
@@ -116,6 +117,21 @@ class AgentFactory:
         self, question: str, journal: Journal, file_path: str | None = None
     ) -> RunState:
         """Run the main agent on one task."""
+        state = await self._solve(question, journal, file_path, None)
+        assert isinstance(state, RunState), "only a resume can be refused"
+        return state
+
+    async def resume(
+        self, question: str, journal: Journal, point: ResumePoint, file_path: str | None = None
+    ) -> RunState | str:
+        """Go on with the main agent's run a killed run left at ``point`` (its journal,
+        opened to append); or why it cannot be rebuilt, with nothing run (the caller
+        starts the retry afresh)."""
+        return await self._solve(question, journal, file_path, point)
+
+    async def _solve(
+        self, question: str, journal: Journal, file_path: str | None, point: ResumePoint | None
+    ) -> RunState | str:
         images = await attached_images(file_path) if self.llm.capabilities.images else ()
         return await self._run_role(
             self.cfg.agent.main_agent,
@@ -125,6 +141,7 @@ class AgentFactory:
             boxed=True,
             task_images=images,
             main=True,
+            point=point,
         )
 
     async def _run_role(
@@ -138,12 +155,13 @@ class AgentFactory:
         role_description: str = "",
         task_images: tuple[ImagePart, ...] = (),
         main: bool = False,
-    ) -> RunState:
+        point: ResumePoint | None = None,
+    ) -> RunState | str:
         ledger = UsageLedger(self.price)
         # A sub-agent's calls are counted while it runs, then in its parent's ledger.
         with self.budget.watch(ledger, keep=main):
             return await self._run_role_counted(
-                role, text, journal, ledger, prompt, boxed, role_description, task_images
+                role, text, journal, ledger, prompt, boxed, role_description, task_images, point
             )
 
     async def _run_role_counted(
@@ -156,7 +174,8 @@ class AgentFactory:
         boxed: bool,
         role_description: str,
         task_images: tuple[ImagePart, ...],
-    ) -> RunState:
+        point: ResumePoint | None = None,
+    ) -> RunState | str:
         servers = [t for t in role.tools if not t.startswith("agent-") and t not in BUILTIN_TOOLS]
         local = [
             self._subagent_tool(t, journal, ledger) for t in role.tools if t.startswith("agent-")
@@ -184,7 +203,20 @@ class AgentFactory:
             orchestrator = self._orchestrator(
                 role, tools, journal, prompt, boxed, role_description, ledger, memory
             )
-            return await orchestrator.run(text, ledger, task_images)
+            if point is None:
+                return await orchestrator.run(text, ledger, task_images)
+            rebuilt = rebuild(
+                point,
+                protocol=orchestrator.protocol,
+                policy=orchestrator.policy,
+                ledger=ledger,
+                system_prompt=orchestrator.system_prompt,
+            )
+            if isinstance(rebuilt, str):
+                return rebuilt
+            scopes = {name: str(cfg.scope) for name, cfg in self.manager.servers.items()}
+            rebuilt.lost_tool_state = stateful_servers(list(tools.server_names), scopes)
+            return await orchestrator.run(text, ledger, task_images, rebuilt)
         finally:
             await tools.aclose()
             if scratch is not None:
@@ -332,6 +364,7 @@ class AgentFactory:
                 )
             finally:
                 journal.close()
+            assert isinstance(state, RunState), "a sub-agent's run is never a resume"
             ledger.absorb(state.ledger)
             parent.write(
                 SubagentFinished(

@@ -12,6 +12,10 @@
   retry (generate and fall back). With context management off, one run.
 - Finished retries and attempts are written to the task's ``progress.jsonl`` as they end,
   and finished tasks to ``benchmark_results.jsonl``: see ``store/layout.py`` for resuming.
+  A retry a killed run left unfinished continues at its next turn from its journal
+  (``benchmark.execution.resume=turn``, ``agent/resume.py``); where the journal cannot be
+  rebuilt, or with ``resume=retry``, it starts afresh and its partial journal is set
+  aside (below, "set aside on resume" means this case).
 
 A task that fails outright (the model or the judge unreachable after all retries, a bug)
 is recorded with ``status: error``, its reason and everything it spent (the retry that
@@ -70,14 +74,21 @@ from deepledger.agent.limits import (
     TaskLimits,
     recorded_spending,
 )
+from deepledger.agent.resume import ResumePoint, read_unfinished
 from deepledger.agent.state import RunState
-from deepledger.agent.task import AgentFactory, policy_from_config
+from deepledger.agent.task import AgentFactory, policy_from_config, task_text
 from deepledger.bench.experience import retry_task_text
 from deepledger.bench.judge import Judge, Judgement
 from deepledger.bench.metrics import StoppedTasks, plural
 from deepledger.bench.progress import Progress
 from deepledger.bench.tasks import Task
-from deepledger.config import COMMAND_LINE_KEY_ENV, Config, LLMConfig, extract_llm_name
+from deepledger.config import (
+    COMMAND_LINE_KEY_ENV,
+    Config,
+    LLMConfig,
+    ResumeMode,
+    extract_llm_name,
+)
 from deepledger.context.compaction import NoteWriter
 from deepledger.errors import (
     DeepLedgerError,
@@ -90,7 +101,7 @@ from deepledger.llm.base import LLMClient
 from deepledger.llm.endpoints import routed_as
 from deepledger.llm.usage import find_price
 from deepledger.records.base import build_in_background
-from deepledger.records.events import RetryStarted
+from deepledger.records.events import ResumeFellBack, RetryStarted
 from deepledger.records.results import (
     AttemptFinished,
     AttemptRecord,
@@ -512,25 +523,62 @@ class BenchmarkRunner:
         factory = AgentFactory(
             self.cfg, self.llm, self.tools, policy, self.note_writer, self.scraper, budget
         )
-        journal = await asyncio.to_thread(self.run_dir.journal, task.task_id, attempt, index)
-        journal.write(
-            RetryStarted(
-                task_id=task.task_id,
-                attempt=attempt,
-                retry=index,
-                carried_post_mortems=len(post_mortems),
-                final_retry=policy.is_final_retry,
-            )
-        )
+        text = retry_task_text(task.question, post_mortems)
+        point = await asyncio.to_thread(self._resume_point, task, attempt, index, text)
         started = self.clock()
-        try:
-            text = retry_task_text(task.question, post_mortems)
-            state = await factory.solve(text, journal, file_path=task.file_path)
-        finally:
-            journal.close()
+        state: RunState | str | None = None
+        if isinstance(point, ResumePoint):  # benchmark.execution.resume=turn
+            journal = await asyncio.to_thread(
+                self.run_dir.journal, task.task_id, attempt, index, resume=True
+            )
+            try:
+                state = await factory.resume(text, journal, point, file_path=task.file_path)
+            finally:
+                journal.close()
+            point = state if isinstance(state, str) else None  # refused: why
+        if not isinstance(state, RunState):
+            journal = await asyncio.to_thread(self.run_dir.journal, task.task_id, attempt, index)
+            journal.write(
+                RetryStarted(
+                    task_id=task.task_id,
+                    attempt=attempt,
+                    retry=index,
+                    carried_post_mortems=len(post_mortems),
+                    final_retry=policy.is_final_retry,
+                    config_id=self.run_dir.config_id,
+                )
+            )
+            if point is not None:  # a reason: resume=turn fell back to the first turn
+                log.warning(
+                    "task %s attempt %d retry %d starts afresh: %s",
+                    task.task_id,
+                    attempt,
+                    index,
+                    point,
+                )
+                journal.write(ResumeFellBack(reason=point))
+            try:
+                state = await factory.solve(text, journal, file_path=task.file_path)
+            finally:
+                journal.close()
         record = _retry_record(state, index, len(post_mortems), self.run_dir.relative(journal.path))
         record.elapsed_seconds = round(self.clock() - started, 3)
         return record
+
+    def _resume_point(
+        self, task: Task, attempt: int, index: int, text: str
+    ) -> ResumePoint | str | None:
+        """With benchmark.execution.resume=turn, where a retry a killed run left goes on
+        (or why it cannot: it starts afresh); None: nothing to resume, or resume=retry."""
+        if self.cfg.benchmark.execution.resume != ResumeMode.TURN:
+            return None
+        path = self.run_dir.journal_path(task.task_id, attempt, index)
+        if not path.exists():
+            return None
+        if any(t.startswith("agent-") for t in self.cfg.agent.main_agent.tools):
+            return "sub-agent runs are not rebuilt by resume=turn"
+        sent = task_text(text, task.file_path)
+        return read_unfinished(path, config_id=self.run_dir.config_id, task=sent)
 
     async def _judge(self, task: Task, answer: str | None) -> Judgement:
         if task.ground_truth is None or self.judge is None:
@@ -683,7 +731,7 @@ def collector_tuned_for_many_tasks() -> Iterator[None]:
     Everything alive before the run (imported modules, config, the tokenizer) is frozen
     out of the collector's scans, and the youngest generation is collected less often:
     replies parsed from JSON make objects fast, and each default collection went through
-    them all again. Measured with benchmarks/perf/concurrent_tasks.py.
+    them all again. Measured with benchmarks/perf/concurrent_tasks.py and throughput.py.
     """
     thresholds = gc.get_threshold()
     gc.freeze()

@@ -55,7 +55,7 @@ from deepledger.records.events import (
     WindowExhausted,
 )
 from deepledger.store.layout import ATTEMPT_JOURNALS, RUN_JOURNAL, RunLayout
-from deepledger.tools.protocol import make_protocol
+from deepledger.tools.protocol import ToolProtocol, make_protocol
 
 SUMMARY_CALL_OVERHEAD = 300  # the compaction prompt's own words, in tokens
 
@@ -230,14 +230,9 @@ class _Conversation:
 
     def run(self) -> None:
         for event in self.attempt.events:
-            if isinstance(event, AssistantTurn):
-                self.history.append(event.message)
-            elif isinstance(event, ToolResults):
-                results = list(event.results)
-                self.history.append(self.protocol.results_message(results, list(event.calls)))
-            elif isinstance(event, WindowExhausted):
-                self.history = list(drop_last_exchange(self.history)[0])
-            elif isinstance(event, Compacted) and self.recorded_policy:
+            if follow_history(self.history, event, self.protocol):
+                continue
+            if isinstance(event, Compacted) and self.recorded_policy:
                 if self.policy.adopt_notes(self.history, event.notes, event.rounds_kept):
                     self.result.compactions += 1
             elif isinstance(event, LLMCall):
@@ -300,15 +295,29 @@ class _Conversation:
         return entry[1]
 
 
+def follow_history(history: list[Message], event: Event, protocol: ToolProtocol) -> bool:
+    """Bring ``history`` (the agent's, as it stood before ``event``) past one journaled
+    event: a kept reply is appended, a turn's results as ``protocol`` writes them, an
+    exchange the window guard dropped is dropped. Whether ``event`` was one of these.
+    The replay and a mid-attempt resume (``agent/resume.py``) read journals this way."""
+    if isinstance(event, AssistantTurn):
+        history.append(event.message)
+    elif isinstance(event, ToolResults):
+        history.append(protocol.results_message(list(event.results), list(event.calls)))
+    elif isinstance(event, WindowExhausted):
+        history[:] = drop_last_exchange(history)[0]
+    else:
+        return False
+    return True
+
+
 class SimulatedNotes:
     """The notes writer of a replay: no model is asked. The notes are filler of
     ``min(summary_max_tokens, a tenth of what they replace)`` tokens (at least 50), and
     the summary call that would have written them, reading the replaced rounds, is
     added to the replay's calls."""
 
-    def __init__(
-        self, journal: str, size: Callable[[Message], int], result: PolicyReplay
-    ) -> None:
+    def __init__(self, journal: str, size: Callable[[Message], int], result: PolicyReplay) -> None:
         self.journal = journal
         self.size = size  # a message's tokens, counted once per message
         self.result = result

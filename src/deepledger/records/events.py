@@ -53,6 +53,33 @@ class RetryStarted(Event):
     retry: int
     carried_post_mortems: int = 0
     final_retry: bool = False
+    # The run's settings (store/run_config.py config_id): a resume rebuilds the retry from
+    # this journal only under the same ones (None: an older release did not record it).
+    config_id: str | None = None
+
+
+class Resumed(Event):
+    """The retry was rebuilt from this journal after a kill and goes on at
+    ``resumed_at_turn`` (benchmark.execution.resume=turn). ``replayed_reply``: the last
+    kept reply's tool calls had not all finished, so they run again. ``lost_tool_state``:
+    the servers whose state the kill took (a ``scope: task`` server), which the next tool
+    result tells the model about. ``cycle_state``: how the loop check's replies were
+    rebuilt (``rebuilt``: every reply's key; rolled-back replies from their text)."""
+
+    event: Literal["resumed"] = "resumed"
+    resumed_at_turn: int
+    replayed_reply: bool = False
+    lost_tool_state: list[str] = Field(default_factory=list[str])
+    cycle_state: str = "rebuilt"
+
+
+class ResumeFellBack(Event):
+    """benchmark.execution.resume=turn could not rebuild the retry from the journal a
+    killed run left (``reason``): it starts from its first turn, the old journal set
+    aside as ``.interrupted-*`` and its calls counted once."""
+
+    event: Literal["resume_fell_back"] = "resume_fell_back"
+    reason: str
 
 
 class TaskStarted(Event):
@@ -365,6 +392,8 @@ class UnknownEvent(Event):
 JournalEvent = Annotated[
     JournalOpened
     | RetryStarted
+    | Resumed
+    | ResumeFellBack
     | TaskStarted
     | LoopEnded
     | TaskFinished

@@ -35,6 +35,7 @@ RESUME_HARMLESS = (
     "benchmark.execution.max_tokens",
     "benchmark.execution.backend",  # where tasks run, not what they do: resume on either
     "benchmark.execution.ray",
+    "benchmark.execution.resume",  # how an unfinished retry goes on, not what it does
     "llm.base_url",
     "llm.endpoints",  # where the servers are, like llm.base_url
     "llm.endpoint_max_concurrent",

@@ -291,10 +291,17 @@ class RunStore:
         self.task_dir(task_id)
         append_line(self.layout.progress(task_id), line.to_json())
 
-    def journal(self, task_id: str, attempt: int, retry: int) -> Journal:
+    def journal_path(self, task_id: str, attempt: int, retry: int) -> Path:
+        """Where the journal of one retry is (or will be) written."""
+        return self.layout.journal(task_id, attempt, retry)
+
+    def journal(self, task_id: str, attempt: int, retry: int, *, resume: bool = False) -> Journal:
+        """The journal of one retry. One a killed run left is set aside (the retry starts
+        afresh), or with ``resume`` appended to (benchmark.execution.resume=turn: the
+        retry goes on from it, so do its memory notes and sub-agent folders)."""
         self.task_dir(task_id)
         path = self.layout.journal(task_id, attempt, retry)
-        if path.exists():  # left by a run that was killed: keep it, start afresh
+        if path.exists() and not resume:  # left by a run that was killed: start afresh
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
             path.rename(set_aside(path, stamp))
             subagents = subagents_folder(path)

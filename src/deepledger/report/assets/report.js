@@ -347,6 +347,13 @@ function markCycle(node, e, start) {
 const RENDER = {
   retry_started: (e) => ev("notice", `attempt ${e.attempt} · retry ${e.retry}${e.final_retry ? " (final retry)" : ""}`,
     `carries ${e.carried_post_mortems ?? 0} post-mortem(s) from earlier retries`),
+  // benchmark.execution.resume=turn: the run was killed here and went on from the journal.
+  resumed: (e) => ev("notice", `resumed at turn ${e.resumed_at_turn} after a kill, rebuilt from this journal` +
+    (e.replayed_reply ? ` · turn ${e.resumed_at_turn}'s tool calls run again (the kill cut them off)` : ""),
+    (e.lost_tool_state?.length ? `state lost with the kill, told to the model: ${e.lost_tool_state.join(", ")} · ` : "") +
+    `loop check: ${e.cycle_state ?? "rebuilt"}`),
+  resume_fell_back: (e) => ev("notice", `resume=turn could not rebuild the killed run's journal: ${e.reason}`,
+    "this retry started from its first turn; the old journal is kept aside as .interrupted-*, its calls counted once"),
   task_started: (e) => ev("request", `task started · tools: ${(e.tools || []).join(", ") || "none"}` + (e.protocol ? ` · protocol ${e.protocol}` : ""),
     collapsible(e.task && e.task.includes("\n") ? "the task as sent (with what it carries)" : "the task as sent", e.task, false)),
   llm_call: (e) => ev("request", `turn ${e.turn} request: ${e.messages} messages sent` +

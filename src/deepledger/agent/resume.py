@@ -1,0 +1,283 @@
+"""Mid-attempt resume: a retry a killed run left unfinished, rebuilt from its journal.
+
+With ``benchmark.execution.resume=turn`` the runner reads the journal of an unfinished
+retry back (:func:`read_unfinished`) and the turn loop goes on from it
+(:func:`rebuild`) instead of from its first turn: the history (system prompt and task
+as journaled, every kept reply and tool result, the compaction notes), the usage so
+far, the intermediate boxes, the turn counter, the rollbacks and the loop check's
+replies. The next request is then the one the uninterrupted run would have sent.
+
+What the journal cannot give back is said: a ``scope: task`` tool server's state is
+gone (the next tool result tells the model, and ``resumed`` lists the servers); a kept
+reply whose tool calls had not all finished has them run again (``replayed_reply``).
+
+A journal this module cannot rebuild exactly gets a reason instead of a point, and the
+retry starts afresh as with ``resume=retry``: a line torn before the last one, another
+schema, other settings (the run's ``config_id``), another task text, images (journals
+keep no image data), an event this module does not rebuild (sub-agents, a context
+overflow, a failed compaction, the end of the loop).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from deepledger.agent.orchestrator import reply_key
+from deepledger.agent.rollback import Rollback, RollbackReason, call_key
+from deepledger.agent.state import RunState
+from deepledger.context.compaction import Compaction
+from deepledger.context.policy import ContextPolicy
+from deepledger.context.replay import follow_history
+from deepledger.context.rounds import split_rounds
+from deepledger.llm.usage import UsageLedger
+from deepledger.messages import LLMResponse, Message, StopReason
+from deepledger.records.base import SCHEMA_VERSION
+from deepledger.records.codec import decode
+from deepledger.records.events import (
+    AssistantTurn,
+    ClosingCall,
+    Compacted,
+    CompactionFailed,
+    CompactionSkipped,
+    EndpointMoved,
+    Event,
+    FirstCallSkipped,
+    JournalOpened,
+    LLMCall,
+    PairingRepaired,
+    Resumed,
+    ResumeFellBack,
+    RetryStarted,
+    RollbackCapReached,
+    RollbackRepeated,
+    TaskStarted,
+    ToolResults,
+    ToolServerUnavailable,
+)
+from deepledger.records.events import Rollback as RollbackEvent
+from deepledger.tools.protocol import ToolProtocol
+
+# The events a rebuild reads (or knows it may pass over); any other stops it.
+_REBUILT: tuple[type[Event], ...] = (
+    RetryStarted,
+    TaskStarted,
+    LLMCall,
+    EndpointMoved,
+    AssistantTurn,
+    ToolResults,
+    RollbackEvent,
+    RollbackCapReached,
+    RollbackRepeated,
+    PairingRepaired,
+    ToolServerUnavailable,
+    FirstCallSkipped,
+    Compacted,
+    CompactionSkipped,
+    CompactionFailed,
+    ClosingCall,  # compaction notes only: another closing call is past the loop
+    Resumed,
+    ResumeFellBack,
+)
+# How the loop check's replies come back: a kept reply is journaled whole, a rolled-back
+# one by its text alone (its calls and thinking are not), so its key is the text's.
+CYCLE_STATE = "rebuilt (rolled-back replies from their text)"
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """An unfinished retry's journal, read back and checked: the loop goes on from it."""
+
+    path: Path
+    started: TaskStarted
+    events: list[Event]  # every event after task_started, in order
+    turns: int  # kept turns
+    pending: AssistantTurn | None  # the last kept reply, when its results were not written
+
+
+@dataclass
+class Rebuilt:
+    """What :func:`rebuild` gives the turn loop to start from."""
+
+    state: RunState
+    rejected_reply: str | None = None  # the reply the last rollback refused
+    pending: Message | None = None  # the kept reply whose tool calls run again
+    # The servers whose state the kill took (set by the caller, which knows the scopes).
+    lost_tool_state: list[str] = field(default_factory=list)
+
+
+def read_unfinished(path: Path, *, config_id: str | None, task: str) -> ResumePoint | str:
+    """The point ``path``'s retry goes on from, or the reason it cannot (one line). A
+    last line a crash cut short is cut off the file, so that the lines appended next
+    start on a line of their own."""
+    data = path.read_bytes()
+    *complete, torn = data.split(b"\n")
+    events: list[Event] = []
+    for number, line in enumerate(complete, start=1):
+        try:
+            event = decode(json.loads(line))
+        except ValueError:
+            return f"line {number} of the journal does not read as an event (edited or torn)"
+        events.append(event)
+    if not events or not isinstance(events[0], JournalOpened):
+        return "the journal has no journal_opened line (written by an older release)"
+    if events[0].schema_version != SCHEMA_VERSION:
+        return f"the journal is of schema {events[0].schema_version}, not {SCHEMA_VERSION}"
+    point = _point(path, events[1:], config_id=config_id, task=task)
+    if isinstance(point, ResumePoint) and torn:
+        os.truncate(path, len(data) - len(torn))
+    return point
+
+
+def _point(
+    path: Path, events: list[Event], *, config_id: str | None, task: str
+) -> ResumePoint | str:
+    for event in events:
+        if not isinstance(event, _REBUILT):
+            return f"its {event.event} event is not rebuilt by resume=turn"
+        if isinstance(event, ClosingCall) and event.purpose != "compaction":
+            return f"its {event.purpose} call comes after the loop"
+        if isinstance(event, ToolResults) and any(r.images for r in event.results):
+            return "a tool result held images, which journals keep no data of"
+    retry = next((e for e in events if isinstance(e, RetryStarted)), None)
+    if retry is None:
+        return "the journal ends before the retry started"
+    if retry.config_id is None:
+        return "the journal does not record the settings it ran under"
+    if retry.config_id != config_id:
+        return f"the settings changed since (config {retry.config_id}, now {config_id})"
+    started = next((e for e in events if isinstance(e, TaskStarted)), None)
+    if started is None:
+        return "the loop had not started"
+    if started.system_prompt is None or started.task != task:
+        return "the task text differs from the journaled one"
+    if started.task_images:
+        return "the task holds images, which journals keep no data of"
+    return _with_turns(path, started, events)
+
+
+def _with_turns(path: Path, started: TaskStarted, events: list[Event]) -> ResumePoint:
+    after = events[events.index(started) + 1 :]
+    turns = [e for e in after if isinstance(e, AssistantTurn)]
+    answered = {e.turn for e in after if isinstance(e, ToolResults)}
+    last = turns[-1] if turns else None
+    pending = last if last is not None and last.turn not in answered else None
+    return ResumePoint(path, started, after, len(turns), pending)
+
+
+def rebuild(
+    point: ResumePoint,
+    *,
+    protocol: ToolProtocol,
+    policy: ContextPolicy,
+    ledger: UsageLedger,
+    system_prompt: str,
+) -> Rebuilt | str:
+    """The loop's state at ``point``, as the uninterrupted run held it, or why it cannot
+    be had: ``system_prompt`` is this run's (the journaled one is sent, and must be it
+    but for the date it was written on)."""
+    started = point.started
+    journaled = started.system_prompt or ""
+    if _without_dates(journaled, started.ts) != _without_dates(system_prompt, started.ts):
+        return "the system prompt differs from the journaled one (tools or prompt changed)"
+    history = [Message.system(journaled), Message.task(started.task)]
+    # The calls go to a ledger of their own until the rebuild holds: a refused one must
+    # leave ``ledger`` (counted by the task's budget) as it was.
+    state = RunState(history=history, ledger=UsageLedger(ledger.price))
+    rebuilt = Rebuilt(state)
+    for event in point.events:
+        problem = _apply(event, rebuilt, protocol, policy)
+        if problem is not None:
+            return problem
+    ledger.calls += state.ledger.calls
+    ledger.delegated += state.ledger.delegated
+    state.ledger = ledger
+    if point.pending is not None:
+        rebuilt.pending = state.history[-1]
+    return rebuilt
+
+
+def _without_dates(prompt: str, ts: str) -> str:
+    """``prompt`` with today's date and the journal's taken out (a resume on another day
+    sends the journaled prompt, as the uninterrupted run would have)."""
+    today = datetime.now(UTC).date().isoformat()
+    return prompt.replace(today, "").replace(ts[:10], "")
+
+
+def _apply(
+    event: Event, rebuilt: Rebuilt, protocol: ToolProtocol, policy: ContextPolicy
+) -> str | None:
+    state = rebuilt.state
+    if isinstance(event, AssistantTurn):
+        follow_history(state.history, event, protocol)
+        state.turn = event.turn
+        state.consecutive_rollbacks = 0
+        if event.boxed is not None:
+            state.intermediate_answers.append(event.boxed)
+    elif isinstance(event, ToolResults):
+        _apply_results(event, state, protocol)
+    elif isinstance(event, RollbackEvent):
+        reason = RollbackReason(event.reason)
+        state.rollbacks.append(Rollback(reason, event.detail))
+        state.consecutive_rollbacks += 1
+        rebuilt.rejected_reply = event.reply
+        state.replies.append(reply_key(Message.assistant(event.reply), reason, event.turn))
+    elif isinstance(event, LLMCall):
+        stop = event.stop_reason or StopReason.END_TURN
+        state.ledger.record(LLMResponse(Message.assistant(""), stop, event.usage))
+        state.prefix_breaks += event.prefix_broken
+    elif isinstance(event, ClosingCall):  # compaction notes: in the totals only
+        stop = event.stop_reason or StopReason.END_TURN
+        state.ledger.record_aside(LLMResponse(event.message, stop, event.usage))
+    elif isinstance(event, Compacted):
+        return _adopt(event, state, policy)
+    elif isinstance(event, CompactionFailed):
+        _adopt_failure(state, policy)
+    return None
+
+
+def _apply_results(event: ToolResults, state: RunState, protocol: ToolProtocol) -> None:
+    for call, result in zip(event.calls, event.results, strict=False):
+        key = call_key(call)
+        if key is not None and not result.is_error:
+            state.seen_call_keys.add(key)
+    state.tool_calls += len(event.calls)
+    follow_history(state.history, event, protocol)
+    reply, message = state.history[-2:]
+    state.replies.append(reply_key(reply, message, event.turn))
+
+
+def _adopt(event: Compacted, state: RunState, policy: ContextPolicy) -> str | None:
+    strategy = policy.strategy
+    if isinstance(strategy, Compaction) and strategy.memory_index and strategy.memory_index():
+        # Notes written with a memory index list its names as they were then, which the
+        # journal does not keep: rebuilt notes could differ from the ones sent.
+        return "compaction notes listed memory notes, whose names then are not journaled"
+    if not policy.adopt_notes(state.history, event.notes, event.rounds_kept):
+        return "the journal holds compaction notes, but this run's strategy does not compact"
+    return None
+
+
+def _adopt_failure(state: RunState, policy: ContextPolicy) -> None:
+    """A compaction that failed is not tried again on the same rounds (compaction.py);
+    nor is it after the rebuild. (A public setter on Compaction would be cleaner; that
+    module is not this one's.)"""
+    strategy = policy.strategy
+    if isinstance(strategy, Compaction):
+        strategy._failed_at_rounds = len(split_rounds(state.history)[1])
+
+
+def stateful_servers(server_names: list[str], scopes: dict[str, str]) -> list[str]:
+    """The servers of this agent whose state a kill takes with it (``scope: task``)."""
+    return [name for name in server_names if scopes.get(name) == "task"]
+
+
+def lost_state_note(servers: list[str]) -> str:
+    """The one short note the model reads in the next tool result after a resume."""
+    return (
+        f"[note: the run was interrupted and resumed; the state of {', '.join(servers)} "
+        "(variables, open sessions) is gone: set up again what you still need]"
+    )
