@@ -271,3 +271,32 @@ def test_a_journal_of_another_schema_or_release_is_not_rebuilt(tmp_path):
     assert "from_the_future" in read_unfinished(path, config_id="c", task="q")
     path.write_text(opened + started)  # no config_id: written before resume=turn
     assert "settings" in read_unfinished(path, config_id="c", task="q")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("tools", ["lookup.gone"], "the tools differ"),
+        ("tool_specs_sha256", "0" * 64, "descriptions or parameters differ"),
+    ],
+    ids=["a-server-missing", "a-tool-changed"],
+)
+async def test_other_tools_than_the_journaled_ones_fall_back(tmp_path, field, value, reason):
+    """With the native protocol the tools are not in the prompt: the journaled names and
+    the digest of their specs are what tell the killed run's tools from today's."""
+    data = tmp_path / "data"
+    write_suite(data, 1)
+    clean = await bench(data, tmp_path / "clean", True, "llm.tool_protocol=native")
+    shutil.copytree(tmp_path / "clean", tmp_path / "killed")
+    crash_after(tmp_path / "killed", 3)
+    path = journal_path(tmp_path / "killed")
+    lines = path.read_text().splitlines(keepends=True)
+    index = next(i for i, line in enumerate(lines) if '"task_started"' in line)
+    started = json.loads(lines[index])
+    assert started["tool_specs_sha256"]  # journaled by this release
+    lines[index] = json.dumps({**started, field: value}) + "\n"
+    path.write_text("".join(lines))
+    resumed = await bench(data, tmp_path / "killed", True, "llm.tool_protocol=native")
+    assert len(resumed) == len(clean)  # from the first turn again
+    [fell_back] = [e for e in journal_events(tmp_path / "killed") if e.event == "resume_fell_back"]
+    assert reason in fell_back.reason

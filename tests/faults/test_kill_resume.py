@@ -116,3 +116,12 @@ def test_sigkill_at_random_points_then_resume_loses_and_redoes_nothing(seed, tmp
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["tasks"]["finished"] == TASKS and summary["tasks"]["errors"] == 0
     assert len(json.loads((run_dir / "manifest.json").read_text())["runs"]) == KILLS + 1
+    # benchmark.execution.resume=turn (the default): killed retries went on from their
+    # journals rather than from their first turn; a kill that landed where there was
+    # nothing to rebuild says why in the journal it set aside.
+    journals = [p for p in (run_dir / "tasks").rglob("*.jsonl") if p.name != "progress.jsonl"]
+    events = [json.loads(line) for p in journals for line in p.read_text().splitlines()]
+    resumed = [e for e in events if e["event"] == "resumed"]
+    assert resumed, "no killed retry was continued from its journal"
+    assert all(e["resumed_at_turn"] >= 0 for e in resumed)
+    assert all(e["reason"] for e in events if e["event"] == "resume_fell_back")

@@ -74,7 +74,7 @@ from deepledger.records.events import (
 )
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import TaskTools
-from deepledger.tools.protocol import ForcedCall, ParsedCalls, ToolProtocol
+from deepledger.tools.protocol import ForcedCall, ParsedCalls, ToolProtocol, specs_digest
 
 if TYPE_CHECKING:  # resume.py reads the loop's reply keys from here: no import cycle
     from deepledger.agent.resume import Rebuilt
@@ -267,6 +267,7 @@ class Orchestrator:
                     tools=[t.qualified_name for t in self.tools.tools],
                     system_prompt=self.system_prompt,  # with the journal, all a replay needs
                     protocol=self.protocol.name,
+                    tool_specs_sha256=specs_digest(self.protocol.specs(self.tools.tools)),
                 )
             )
         else:

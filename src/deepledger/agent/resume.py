@@ -59,7 +59,8 @@ from deepledger.records.events import (
     ToolServerUnavailable,
 )
 from deepledger.records.events import Rollback as RollbackEvent
-from deepledger.tools.protocol import ToolProtocol
+from deepledger.tools.manager import ToolInfo
+from deepledger.tools.protocol import ToolProtocol, specs_digest
 
 # The events a rebuild reads (or knows it may pass over); any other stops it.
 _REBUILT: tuple[type[Event], ...] = (
@@ -175,14 +176,22 @@ def rebuild(
     policy: ContextPolicy,
     ledger: UsageLedger,
     system_prompt: str,
+    tools: list[ToolInfo],
 ) -> Rebuilt | str:
     """The loop's state at ``point``, as the uninterrupted run held it, or why it cannot
     be had: ``system_prompt`` is this run's (the journaled one is sent, and must be it
-    but for the date it was written on)."""
+    but for the date it was written on), and ``tools`` the tools it offers now (the
+    native protocol's specs are not in the prompt: a server that did not come back, or
+    that changed its tools, is caught here)."""
     started = point.started
     journaled = started.system_prompt or ""
     if _without_dates(journaled, started.ts) != _without_dates(system_prompt, started.ts):
         return "the system prompt differs from the journaled one (tools or prompt changed)"
+    if started.tools != [t.qualified_name for t in tools]:
+        return "the tools differ from the journaled ones (a server is missing or changed)"
+    digest = started.tool_specs_sha256
+    if digest is not None and digest != specs_digest(protocol.specs(tools)):
+        return "the tools' descriptions or parameters differ from the journaled ones"
     history = [Message.system(journaled), Message.task(started.task)]
     # The calls go to a ledger of their own until the rebuild holds: a refused one must
     # leave ``ledger`` (counted by the task's budget) as it was.

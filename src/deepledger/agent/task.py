@@ -211,6 +211,7 @@ class AgentFactory:
                 policy=orchestrator.policy,
                 ledger=ledger,
                 system_prompt=orchestrator.system_prompt,
+                tools=list(tools.tools),
             )
             if isinstance(rebuilt, str):
                 return rebuilt

@@ -91,6 +91,9 @@ class TaskStarted(Event):
     tools: list[str] = Field(default_factory=list[str])
     system_prompt: str | None = None  # None: an older release did not record it
     protocol: str = "xml"
+    # A digest of the tool specs the requests carry (native function calls, or the
+    # tools a template writes): a resume refuses to continue with other tools.
+    tool_specs_sha256: str | None = None
 
 
 class LoopEnded(Event):

@@ -18,6 +18,7 @@ All produce the same :class:`ToolCall` / :class:`ToolResult`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from abc import ABC, abstractmethod
@@ -576,3 +577,13 @@ def make_protocol(name: str, capabilities: LLMCapabilities | None = None) -> Too
     if kind is ProtocolName.HERMES:
         return HermesProtocol(template_tools=bool(capabilities and capabilities.template_tools))
     return PROTOCOLS[kind]()
+
+
+def specs_digest(specs: list[ToolSpec]) -> str:
+    """A sha256 of the tool specs a conversation's requests carry, the same for the same
+    tools in the same order (a resumed run compares it with the journaled one)."""
+    canonical = [
+        {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
+        for spec in specs
+    ]
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
