@@ -300,3 +300,33 @@ async def test_other_tools_than_the_journaled_ones_fall_back(tmp_path, field, va
     assert len(resumed) == len(clean)  # from the first turn again
     [fell_back] = [e for e in journal_events(tmp_path / "killed") if e.event == "resume_fell_back"]
     assert reason in fell_back.reason
+
+
+async def test_the_page_extractors_calls_before_the_kill_are_counted_once(tmp_path):
+    data = tmp_path / "data"
+    write_suite(data, 1)
+    await bench(data, tmp_path / "clean", False)
+    shutil.copytree(tmp_path / "clean", tmp_path / "killed")
+    path = journal_path(tmp_path / "killed")
+    lines = path.read_text().splitlines(keepends=True)
+    index = next(i for i, line in enumerate(lines) if '"tool_results"' in line)
+    extraction = {
+        "ts": "2026-01-01T00:00:00.000Z",
+        "event": "extraction_call",
+        "url": "https://example.com/page",
+        "part": 1,
+        "parts": 1,
+        "page_chars": 5000,
+        "model": "extractor",
+        "usage": {"input_tokens": 1234, "output_tokens": 56},
+        "reply_chars": 200,
+    }
+    lines.insert(index + 1, json.dumps(extraction) + "\n")
+    path.write_text("".join(lines))
+    crash_after(tmp_path / "killed", 3)
+    await bench(data, tmp_path / "killed", False)
+    events = journal_events(tmp_path / "killed")
+    assert [e.event for e in events if e.event.startswith("resume")] == ["resumed"]
+    [record] = results(tmp_path / "killed")
+    [retry] = record["attempts"][0]["retries"]
+    assert retry["extraction_usage"]["input_tokens"] == 1234  # once, from the journal

@@ -33,7 +33,7 @@ from deepledger.context.compaction import Compaction
 from deepledger.context.policy import ContextPolicy
 from deepledger.context.replay import follow_history
 from deepledger.context.rounds import split_rounds
-from deepledger.llm.usage import UsageLedger
+from deepledger.llm.usage import CallRecord, Price, UsageLedger
 from deepledger.messages import LLMResponse, Message, StopReason
 from deepledger.records.base import SCHEMA_VERSION
 from deepledger.records.codec import decode
@@ -45,6 +45,7 @@ from deepledger.records.events import (
     CompactionSkipped,
     EndpointMoved,
     Event,
+    ExtractionCall,
     FirstCallSkipped,
     JournalOpened,
     LLMCall,
@@ -80,6 +81,7 @@ _REBUILT: tuple[type[Event], ...] = (
     CompactionSkipped,
     CompactionFailed,
     ClosingCall,  # compaction notes only: another closing call is past the loop
+    ExtractionCall,  # the page extractor's calls: in the totals
     Resumed,
     ResumeFellBack,
 )
@@ -177,6 +179,7 @@ def rebuild(
     ledger: UsageLedger,
     system_prompt: str,
     tools: list[ToolInfo],
+    extraction_price: Price | None = None,
 ) -> Rebuilt | str:
     """The loop's state at ``point``, as the uninterrupted run held it, or why it cannot
     be had: ``system_prompt`` is this run's (the journaled one is sent, and must be it
@@ -198,11 +201,18 @@ def rebuild(
     state = RunState(history=history, ledger=UsageLedger(ledger.price))
     rebuilt = Rebuilt(state)
     for event in point.events:
+        if isinstance(event, ExtractionCall):  # priced as the extractor's model is
+            price = extraction_price or ledger.price
+            cost = price.cost(event.usage) if price else None
+            stop = event.stop_reason or StopReason.END_TURN
+            state.ledger.extraction.append(CallRecord(event.model, event.usage, cost, stop))
+            continue
         problem = _apply(event, rebuilt, protocol, policy)
         if problem is not None:
             return problem
     ledger.calls += state.ledger.calls
     ledger.delegated += state.ledger.delegated
+    ledger.extraction += state.ledger.extraction
     state.ledger = ledger
     if point.pending is not None:
         rebuilt.pending = state.history[-1]

@@ -212,6 +212,7 @@ class AgentFactory:
                 ledger=ledger,
                 system_prompt=orchestrator.system_prompt,
                 tools=list(tools.tools),
+                extraction_price=self.scraper.model.price if self.scraper else None,
             )
             if isinstance(rebuilt, str):
                 return rebuilt
