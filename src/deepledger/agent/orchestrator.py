@@ -315,7 +315,8 @@ class Orchestrator:
         if pending is not None:
             response = LLMResponse(pending, StopReason.TOOL_USE, Usage())
             parsed = self.protocol.extract(response, state.turn)
-            if not parsed.calls and not parsed.malformed:
+            boxed = last_boxed(pending.content)  # as _keep_reply found it
+            if not parsed.calls and (not parsed.malformed or boxed is not None):  # as _turn
                 state.end_reason = EndReason.MODEL_FINISHED
                 return state
             await self._run_tools(state, parsed)
