@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from deepledger.agent.task import AgentFactory, task_text
-from deepledger.config import tool_servers
+from deepledger.agent.task import task_text
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
 from deepledger.records.events import FirstCallSkipped, SubagentFinished
-from deepledger.store.journal import Journal
-from deepledger.tools.manager import ToolManager
+from tests.support.agents import solve
 from tests.support.config import composed
 
 SUBTASK_CALL = (
@@ -42,13 +40,7 @@ async def test_a_sub_agent_runs_the_same_loop_and_reports_back(tmp_path):
         return SUBTASK_CALL
 
     llm = ScriptedLLM(responder=respond)
-    manager = ToolManager(tool_servers(cfg))
-    journal = Journal(tmp_path / "journal.jsonl")
-    try:
-        state = await AgentFactory(cfg, llm, manager).solve("What time is it?", journal)
-    finally:
-        journal.close()
-        await manager.aclose()
+    state, journal = await solve(cfg, llm, tmp_path)
     assert state.final_answer == "noon"
     main_system = llm.calls[0].messages[0].content
     assert "Server name: agent-browsing" in main_system and "A browsing agent" in main_system
@@ -77,13 +69,7 @@ def test_an_attached_file_is_named_in_the_task(tmp_path):
 async def solve_with(tmp_path, *overrides, prefill=True):
     cfg = composed("agent.tool_protocol=xml", "agent.main_agent.tools=[time]", *overrides)
     llm = ScriptedLLM(responder=lambda messages, tools: "\\boxed{noon}", supports_prefill=prefill)
-    manager = ToolManager(tool_servers(cfg))
-    journal = Journal(tmp_path / "journal.jsonl")
-    try:
-        await AgentFactory(cfg, llm, manager).solve("What time is it?", journal)
-    finally:
-        journal.close()
-        await manager.aclose()
+    _, journal = await solve(cfg, llm, tmp_path)
     return llm, journal
 
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from deepledger.agent.task import AgentFactory
-from deepledger.config import tool_servers
 from deepledger.messages import MessageKind
-from deepledger.store.journal import Journal
-from deepledger.tools.manager import ToolManager
+from tests.support.agents import solve
 from tests.support.config import composed
 
 TIME_CALL = (
@@ -24,13 +21,7 @@ async def solve_with_hermes(tmp_path, llm, *overrides):
         "agent.main_agent.tools=[time]",
         *overrides,
     )
-    manager = ToolManager(tool_servers(cfg))
-    journal = Journal(tmp_path / "journal.jsonl")
-    try:
-        state = await AgentFactory(cfg, llm, manager).solve("What time is it?", journal)
-    finally:
-        journal.close()
-        await manager.aclose()
+    state, _ = await solve(cfg, llm, tmp_path)
     return state
 
 
