@@ -512,9 +512,7 @@ def _bench(cfg: Config, node: DictConfig) -> int:
     _checked(cfg)
     root = Path(HydraConfig.get().runtime.output_dir)
     composed = node_data(node, resolve=False)  # for .hydra/config.yaml: as composed
-    summary = asyncio.run(
-        run_suite(cfg, root, config_dir(), sys.argv[1:], hydra_config=composed)
-    )
+    summary = asyncio.run(run_suite(cfg, root, config_dir(), sys.argv[1:], hydra_config=composed))
     print(f"Run directory: {root}")
     budget = summary.budget
     not_done = budget is not None and (budget.tasks_not_started or budget.tasks_stopped)

@@ -84,4 +84,3 @@ def test_a_swept_secret_names_no_folder_and_is_in_no_file(tmp_path):
     assert (sweep_dir / "multirun.yaml").exists()
     assert files_holding(tmp_path, CANARY) == []
     assert CANARY not in run.stdout + run.stderr
-

@@ -124,8 +124,6 @@ async def test_a_model_error_is_logged_in_one_line_and_a_bug_with_its_traceback(
     assert logged["task open-4 failed"].exc_info is not None
 
 
-
-
 async def test_a_judge_failure_keeps_the_work_and_a_resume_only_judges_again(tmp_path):
     cfg = config("agent.context_compress_limit=2")
     judge = FlakyJudge()

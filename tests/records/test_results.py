@@ -30,8 +30,6 @@ from tests.support.bench import FlakyJudge, config, model, run
 SCHEMA1 = Path(__file__).parents[1] / "fixtures" / "runs" / "schema1"
 
 
-
-
 async def test_a_failed_and_a_finished_task_are_one_class_with_the_same_fields(tmp_path):
     cfg, judge = config("agent.context_compress_limit=2"), FlakyJudge()
     await run(cfg, model(), tmp_path, ("hard #2",), judge=judge)

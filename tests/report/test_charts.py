@@ -44,7 +44,8 @@ def test_every_spec_reads_named_data_and_carries_none():
 
 def test_the_guard_and_compaction_marks_have_their_colours_in_one_scale():
     point = next(
-        layer for layer in layers(charts.prompt_tokens_run())
+        layer
+        for layer in layers(charts.prompt_tokens_run())
         if (layer.get("data") or {}).get("name") == "marks"
     )
     scale = point["encoding"]["color"]["scale"]

@@ -144,9 +144,7 @@ def record_run(
 def record_killed_run(root: Path) -> Path:
     """A run whose process died at ``KILLED_AT``: a forked copy of this process (it
     need not import anything again) runs it and dies."""
-    child = multiprocessing.get_context("fork").Process(
-        target=record_run, args=(root, KILLED_AT)
-    )
+    child = multiprocessing.get_context("fork").Process(target=record_run, args=(root, KILLED_AT))
     child.start()
     child.join(timeout=300)
     assert child.exitcode == KILLED_EXIT, f"the killed run ended with {child.exitcode}"

@@ -198,6 +198,7 @@ async def test_a_shared_server_with_instances_spreads_concurrent_calls(manager):
 
 # ----------------------------------------------------------------- servers that do not start
 
+
 def python_server(script: str, **overrides) -> ToolServerConfig:
     return ToolServerConfig(command=sys.executable, args=["-c", script], **overrides)
 

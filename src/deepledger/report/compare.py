@@ -55,8 +55,7 @@ def sweep_runs(folder: Path) -> list[Path] | None:
     runs = [
         d
         for d in folder.iterdir()
-        if d.is_dir()
-        and (RunLayout(d).manifest.is_file() or (sweep and _JOB_FOLDER.match(d.name)))
+        if d.is_dir() and (RunLayout(d).manifest.is_file() or (sweep and _JOB_FOLDER.match(d.name)))
     ]
     return sorted(runs, key=_job_order) or None
 
@@ -75,9 +74,7 @@ def default_output(run_dirs: list[Path]) -> Path:
     return common / COMPARISON
 
 
-def write_comparison(
-    run_dirs: list[Path], summaries: dict[Path, SummaryRecord], out: Path
-) -> Path:
+def write_comparison(run_dirs: list[Path], summaries: dict[Path, SummaryRecord], out: Path) -> Path:
     """Write the comparison of ``run_dirs`` to ``out``; ``summaries`` holds the summary of
     each run that could be read (the others are listed with their problem)."""
     runs: list[ComparedRun | UnreadRun] = []
@@ -121,9 +118,7 @@ def write_comparison(
     return out
 
 
-def _figures(
-    run_dir: Path, manifest: JSONObject, read: SummaryRecord, out: Path
-) -> RunFigures:
+def _figures(run_dir: Path, manifest: JSONObject, read: SummaryRecord, out: Path) -> RunFigures:
     runs = manifest.get("runs") or []
     finished = bool(runs and runs[-1].get("finished_at"))
     tokens = read.tokens.total

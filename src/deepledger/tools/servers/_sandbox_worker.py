@@ -105,6 +105,7 @@ class TransferReply(TypedDict):
     size: NotRequired[int]
     path: NotRequired[str]
 
+
 _PR_SET_PDEATHSIG = 1
 _SIGKILL = 9
 
