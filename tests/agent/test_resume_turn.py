@@ -330,3 +330,28 @@ async def test_the_page_extractors_calls_before_the_kill_are_counted_once(tmp_pa
     [record] = results(tmp_path / "killed")
     [retry] = record["attempts"][0]["retries"]
     assert retry["extraction_usage"]["input_tokens"] == 1234  # once, from the journal
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["xml", "native"])
+async def test_a_kill_between_the_loops_end_and_its_summary_goes_on_at_the_summary(
+    tmp_path, native
+):
+    extra = ("llm.tool_protocol=native",) if native else ()
+    data = tmp_path / "data"
+    write_suite(data, 1)
+    clean = await bench(data, tmp_path / "clean", native, *extra)
+    shutil.copytree(tmp_path / "clean", tmp_path / "killed")
+    path = journal_path(tmp_path / "killed")
+    lines = path.read_bytes().splitlines(keepends=True)
+    end = next(i for i, line in enumerate(lines) if b'"loop_ended"' in line)
+    closing = sum(b'"closing_call"' in line for line in lines[end:])
+    path.write_bytes(b"".join(lines[: end + 1]) + b'{"ts": "2026-')
+    (task_dir(tmp_path / "killed") / "progress.jsonl").unlink()
+    (tmp_path / "killed" / "benchmark_results.jsonl").unlink()
+    resumed = await bench(data, tmp_path / "killed", native, *extra)
+    assert closing and resumed == clean[-closing:]  # the closing calls alone, as sent before
+    events = journal_events(tmp_path / "killed")
+    assert sum(e.event == "loop_ended" for e in events) == 1
+    assert [e.event for e in events if e.event.startswith("resume")] == ["resumed"]
+    [record], [clean_record] = results(tmp_path / "killed"), results(tmp_path / "clean")
+    assert record["correct"] is True and record["usage"] == clean_record["usage"]

@@ -274,7 +274,8 @@ class Orchestrator:
             state = await self._resume(rebuilt)
         while state.end_reason is None:
             await self._turn(state)
-        self.journal.write(LoopEnded(end_reason=state.end_reason, turns=state.turn))
+        if rebuilt is None or not rebuilt.loop_ended:  # a resumed journal holds it already
+            self.journal.write(LoopEnded(end_reason=state.end_reason, turns=state.turn))
         tools = self.protocol.specs(self.tools.tools)
         await self.finalizer.finalize(
             state, self.llm, self.settings, self.journal, self.policy, tools, window=self.window

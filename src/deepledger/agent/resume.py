@@ -34,7 +34,7 @@ from deepledger.context.policy import ContextPolicy
 from deepledger.context.replay import follow_history
 from deepledger.context.rounds import split_rounds
 from deepledger.llm.usage import CallRecord, Price, UsageLedger
-from deepledger.messages import LLMResponse, Message, StopReason
+from deepledger.messages import EndReason, LLMResponse, Message, StopReason
 from deepledger.records.base import SCHEMA_VERSION
 from deepledger.records.codec import decode
 from deepledger.records.events import (
@@ -49,6 +49,8 @@ from deepledger.records.events import (
     FirstCallSkipped,
     JournalOpened,
     LLMCall,
+    LoopEnded,
+    Looping,
     PairingRepaired,
     Resumed,
     ResumeFellBack,
@@ -82,12 +84,18 @@ _REBUILT: tuple[type[Event], ...] = (
     CompactionFailed,
     ClosingCall,  # compaction notes only: another closing call is past the loop
     ExtractionCall,  # the page extractor's calls: in the totals
+    Looping,  # the loop ended on a cycle
+    LoopEnded,  # for the ends whose closing calls start from the state alone (below)
     Resumed,
     ResumeFellBack,
 )
 # How the loop check's replies come back: a kept reply is journaled whole, a rolled-back
 # one by its text alone (its calls and thinking are not), so its key is the text's.
 CYCLE_STATE = "rebuilt (rolled-back replies from their text)"
+# The ends whose closing calls are made from the history and the answers alone: a kill
+# between the loop's end and its closing summary goes on at the summary. (A window or a
+# limit that ended the loop leaves state of its own to the closing: not rebuilt.)
+_ENDS_REBUILT = (EndReason.MODEL_FINISHED, EndReason.TURNS_EXHAUSTED, EndReason.LOOPING)
 
 
 @dataclass(frozen=True)
@@ -110,6 +118,7 @@ class Rebuilt:
     pending: Message | None = None  # the kept reply whose tool calls run again
     # The servers whose state the kill took (set by the caller, which knows the scopes).
     lost_tool_state: list[str] = field(default_factory=list)
+    loop_ended: bool = False  # the journal holds loop_ended: only the closing is left
 
 
 def read_unfinished(path: Path, *, config_id: str | None, task: str) -> ResumePoint | str:
@@ -143,6 +152,8 @@ def _point(
             return f"its {event.event} event is not rebuilt by resume=turn"
         if isinstance(event, ClosingCall) and event.purpose != "compaction":
             return f"its {event.purpose} call comes after the loop"
+        if isinstance(event, LoopEnded) and event.end_reason not in _ENDS_REBUILT:
+            return f"its loop ended by {event.end_reason}, whose closing is not rebuilt"
         if isinstance(event, ToolResults) and any(r.images for r in event.results):
             return "a tool result held images, which journals keep no data of"
     retry = next((e for e in events if isinstance(e, RetryStarted)), None)
@@ -251,6 +262,11 @@ def _apply(
     elif isinstance(event, ClosingCall):  # compaction notes: in the totals only
         stop = event.stop_reason or StopReason.END_TURN
         state.ledger.record_aside(LLMResponse(event.message, stop, event.usage))
+    elif isinstance(event, Looping):
+        state.end_reason = EndReason.LOOPING
+    elif isinstance(event, LoopEnded):
+        state.end_reason = event.end_reason
+        rebuilt.loop_ended = True
     elif isinstance(event, Compacted):
         return _adopt(event, state, policy)
     elif isinstance(event, CompactionFailed):
