@@ -151,11 +151,27 @@ def results(run: Path) -> list[dict]:
         (False, (), 3),
         (True, ("llm.tool_protocol=native",), 3),
         (False, ("agent.context.strategy=round_window", "agent.context.keep_rounds=2"), 3),
+        (
+            True,
+            (
+                "llm.tool_protocol=native",
+                "agent.context.strategy=round_window",
+                "agent.context.keep_rounds=2",
+            ),
+            3,
+        ),
         (False, COMPACTION, 3),  # notes at turn 3, then rollbacks and a cycle
         # Notes too long to help at turn 3 (compaction_failed), written at turn 4.
         (True, ("llm.tool_protocol=native", *COMPACTION), 4),
     ],
-    ids=["xml-keep", "native-keep", "xml-round-window", "xml-compaction", "native-compaction"],
+    ids=[
+        "xml-keep",
+        "native-keep",
+        "xml-round-window",
+        "native-round-window",
+        "xml-compaction",
+        "native-compaction",
+    ],
 )
 async def test_a_resumed_retry_sends_what_the_uninterrupted_one_did(tmp_path, native, extra, kept):
     data = tmp_path / "data"
