@@ -40,6 +40,7 @@ from pathlib import Path
 from deepledger.testing.fake_llm_server import FakeLLMServer, FakeUsage, RecordedRequest, Reply
 from deepledger.testing.faults import (
     SUMMARY_MARK,
+    KillAtRequest,
     answer_for,
     bench_overrides,
     finished_keys,
@@ -62,30 +63,19 @@ def assistant_turns(request: RecordedRequest) -> int:
 
 class Researcher:
     """Looks a new key up each turn (``turns - 1`` of them), then answers; its reported
-    prompt grows a known amount a message. When a run makes its ``kill_at``-th request,
-    SIGKILLs that run's process group (the request is never answered)."""
+    prompt grows a known amount a message. Counts every request it gets."""
 
     def __init__(self, turns: int) -> None:
         self.turns = turns
         self.lock = threading.Lock()
-        self.group: int | None = None
-        self.kill_at: int | None = None
-        self.seen = 0
         self.calls = 0
         self.input_tokens = 0
-
-    def arm(self, group: int, kill_at: int | None) -> None:
-        with self.lock:
-            self.group, self.kill_at, self.seen = group, kill_at, 0
 
     def __call__(self, request: RecordedRequest) -> Reply:
         prompt = PROMPT_TOKENS_A_MESSAGE * len(request.messages)
         with self.lock:
-            self.seen += 1
             self.calls += 1
             self.input_tokens += prompt
-            if self.seen == self.kill_at and self.group is not None:
-                os.killpg(self.group, signal.SIGKILL)
         usage = FakeUsage(input_tokens=prompt)
         return Reply(self.decide(request), delay=DELAY, usage=usage)
 
@@ -143,9 +133,10 @@ def run_mode(mode: str, args: argparse.Namespace, shares: list[float]) -> dict:
         keys = write_suite(root / "data", args.tasks)
         run_dir = root / "run"
         model = Researcher(args.turns)
+        killer = KillAtRequest(model)  # a kill at the n-th request of a run
         started = time.monotonic()
         kills_landed, runs, kill_points = 0, 0, []
-        with FakeLLMServer(responder=model) as server:
+        with FakeLLMServer(responder=killer) as server:
             overrides = bench_overrides(
                 root / "data",
                 server.openai_base_url,
@@ -171,7 +162,7 @@ def run_mode(mode: str, args: argparse.Namespace, shares: list[float]) -> dict:
                     text=True,
                     start_new_session=True,  # its own group: the kill takes the tool server
                 )
-                model.arm(process.pid, kill_at)
+                killer.arm(process.pid, kill_at)
                 _, stderr = process.communicate(timeout=900)
                 runs += 1
                 if process.returncode == -signal.SIGKILL:

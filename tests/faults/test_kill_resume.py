@@ -9,16 +9,15 @@ It takes the whole process group: the bench and its tool server die together.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
-from deepledger.testing.fake_llm_server import FakeLLMServer, RecordedRequest, Step
+from deepledger.testing.fake_llm_server import FakeLLMServer
 from deepledger.testing.faults import (
+    KillAtRequest,
     ResearchModel,
     bench_overrides,
     latest_outcomes,
@@ -32,32 +31,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TASKS = 8
 KILLS = 3
 REQUESTS_PER_TASK = 3  # the tool call, the answer, the closing summary
-
-
-class KillingModel:
-    """The research model, which SIGKILLs the current run's process group when the run
-    makes its ``kill_at``-th request (that request is never answered)."""
-
-    def __init__(self) -> None:
-        self.model = ResearchModel(use_tools=True, delay=0.05)
-        self.lock = threading.Lock()
-        self.group: int | None = None
-        self.kill_at: int | None = None
-        self.seen = 0
-        self.killed = threading.Event()
-
-    def arm(self, group: int, kill_at: int | None) -> None:
-        with self.lock:
-            self.group, self.kill_at, self.seen = group, kill_at, 0
-            self.killed.clear()
-
-    def __call__(self, request: RecordedRequest) -> Step:
-        with self.lock:
-            self.seen += 1
-            if self.seen == self.kill_at and self.group is not None:
-                os.killpg(self.group, signal.SIGKILL)
-                self.killed.set()
-        return self.model(request)
 
 
 def launch(command: list[str]) -> subprocess.Popen:
@@ -75,7 +48,7 @@ def test_sigkill_at_random_points_then_resume_loses_and_redoes_nothing(seed, tmp
     draw = random.Random(seed)
     data, run_dir, tool_log = tmp_path / "data", tmp_path / "run", tmp_path / "tool_calls.jsonl"
     keys = write_suite(data, TASKS)
-    killer = KillingModel()
+    killer = KillAtRequest(ResearchModel(use_tools=True, delay=0.05))
     with FakeLLMServer(responder=killer) as server:
         overrides = bench_overrides(
             data,

@@ -24,11 +24,13 @@ import json
 import os
 import random
 import re
+import signal
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from deepledger.store.layout import RunLayout
 from deepledger.testing.fake_llm_server import (
@@ -331,3 +333,30 @@ def accuracy(run_dir: Path) -> float | None:
     """Correct tasks over tasks with a ground truth, from the latest records."""
     judged = [r for r in latest_outcomes(run_dir).values() if r.get("ground_truth") is not None]
     return sum(r.get("correct") is True for r in judged) / len(judged) if judged else None
+
+
+class KillAtRequest:
+    """Wraps a fake's responder: SIGKILLs the armed process group when the run makes its
+    ``kill_at``-th request (that request is never answered), as a crash would land."""
+
+    def __init__(self, responder: Callable[[RecordedRequest], Any]) -> None:
+        self.responder = responder
+        self.lock = threading.Lock()
+        self.group: int | None = None
+        self.kill_at: int | None = None
+        self.seen = 0
+        self.killed = threading.Event()
+
+    def arm(self, group: int, kill_at: int | None) -> None:
+        """Count the requests of the run in process group ``group`` from now; None: no kill."""
+        with self.lock:
+            self.group, self.kill_at, self.seen = group, kill_at, 0
+            self.killed.clear()
+
+    def __call__(self, request: RecordedRequest) -> Any:
+        with self.lock:
+            self.seen += 1
+            if self.seen == self.kill_at and self.group is not None:
+                os.killpg(self.group, signal.SIGKILL)
+                self.killed.set()
+        return self.responder(request)
