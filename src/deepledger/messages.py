@@ -26,11 +26,24 @@ from enum import StrEnum
 from typing import Any, TypeAlias
 
 import json_repair
+import orjson
 
 # JSON exactly as a wire protocol carries it: a provider's request and reply bodies, MCP
 # payloads, a tool's JSON schema, a task line's own fields. Kept untyped at that edge
 # only; what deepledger itself writes to disk is a typed record (records/).
 JSONObject: TypeAlias = dict[str, Any]
+
+
+def sorted_json(value: object) -> bytes:
+    """``value`` as JSON with sorted keys, for telling values apart (a call asked again,
+    a turn gone round again), never for sending or storing. orjson, which is several
+    times faster, on the turn loop's path; what it refuses (a lone surrogate, an integer
+    beyond 64 bits, a key that is not a string) the standard library's way. One value
+    always takes the same way, so equal values give equal bytes."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value, sort_keys=True, default=str).encode("utf-8", "backslashreplace")
 
 
 class Role(StrEnum):

@@ -42,7 +42,7 @@ def whole_request_body(messages: list[Message], body: bytes) -> bytes:
     fields = json.loads(body)
     request = {"model": fields.pop("model"), "messages": to_wire_messages(messages)}
     del fields["messages"]
-    return json.dumps(request | fields, ensure_ascii=False).encode("utf-8")
+    return encode_json(request | fields)
 
 
 @pytest.mark.parametrize("native", [False, True], ids=["xml", "native"])
@@ -113,3 +113,16 @@ def test_a_replaced_message_is_encoded_afresh_and_the_kept_bytes_stay_out_of_its
         encode(AssistantTurn(ts="t", turn=1, message=message))["message"]
         == (encode(AssistantTurn(ts="t", turn=1, message=Message.task("first")))["message"])
     )
+
+
+def test_what_the_fast_encoder_refuses_is_still_sent_as_valid_utf8():
+    """A lone surrogate (a model can write one) or an integer beyond 64 bits goes the
+    standard library's way; the body is valid UTF-8 JSON that reads back the same."""
+    cache = WireCache()
+    messages = [Message.task("half a pair: \ud800"), Message.task("fine")]
+    body = cache.request_body({"model": "m", "seed": 2**70}, messages)
+    body.decode("utf-8")  # no UnicodeDecodeError
+    fields = json.loads(body)
+    assert fields["seed"] == 2**70
+    assert fields["messages"][0]["content"] == "half a pair: \ud800"
+    assert body == cache.request_body({"model": "m", "seed": 2**70}, messages)

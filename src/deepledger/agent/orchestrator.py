@@ -21,7 +21,6 @@ The same class runs the main agent and every sub-agent; only its inputs differ.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -53,6 +52,7 @@ from deepledger.messages import (
     StopReason,
     ToolResult,
     Usage,
+    sorted_json,
 )
 from deepledger.records.events import (
     AssistantTurn,
@@ -140,9 +140,8 @@ def reply_key(reply: Message, outcome: Message | RollbackReason, turn: int) -> R
             for r in outcome.tool_results
         ]
         came = [outcome.content, results]
-    text = json.dumps([said, came], sort_keys=True, default=str)
     kept = not isinstance(outcome, RollbackReason)
-    return ReplyKey(hashlib.sha256(text.encode()).digest(), turn, kept)
+    return ReplyKey(hashlib.sha256(sorted_json([said, came])).digest(), turn, kept)
 
 
 def find_cycle(replies: Sequence[ReplyKey], repeats: int) -> Cycle | None:

@@ -15,13 +15,12 @@ insists cannot stall the loop. A rolled-back reply never counts as an answer.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
 
 from deepledger.agent.boxed import last_boxed
-from deepledger.messages import ToolCall
+from deepledger.messages import ToolCall, sorted_json
 from deepledger.tools.protocol import ParsedCalls
 
 
@@ -50,7 +49,7 @@ def call_key(call: ToolCall) -> str | None:
     repeats: asking again is how they are used."""
     if not call.arguments:
         return None
-    return f"{call.server_name}.{call.name}:{json.dumps(call.arguments, sort_keys=True)}"
+    return f"{call.server_name}.{call.name}:{sorted_json(call.arguments).decode()}"
 
 
 def review_reply(text: str, parsed: ParsedCalls, seen_keys: set[str]) -> Rollback | None:

@@ -51,6 +51,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import aiohttp
+import orjson
 
 from deepledger import __version__
 from deepledger.errors import LLMError
@@ -226,7 +227,7 @@ class OpenAIChatClient(LLMClient):
     def _decode(self, raw: bytes) -> JSONObject:
         """The completion object, or a (retryable) error saying why it is not one."""
         try:
-            completion = json.loads(raw)
+            completion = decode_json(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise classify.malformed_response(
                 self.provider, f"{exc}: {raw[:200]!r}", secrets=self._secrets
@@ -384,18 +385,28 @@ def _describe(exc: BaseException) -> str:
 
 
 def encode_json(value: Any) -> bytes:
-    """A request body's bytes: UTF-8 JSON with the standard library's separators.
+    """A request body's bytes: compact UTF-8 JSON.
 
-    The standard library, not a faster encoder, because the bytes of a conversation's
-    prefix must stay exactly what they were (a server's prompt cache may be keyed on
-    them), and the prefix's messages are encoded once anyway (:class:`WireCache`). One
-    encoder for every call: ``json.dumps`` with an option set builds a new one each time,
-    which cost as much as encoding a small message."""
-    return _ENCODER.encode(value).encode("utf-8")
+    orjson, several times faster than the standard library: a turn encodes its new
+    messages, and with 2,048 tasks that was 3 % of a turn's CPU. The bytes of a
+    conversation's prefix stay what they were because each message is encoded once
+    and kept (:class:`WireCache`), and one value always encodes the same way. What
+    orjson refuses (a lone surrogate a model wrote, an integer beyond 64 bits, a key
+    that is not a string) goes the standard library's way, its non-ASCII escaped so
+    that the bytes are valid UTF-8 whatever the text holds."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return json.dumps(value, separators=(",", ":")).encode("ascii")
 
 
-# What json.dumps(value, ensure_ascii=False) builds on every call (same options, bytes).
-_ENCODER = json.JSONEncoder(ensure_ascii=False)
+def decode_json(raw: bytes) -> Any:
+    """A response body decoded: orjson, else the standard library, which also reads
+    what orjson refuses (``NaN``, a lone surrogate) and gives the error messages."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 class WireCache:
@@ -418,8 +429,8 @@ class WireCache:
             return encode_json({"model": request["model"], "messages": None} | request)
         head = {"model": request["model"]}
         rest = {k: v for k, v in request.items() if k != "model"}
-        start = encode_json(head)[:-1] + b', "messages": ['
-        end = b"], " + encode_json(rest)[1:] if rest else b"]}"
+        start = encode_json(head)[:-1] + b',"messages":['
+        end = b"]," + encode_json(rest)[1:] if rest else b"]}"
         chunks = self._chunks(messages)
         if not chunks:
             return start + end
@@ -427,7 +438,7 @@ class WireCache:
         # are 1.5 MB, and each copy cost more than encoding the new messages.
         chunks[0] = start + chunks[0]
         chunks[-1] += end
-        return b", ".join(chunks)
+        return b",".join(chunks)
 
     def _chunks(self, messages: list[Message]) -> list[bytes]:
         """Each message's encoded wire messages (none for an empty tool-results one).
@@ -441,7 +452,7 @@ class WireCache:
             key = _NATIVE_KEY if native else _KEY
             encoded = wire_memo(message, key)
             if encoded is None:
-                encoded = b", ".join(encode_json(w) for w in wire_message(message, native))
+                encoded = b",".join(encode_json(w) for w in wire_message(message, native))
                 remember_wire(message, key, encoded)
             if encoded:
                 chunks.append(encoded)

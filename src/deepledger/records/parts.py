@@ -128,27 +128,35 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # each dataclass's fields, looke
 
 def to_jsonable(value: Any) -> Any:
     """``value`` as plain JSON: dataclasses as their fields, enums as their values,
-    images as :func:`image_record`. On every journal write: plain values go first, and
-    a dataclass's field names are looked up once per class."""
+    images as :func:`image_record`. On every journal write (about 16 values a line):
+    plain values go first and are not recursed into, and a dataclass's field names are
+    looked up once per class."""
     kind = type(value)
     if kind in _PLAIN:
         return value
     if kind is float:
         return value if math.isfinite(value) else NonFiniteFloat(value)
     if kind is list or kind is tuple:
-        return [to_jsonable(v) for v in value]
+        return [v if type(v) in _PLAIN else to_jsonable(v) for v in value]
     if kind is dict:
-        return {str(k): to_jsonable(v) for k, v in value.items()}
+        return {
+            k if type(k) is str else str(k): v if type(v) in _PLAIN else to_jsonable(v)
+            for k, v in value.items()
+        }
     names = _FIELD_NAMES.get(kind)
     if names is not None:
-        return {name: to_jsonable(getattr(value, name)) for name in names}
+        fields = {}
+        for name in names:
+            field_value = getattr(value, name)
+            fields[name] = field_value if type(field_value) in _PLAIN else to_jsonable(field_value)
+        return fields
+    if isinstance(value, Enum):
+        return value.value
     if isinstance(value, ImagePart):
         return image_record(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(value))
         return to_jsonable(value)
-    if isinstance(value, Enum):
-        return value.value
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from deepledger.config import Scope, ToolServerConfig, Transport
 from deepledger.errors import DeepLedgerError, EndpointRejectedError
-from deepledger.messages import JSONObject, ToolCall, ToolResult
+from deepledger.messages import JSONObject, ToolCall, ToolResult, sorted_json
 from deepledger.store.layout import server_log
 from deepledger.tools.results import for_model, result_parts
 
@@ -829,7 +829,7 @@ def encodable(value: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=1024)
-def _cached_validator(schema_json: str) -> Any:
+def _cached_validator(schema_json: bytes) -> Any:
     import jsonschema  # on the first call, not on the way to the first request
 
     schema = json.loads(schema_json)
@@ -840,7 +840,7 @@ def _cached_validator(schema_json: str) -> Any:
 
 def _validator(info: ToolInfo) -> Any:
     """Building a validator checks the schema itself; do it once per schema, not per call."""
-    return _cached_validator(json.dumps(info.input_schema, sort_keys=True))
+    return _cached_validator(sorted_json(info.input_schema))
 
 
 def schema_problem(info: ToolInfo, arguments: JSONObject) -> str | None:
