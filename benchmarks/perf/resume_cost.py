@@ -13,7 +13,9 @@ the run still has to make, the same shares for both modes.
 "calls" are the requests the fake received (those in flight at a kill included: a
 provider bills them), "input tokens" the sum of the prompt tokens the fake reported (300
 a message); ``record_input_tokens`` in the JSON is the tasks' records' ``usage`` (killed
-runs' answered calls included, the ones in flight at a kill not: no reply came back).
+runs' answered calls included, the ones in flight at a kill not: no reply came back),
+and ``record_interrupted_calls`` how many of those answered calls the records show apart
+(``interrupted_calls``: the set-aside journals' and those a resumed retry went on from).
 Target: ``turn`` at most 1.1x the clean run's calls.
 
     .venv/bin/python benchmarks/perf/resume_cost.py [--tasks 30] [--turns 20] [--kills 10]
@@ -185,6 +187,11 @@ def run_mode(mode: str, args: argparse.Namespace, shares: list[float]) -> dict:
             "calls": model.calls,
             "input_tokens": model.input_tokens,
             "record_input_tokens": record_input_tokens(run_dir),
+            # The killed runs' answered calls the records show apart (in their usage
+            # once): those of journals set aside, and those resumed retries went on from.
+            "record_interrupted_calls": sum(
+                int(r.get("interrupted_calls", 0)) for r in outcomes.values()
+            ),
             "finished": sum(r["status"] == "finished" for r in outcomes.values()),
             "correct": sum(r.get("correct") is True for r in outcomes.values()),
             "resumed_retries": sum(e["event"] == "resumed" for e in events),
@@ -208,7 +215,7 @@ def add_ratios(rows: list[dict]) -> None:
 
 def print_table(rows: list[dict]) -> None:
     header = ("mode", "kills", "calls", "vs clean", "input tokens", "vs clean", "resumed",
-              "fell back", "set aside", "finished", "s")  # fmt: skip
+              "fell back", "set aside", "interrupted", "finished", "s")  # fmt: skip
     lines = [header] + [
         (
             r["mode"],
@@ -220,6 +227,7 @@ def print_table(rows: list[dict]) -> None:
             str(r["resumed_retries"]),
             str(r["fell_back"]),
             str(r["set_aside_calls"]),
+            str(r["record_interrupted_calls"]),
             f"{r['finished']}/{r['correct']}",
             f"{r['seconds']:.0f}",
         )

@@ -183,6 +183,12 @@ class LLMConfig:
     # is prefilled with the opening of that call (XML or hermes, a provider that continues
     # a prefill), so a model that would answer from memory searches first.
     first_call: str | None = None
+    # Also the model's own: a cap on every agent's turns (the lower of this and
+    # agent.*.max_turns; null: no cap) and tools hidden from every agent ("server.tool" or
+    # "tool", added to agent.*.tool_blacklist; null: none), for a small model that loops
+    # or misuses a tool. Null, not [], so runs made before these keys resume unchanged.
+    max_turns: int | None = None
+    tool_blacklist: list[str] | None = None
     # The model reads images (OpenAI image parts, Anthropic image blocks): images that
     # tools return or tasks attach are sent to it; otherwise they are named in a note.
     accepts_images: bool = False
@@ -199,6 +205,11 @@ class LLMConfig:
     reasoning_effort: str | None = None  # sent as reasoning_effort (none, low, medium, high...)
     # azure_openai: the api-version query parameter (null: none, for the /openai/v1 API).
     api_version: str | None = None
+    # openai: a prompt_cache_key per task (a digest of its system prompt and task), so the
+    # API routes a task's calls to the same prompt cache; null: only to api.openai.com
+    # (vLLM logs it as an ignored field on every request, stricter servers refuse it),
+    # true: to any server, false: never.
+    prompt_cache_key: bool | None = None
     # Several servers of the same model (vLLM/SGLang replicas): each task attempt sticks
     # to one (a stable hash of task id and attempt), so its growing prompt stays in that
     # server's prefix cache.
@@ -267,6 +278,11 @@ class AgentRoleConfig:
     max_cycle_repeats: int | None = None
 
 
+# agent.context.cut_batch when null: measured on short and long recorded runs
+# (benchmarks/perf/context_policies.py, docs/caching.md).
+CUT_BATCH = 5
+
+
 @dataclass
 class ContextConfig:
     """Which messages go into each request (see context/strategy.py)."""
@@ -283,6 +299,17 @@ class ContextConfig:
     # compaction: an llm preset (conf/llm/<name>.yaml) that writes the notes instead of
     # the agent's own model, e.g. a cheaper one; null: the agent's model.
     summary_llm: str | None = None
+    # agent.keep_tool_result and round_window cut this many tool results (rounds) at a
+    # time, when this many more than the limit have piled up, so the provider's prompt
+    # cache keeps hitting between cuts (context/trim.py); 1: one every turn, as
+    # MiroThinker does; null: CUT_BATCH. Null, not 5, so that a run made before the key
+    # existed resumes with the same settings.
+    cut_batch: int | None = None
+
+    @property
+    def batch(self) -> int:
+        """``cut_batch``, or the measured default when it is null."""
+        return CUT_BATCH if self.cut_batch is None else self.cut_batch
 
 
 @dataclass
@@ -583,6 +610,13 @@ def _llm_problems(llm: LLMConfig) -> list[str]:
         problems.append(
             f"llm.first_call={llm.first_call!r}: name one tool, as server.tool or tool."
         )
+    if llm.max_turns is not None and llm.max_turns < 1:
+        problems.append(f"llm.max_turns={llm.max_turns} must be >= 1 (or null: no cap).")
+    for hidden in llm.tool_blacklist or []:
+        if not re.fullmatch(r"[\w-]+(\.[\w-]+)?", hidden):
+            problems.append(
+                f"llm.tool_blacklist: {hidden!r}: name one tool, as server.tool or tool."
+            )
     if llm.retry.max_attempts < 1:
         problems.append(f"llm.retry.max_attempts={llm.retry.max_attempts} must be at least 1.")
     if llm.reasoning_effort is not None and llm.reasoning_effort not in REASONING_EFFORTS:
@@ -723,6 +757,11 @@ def _agent_problems(agent: AgentConfig) -> list[str]:
             f"agent.context.keep_rounds={agent.context.keep_rounds} must be at least 1."
         )
     context = agent.context
+    if context.cut_batch is not None and context.cut_batch < 1:
+        problems.append(
+            f"agent.context.cut_batch={context.cut_batch} must be at least 1 "
+            "(1: cut one tool result or round a turn)."
+        )
     if not 0 < context.compact_at < 1:
         problems.append(
             f"agent.context.compact_at={context.compact_at} must be between 0 and 1 "

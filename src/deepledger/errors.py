@@ -38,7 +38,12 @@ class, its place and its parent.
      ├── ToolServerStartError        [tools/manager.py] a tool server did not start or handshake
      ├── WorkerLostError             backend=ray: the worker running a task died again and
      │                               again (the task's error record says so; resumable)
-     └── RunLoadError                [bench/aggregate.py] a run directory without readable results
+     ├── JournalBusyError            [store/journal.py] another process still writes a journal
+     │                               (a late writer): a resume sets it aside instead
+     ├── RunLoadError                [bench/aggregate.py] a run directory without readable results
+     └── ModelInstallError           [llm/local_models.py] a model installed on request cannot be
+                                     assembled: a part missing or damaged, a wrong checksum, a
+                                     full disk
 
 Outside the tree, on purpose: these never reach the user as themselves. Each is caught
 inside deepledger, by the code that called what raised it, and becomes data (an error

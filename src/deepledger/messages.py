@@ -329,11 +329,15 @@ def forget_wire(message: Message) -> None:
     """Drop every wire encoder's bytes kept on ``message``: for a message no request will
     send again (blanked, dropped, replaced by notes), which would otherwise hold them for
     the rest of its task."""
-    for key in [k for k in message.__dict__ if k not in _MESSAGE_FIELDS]:
-        del message.__dict__[key]
+    kept = message.__dict__
+    if len(kept) == _FIELD_COUNT:  # nothing kept: a turn asks this of every old message
+        return
+    for key in [k for k in kept if k not in _MESSAGE_FIELDS]:
+        del kept[key]
 
 
 _MESSAGE_FIELDS = frozenset(f.name for f in fields(Message))
+_FIELD_COUNT = len(_MESSAGE_FIELDS)
 
 
 def texts_for_counting(messages: list[Message] | tuple[Message, ...]) -> list[str]:

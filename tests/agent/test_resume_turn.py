@@ -13,11 +13,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from deepledger.records.codec import decode
+from deepledger.records.codec import decode, encode
 from deepledger.testing.fake_llm_server import (
     FakeLLMServer,
     FakeToolCall,
@@ -36,6 +37,7 @@ from deepledger.testing.faults import (
     task_key,
     write_suite,
 )
+from tests.support.late_writer import LATE_CALL_MARK, LateWriter
 
 STEPS = 5  # tool turns before the model says it is done
 PROMPT_TOKENS_A_MESSAGE = 300
@@ -99,9 +101,46 @@ def overrides(data: Path, url: str, run: Path, *extra: str) -> list[str]:
     ]
 
 
-async def bench(data: Path, run: Path, native: bool, *extra: str) -> list[dict]:
+class Looper(Researcher):
+    """Looks up the same key again and again (XML calls): rolled back as a duplicate,
+    then kept when it says the same again, until the loop check ends it as looping."""
+
+    def reply(self, request: RecordedRequest) -> Reply:
+        key = task_key(request) or "?"
+        if SUMMARY_MARK in message_texts(request)[-1]:
+            return Reply(f"\\boxed{{{answer_for(key)}}}")
+        if not self.native:
+            return Reply("Again.\n" + lookup_call(f"{key}-0", "none"))
+        call = FakeToolCall(f"{TOOL_SERVER}__lookup", {"key": f"{key}-0", "fault": "none"}, id="c")
+        return Reply("Again.", tool_calls=(call,), finish_reason="tool_calls")
+
+
+class Alternator(Researcher):
+    """Native calls: looks up two keys, then asks for them again and again, alternately,
+    in two texts: each ask is rolled back as a duplicate, and the rolled-back replies go
+    round a cycle of two. The requests of a rollback's asking again are the same, so it
+    counts its calls (``start``: the calls a killed run made before)."""
+
+    def __init__(self, start: int = 0) -> None:
+        super().__init__(native=True)
+        self.calls = start
+
+    def reply(self, request: RecordedRequest) -> Reply:
+        key = task_key(request) or "?"
+        if SUMMARY_MARK in message_texts(request)[-1]:
+            return Reply(f"\\boxed{{{answer_for(key)}}}")
+        n, self.calls = self.calls, self.calls + 1
+        text = "Look." if n < 2 else ("Again.", "Once more.")[n % 2]
+        arguments = {"key": f"{key}-{n % 2}", "fault": "none"}
+        call = FakeToolCall(f"{TOOL_SERVER}__lookup", arguments, id=f"call-{n}")
+        return Reply(text, tool_calls=(call,), finish_reason="tool_calls")
+
+
+async def bench(
+    data: Path, run: Path, native: bool, *extra: str, responder: Researcher | None = None
+) -> list[dict]:
     """One run of the suite; the bodies of the requests it made."""
-    with FakeLLMServer(responder=Researcher(native)) as server:
+    with FakeLLMServer(responder=responder or Researcher(native)) as server:
         await run_in_process(overrides(data, server.openai_base_url, run, *extra), run)
         assert not server.unexpected
         return [r.body for r in server.requests]
@@ -141,6 +180,15 @@ def journal_events(run: Path) -> list:
     return [decode(json.loads(line)) for line in journal_path(run).read_text().splitlines()]
 
 
+def loop_calls(run: Path, *, after: int) -> list[dict]:
+    """The journal's llm_call lines of the turns after ``after``, as written (no time)."""
+    return [
+        {k: v for k, v in encode(e).items() if k != "ts"}
+        for e in journal_events(run)
+        if e.event == "llm_call" and e.turn > after
+    ]
+
+
 def results(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "benchmark_results.jsonl").read_text().splitlines()]
 
@@ -160,6 +208,18 @@ def results(run: Path) -> list[dict]:
             ),
             3,
         ),
+        # Batched cuts (context_cut lines) before the kill: the schedule goes on.
+        (False, ("agent.keep_tool_result=1", "agent.context.cut_batch=2"), 4),
+        (
+            True,
+            (
+                "llm.tool_protocol=native",
+                "agent.context.strategy=round_window",
+                "agent.context.keep_rounds=1",
+                "agent.context.cut_batch=2",
+            ),
+            4,
+        ),
         (False, COMPACTION, 3),  # notes at turn 3, then rollbacks and a cycle
         # Notes too long to help at turn 3 (compaction_failed), written at turn 4.
         (True, ("llm.tool_protocol=native", *COMPACTION), 4),
@@ -169,6 +229,8 @@ def results(run: Path) -> list[dict]:
         "native-keep",
         "xml-round-window",
         "native-round-window",
+        "xml-keep-results-batched",
+        "native-round-window-batched",
         "xml-compaction",
         "native-compaction",
     ],
@@ -187,13 +249,21 @@ async def test_a_resumed_retry_sends_what_the_uninterrupted_one_did(tmp_path, na
     events = journal_events(tmp_path / "killed")
     if COMPACTION[0] in extra:  # the notes were written before the kill, and rebuilt
         assert next(e.turn for e in events if e.event == "compacted") <= kept
+    if "agent.context.cut_batch=2" in extra:  # a cut before the kill, its schedule rebuilt
+        assert next(e.turn for e in events if e.event == "context_cut") <= kept
     [marker] = [e for e in events if e.event == "resumed"]
     assert (marker.resumed_at_turn, marker.replayed_reply) == (kept + 1, False)
     assert sum(e.event == "task_started" for e in events) == 1
+    # Each call from the cut on journaled as the uninterrupted run journaled it: the
+    # first one's prefix_kept is counted against the killed run's last request.
+    assert loop_calls(tmp_path / "killed", after=kept) == loop_calls(tmp_path / "clean", after=kept)
     [record] = results(tmp_path / "killed")
     [clean_record] = results(tmp_path / "clean")
-    assert record["correct"] is True and record.get("interrupted_calls", 0) == 0
+    assert record["correct"] is True
     assert record["usage"] == clean_record["usage"]  # the killed run's calls, counted once
+    [retry] = record["attempts"][0]["retries"]
+    assert record["interrupted_calls"] == retry["interrupted_calls"] == sent_before  # shown
+    assert "interrupted_calls" not in clean_record["attempts"][0]["retries"][0]
     assert not list(task_dir(tmp_path / "killed").glob("*.interrupted-*"))
 
 
@@ -231,6 +301,103 @@ async def test_other_settings_fall_back_to_the_first_turn(tmp_path, caplog):
     [_aside] = list(task_dir(tmp_path / "killed").glob("*.interrupted-*.jsonl"))
     [record] = results(tmp_path / "killed")
     assert record["interrupted_calls"] == 3  # the killed run's calls, counted once
+
+
+async def test_a_journal_another_process_still_writes_is_set_aside_not_continued(tmp_path):
+    """A late writer (a Ray worker of a killed driver) holds the journal through the
+    resume's bounded wait: the retry starts afresh in a new file, and what the late
+    writer writes after goes to the one set aside."""
+    data = tmp_path / "data"
+    write_suite(data, 1)
+    clean = await bench(data, tmp_path / "clean", False)
+    shutil.copytree(tmp_path / "clean", tmp_path / "killed")
+    crash_after(tmp_path / "killed", 3)
+    with LateWriter(journal_path(tmp_path / "killed")) as writer:
+        resumed = await bench(data, tmp_path / "killed", False, "benchmark.execution.resume=turn")
+        writer.finish()
+    assert len(resumed) == len(clean)  # from the first turn again
+    events = journal_events(tmp_path / "killed")
+    [fell_back] = [e for e in events if e.event == "resume_fell_back"]
+    assert fell_back.reason.startswith(f"process {writer.pid} still writes the journal")
+    assert not any(e.event == "llm_call" and e.turn == 99 for e in events)
+    [aside] = list(task_dir(tmp_path / "killed").glob("*.interrupted-*.jsonl"))
+    # The late call (after the torn line this test's "kill" left: no real writer tears).
+    assert LATE_CALL_MARK in aside.read_text().splitlines()[-1]
+
+
+async def test_what_was_said_before_the_kill_is_not_said_again(tmp_path):
+    """A tool server that did not start and a first call that cannot be forced are
+    journaled once, by the run that met them; the resume meets them again, silently."""
+    data = tmp_path / "data"
+    write_suite(data, 1)
+    extra = (
+        f"agent.main_agent.tools=[{TOOL_SERVER},broken]",
+        "+tools.broken={command: /nonexistent/deepledger-test-server, args: []}",
+        "llm.first_call=nosuch",
+    )
+    clean = await bench(data, tmp_path / "clean", False, *extra)
+    shutil.copytree(tmp_path / "clean", tmp_path / "killed")
+    sent_before = requests_through(tmp_path / "clean", 3)
+    crash_after(tmp_path / "killed", 3)
+    resumed = await bench(data, tmp_path / "killed", False, *extra)
+    assert resumed == clean[sent_before:]
+    said = [e.event for e in journal_events(tmp_path / "killed")]
+    assert said.count("resumed") == 1
+    assert said.count("tool_server_unavailable") == said.count("first_call_skipped") == 1
+
+
+async def test_a_cycle_of_rolled_back_native_replies_across_the_kill_is_seen_as_before(
+    tmp_path,
+):
+    """The rolled-back replies differ only in their native calls: the cycle check's keys
+    of those before the kill are rebuilt from the whole replies the journal keeps, so the
+    cycle is found at the same reply as without the kill (not rounds later)."""
+    extra = ("llm.tool_protocol=native", "agent.main_agent.max_consecutive_rollbacks=10")
+    data = tmp_path / "data"
+    write_suite(data, 1)
+    clean = await bench(data, tmp_path / "clean", True, *extra, responder=Alternator())
+    shutil.copytree(tmp_path / "clean", tmp_path / "killed")
+    path = journal_path(tmp_path / "killed")
+    lines = path.read_bytes().splitlines(keepends=True)
+    rollbacks = [i for i, line in enumerate(lines) if b'"event":"rollback"' in line]
+    assert len(rollbacks) == 6  # A-B-A-B-A-B: ended as looping at the sixth
+    kept = lines[: rollbacks[2] + 1]  # killed after the third
+    sent_before = sum(b'"event":"llm_call"' in line for line in kept)
+    path.write_bytes(b"".join(kept))
+    (task_dir(tmp_path / "killed") / "progress.jsonl").unlink()
+    (tmp_path / "killed" / "benchmark_results.jsonl").unlink()
+    resumed = await bench(
+        data, tmp_path / "killed", True, *extra, responder=Alternator(start=sent_before)
+    )
+    assert resumed == clean[sent_before:]
+    [looping] = [e for e in journal_events(tmp_path / "killed") if e.event == "looping"]
+    assert (looping.cycle_length, looping.with_rollbacks) == (2, True)
+
+
+async def test_the_time_the_killed_run_spent_counts_toward_the_tasks_time_limit(tmp_path):
+    """The killed run's lines say it worked 1,000 s on the retry (its first line's stamp
+    moved back): resumed under a 500 s limit, the task is over it at the first turn."""
+    limit = ("benchmark.execution.task_time_limit_seconds=500",)
+    data = tmp_path / "data"
+    write_suite(data, 1)
+    await bench(data, tmp_path / "clean", False, *limit)
+    shutil.copytree(tmp_path / "clean", tmp_path / "killed")
+    crash_after(tmp_path / "killed", 3)
+    path = journal_path(tmp_path / "killed")
+    first, rest = path.read_text().split("\n", 1)
+    opened = json.loads(first)
+    moment = datetime.fromisoformat(opened["ts"]) - timedelta(seconds=1_000)
+    path.write_text(
+        json.dumps({**opened, "ts": moment.isoformat(timespec="milliseconds")}) + "\n" + rest
+    )
+    await bench(data, tmp_path / "killed", False, *limit)
+    [record] = results(tmp_path / "killed")
+    assert record["end_reason"] == "limit"
+    assert record["limit"]["kind"] == "task_time_limit_seconds"
+    assert record["limit"]["spent"] >= 1_000
+    [retry] = record["attempts"][0]["retries"]
+    assert retry["elapsed_seconds"] >= 1_000  # the retry's time, the killed run's included
+    assert [e.event for e in journal_events(tmp_path / "killed")].count("resumed") == 1
 
 
 async def test_a_journal_edited_in_the_middle_falls_back(tmp_path):
@@ -348,26 +515,49 @@ async def test_the_page_extractors_calls_before_the_kill_are_counted_once(tmp_pa
     assert retry["extraction_usage"]["input_tokens"] == 1234  # once, from the journal
 
 
-@pytest.mark.parametrize("native", [False, True], ids=["xml", "native"])
-async def test_a_kill_between_the_loops_end_and_its_summary_goes_on_at_the_summary(
-    tmp_path, native
+@pytest.mark.parametrize("before_loop_ended", [False, True], ids=["ended", "ending"])
+@pytest.mark.parametrize(
+    ("end", "native", "extra"),
+    [
+        ("model_finished", False, ()),
+        ("model_finished", True, ("llm.tool_protocol=native",)),
+        ("turns_exhausted", False, ("agent.main_agent.max_turns=3",)),
+        ("looping", False, ()),
+    ],
+    ids=["answered-xml", "answered-native", "max-turns", "looping"],
+)
+async def test_a_kill_at_the_loops_end_goes_on_at_the_closing_calls(
+    tmp_path, end, native, extra, before_loop_ended
 ):
-    extra = ("llm.tool_protocol=native",) if native else ()
+    """Killed after the loop ended (``ended``: its loop_ended line written; ``ending``:
+    not yet, after the reply or the results that ended it), the resumed retry asks no
+    turn: it makes the closing calls alone, as the uninterrupted one sent them."""
+    responder = Looper(native) if end == "looping" else None
     data = tmp_path / "data"
     write_suite(data, 1)
-    clean = await bench(data, tmp_path / "clean", native, *extra)
+    clean = await bench(data, tmp_path / "clean", native, *extra, responder=responder)
     shutil.copytree(tmp_path / "clean", tmp_path / "killed")
     path = journal_path(tmp_path / "killed")
     lines = path.read_bytes().splitlines(keepends=True)
-    end = next(i for i, line in enumerate(lines) if b'"loop_ended"' in line)
-    closing = sum(b'"closing_call"' in line for line in lines[end:])
-    path.write_bytes(b"".join(lines[: end + 1]) + b'{"ts": "2026-')
+    ended = next(i for i, line in enumerate(lines) if b'"loop_ended"' in line)
+    assert decode(json.loads(lines[ended])).end_reason == end
+    closing = sum(b'"closing_call"' in line for line in lines[ended:])
+    kept = lines[:ended] if before_loop_ended else lines[: ended + 1]
+    path.write_bytes(b"".join(kept) + b'{"ts": "2026-')
     (task_dir(tmp_path / "killed") / "progress.jsonl").unlink()
     (tmp_path / "killed" / "benchmark_results.jsonl").unlink()
-    resumed = await bench(data, tmp_path / "killed", native, *extra)
+    resumed = await bench(data, tmp_path / "killed", native, *extra, responder=responder)
     assert closing and resumed == clean[-closing:]  # the closing calls alone, as sent before
     events = journal_events(tmp_path / "killed")
-    assert sum(e.event == "loop_ended" for e in events) == 1
+    assert [e.end_reason for e in events if e.event == "loop_ended"] == [end]
     assert [e.event for e in events if e.event.startswith("resume")] == ["resumed"]
+    [marker] = [e for e in events if e.event == "resumed"]
+    last_turn = max(e.turn for e in events if e.event == "assistant")
+    assert (marker.resumed_at_turn, marker.at_closing, marker.replayed_reply) == (
+        last_turn,
+        True,
+        False,
+    )
     [record], [clean_record] = results(tmp_path / "killed"), results(tmp_path / "clean")
     assert record["correct"] is True and record["usage"] == clean_record["usage"]
+    assert record["turns"] == clean_record["turns"] and record["end_reason"] == end

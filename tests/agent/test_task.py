@@ -117,3 +117,34 @@ async def test_first_call_is_skipped_with_the_reason_where_it_cannot(tmp_path):
         llm, journal = await solve_with(tmp_path, *overrides, prefill=prefill)
         assert reason in journal.of(FirstCallSkipped)[0].reason
         assert llm.calls[0].messages[-1].role.value != "assistant"
+
+
+async def test_a_model_profile_caps_the_turns_and_hides_tools_from_every_agent(tmp_path):
+    """llm.max_turns lowers the agent's own cap (never raises it); llm.tool_blacklist
+    hides its tools beside the agent's blacklist."""
+    cfg = composed(
+        "agent.tool_protocol=xml",
+        "agent.main_agent.tools=[time]",
+        "agent.main_agent.max_turns=9",
+        "llm.max_turns=2",
+        "llm.tool_blacklist=[time.convert_time]",
+    )
+    llm = ScriptedLLM(responder=lambda messages, tools: TIME_CALL)  # never answers
+    state, _ = await solve(cfg, llm, tmp_path)
+    system = llm.calls[0].messages[0].content
+    assert "get_current_time" in system and "convert_time" not in system
+    assert state.turn == 2  # stopped by the model's cap, not the agent's 9
+
+
+def test_a_model_profiles_turn_cap_and_hidden_tools_are_checked():
+    from deepledger.config import validate
+    from deepledger.errors import ConfigError
+
+    cfg = composed("llm.max_turns=0", "llm.tool_blacklist=[a.b.c]")
+    try:
+        validate(cfg)
+    except ConfigError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("an invalid profile was accepted")
+    assert "llm.max_turns=0" in message and "llm.tool_blacklist: 'a.b.c'" in message

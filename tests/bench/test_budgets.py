@@ -219,7 +219,10 @@ async def test_a_resumed_task_counts_the_time_its_finished_retries_took(tmp_path
     )
     (record,) = await run(limited, again, tmp_path, ("hard #2",), clock=FakeClock())
     assert again.calls == []
-    assert record["limit"] == {"kind": "task_time_limit_seconds", "limit": 25.0, "spent": 30.0}
+    limit = record["limit"]
+    assert (limit["kind"], limit["limit"]) == ("task_time_limit_seconds", 25.0)
+    # The finished retry's 30 s, and the moments the killed retry's journal shows it ran.
+    assert 30.0 <= limit["spent"] < 40.0
 
 
 async def test_a_task_over_its_cost_limit_stops(tmp_path):

@@ -2,27 +2,33 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
+
+import pytest
 
 from deepledger.config import ContextConfig
 from deepledger.context.compaction import Compaction, ModelNotes
 from deepledger.context.guard import ContextWindow, WindowGuard, check_window, drop_last_exchange
 from deepledger.context.policy import ContextPolicy
 from deepledger.context.rounds import split_rounds
-from deepledger.context.strategy import RoundWindow, make_strategy
+from deepledger.context.strategy import KeepToolResults, RoundWindow, make_strategy
 from deepledger.context.trim import OMITTED_PLACEHOLDER
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
+from deepledger.llm.tokens import CharCounter, count_messages
 from deepledger.llm.usage import UsageLedger
 from deepledger.messages import (
     Message,
     MessageKind,
+    ToolCall,
+    ToolResult,
     Usage,
     forget_wire,
     remember_wire,
     wire_memo,
 )
-from deepledger.records.events import Compacted
+from deepledger.records.events import Compacted, ContextCut
 from deepledger.store.journal import Journal
 from tests.support.histories import COUNTER, NOTES, padded
 
@@ -150,3 +156,122 @@ def test_a_copied_message_leaves_its_kept_wire_bytes_behind():
     assert copy == message and wire_memo(copy, "_openai_wire") is None
     forget_wire(message)
     assert wire_memo(message, "_openai_wire") is None
+
+
+# -- batched cuts --------------------------------------------------------------------------
+def turns(count: int, size: int = 400) -> list[list[Message]]:
+    """The history before each of ``count`` turns, each result ``size`` words long."""
+    history = [Message.system("sys"), Message.task("task")]
+    states = [list(history)]
+    for n in range(1, count + 1):
+        call = ToolCall(f"c{n}", "search", {"q": n}, server_name="web")
+        history += [
+            Message.assistant(f"reply {n}", [call]),
+            Message.text_tool_results(f"result {n} " + "word " * size, [ToolResult(f"c{n}", "r")]),
+        ]
+        states.append(list(history))
+    return states
+
+
+async def run_turns(policy: ContextPolicy, states: list[list[Message]]) -> list[list[Message]]:
+    return [(await policy.prepare(h, None, turn=n)).messages for n, h in enumerate(states)]
+
+
+def keeping(keep: int, batch: int, window: int = 10**9) -> tuple[ContextPolicy, Journal]:
+    journal = Journal(None)
+    strategy = KeepToolResults(cut_batch=batch)
+    policy = ContextPolicy(
+        strategy, keep_tool_result=keep, guard=guard(window), journal=journal, usage_reported=False
+    )
+    return policy, journal
+
+
+async def test_each_batched_cut_is_journaled_with_what_it_freed_and_what_it_left_uncached():
+    policy, journal = keeping(2, 3)
+    sent = await run_turns(policy, turns(11))
+    cuts = journal.of(ContextCut)
+    assert [c.turn for c in cuts] == [5, 8, 11]
+    assert [(c.results_blanked, c.blanked_total, c.urgent) for c in cuts] == [
+        (3, 3, False),
+        (3, 6, False),
+        (3, 9, False),
+    ]
+    chars = CharCounter()  # the journal's estimate
+    placeholder = count_messages(chars, [Message.text_tool_results(OMITTED_PLACEHOLDER, [])])
+    result = count_messages(chars, [turns(1)[1][-1]])
+    assert cuts[0].tokens_freed == pytest.approx(3 * (result - placeholder), rel=0.05)
+    # What comes after the first blanked result is billed uncached: two kept results.
+    assert 2 * result < cuts[0].uncached_tokens < 3 * result
+    assert len(sent[5]) == len(sent[4]) + 2  # a cut keeps every message's place
+
+
+async def test_an_urgent_cut_comes_when_the_guard_would_otherwise_end_the_loop():
+    states = turns(8)
+    # A window the batched request of turn 5 fits and that of turn 6 overflows.
+    batched = ContextPolicy(KeepToolResults(cut_batch=5), keep_tool_result=2)
+    fits, over = [(await batched.prepare(states[n], closing=[])).messages for n in (5, 6)]
+    policy, journal = keeping(2, 5, (window_at(1.0, fits) + window_at(1.0, over)) // 2)
+    sent = await run_turns(policy, states[:8])
+    assert all(sent)  # no turn was ruled out
+    cuts = [(c.turn, c.urgent, c.blanked_total) for c in journal.of(ContextCut)]
+    assert cuts == [(6, True, 4)]  # down to the limit at once; the next batch is not due yet
+    assert sent[7][: len(sent[6])] == sent[6]  # and the request grows at its end from there
+    # With no batch piling up there is nothing to cut early: the guard ends the loop.
+    cut_down = ContextPolicy(KeepToolResults(cut_batch=1), keep_tool_result=2)
+    small = (await cut_down.prepare(states[6], closing=[])).messages
+    one, _ = keeping(2, 1, window_at(1.0, small) - 1)
+    assert not (await one.prepare(states[6], None, turn=6)).fits
+
+
+async def test_a_policy_made_mid_way_sends_what_the_uninterrupted_one_did():
+    """As a resume does: the same history, a new policy, the journal's cuts taken back."""
+    states = turns(16)
+    batched = ContextPolicy(KeepToolResults(cut_batch=5), keep_tool_result=2)
+    big = (await batched.prepare(states[6], closing=[])).messages
+    policy, journal = keeping(2, 5, window_at(1.0, big) - 50)  # an urgent cut at turn 6
+    uninterrupted = await run_turns(policy, states)
+    assert any(c.urgent for c in journal.of(ContextCut))
+    for start in (3, 7, 12):
+        resumed, _ = keeping(2, 5, window_at(1.0, big) - 50)
+        for cut in journal.of(ContextCut):
+            if cut.turn < start:
+                resumed.adopt_cut(cut)
+        again = [(await resumed.prepare(h, None, turn=n)).messages for n, h in enumerate(states)]
+        assert again[start:] == uninterrupted[start:], start
+
+
+async def test_the_stable_prefix_is_what_the_next_cut_leaves_as_it_was():
+    states = turns(14)
+    policy, _ = keeping(2, 3)
+    requests = [await policy.prepare(h, None, turn=n) for n, h in enumerate(states)]
+    for before, after in itertools.pairwise(requests):
+        assert after.messages[: before.stable_prefix] == before.messages[: before.stable_prefix]
+    assert requests[5].stable_prefix == 2 + 2 * 3 + 1  # head, three blanked rounds, a reply
+    window = ContextPolicy(RoundWindow(2, cut_batch=3), guard=guard(10**9))
+    assert (await window.prepare(states[9], None, turn=9)).stable_prefix == 2  # the head
+    everything = ContextPolicy(guard=guard(10**9))
+    request = await everything.prepare(states[9], None, turn=9)
+    assert request.stable_prefix == len(request.messages)  # nothing is ever cut
+
+
+async def test_an_urgent_cut_that_cannot_save_the_turn_leaves_nothing_behind():
+    states = turns(8)
+    policy, journal = keeping(2, 5, 10)  # nothing fits a 10-token window
+    assert not (await policy.prepare(states[6], None, turn=6)).fits
+    trimmer = policy._builder.trimmer
+    assert (trimmer.floor, trimmer.high) == (0, 0) and not journal.of(ContextCut)
+
+
+@pytest.mark.parametrize("strategy", ["keep", "window"])
+async def test_what_a_batch_cut_stays_cut_when_the_guard_takes_the_newest_exchange_back(strategy):
+    states = turns(7)
+    if strategy == "keep":
+        policy = ContextPolicy(KeepToolResults(cut_batch=5), keep_tool_result=2)
+    else:
+        policy = ContextPolicy(RoundWindow(2, cut_batch=5))
+    cut = await policy.prepare(states[7], closing=[])  # seven results: five cut
+    assert cut.blanked == 5 or cut.left_out == 10
+    closing = await policy.prepare(drop_last_exchange(states[7])[0], closing=[])
+    # Six results left: a fresh schedule would show them all again; the closing call
+    # keeps the cut and only loses the newest exchange.
+    assert closing.messages == cut.messages[:-2]

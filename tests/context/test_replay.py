@@ -14,8 +14,8 @@ import pytest
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.bench.economics import economics_line, token_economics
-from deepledger.bench.replay import run_replay
-from deepledger.config import as_record
+from deepledger.bench.replay import RecordedRun, run_replay
+from deepledger.config import CUT_BATCH, as_record
 from deepledger.context.replay import Policy, attempts, replay
 from deepledger.context.strategy import make_strategy
 from deepledger.errors import ConfigError
@@ -216,7 +216,12 @@ async def test_token_economics_puts_the_run_beside_the_quadratic_arithmetic(tmp_
     assert predicted == pytest.approx(everything.keep_everything_replayed_per_attempt, 0.1)
     assert everything.saving_vs_keep_everything == 0
     assert everything.cacheable_share > 0.8
-    await record_run(tmp_path / "keep5", "llm.max_context_length=64000", "agent.keep_tool_result=5")
+    await record_run(
+        tmp_path / "keep5",
+        "llm.max_context_length=64000",
+        "agent.keep_tool_result=5",
+        "agent.context.cut_batch=1",  # a cut every turn: the most it can save
+    )
     keep5 = token_economics(tmp_path / "keep5")
     assert 0.2 < keep5.saving_vs_keep_everything < 1
     line = economics_line(keep5)
@@ -329,3 +334,55 @@ def test_journals_from_before_images_still_load():
         | {"images": [{"mime_type": "image/png", "source": "s", "size_bytes": 9, "sha256": "ab"}]}
     )
     assert [(i.mime_type, i.source, i.data) for i in named.images] == [("image/png", "s", "")]
+
+
+def cut_events(run_dir: Path) -> list[dict]:
+    return [
+        event
+        for journal in sorted((run_dir / "tasks").glob("*/attempt-*.jsonl"))
+        for event in map(json.loads, journal.read_text().splitlines())
+        if event["event"] == "context_cut"
+    ]
+
+
+async def test_a_batched_run_replays_to_its_counts_urgent_cuts_included(tmp_path):
+    # Results of ~500 tokens, two kept, cut five at a time, in a window that the pile
+    # of a whole batch overflows: the runtime cuts early (urgent), and journals it.
+    await record_run(
+        tmp_path,
+        "llm.max_context_length=5000",
+        "agent.keep_tool_result=2",
+        "agent.context.cut_batch=5",
+        tasks=1,
+        turns=12,
+    )
+    cuts = cut_events(tmp_path)
+    assert any(c["urgent"] for c in cuts) and all(c["tokens_freed"] > 0 for c in cuts)
+    run_replay(tmp_path, ["llm.max_context_length=64000"])  # the others in a roomy window
+    found = policies(tmp_path)
+    assert found["_"]["recorded_policy_error"]["max_relative_error"] == 0  # cuts taken back
+    batched = found["keep 5 tool results, cut 5 at a time"]
+    one_a_turn = found["keep 5 tool results"]
+    assert batched["cuts"] < one_a_turn["cuts"]
+    assert batched["cacheable_tokens"] / batched["input_tokens"] > (
+        one_a_turn["cacheable_tokens"] / one_a_turn["input_tokens"]
+    )
+
+
+def test_a_run_recorded_before_batches_replays_as_one_cut_a_turn():
+    config = as_record(composed("llm=openai_compatible", "agent.keep_tool_result=5"))
+    assert RecordedRun.from_config(config).context.batch == CUT_BATCH  # null: the default
+    del config["agent"]["context"]["cut_batch"]
+    assert RecordedRun.from_config(config).context.cut_batch == 1
+
+
+async def test_cut_batch_is_a_replay_key(tmp_path):
+    await record_run(tmp_path, tasks=1, turns=2)
+    assert "cut 3 at a time" in run_replay(
+        tmp_path, ["agent.keep_tool_result=2", "agent.context.cut_batch=3"]
+    )
+    assert "keep 2 tool results" in run_replay(
+        tmp_path, ["agent.keep_tool_result=2", "agent.context.cut_batch=null"]
+    )
+    with pytest.raises(ConfigError, match=r"agent\.context\.cut_batch=0 must be at least 1"):
+        run_replay(tmp_path, ["agent.keep_tool_result=2", "agent.context.cut_batch=0"])

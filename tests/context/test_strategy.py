@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from deepledger.config import ContextConfig
+from deepledger.config import CUT_BATCH, ContextConfig
 from deepledger.context.pairing import (
     INTERRUPTED,
     Break,
@@ -133,7 +133,8 @@ def test_a_reply_whose_calls_never_ran_may_precede_the_closing_prompt():
 
 def test_strategy_config_is_checked():
     assert make_strategy(ContextConfig()).name == "keep_tool_results"
-    assert make_strategy(ContextConfig("round_window", 3)) == RoundWindow(3)
+    assert make_strategy(ContextConfig("round_window", 3)) == RoundWindow(3, CUT_BATCH)
+    assert make_strategy(ContextConfig("round_window", 3, cut_batch=1)) == RoundWindow(3)
     with pytest.raises(ConfigError, match=r"agent\.context\.strategy='window'"):
         make_strategy(ContextConfig("window"))
     with pytest.raises(ConfigError, match=r"agent\.context\.keep_rounds=0"):
@@ -195,3 +196,47 @@ def test_the_builder_checks_only_what_changed_and_still_finds_new_breaks():
     orphan = Message.native_tool_results([ToolResult("zz", "late")])
     builder([*grown, Message.injected("x"), orphan])
     assert [p.kind for p in builder.last_repairs] == [Break.ORPHAN_RESULTS]
+
+
+# -- batched round windows (agent.context.cut_batch) ---------------------------------------
+def research(turns: int, answer: bool = False) -> list[Message]:
+    history = [Message.system("sys"), Message.task("task")]
+    for n in range(1, turns + 1):
+        call = ToolCall(f"c{n}", "search", {"q": n}, server_name="web")
+        history += [
+            Message.assistant(f"reply {n}", [call]),
+            Message.text_tool_results(f"result {n}", [ToolResult(f"c{n}", f"raw {n}")]),
+        ]
+    if answer:
+        history.append(Message.assistant("Done: \\boxed{1}"))
+    return history
+
+
+def test_a_batched_window_lets_rounds_pile_up_then_drops_a_batch_at_once():
+    window = RoundWindow(2, cut_batch=3)
+    kept = [len(split_rounds(window.select(research(n)))[1]) for n in range(12)]
+    assert kept == [0, 1, 2, 3, 4, 2, 3, 4, 2, 3, 4, 2]
+    builder = RequestBuilder(window)
+    breaks = [n for n in range(12) if (builder(research(n)), builder.last_prefix_broken)[1]]
+    assert breaks == [5, 8, 11]  # between them each request only grew at its end
+    assert [len(split_rounds(RoundWindow(2).select(research(n)))[1]) for n in range(5)] == [
+        *(0, 1, 2, 2, 2)  # one at a time: the reference runtime's window
+    ]
+
+
+def test_the_models_answer_does_not_set_off_a_batched_cut_for_the_closing_call():
+    # Four rounds of results, then the answer: a fifth round, which one at a time cuts.
+    assert len(split_rounds(RoundWindow(2, cut_batch=3).select(research(4, answer=True)))[1]) == 5
+    assert len(split_rounds(RoundWindow(2).select(research(4, answer=True)))[1]) == 2
+
+
+def test_an_urgent_window_cut_and_an_adopted_one_count_batches_on_from_there():
+    window = RoundWindow(2, cut_batch=3)
+    assert window.pending(research(4)) == 2
+    window.cut_now(research(4))
+    assert [window.dropped(research(n)) for n in range(4, 9)] == [2, 2, 2, 5, 5]
+    adopted = RoundWindow(2, cut_batch=3)
+    adopted.adopt(2)
+    assert [adopted.dropped(research(n)) for n in range(4, 9)] == [2, 2, 2, 5, 5]
+    with pytest.raises(ConfigError, match=r"agent\.context\.cut_batch=0"):
+        RoundWindow(2, cut_batch=0)

@@ -4,7 +4,12 @@ from dataclasses import replace
 
 import pytest
 
-from deepledger.context.trim import OMITTED_PLACEHOLDER, trim_tool_results
+from deepledger.context.trim import (
+    OMITTED_PLACEHOLDER,
+    ToolResultTrimmer,
+    batched_cut,
+    trim_tool_results,
+)
 from deepledger.llm.tokens import count_messages, default_counter
 from deepledger.messages import ImagePart, Message, MessageKind, Role, ToolCall, ToolResult
 
@@ -152,3 +157,84 @@ def test_blanking_a_result_drops_its_images_with_its_text(build):
     assert results[-1] == [m for m in history if m.kind is MessageKind.TOOL_RESULTS][-1]
     assert sent[1] == task  # the task's attachment is never blanked
     assert count_messages(default_counter(), sent) < count_messages(default_counter(), history)
+
+
+# -- batched cuts (agent.context.cut_batch) ------------------------------------------------
+def growing(turns: int) -> list[list[Message]]:
+    """The history before each of ``turns`` turns of one-result tool calls (XML)."""
+    history = [Message.system("sys"), Message.task("task")]
+    states = [list(history)]
+    for n in range(1, turns + 1):
+        call = ToolCall(f"c{n}", "search", {"q": n}, server_name="web")
+        history += [
+            Message.assistant(f"reply {n}", [call]),
+            Message.text_tool_results(f"result {n} " * 20, [ToolResult(f"c{n}", f"raw {n}")]),
+        ]
+        states.append(list(history))
+    return states
+
+
+def one_at_a_time(messages: list[Message], keep: int) -> list[int]:
+    """Which messages the reference runtime blanks: all but the newest ``keep`` results."""
+    results = [i for i, m in enumerate(messages) if m.kind is MessageKind.TOOL_RESULTS]
+    return results[: max(0, len(results) - keep)]
+
+
+def test_the_schedule_waits_for_a_whole_batch_then_cuts_down_to_the_limit():
+    assert [batched_cut(total, 2, 3) for total in range(13)] == [
+        *(0, 0, 0, 0, 0),  # up to keep + batch - 1 = 4 shown
+        *(3, 3, 3),
+        *(6, 6, 6),
+        *(9, 9),
+    ]
+    assert [batched_cut(total, 2, 1) for total in range(6)] == [0, 0, 0, 1, 2, 3]
+    # After an urgent cut (floor), batches count on from it.
+    assert [batched_cut(total, 2, 3, floor=4) for total in range(6, 11)] == [4, 4, 4, 7, 7]
+
+
+@pytest.mark.parametrize("keep", [0, 1, 3])
+def test_one_at_a_time_is_what_the_reference_runtime_blanks(keep):
+    trimmer = ToolResultTrimmer(keep, batch=1)
+    for history in growing(9):
+        sent = trimmer(history, history)
+        blanked = [i for i, m in enumerate(sent) if m is not history[i]]
+        assert blanked == one_at_a_time(history, keep)
+
+
+@pytest.mark.parametrize(("keep", "batch"), [(0, 2), (2, 3), (5, 5)])
+def test_between_batched_cuts_each_request_only_grows_at_its_end(keep, batch):
+    trimmer = ToolResultTrimmer(keep, batch=batch)
+    before: list[Message] = []
+    cuts = []
+    for turn, history in enumerate(growing(4 * (keep + batch))):
+        sent = trimmer(history, history)
+        shown = sum(m.kind is MessageKind.TOOL_RESULTS and m in history for m in sent)
+        assert shown == (turn if turn < keep + batch else keep + (turn - keep) % batch)
+        if sent[: len(before)] != before:
+            cuts.append(turn)
+        before = sent
+    # The first cut when keep + batch results are in, then one every batch turns.
+    assert cuts == list(range(keep + batch, 4 * (keep + batch) + 1, batch))
+
+
+def test_an_urgent_cut_blanks_down_to_the_limit_and_batches_count_on_from_there():
+    states = growing(12)
+    trimmer = ToolResultTrimmer(2, batch=4)
+    assert trimmer.due(states[5]) == 0 and trimmer.pending(states[5]) == 3
+    trimmer.cut_now(states[5])
+    assert trimmer.due(states[5]) == 3 and trimmer.pending(states[5]) == 0
+    assert [trimmer.due(states[n]) for n in range(6, 11)] == [3, 3, 3, 7, 7]
+    adopted = ToolResultTrimmer(2, batch=4)
+    adopted.adopt(3)  # a resumed or replayed conversation takes the journaled cut back
+    assert [adopted.due(states[n]) for n in range(5, 11)] == [3, 3, 3, 3, 7, 7]
+
+
+def test_results_are_counted_in_the_history_not_in_what_a_strategy_picked():
+    history = growing(6)[-1]
+    trimmer = ToolResultTrimmer(1, batch=3)
+    picked = history[:2] + history[-8:]  # a round window of the last four rounds
+    sent = trimmer(picked, history)
+    # Six results, the oldest three blanked: of the window's, only the oldest.
+    blanked = [m.content == OMITTED_PLACEHOLDER for m in sent if m.kind is MessageKind.TOOL_RESULTS]
+    assert blanked == [True, False, False, False]
+    assert trimmer.due(history) == 3 and trimmer.last_blanked == 1

@@ -32,6 +32,7 @@ from deepledger.records.events import (
     Compacted,
     CompactionFailed,
     CompactionSkipped,
+    ContextCut,
     ContextOverflow,
     EndpointMoved,
     Event,
@@ -156,6 +157,14 @@ def samples() -> list[Event]:
             server_limit=4096,
             action="ended_loop",
             dropped_messages=2,
+        ),
+        ContextCut(
+            turn=6,
+            results_blanked=5,
+            blanked_total=10,
+            tokens_freed=4000,
+            uncached_tokens=1200,
+            urgent=True,
         ),
         Compacted(
             turn=6, rounds_replaced=3, rounds_kept=2, tokens_before=900, tokens_after=300, notes="N"

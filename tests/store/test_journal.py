@@ -1,14 +1,18 @@
-"""One agent journal: where it and the folders beside it are, and a full disk."""
+"""One agent journal: where it and the folders beside it are, a full disk, and its one
+writer at a time."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from deepledger.errors import RunDirectoryError
 from deepledger.messages import Message
 from deepledger.records.events import AssistantTurn, TaskStarted
-from deepledger.store.journal import Journal
+from deepledger.store.journal import Journal, JournalBusyError, writers_seconds
 from tests.support.disks import whole_lines
+from tests.support.late_writer import LateWriter
 
 
 def test_a_line_the_disk_cannot_take_is_cut_back_and_stops_the_run(small_disk):
@@ -60,3 +64,59 @@ def test_each_line_is_stamped_with_the_utc_time_to_the_millisecond(tmp_path, mon
         "2026-01-01T00:00:00.000+00:00",
         "2026-01-01T00:00:00.120+00:00",
     ]
+
+
+def test_a_journal_another_process_still_writes_is_refused_naming_that_process(tmp_path):
+    path = tmp_path / "attempt-1-retry-0.jsonl"
+    with LateWriter(path) as writer:
+        with pytest.raises(JournalBusyError) as refused:
+            Journal.reopen(path)
+        assert refused.value.holder == writer.pid
+        assert f"process {writer.pid}" in str(refused.value)
+        writer.finish()  # its call in flight written, the lock goes with it
+    journal = Journal.reopen(path)
+    journal.write(TaskStarted(task="goes on"))
+    journal.close()
+    events = [e["event"] for e in whole_lines(path)]
+    assert events == ["journal_opened", "llm_call", "task_started"]
+
+
+def test_one_process_holds_one_journal_once(tmp_path):
+    journal = Journal(tmp_path / "journal.jsonl")
+    with pytest.raises(JournalBusyError, match="still being written"):
+        Journal(tmp_path / "journal.jsonl")
+    journal.close()
+    Journal(tmp_path / "journal.jsonl").close()  # closed, it is free again
+
+
+def test_a_reopened_journal_cuts_the_line_a_kill_left_torn(tmp_path):
+    path = tmp_path / "journal.jsonl"
+    journal = Journal(path)
+    journal.write(TaskStarted(task="a question"))
+    journal.close()
+    with path.open("a") as out:
+        out.write('{"ts": "2026-12-01T00:00:00.000+00:00", "event": "assis' + "x" * 100_000)
+    journal = Journal.reopen(path)
+    journal.write(AssistantTurn(turn=1, message=Message.assistant("after the kill")))
+    assert [type(e) for e in journal.events] == [AssistantTurn]  # its own lines
+    journal.close()
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["event"] for line in lines] == [
+        "journal_opened",
+        "task_started",
+        "assistant",
+    ]
+
+
+def test_a_journals_writers_time_is_each_runs_first_line_to_its_last(tmp_path):
+    path = tmp_path / "journal.jsonl"
+    stamps = [
+        ("00:00:00.000", "journal_opened"),
+        ("00:00:10.000", "llm_call"),  # killed after 10 s
+        ("01:00:00.000", "resumed"),  # an hour later
+        ("01:00:02.500", "llm_call"),  # killed again after 2.5 s
+    ]
+    lines = [f'{{"ts":"2026-12-01T{t}+00:00","event":"{e}"}}' for t, e in stamps]
+    path.write_text("\n".join(lines) + '\n{"ts":"2026-12-01T02:00')  # and a torn line
+    assert writers_seconds(path) == 12.5
+    assert writers_seconds(tmp_path / "absent.jsonl") == 0.0

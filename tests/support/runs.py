@@ -157,7 +157,13 @@ def record_runs_keeping(folder: Path, keeps: tuple[int, ...]) -> list[Path]:
     return [
         record_run(
             folder / f"keep{k}",
-            overrides=("agent.context.strategy=keep_tool_results", f"agent.keep_tool_result={k}"),
+            # One cut a turn: the scripted model opens what its results show, so batched
+            # cuts (more results shown) would change its trajectory between the runs.
+            overrides=(
+                "agent.context.strategy=keep_tool_results",
+                f"agent.keep_tool_result={k}",
+                "agent.context.cut_batch=1",
+            ),
             failing=None,
         )
         for k in keeps

@@ -9,8 +9,9 @@ tasks running now (each counted up to its last turn boundary). Null: no limit.
 What is counted: every model call made for the task — the loop's, the closing calls,
 sub-agents', compaction notes, page extraction — across all its retries and attempts,
 plus the calls of retries a killed run left unfinished. A resumed task starts with what
-its finished retries spent, time included (each retry records its ``elapsed_seconds``;
-the time of a retry cut short by a kill is not known and not counted). The judge's calls
+its finished retries spent, time included (each retry records its ``elapsed_seconds``),
+and the time killed runs worked, from their journals' stamps (``store.journal
+.writers_seconds``: what a kill cut off after a run's last line is not known). The judge's calls
 are not counted (another model, reported apart). Calls whose model has no price count 0
 towards a cost limit; the runner refuses a cost limit when the agent's own model has no
 price.

@@ -303,26 +303,39 @@ class Orchestrator:
         self._rejected_reply = rebuilt.rejected_reply
         if rebuilt.lost_tool_state:
             self._lost_state_note = lost_state_note(rebuilt.lost_tool_state)
-        pending = rebuilt.pending
+        replayed = self._calls_to_replay(state, rebuilt.pending)
+        # The loop had ended (or ends before asking: out of turns): the closing is next.
+        at_closing = replayed is None and (
+            state.end_reason is not None or state.turn >= self.limits.max_turns
+        )
         self.journal.write(
             Resumed(
-                resumed_at_turn=state.turn + (pending is None),
-                replayed_reply=pending is not None,
+                resumed_at_turn=state.turn + (replayed is None and not at_closing),
+                replayed_reply=replayed is not None,
+                at_closing=at_closing,
                 lost_tool_state=rebuilt.lost_tool_state,
                 cycle_state=CYCLE_STATE,
             )
         )
-        if pending is not None:
-            response = LLMResponse(pending, StopReason.TOOL_USE, Usage())
-            parsed = self.protocol.extract(response, state.turn)
-            boxed = last_boxed(pending.content)  # as _keep_reply found it
-            if not parsed.calls and (not parsed.malformed or boxed is not None):  # as _turn
-                state.end_reason = EndReason.MODEL_FINISHED
-                return state
-            await self._run_tools(state, parsed)
+        if replayed is not None:
+            await self._run_tools(state, replayed)
             reply, results = state.history[-2:]
             self._stop_if_looping(state, reply_key(reply, results, state.turn))
         return state
+
+    def _calls_to_replay(self, state: RunState, pending: Message | None) -> ParsedCalls | None:
+        """The calls of the kept reply ``pending`` whose results the kill cut off, to run
+        again; None when there is none, or when the reply had none to run: the model
+        finished on it (the end reason set, as ``_turn`` would have)."""
+        if pending is None:
+            return None
+        response = LLMResponse(pending, StopReason.TOOL_USE, Usage())
+        parsed = self.protocol.extract(response, state.turn)
+        boxed = last_boxed(pending.content)  # as _keep_reply found it
+        if not parsed.calls and (not parsed.malformed or boxed is not None):  # as _turn
+            state.end_reason = EndReason.MODEL_FINISHED
+            return None
+        return parsed
 
     async def _turn(self, state: RunState) -> None:
         if state.turn >= self.limits.max_turns:
@@ -479,7 +492,8 @@ class Orchestrator:
     async def _ask(self, state: RunState, prepared: Request) -> LLMResponse | None:
         request = prepared.messages
         forced = self.first_call if state.turn == 0 else None
-        settings = self.settings
+        # Where a provider's cache breakpoint pays off longest (llm/anthropic.py).
+        settings = replace(self.settings, cache_prefix=prepared.stable_prefix)
         if forced:
             request = [*request, Message.assistant(forced.opening)]
             settings = replace(settings, stop=(*settings.stop, forced.stop))
@@ -546,12 +560,14 @@ class Orchestrator:
         self._rejected_reply = response.text
         state.rollbacks.append(rollback)
         state.consecutive_rollbacks += 1
+        whole = response.message.tool_calls or response.message.thinking  # not in its text
         self.journal.write(
             Rollback(
                 turn=state.turn + 1,
                 reason=rollback.reason,
                 detail=rollback.detail,
                 reply=response.text,
+                message=response.message if whole else None,
             )
         )
         # A rolled-back reply is one of the model's replies too: it counts toward a cycle.

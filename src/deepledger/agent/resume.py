@@ -1,27 +1,38 @@
 """Mid-attempt resume: a retry a killed run left unfinished, rebuilt from its journal.
 
-With ``benchmark.execution.resume=turn`` the runner reads the journal of an unfinished
-retry back (:func:`read_unfinished`) and the turn loop goes on from it
+With ``benchmark.execution.resume=turn`` the runner holds the journal of an unfinished
+retry and reads it back (:func:`reopen_unfinished`), and the turn loop goes on from it
 (:func:`rebuild`) instead of from its first turn: the history (system prompt and task
-as journaled, every kept reply and tool result, the compaction notes), the usage so
-far, the intermediate boxes, the turn counter, the rollbacks and the loop check's
-replies. The next request is then the one the uninterrupted run would have sent.
+as journaled, every kept reply and tool result, the compaction notes and the cuts'
+schedule), the usage so far, the intermediate boxes, the turn counter, the rollbacks,
+the loop check's replies (rolled-back ones whole) and the request builder's last
+request. The next request is then the one the uninterrupted run would have sent, and it
+is journaled as that run would have journaled it.
+
+One writer a journal: the journal is read only once this process holds it
+(``Journal.reopen``, its ``flock``). A process that still writes it (a Ray worker of a
+killed driver) is waited for a moment (``WRITER_WAIT_SECONDS``), then left to it: the
+retry starts afresh beside the journal, which the runner sets aside.
 
 What the journal cannot give back is said: a ``scope: task`` tool server's state is
 gone (the next tool result tells the model, and ``resumed`` lists the servers); a kept
 reply whose tool calls had not all finished has them run again (``replayed_reply``).
+What the killed run already said before its loop (a tool server that did not start, a
+first call that cannot be forced) is not said again.
 
 A journal this module cannot rebuild exactly gets a reason instead of a point, and the
 retry starts afresh as with ``resume=retry``: a line torn before the last one, another
 schema, other settings (the run's ``config_id``), another task text, images (journals
 keep no image data), an event this module does not rebuild (sub-agents, a context
-overflow, a failed compaction, the end of the loop).
+overflow, a loop ended by the window guard or a limit, a closing call made).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +54,7 @@ from deepledger.records.events import (
     Compacted,
     CompactionFailed,
     CompactionSkipped,
+    ContextCut,
     EndpointMoved,
     Event,
     ExtractionCall,
@@ -62,6 +74,7 @@ from deepledger.records.events import (
     ToolServerUnavailable,
 )
 from deepledger.records.events import Rollback as RollbackEvent
+from deepledger.store.journal import Journal, JournalBusyError, writers_seconds
 from deepledger.tools.manager import ToolInfo
 from deepledger.tools.protocol import ToolProtocol, specs_digest
 
@@ -82,6 +95,7 @@ _REBUILT: tuple[type[Event], ...] = (
     Compacted,
     CompactionSkipped,
     CompactionFailed,
+    ContextCut,  # batched or urgent cuts: an urgent one moves the schedule (adopted)
     ClosingCall,  # compaction notes only: another closing call is past the loop
     ExtractionCall,  # the page extractor's calls: in the totals
     Looping,  # the loop ended on a cycle
@@ -90,12 +104,20 @@ _REBUILT: tuple[type[Event], ...] = (
     ResumeFellBack,
 )
 # How the loop check's replies come back: a kept reply is journaled whole, a rolled-back
-# one by its text alone (its calls and thinking are not), so its key is the text's.
-CYCLE_STATE = "rebuilt (rolled-back replies from their text)"
+# one whole too when its text is not all of it (native calls, thinking): every key exact.
+# (A journal of an earlier release kept a rolled-back reply's text alone.)
+CYCLE_STATE = "rebuilt"
 # The ends whose closing calls are made from the history and the answers alone: a kill
 # between the loop's end and its closing summary goes on at the summary. (A window or a
 # limit that ended the loop leaves state of its own to the closing: not rebuilt.)
 _ENDS_REBUILT = (EndReason.MODEL_FINISHED, EndReason.TURNS_EXHAUSTED, EndReason.LOOPING)
+# How long a resume waits for a process that still writes the journal: a Ray worker of
+# a killed driver ends itself within 0.2 s of its node's Ray going (bench/ray_backend.py)
+# and Ray ends a dead driver's actors soon after, so a resume started right
+# after the kill goes on in the file rather than throwing its turns away. Not longer: a
+# writer that runs on (an unreachable worker) would hold up every resume of the run.
+WRITER_WAIT_SECONDS = 2.0
+_WRITER_POLL_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -107,6 +129,27 @@ class ResumePoint:
     events: list[Event]  # every event after task_started, in order
     turns: int  # kept turns
     pending: AssistantTurn | None  # the last kept reply, when its results were not written
+    before: list[Event] = field(default_factory=list)  # the events before task_started
+    # The time the killed run(s) worked on the retry, from the stamps of their lines
+    # (``store.journal.writers_seconds``): the retry's record counts it.
+    killed_seconds: float = 0.0
+
+    def said(self, event: ToolServerUnavailable | FirstCallSkipped) -> bool:
+        """Whether the killed run journaled ``event`` already (a tool server that did not
+        start, the first call that cannot be forced): said once, not at each resume.
+        (A rebuild only goes on with the same tools, so the same servers are missing.)"""
+        if isinstance(event, ToolServerUnavailable):
+            return any(
+                isinstance(e, ToolServerUnavailable) and e.server == event.server
+                for e in self.before
+            )
+        return any(isinstance(e, FirstCallSkipped) and e.tool == event.tool for e in self.before)
+
+    @property
+    def killed_calls(self) -> int:
+        """The model calls the killed run(s) made (the loop's and the closing ones, as a
+        journal set aside counts them): the rebuilt usage holds them once."""
+        return sum(isinstance(e, LLMCall | ClosingCall) for e in self.events)
 
 
 @dataclass
@@ -121,12 +164,50 @@ class Rebuilt:
     loop_ended: bool = False  # the journal holds loop_ended: only the closing is left
 
 
+async def reopen_unfinished(
+    open_journal: Callable[[], Journal],
+    path: Path,
+    *,
+    config_id: str | None,
+    task: str,
+    wait_seconds: float = WRITER_WAIT_SECONDS,
+) -> tuple[ResumePoint, Journal] | str:
+    """The journal at ``path`` held by this process (``open_journal``: the run store's
+    ``journal(..., resume=True)``) and the point its retry goes on from; or the reason it
+    cannot, the journal closed. It is read only once held: a process still writing it
+    (:class:`JournalBusyError`) is waited for up to ``wait_seconds``, then left to it."""
+    journal = await _held(open_journal, wait_seconds)
+    if isinstance(journal, str):
+        return journal
+    point = await asyncio.to_thread(read_unfinished, path, config_id=config_id, task=task)
+    if isinstance(point, str):
+        journal.close()
+        return point
+    return point, journal
+
+
+async def _held(open_journal: Callable[[], Journal], wait_seconds: float) -> Journal | str:
+    """The journal once no other process writes it, asking again every moment (on the
+    event loop, not a thread: a killed driver leaves every task's journal held at once)."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            return await asyncio.to_thread(open_journal)
+        except JournalBusyError as busy:
+            if time.monotonic() >= deadline:
+                return (
+                    f"{busy.writer} still writes the journal after {wait_seconds:g} s (a "
+                    "worker of the killed run?): a file another process appends to is not "
+                    "continued"
+                )
+        await asyncio.sleep(_WRITER_POLL_SECONDS)
+
+
 def read_unfinished(path: Path, *, config_id: str | None, task: str) -> ResumePoint | str:
     """The point ``path``'s retry goes on from, or the reason it cannot (one line). A
-    last line a crash cut short is cut off the file, so that the lines appended next
-    start on a line of their own."""
+    last line a crash cut short is not read (``Journal.reopen`` cuts it off)."""
     data = path.read_bytes()
-    *complete, torn = data.split(b"\n")
+    *complete, _torn = data.split(b"\n")
     events: list[Event] = []
     for number, line in enumerate(complete, start=1):
         try:
@@ -138,10 +219,7 @@ def read_unfinished(path: Path, *, config_id: str | None, task: str) -> ResumePo
         return "the journal has no journal_opened line (written by an older release)"
     if events[0].schema_version != SCHEMA_VERSION:
         return f"the journal is of schema {events[0].schema_version}, not {SCHEMA_VERSION}"
-    point = _point(path, events[1:], config_id=config_id, task=task)
-    if isinstance(point, ResumePoint) and torn:
-        os.truncate(path, len(data) - len(torn))
-    return point
+    return _point(path, events[1:], config_id=config_id, task=task)
 
 
 def _point(
@@ -174,15 +252,24 @@ def _point(
 
 
 def _with_turns(path: Path, started: TaskStarted, events: list[Event]) -> ResumePoint:
-    after = events[events.index(started) + 1 :]
+    at = events.index(started)
+    after = events[at + 1 :]
     turns = [e for e in after if isinstance(e, AssistantTurn)]
     answered = {e.turn for e in after if isinstance(e, ToolResults)}
     last = turns[-1] if turns else None
     pending = last if last is not None and last.turn not in answered else None
-    return ResumePoint(path, started, after, len(turns), pending)
+    return ResumePoint(
+        path,
+        started,
+        after,
+        len(turns),
+        pending,
+        before=events[:at],
+        killed_seconds=writers_seconds(path),
+    )
 
 
-def rebuild(
+async def rebuild(
     point: ResumePoint,
     *,
     protocol: ToolProtocol,
@@ -221,6 +308,13 @@ def rebuild(
         problem = _apply(event, rebuilt, protocol, policy)
         if problem is not None:
             return problem
+        if isinstance(event, LLMCall):
+            # Each request the killed run sent, built again from the history and the
+            # strategy as they stood then: the request builder goes on as it would have
+            # (the next request's prefix_kept is counted against the last one, and any
+            # state a trimming keeps from request to request is the same). A closing
+            # with no prompts is the loop's request itself, without the window guard.
+            await policy.prepare(state.history, closing=())
     ledger.calls += state.ledger.calls
     ledger.delegated += state.ledger.delegated
     ledger.extraction += state.ledger.extraction
@@ -254,7 +348,8 @@ def _apply(
         state.rollbacks.append(Rollback(reason, event.detail))
         state.consecutive_rollbacks += 1
         rebuilt.rejected_reply = event.reply
-        state.replies.append(reply_key(Message.assistant(event.reply), reason, event.turn))
+        reply = event.message or Message.assistant(event.reply)  # whole, or all it held
+        state.replies.append(reply_key(reply, reason, event.turn))
     elif isinstance(event, LLMCall):
         stop = event.stop_reason or StopReason.END_TURN
         state.ledger.record(LLMResponse(Message.assistant(""), stop, event.usage))
@@ -267,6 +362,8 @@ def _apply(
     elif isinstance(event, LoopEnded):
         state.end_reason = event.end_reason
         rebuilt.loop_ended = True
+    elif isinstance(event, ContextCut):
+        policy.adopt_cut(event)
     elif isinstance(event, Compacted):
         return _adopt(event, state, policy)
     elif isinstance(event, CompactionFailed):

@@ -194,18 +194,24 @@ class AgentFactory:
         listed = archive if ARCHIVE_TOOL in role.tools else []
         hidden = archive if ARCHIVE_TOOL not in role.tools else []
         tools = self.manager.for_task(
-            servers, role.tool_blacklist, [*local, *listed], policy, hidden_tools=hidden
+            servers,
+            [*role.tool_blacklist, *(self.cfg.llm.tool_blacklist or [])],  # the model's own too
+            [*local, *listed],
+            policy,
+            hidden_tools=hidden,
         )
         try:
             await tools.start()
             for server, why in tools.unavailable.items():
-                journal.write(ToolServerUnavailable(server=server, reason=why))
+                unavailable = ToolServerUnavailable(server=server, reason=why)
+                if point is None or not point.said(unavailable):  # said once, not per resume
+                    journal.write(unavailable)
             orchestrator = self._orchestrator(
-                role, tools, journal, prompt, boxed, role_description, ledger, memory
+                role, tools, journal, prompt, boxed, role_description, ledger, memory, point
             )
             if point is None:
                 return await orchestrator.run(text, ledger, task_images)
-            rebuilt = rebuild(
+            rebuilt = await rebuild(
                 point,
                 protocol=orchestrator.protocol,
                 policy=orchestrator.policy,
@@ -255,6 +261,7 @@ class AgentFactory:
         role_description: str,
         ledger: UsageLedger,
         memory: MemoryStore | None = None,
+        point: ResumePoint | None = None,
     ) -> Orchestrator:
         agent, llm = self.cfg.agent, self.cfg.llm
         protocol = make_protocol(llm.tool_protocol or agent.tool_protocol, self.llm.capabilities)
@@ -267,7 +274,8 @@ class AgentFactory:
         if llm.worked_example and tools.tools:
             system += "\n\n" + render(llm.worked_example)
         limits = LoopLimits(
-            max_turns=role.max_turns,
+            # llm.max_turns: the model's own cap, whatever the agent preset allows.
+            max_turns=min(role.max_turns, llm.max_turns or role.max_turns),
             max_context_length=self.cfg.llm.max_context_length,
             keep_tool_result=agent.keep_tool_result,
             max_consecutive_rollbacks=role.max_consecutive_rollbacks,
@@ -291,7 +299,7 @@ class AgentFactory:
             journal=journal,
             price=self.price,
             policy=context,
-            first_call=self._first_call(protocol, tools, journal),
+            first_call=self._first_call(protocol, tools, journal, point),
             budget=self.budget,
         )
 
@@ -324,10 +332,15 @@ class AgentFactory:
         )
 
     def _first_call(
-        self, protocol: ToolProtocol, tools: TaskTools, journal: Journal
+        self,
+        protocol: ToolProtocol,
+        tools: TaskTools,
+        journal: Journal,
+        point: ResumePoint | None = None,
     ) -> ForcedCall | None:
         """How the first reply is made to call ``llm.first_call``, or ``None`` (with the
-        reason in the journal) when this agent, protocol or model cannot."""
+        reason in the journal, once: not again when resuming at ``point``) when this
+        agent, protocol or model cannot."""
         wanted = self.cfg.llm.first_call
         if not wanted:
             return None
@@ -343,7 +356,9 @@ class AgentFactory:
             else None
         )
         if why:
-            journal.write(FirstCallSkipped(tool=wanted, reason=why))
+            skipped = FirstCallSkipped(tool=wanted, reason=why)
+            if point is None or not point.said(skipped):
+                journal.write(skipped)
             return None
         return forced
 

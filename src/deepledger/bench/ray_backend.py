@@ -22,9 +22,12 @@
   the task's result): the driver kills the actor for good first (an actor Ray only calls
   *unavailable* may still be running the task, and two processes must never write one
   task's journal), waits until Ray says it is dead, starts a replacement in its place
-  and runs its tasks again. A rerun starts from the task's last finished retry, as a
-  resume does (the killed retry's journal is set aside as interrupted, its model calls
-  counted); the record says how often (``worker_lost``). Each death costs each of the
+  and runs its tasks again. A rerun goes on as a resume does: from the killed retry's
+  journal (``resume=turn``), or from the task's last finished retry (the killed retry's
+  journal set aside as interrupted, its model calls counted). Should the dead worker
+  still write that journal (Ray gave up waiting), the journal's lock tells (one writer a
+  journal: ``store/journal.py``), and the rerun starts the retry afresh beside it. The
+  record says how often (``worker_lost``). Each death costs each of the
   ``n`` tasks the worker was running ``1/n`` of a loss, so a task that keeps killing its
   worker (out of memory) does not use up the tasks beside it: a task alone on its worker
   ends as an error record after ``MAX_WORKER_LOSSES`` deaths, one always beside another

@@ -8,7 +8,9 @@ caching, attempts the window guard would have ended, compactions — and writes 
 figure, per call, to ``RUN_DIR/replay.json``.
 
 With no ``KEY=VALUE``, the comparison is the standard set: keep everything, keep the
-last 5 tool results, a window of the last 5 rounds, and compaction keeping 5 rounds;
+last 5 tool results (one cut a turn, and in batches of the default
+``agent.context.cut_batch``), a window of the last 5 rounds (likewise), and compaction
+keeping 5 rounds;
 with only ``llm.max_context_length=N``, the same set on a model with an N-token window
 (where the window guard and compaction act). With ``agent.context.*`` or
 ``agent.keep_tool_result``, the recorded policy is compared with that one policy.
@@ -88,9 +90,12 @@ class RecordedRun:
         """The view of a configuration as the run directory records it; raises
         ``KeyError``, ``TypeError`` or ``ValueError`` when it does not hold one."""
         llm, agent = config["llm"], config["agent"]
+        context = _known(ContextConfig, agent["context"])
+        if "cut_batch" not in agent["context"]:  # recorded before batches: one cut a turn
+            context = dataclasses.replace(context, cut_batch=1)
         return cls(
             llm=_known(RecordedModel, llm),
-            context=_known(ContextConfig, agent["context"]),
+            context=context,
             keep_tool_result=int(agent["keep_tool_result"]),
             answer_format=(config.get("benchmark") or {}).get("answer_format") or "",
             pricing={
@@ -173,11 +178,28 @@ def policy_of(name: str, cfg: RecordedRun) -> Policy:
 
 
 def standard_policies(cfg: RecordedRun) -> list[Policy]:
-    k = STANDARD_KEEP
+    k, batch = STANDARD_KEEP, ContextConfig().batch
+    batched = (
+        []
+        if batch == 1
+        else [
+            Policy(
+                f"keep {k} tool results, cut {batch} at a time",
+                ContextConfig("keep_tool_results", cut_batch=batch),
+                k,
+            ),
+            Policy(
+                f"round window {k}, cut {batch} at a time",
+                ContextConfig("round_window", k, cut_batch=batch),
+                -1,
+            ),
+        ]
+    )
     return [
-        Policy("keep everything", ContextConfig("keep_tool_results"), -1),
-        Policy(f"keep {k} tool results", ContextConfig("keep_tool_results"), k),
-        Policy(f"round window {k}", ContextConfig("round_window", k), -1),
+        Policy("keep everything", ContextConfig("keep_tool_results", cut_batch=1), -1),
+        Policy(f"keep {k} tool results", ContextConfig("keep_tool_results", cut_batch=1), k),
+        Policy(f"round window {k}", ContextConfig("round_window", k, cut_batch=1), -1),
+        *batched,
         Policy(f"compaction, keep {k} rounds", ContextConfig("compaction", k), -1),
     ]
 
@@ -213,8 +235,12 @@ def apply_overrides(cfg: RecordedRun, overrides: list[str]) -> tuple[Policy, int
 def describe(context: ContextConfig, keep: int) -> str:
     """A policy's name for the table: what it keeps, in a few words."""
     kept = "" if keep == -1 else f"keep {keep} tool results"
+    batched = context.batch > 1 and (keep != -1 or context.strategy == StrategyName.ROUND_WINDOW)
+    batch = f", cut {context.batch} at a time" if batched else ""
+    if kept and context.strategy != StrategyName.ROUND_WINDOW:
+        kept += batch
     if context.strategy == StrategyName.ROUND_WINDOW:
-        base = f"round window {context.keep_rounds}"
+        base = f"round window {context.keep_rounds}{batch}"
     elif context.strategy == StrategyName.COMPACTION:
         base = (
             f"compaction {context.keep_rounds} rounds at {context.compact_at:g}, "
@@ -228,8 +254,10 @@ def describe(context: ContextConfig, keep: int) -> str:
 def _parse(key: str, raw: str) -> Any:
     kind = {f.name: f.type for f in dataclasses.fields(ContextConfig)}.get(key.rsplit(".", 1)[1])
     wanted = "int" if key in ("agent.keep_tool_result", "llm.max_context_length") else kind
+    if wanted == "int | None" and raw.lower() in ("null", "none"):
+        return None
     try:
-        if wanted == "int":
+        if wanted in ("int", "int | None"):
             return int(raw)
         if wanted == "float":
             return float(raw)
@@ -240,6 +268,8 @@ def _parse(key: str, raw: str) -> Any:
 
 def _check(context: ContextConfig, keep: int, window: int) -> None:
     make_strategy(context)  # names a bad strategy or parameter
+    if context.batch < 1:
+        raise ConfigError(f"agent.context.cut_batch={context.cut_batch} must be at least 1.")
     if keep < -1:
         raise ConfigError(
             f"agent.keep_tool_result={keep}: use -1 (keep all), 0 (none) or N > 0 (the last N)."
@@ -271,7 +301,7 @@ def format_table(
         f"costs at {model} prices" + ("" if price else " (not in the price list: no costs)"),
         "",
         f"{'policy':<44} {'calls':>6} {'input tokens':>13} {'cacheable':>9} "
-        f"{'cost':>10} {'cost cached':>12} {'guard':>6} {'compact':>7}",
+        f"{'cost':>10} {'cost cached':>12} {'guard':>6} {'compact':>7} {'cuts':>5}",
     ]
     for result in results:
         cached = result.cached_tokens / result.input_tokens if result.input_tokens else 0.0
@@ -279,7 +309,7 @@ def format_table(
             f"{result.policy.name[:44]:<44} {len(result.calls):>6} {result.input_tokens:>13,} "
             f"{cached:>9.0%} {_money(result.cost(price, False)):>10} "
             f"{_money(result.cost(price, True)):>12} {len(result.guard_fired):>6} "
-            f"{result.compactions:>7}"
+            f"{result.compactions:>7} {result.cuts:>5}"
         )
     if error:
         lines += [
@@ -322,6 +352,7 @@ def write_json(
                 "prompt_tokens_per_turn": r.per_turn(),
                 "guard_fired": [{"journal": j, "turn": t} for j, t in r.guard_fired],
                 "compactions": r.compactions,
+                "cuts": r.cuts,
                 "calls": [dataclasses.asdict(c) for c in r.calls],
             }
             for r in results

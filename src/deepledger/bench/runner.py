@@ -62,6 +62,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -74,7 +75,7 @@ from deepledger.agent.limits import (
     TaskLimits,
     recorded_spending,
 )
-from deepledger.agent.resume import ResumePoint, read_unfinished
+from deepledger.agent.resume import ResumePoint, reopen_unfinished
 from deepledger.agent.state import RunState
 from deepledger.agent.task import AgentFactory, policy_from_config, task_text
 from deepledger.bench.experience import retry_task_text
@@ -116,6 +117,7 @@ from deepledger.records.results import (
     total_spent,
 )
 from deepledger.store.files import disk_trouble
+from deepledger.store.journal import Journal
 from deepledger.store.run_store import RunStore, TaskProgress
 from deepledger.tools.manager import ToolManager
 from deepledger.tools.scrape import PageScraper
@@ -334,7 +336,10 @@ class BenchmarkRunner:
         if interrupted:  # a killed run's calls were spent too: they count in the totals
             spent = total_spent([*record.retries, *interrupted])
             record.usage, record.cost = spent.usage, spent.cost
-            record.interrupted_calls = len(interrupted)
+        # Those of journals set aside, and those a resumed retry went on from (in its
+        # usage already: counted, not added).
+        resumed = sum(r.interrupted_calls for r in record.retries)
+        record.interrupted_calls = len(interrupted) + resumed
         return record
 
     async def _start(self, task: Task) -> tuple[TaskProgress, TaskBudget, list[Spent]]:
@@ -344,6 +349,10 @@ class BenchmarkRunner:
         earlier: list[Spent] = [r for a in done.attempts for r in a.retries]
         earlier += done.retries
         earlier += await asyncio.to_thread(self._interrupted, task)
+        # The time killed runs spent (task_time_limit_seconds goes on, not over).
+        attempt, retry = len(done.attempts) + 1, len(done.retries)
+        killed = await asyncio.to_thread(self.run_dir.killed_seconds, task.task_id, attempt, retry)
+        earlier.append(Expense(cost=0.0, elapsed_seconds=killed))
         budget = TaskBudget(self.limits, self.budget, recorded_spending(earlier), self.clock)
         self.budget.task_started(budget)
         return done, budget, earlier
@@ -524,18 +533,20 @@ class BenchmarkRunner:
             self.cfg, self.llm, self.tools, policy, self.note_writer, self.scraper, budget
         )
         text = retry_task_text(task.question, post_mortems)
-        point = await asyncio.to_thread(self._resume_point, task, attempt, index, text)
+        resumable = await self._resume_point(task, attempt, index, text)
         started = self.clock()
         state: RunState | str | None = None
-        if isinstance(point, ResumePoint):  # benchmark.execution.resume=turn
-            journal = await asyncio.to_thread(
-                self.run_dir.journal, task.task_id, attempt, index, resume=True
-            )
+        point: str | None = resumable if isinstance(resumable, str) else None
+        killed_calls, killed_time = 0, 0.0  # of the killed runs this retry goes on from
+        if isinstance(resumable, tuple):  # benchmark.execution.resume=turn
+            resumed, journal = resumable
             try:
-                state = await factory.resume(text, journal, point, file_path=task.file_path)
+                state = await factory.resume(text, journal, resumed, file_path=task.file_path)
             finally:
                 journal.close()
             point = state if isinstance(state, str) else None  # refused: why
+            if point is None:
+                killed_calls, killed_time = resumed.killed_calls, resumed.killed_seconds
         if not isinstance(state, RunState):
             journal = await asyncio.to_thread(self.run_dir.journal, task.task_id, attempt, index)
             journal.write(
@@ -562,23 +573,26 @@ class BenchmarkRunner:
             finally:
                 journal.close()
         record = _retry_record(state, index, len(post_mortems), self.run_dir.relative(journal.path))
-        record.elapsed_seconds = round(self.clock() - started, 3)
+        record.elapsed_seconds = round(self.clock() - started + killed_time, 3)
+        record.interrupted_calls = killed_calls
         return record
 
-    def _resume_point(
+    async def _resume_point(
         self, task: Task, attempt: int, index: int, text: str
-    ) -> ResumePoint | str | None:
-        """With benchmark.execution.resume=turn, where a retry a killed run left goes on
-        (or why it cannot: it starts afresh); None: nothing to resume, or resume=retry."""
+    ) -> tuple[ResumePoint, Journal] | str | None:
+        """With benchmark.execution.resume=turn, where a retry a killed run left goes on,
+        with its journal held to go on writing (or why it cannot: it starts afresh);
+        None: nothing to resume, or resume=retry."""
         if self.cfg.benchmark.execution.resume != ResumeMode.TURN:
             return None
         path = self.run_dir.journal_path(task.task_id, attempt, index)
-        if not path.exists():
+        if not await asyncio.to_thread(path.exists):
             return None
         if any(t.startswith("agent-") for t in self.cfg.agent.main_agent.tools):
             return "sub-agent runs are not rebuilt by resume=turn"
         sent = task_text(text, task.file_path)
-        return read_unfinished(path, config_id=self.run_dir.config_id, task=sent)
+        reopen = partial(self.run_dir.journal, task.task_id, attempt, index, resume=True)
+        return await reopen_unfinished(reopen, path, config_id=self.run_dir.config_id, task=sent)
 
     async def _judge(self, task: Task, answer: str | None) -> Judgement:
         if task.ground_truth is None or self.judge is None:

@@ -108,6 +108,7 @@ class Compaction:
     # The index goes into every compaction's notes, so the agent knows what it can read
     # back (None: the agent has no memory tool).
     memory_index: MemoryIndex | None = None
+    cut_batch: int = 1  # keep_tool_result's batches (trim.py); compaction has its own rule
     name: str = "compaction"
     notes: Message | None = field(default=None, init=False)
     covered: int = field(default=0, init=False)  # rounds of the history the notes replace

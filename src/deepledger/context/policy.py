@@ -6,6 +6,10 @@ attempt a replay rebuilds) owns everything that decides what the model sees:
 - the strategy (``agent.context.strategy``: keep every message, a window of rounds, or
   compaction), which picks from the stored history without changing it;
 - ``keep_tool_result``, which blanks old tool results in what is sent;
+- batched cuts (``agent.context.cut_batch``): ``keep_tool_result`` and ``round_window``
+  cut several results or rounds at once, so the prompt cache keeps hitting in between,
+  and at once, down to the limit, when the window guard would otherwise end the loop;
+  each cut is journaled (``context_cut``) with the tokens it freed and the cache it broke;
 - the window guard's estimate (``guard.py``);
 - the compaction decision: due at ``compact_at`` of the window, worth it at
   ``min_saving``, urgent when the guard would otherwise end the loop (``compaction.py``).
@@ -18,23 +22,31 @@ the decisions it replays are the runtime's own.
 The guard counts as the turn loop always has: the history as it stands, the last call's
 usage standing for all of it but its newest message (with no call made yet, the whole
 history is counted). After a compaction that usage describes a request no longer sent,
-so until the next request is built the strategy's pick is counted instead, without it.
-A conversation whose calls report no usage at all (a replay of another policy) has the
-pick counted every turn.
+so until the next request is built the strategy's pick (as ``keep_tool_result`` trims
+it) is counted instead, without it. A conversation whose calls report no usage at all
+(a replay of another policy) has the trimmed pick counted every turn.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from deepledger.context.compaction import Compaction, ModelNotes, NotesWriter, NoteWriter
-from deepledger.context.guard import ContextWindow, WindowGuard, WindowVerdict
+from deepledger.context.guard import ContextWindow, WindowGuard, WindowVerdict, drop_last_exchange
 from deepledger.context.pairing import PairingProblem
-from deepledger.context.strategy import ContextStrategy, KeepToolResults, RequestBuilder
+from deepledger.context.rounds import split_rounds
+from deepledger.context.strategy import (
+    ContextStrategy,
+    KeepToolResults,
+    RequestBuilder,
+    RoundWindow,
+)
 from deepledger.llm.base import GenerationSettings, LLMClient
+from deepledger.llm.tokens import CharCounter, count_messages
 from deepledger.llm.usage import UsageLedger
 from deepledger.messages import Message, ToolSpec, Usage, forget_wire
+from deepledger.records.events import ContextCut
 from deepledger.store.journal import Journal
 
 
@@ -49,7 +61,9 @@ class Request:
     request before it (what a prompt cache can reuse); ``prefix_broken_by``: what broke
     that prefix, ``context_strategy`` or ``keep_tool_result`` (None: it held);
     ``repairs``: the pairing breaks fixed; ``compacted``: older rounds were replaced by
-    notes while preparing it.
+    notes while preparing it; ``cut``: the cut this request made (journaled as it is),
+    None when it cut nothing new; ``stable_prefix``: the leading messages no later cut
+    or compaction will change, where a provider's cache breakpoint pays off longest.
     """
 
     messages: list[Message]
@@ -60,6 +74,8 @@ class Request:
     repairs: tuple[PairingProblem, ...] = ()
     window: WindowVerdict | None = None  # the guard's verdict; None for closing calls
     compacted: bool = False
+    cut: ContextCut | None = None
+    stable_prefix: int = 0
 
     @property
     def prefix_broken(self) -> bool:
@@ -68,6 +84,9 @@ class Request:
     @property
     def fits(self) -> bool:
         return self.window is None or self.window.fits
+
+
+CUT_COUNTER = CharCounter()  # the journal's estimate of what a cut freed and broke
 
 
 class ContextPolicy:
@@ -102,6 +121,10 @@ class ContextPolicy:
         compaction = self.strategy if isinstance(self.strategy, Compaction) else None
         self._compaction = compaction if notes is not None and guard is not None else None
         self._usage_stale = False  # a compaction came after the last request was built
+        # (results blanked, rounds left out) of the history when the last loop request
+        # was built: a request that cuts more has made a cut.
+        self._cut_state: tuple[int, int] | None = None
+        self._sizes: dict[int, tuple[Message, int]] = {}  # id -> (message, its tokens)
 
     @classmethod
     def for_model(
@@ -175,20 +198,109 @@ class ContextPolicy:
         picked = self.strategy.select(history)
         verdict = None
         if self.guard is not None:
-            counted = picked if recount else history
+            # Recounted, the request is what will be sent: the pick as trimmed.
+            counted = self._builder.trimmer(picked, history) if recount else history
             verdict = self.guard.check(history, counted, None if recount else usage)
+        urgent = verdict is not None and not verdict.fits and self._cut_pending(history)
+        if urgent and self.guard is not None:
+            # Cut down to the limits now rather than end the loop: the batch the
+            # schedule would have waited for is what stands in the way.
+            floors = self._floors()
+            self._cut_now(history)
+            picked = self.strategy.select(history)
+            verdict = self.guard.check(history, self._builder.trimmer(picked, history), None)
+            if not verdict.fits:  # no use: as if not tried (nothing journaled it)
+                self._set_floors(floors)
         if verdict is not None and not verdict.fits:
             return Request([], window=verdict, compacted=compacted)
         self._usage_stale = False
         request = self._build(history, picked, (), window=verdict, compacted=compacted)
+        cut = self._journal_cut(history, request, turn, urgent=urgent)
         _forget_unsent(history, request.messages)
-        return request
+        return replace(request, cut=cut)
 
     async def compact_now(self, history: Sequence[Message], *, turn: int) -> bool:
         """Replace older rounds with notes, for any saving (the server refused the
         request as too long); whether the request changed. False for a policy that
         does not compact."""
         return await self._compact(history, turn, urgent=True)
+
+    def adopt_cut(self, cut: ContextCut) -> None:
+        """Take a cut a recorded run journaled (a replay of its own policy, a resume):
+        its totals become the floor the schedule counts on from (the cuts the schedule
+        made follow from the history anyway; an urgent one does not)."""
+        self._builder.trimmer.adopt(cut.blanked_total)
+        if isinstance(self.strategy, RoundWindow):
+            self.strategy.adopt(cut.dropped_total)
+
+    def _cut_pending(self, history: Sequence[Message]) -> bool:
+        """Whether a batch is piling up that an urgent cut could take out now."""
+        pending = self._builder.trimmer.pending(history)
+        if isinstance(self.strategy, RoundWindow):
+            pending += self.strategy.pending(history)
+        return pending > 0
+
+    def _cut_now(self, history: Sequence[Message]) -> None:
+        self._builder.trimmer.cut_now(history)
+        if isinstance(self.strategy, RoundWindow):
+            self.strategy.cut_now(history)
+
+    def _floors(self) -> tuple[int, ...]:
+        """What an urgent cut changes: the trimmer's and the window's floor and high mark."""
+        trimmer, window = self._builder.trimmer, self.strategy
+        marks = (trimmer.floor, trimmer.high)
+        return marks + ((window.floor, window.high) if isinstance(window, RoundWindow) else ())
+
+    def _set_floors(self, floors: tuple[int, ...]) -> None:
+        trimmer, window = self._builder.trimmer, self.strategy
+        trimmer.floor, trimmer.high = floors[:2]
+        if isinstance(window, RoundWindow):
+            window.floor, window.high = floors[2:]
+
+    def _cuts(self, history: Sequence[Message]) -> tuple[int, int]:
+        """(the history's results blanked, its rounds left out) as a request sends it."""
+        dropped = self.strategy.dropped(history) if isinstance(self.strategy, RoundWindow) else 0
+        return self._builder.trimmer.due(history), dropped
+
+    def _journal_cut(
+        self, history: Sequence[Message], request: Request, turn: int, *, urgent: bool
+    ) -> ContextCut | None:
+        """Journal the cut ``request`` made, if it made one. Before the first request of
+        this policy (a fresh attempt, or one resumed mid-way) the state before is the
+        history without its newest exchange, as the request before it saw it."""
+        before = self._cut_state
+        if before is None:
+            before = self._cuts(drop_last_exchange(history)[0])
+        now = self._cuts(history)
+        self._cut_state = now
+        if now[0] <= before[0] and now[1] <= before[1]:
+            return None
+        blanked = self._builder.trimmer.blanked_between(history, before[0], now[0])
+        freed = sum(self._size(old) - self._size(new) for old, new in blanked)
+        if now[1] > before[1]:
+            _, rounds = split_rounds(history)
+            freed += sum(self._size(m) for round_ in rounds[before[1] : now[1]] for m in round_)
+        cut = ContextCut(
+            turn=turn,
+            results_blanked=max(0, now[0] - before[0]),
+            rounds_dropped=max(0, now[1] - before[1]),
+            blanked_total=now[0],
+            dropped_total=now[1],
+            tokens_freed=freed,
+            uncached_tokens=sum(self._size(m) for m in request.messages[request.prefix_kept :]),
+            urgent=urgent,
+        )
+        self._journal.write(cut)
+        return cut
+
+    def _size(self, message: Message) -> int:
+        """``message``'s tokens as the journal states them: estimated at four characters
+        a token (tokenizing every result once for the journal would cost the loop more
+        than the rest of its trimming; a replay counts exactly), once per message."""
+        entry = self._sizes.get(id(message))
+        if entry is None or entry[0] is not message:
+            entry = self._sizes[id(message)] = (message, count_messages(CUT_COUNTER, [message]))
+        return entry[1]
 
     def adopt_notes(self, history: Sequence[Message], summary: str, rounds_kept: int) -> bool:
         """Take the notes a recorded run wrote (a replay of its own policy); False for a
@@ -247,7 +359,20 @@ class ContextPolicy:
             repairs=tuple(builder.last_repairs),
             window=window,
             compacted=compacted,
+            stable_prefix=self._stable_prefix(messages),
         )
+
+    def _stable_prefix(self, messages: Sequence[Message]) -> int:
+        """How many leading ``messages`` no later cut or compaction changes: the head
+        when rounds are cut or replaced after it; before the oldest result still shown
+        when ``keep_tool_result`` blanks; the whole request when nothing is ever cut."""
+        stable = len(messages)
+        if not isinstance(self.strategy, KeepToolResults):
+            stable = len(split_rounds(messages)[0])
+        first_shown = self._builder.trimmer.last_first_shown  # of the request just built
+        if self.keep_tool_result != -1 and first_shown is not None:
+            stable = min(stable, first_shown)
+        return stable
 
 
 def _forget_unsent(history: Sequence[Message], sent: Sequence[Message]) -> None:

@@ -16,6 +16,9 @@ Assumptions, stated because they bound what a replay can say:
   the same work, not what the model would have done.
 - When the window guard would have fired under the policy, that attempt's replay stops
   there (the run would have ended); the turn is reported.
+- A cut the recorded run journaled (``context_cut``) is taken back for its own policy,
+  so an urgent one (the guard would have ended the loop) is replayed; another policy
+  decides its cuts, urgent ones included, as the runtime does.
 - A compaction the recorded run made is replayed with its recorded notes. One it did
   not make is decided as the runtime decides it, and the notes are simulated
   (:class:`SimulatedNotes`): ``min(summary_max_tokens, a tenth of what they replace)``
@@ -48,6 +51,7 @@ from deepledger.records.events import (
     AssistantTurn,
     ClosingCall,
     Compacted,
+    ContextCut,
     Event,
     LLMCall,
     TaskStarted,
@@ -80,6 +84,7 @@ class ReplayedCall:
     recorded_input_tokens: int | None  # what the provider counted, for the recorded policy
     left_out_messages: int = 0
     blanked_tool_results: int = 0
+    prefix_broken: bool = False  # the request changed before its end: a cut, a compaction
 
 
 @dataclass
@@ -88,6 +93,7 @@ class PolicyReplay:
     calls: list[ReplayedCall] = field(default_factory=list)
     guard_fired: list[tuple[str, int]] = field(default_factory=list)  # (journal, turn)
     compactions: int = 0
+    cuts: int = 0  # requests that blanked results or left rounds out beyond the one before
 
     @property
     def input_tokens(self) -> int:
@@ -232,7 +238,9 @@ class _Conversation:
         for event in self.attempt.events:
             if follow_history(self.history, event, self.protocol):
                 continue
-            if isinstance(event, Compacted) and self.recorded_policy:
+            if isinstance(event, ContextCut) and self.recorded_policy:
+                self.policy.adopt_cut(event)
+            elif isinstance(event, Compacted) and self.recorded_policy:
                 if self.policy.adopt_notes(self.history, event.notes, event.rounds_kept):
                     self.result.compactions += 1
             elif isinstance(event, LLMCall):
@@ -267,6 +275,7 @@ class _Conversation:
         )
         request = at_once(prepared)
         self.result.compactions += request.compacted
+        self.result.cuts += request.cut is not None
         if not request.fits:
             self.result.guard_fired.append((self.attempt.name, turn))
             return False
@@ -282,6 +291,7 @@ class _Conversation:
                 recorded_input_tokens=usage.input_tokens if self.recorded_policy else None,
                 left_out_messages=request.left_out,
                 blanked_tool_results=request.blanked,
+                prefix_broken=request.prefix_broken,
             )
         )
         return True

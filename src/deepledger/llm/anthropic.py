@@ -10,6 +10,12 @@ which the API rejects.
 
 Prompt caching: the system prompt and the newest user turn carry
 ``cache_control: ephemeral``, so each call reads the previous call's prefix from cache.
+So does the end of the stable prefix, when the caller knows it
+(``GenerationSettings.cache_prefix``: the messages no later cut of the context policy
+changes): a cut blanks results or drops rounds after it, and the next call still reads
+everything before it from cache, where the newest turn's breakpoint alone would leave
+only the system prompt (the API looks for an earlier entry at most 20 blocks back).
+Three breakpoints at most, of the API's four.
 
 Thinking (``llm.thinking``): a reply's ``thinking`` and ``redacted_thinking`` blocks are
 kept on the message (:class:`~deepledger.messages.ThinkingBlock`, signature and all) and
@@ -116,7 +122,7 @@ class AnthropicClient(LLMClient):
     async def _call(
         self, messages: list[Message], tools: list[ToolSpec], settings: GenerationSettings
     ) -> LLMResponse:
-        system, turns = to_wire(messages)
+        system, turns = to_wire(messages, settings.cache_prefix)
         request: JSONObject = {
             "model": self.model,
             "messages": turns,
@@ -224,13 +230,18 @@ def with_thinking_room(max_tokens: int, thinking: Mapping[str, Any]) -> int:
     return max_tokens
 
 
-def to_wire(messages: list[Message]) -> tuple[list[JSONObject], list[JSONObject]]:
-    """(system blocks, alternating turns) with cache breakpoints set."""
+def to_wire(
+    messages: list[Message], stable_prefix: int | None = None
+) -> tuple[list[JSONObject], list[JSONObject]]:
+    """(system blocks, alternating turns) with cache breakpoints set: the system prompt,
+    the end of the first ``stable_prefix`` messages (None: not known), the newest user
+    turn."""
     system: list[JSONObject] = [
         {"type": "text", "text": m.content} for m in messages if m.role is Role.SYSTEM
     ]
     turns: list[JSONObject] = []
     turn_start = current_turn_start(messages)
+    stable_end: JSONObject | None = None  # the last block of the stable prefix
     for i, m in enumerate(messages):
         if m.role is Role.SYSTEM:
             continue
@@ -240,6 +251,8 @@ def to_wire(messages: list[Message]) -> tuple[list[JSONObject], list[JSONObject]
             blocks = [_thinking_block(t) for t in m.thinking] + blocks
         if not blocks:
             continue  # the API rejects empty turns; the neighbours merge instead
+        if stable_prefix is not None and i < min(stable_prefix, len(messages) - 1):
+            stable_end = blocks[-1]  # never a thinking block: those come first
         if turns and turns[-1]["role"] == role:
             turns[-1]["content"].extend(blocks)
         else:
@@ -247,6 +260,8 @@ def to_wire(messages: list[Message]) -> tuple[list[JSONObject], list[JSONObject]
     _strip_prefill_whitespace(turns)
     if system:
         system[-1]["cache_control"] = CACHE_CONTROL
+    if stable_end is not None:
+        stable_end["cache_control"] = CACHE_CONTROL
     newest_user = next((t for t in reversed(turns) if t["role"] == "user"), None)
     if newest_user and newest_user["content"]:
         newest_user["content"][-1]["cache_control"] = CACHE_CONTROL

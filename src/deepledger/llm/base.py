@@ -73,6 +73,11 @@ class GenerationSettings:
     stop: tuple[str, ...] = ()
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     reasoning_effort: str | None = None  # OpenAI reasoning models (and servers that take it)
+    # openai: send prompt_cache_key (llm.prompt_cache_key; None: to api.openai.com only).
+    prompt_cache_key: bool | None = None
+    # The request's leading messages that later requests send unchanged (the context
+    # policy's stable prefix): Anthropic puts a cache breakpoint at its end. None: unknown.
+    cache_prefix: int | None = None
 
 
 def connect_timed_out(exc: BaseException) -> bool:

@@ -144,9 +144,13 @@ def _build_local(cfg: LLMConfig) -> LLMClient:
 
 
 def _model_file(model_path: str | None) -> Path:
-    """llm=local's GGUF file: ``llm.model_path``, else the bundled model's."""
+    """llm=local's GGUF file: ``llm.model_path`` (a path, or the name of a model
+    installed on request, ``llm/local_models.py``), else the bundled model's."""
     from deepledger.llm.local import bundled_model
+    from deepledger.llm.local_models import installed_model
 
+    if model_path and (packaged := installed_model(model_path)) is not None:
+        return packaged
     path = Path(model_path).expanduser() if model_path else bundled_model()
     if not path.is_file():
         raise ConfigError(f"llm.model_path={model_path}: no such file.")
@@ -233,4 +237,5 @@ def settings_from_config(cfg: LLMConfig) -> GenerationSettings:
         top_p=cfg.top_p,
         extra_body=dict(cfg.extra_body),
         reasoning_effort=cfg.reasoning_effort,
+        prompt_cache_key=cfg.prompt_cache_key,
     )

@@ -62,6 +62,7 @@ from deepledger.llm.base import (
     LLMClient,
     answered_natively,
 )
+from deepledger.llm.prompt_cache import prompt_cache_key, sends_prompt_cache_key
 from deepledger.llm.tokens import count_messages
 from deepledger.llm.usage import report_unreadable, token_count
 from deepledger.messages import (
@@ -174,6 +175,8 @@ class OpenAIChatClient(LLMClient):
             request |= sampling_fields(settings)
         if self.capabilities.prefill and messages and messages[-1].role is Role.ASSISTANT:
             request |= {"continue_final_message": True, "add_generation_prompt": False}
+        if sends_prompt_cache_key(settings.prompt_cache_key, self.base_url):
+            request.setdefault("prompt_cache_key", prompt_cache_key(messages))  # extra_body's wins
         body = self._wire_cache.request_body(request, messages)
         return self._from_wire(await self.post_body(self._url, body), messages)
 

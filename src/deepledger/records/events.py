@@ -61,14 +61,17 @@ class RetryStarted(Event):
 class Resumed(Event):
     """The retry was rebuilt from this journal after a kill and goes on at
     ``resumed_at_turn`` (benchmark.execution.resume=turn). ``replayed_reply``: the last
-    kept reply's tool calls had not all finished, so they run again. ``lost_tool_state``:
-    the servers whose state the kill took (a ``scope: task`` server), which the next tool
-    result tells the model about. ``cycle_state``: how the loop check's replies were
-    rebuilt (``rebuilt``: every reply's key; rolled-back replies from their text)."""
+    kept reply's tool calls had not all finished, so they run again. ``at_closing``: the
+    loop had ended (answered, out of turns or looping) after turn ``resumed_at_turn``, so
+    no turn is asked: the closing calls come next. ``lost_tool_state``: the servers whose
+    state the kill took (a ``scope: task`` server), which the next tool result tells the
+    model about. ``cycle_state``: how the loop check's replies were rebuilt
+    (``rebuilt``: every reply's key, rolled-back ones too, exactly)."""
 
     event: Literal["resumed"] = "resumed"
     resumed_at_turn: int
     replayed_reply: bool = False
+    at_closing: bool = False
     lost_tool_state: list[str] = Field(default_factory=list[str])
     cycle_state: str = "rebuilt"
 
@@ -213,11 +216,16 @@ class PairingRepaired(Event):
 
 
 class Rollback(Event):
+    """A reply thrown away and asked again (``agent/rollback.py``): its text, and the
+    whole message when the text alone is not all the loop check compares (native tool
+    calls, thinking): a resume rebuilds the reply's cycle key from it exactly."""
+
     event: Literal["rollback"] = "rollback"
     turn: int
     reason: str
     detail: str
     reply: str
+    message: MessageField | None = None
 
 
 class RollbackCapReached(Event):
@@ -283,6 +291,29 @@ class ContextOverflow(Event):
     server_limit: int | None
     action: str
     dropped_messages: int
+
+
+# -- trimming ---------------------------------------------------------------------------
+class ContextCut(Event):
+    """``keep_tool_result`` blanked older tool results, or ``round_window`` left older
+    rounds out, in the request of ``turn`` (agent.context.cut_batch at a time, or all at
+    once when ``urgent``: the window guard would have ended the loop otherwise).
+    ``blanked_total`` / ``dropped_total``: the history's oldest results blanked and
+    rounds left out from then on (what a resume or a replay takes back).
+    ``tokens_freed``: what the cut took out of the request; ``uncached_tokens``: the
+    request after the prefix it shares with the one before, which a prompt cache cannot
+    serve (the cache the cut broke, and the newest message); both estimated at four
+    characters a token (``deepledger replay`` counts exactly)."""
+
+    event: Literal["context_cut"] = "context_cut"
+    turn: int
+    results_blanked: int = 0
+    rounds_dropped: int = 0
+    blanked_total: int = 0
+    dropped_total: int = 0
+    tokens_freed: int = 0
+    uncached_tokens: int = 0
+    urgent: bool = False
 
 
 # -- compaction -------------------------------------------------------------------------
@@ -416,6 +447,7 @@ JournalEvent = Annotated[
     | LimitReached
     | WindowExhausted
     | ContextOverflow
+    | ContextCut
     | Compacted
     | CompactionSkipped
     | CompactionFailed

@@ -72,6 +72,8 @@ def _may_be_null(field: FieldInfo) -> bool:
 def _without_unstamped(record: JSONObject) -> JSONObject:
     if "config_id" in record and record["config_id"] is None:
         del record["config_id"]
+    if record.get("interrupted_calls") == 0:  # a retry no kill cut short says nothing of it
+        del record["interrupted_calls"]
     for inner in ("attempts", "retries"):
         for part in record.get(inner) or []:
             _without_unstamped(part)
@@ -142,6 +144,9 @@ class RetryRecord(ResultRecord):
     journal: str | None = None  # relative to the run directory
     elapsed_seconds: float | None = None
     config_id: str | None = None  # the settings it ran under (store/run_config.py)
+    # The model calls of the killed run(s) this retry went on from (resume=turn), in
+    # ``usage`` already; written only when there were some.
+    interrupted_calls: int = 0
 
 
 class AttemptRecord(ResultRecord):

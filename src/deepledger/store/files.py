@@ -5,12 +5,18 @@ part of it) or replaced whole (temp file + rename): a run killed at any moment l
 readable files, and a line cut short by a crash is skipped when reading. A disk that is
 full or went read-only raises :class:`RunDirectoryError` (``disk_trouble``), which stops
 the run with one message: every later write would fail the same way.
+
+A file held open for writing for a long time (a journal) can be held exclusively
+(``hold_exclusively``): an ``flock`` that goes with the process that took it, so that a
+process still writing a file another has come to continue is told apart.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -20,6 +26,16 @@ from deepledger.messages import JSONObject
 
 # What a write says when the disk is full or over quota.
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+# What flock says on a file system that keeps no locks: NFS mounted with ``nolock`` or
+# without a lock manager (ENOLCK), Lustre without ``-o flock`` (ENOSYS), FUSE (EOPNOTSUPP).
+_NO_LOCKS = (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL)
+# Where Linux lists the locks held: the holder of a busy file is named from it.
+_PROC_LOCKS = Path("/proc/locks")
+# How far back a torn last line is looked for at a time.
+_TAIL_CHUNK = 64 * 1024
+
+log = logging.getLogger(__name__)
+_warned_no_locks = False  # said once a process: every journal is on the same disk
 
 
 def read_jsonl(path: Path) -> list[JSONObject]:
@@ -115,9 +131,10 @@ def append_whole(handle: int, data: bytes, *, sync: bool) -> None:
     the error raised. ``sync``: fsync it too (records a resume relies on).
 
     Where to cut back to is read only when a write fails (the file's end less what this
-    call wrote): each file has one writer (the run's lock), so that is where the file
-    ended before. Reading it before every write was a system call on every journal
-    line: 77,824 of them in benchmarks/perf/throughput.py's 2,048-task run."""
+    call wrote): each file has one writer (the run's lock; a journal's own, journal.py),
+    so that is where the file ended before. Reading it before every write was a system
+    call on every journal line: 77,824 of them in benchmarks/perf/throughput.py's
+    2,048-task run."""
     written = 0
     try:
         while written < len(data):  # a short write is not an error: go on from there
@@ -128,6 +145,65 @@ def append_whole(handle: int, data: bytes, *, sync: bool) -> None:
         if written:
             os.ftruncate(handle, os.fstat(handle).st_size - written)
         raise
+
+
+def hold_exclusively(handle: int, path: Path) -> bool:
+    """Take an exclusive ``flock`` on the file open as ``handle``, without waiting; it
+    lasts until the handle is closed or its process ends (a SIGKILL included). False
+    when another open file holds it: another process is writing the file (or this one,
+    through another handle). On a file system that keeps no locks the file is held
+    without one, as it was before locks (said once in the log): True."""
+    global _warned_no_locks
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError as exc:
+        if exc.errno not in _NO_LOCKS:
+            raise
+        if not _warned_no_locks:
+            _warned_no_locks = True
+            log.warning(
+                "%s: the file system keeps no locks (%s): a process still writing a journal "
+                "cannot be told apart from a resume continuing it",
+                path,
+                exc.strerror,
+            )
+    return True
+
+
+def lock_holder(handle: int) -> int | None:
+    """The id of the process on this machine that holds an ``flock`` on the file open as
+    ``handle``, as ``/proc/locks`` says (None: not Linux, or held from another machine)."""
+    stat = os.fstat(handle)
+    device = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
+    try:
+        lines = _PROC_LOCKS.read_text(encoding="ascii", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        # "1: FLOCK  ADVISORY  WRITE 4424 fe:00:2147196 0 EOF"; waiters have a "->".
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == device:
+            return int(fields[4]) if fields[4].isdigit() else None
+    return None
+
+
+def cut_torn_tail(handle: int) -> int:
+    """Cut off the end of the file open as ``handle`` after its last newline (a line a
+    crash cut short), so that the next line appended starts on a line of its own; the
+    file's size after. Only the end is read, a chunk at a time."""
+    size = end = os.fstat(handle).st_size
+    while end > 0:
+        start = max(0, end - _TAIL_CHUNK)
+        newline = os.pread(handle, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            end = start + newline + 1
+            break
+        end = start
+    if end < size:
+        os.ftruncate(handle, end)
+    return end
 
 
 def disk_trouble(path: Path, exc: OSError) -> RunDirectoryError | None:

@@ -9,23 +9,66 @@ happens, so a run killed at any point leaves a readable journal up to its last e
 line the disk cannot take whole is cut back out, never left torn. Messages and usage are
 written as their dataclass fields; images as their type, source, size and sha256, never
 their data.
+
+One writer at a time: a journal holds an exclusive ``flock`` on its file for as long as
+it is open (taken once, when it is opened: no system call a line). A process that
+opens a journal another still holds (a Ray worker of a killed driver, writing on for a
+moment) gets :class:`JournalBusyError`, so that a resume never continues a file a
+late writer still appends to (``Journal.reopen``; the runner then sets the file aside).
+The lock goes with the process holding it, however it ends. On NFS, Linux turns
+``flock`` into a lock of the whole file (``fcntl``) that the server keeps for every
+client, if it runs a lock manager (NFSv4 has one built in; v3 needs ``lockd``, and a
+mount with ``nolock`` keeps locks on the client only); a client cut off from the server
+loses its locks when its lease expires (NFSv4, ~90 s) and the writer it was guarding
+may then still run. A file system that keeps no locks at all gets none (logged once).
+
+``writers_seconds`` reads back from a journal's stamps how long the runs that wrote it
+worked on it (a killed run's time, which a task's time limit counts on resume).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from time import time_ns
 from typing import TypeVar
 
+from deepledger.errors import DeepLedgerError
 from deepledger.records.base import SCHEMA_VERSION
 from deepledger.records.codec import encode_line, read_journal
 from deepledger.records.events import Event, JournalOpened
-from deepledger.store.files import append_whole, disk_trouble
+from deepledger.store.files import (
+    append_whole,
+    cut_torn_tail,
+    disk_trouble,
+    hold_exclusively,
+    lock_holder,
+)
 from deepledger.store.layout import archive_folder, child_journal, memory_folder
 
 E = TypeVar("E", bound=Event)
+
+
+class JournalBusyError(DeepLedgerError):
+    """Another process holds the journal's lock: it is still writing it. ``holder``: its
+    process id on this machine, when known."""
+
+    def __init__(self, path: Path, holder: int | None) -> None:
+        self.path = path
+        self.holder = holder
+        who = f"process {holder}" if holder is not None else "another process"
+        super().__init__(
+            f"{path} is still being written by {who} (a worker of a killed run, or a second "
+            "run in the same folder): one journal takes one writer. Let that process end, "
+            "then run the same command again."
+        )
+
+    @property
+    def writer(self) -> str:
+        """Who holds it, in a few words."""
+        return f"process {self.holder}" if self.holder is not None else "another process"
 
 
 class Journal:
@@ -39,15 +82,41 @@ class Journal:
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+                # Read too: a reopened journal's torn last line is found by reading it.
+                flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
                 self._handle = os.open(path, flags, 0o644)
+                self._hold()
                 self._start = os.fstat(self._handle).st_size  # where this writer's lines go
                 if self._start == 0:  # a new file says its schema
                     opened = JournalOpened(ts=_now(), schema_version=SCHEMA_VERSION)
                     self._append(encode_line(opened))
             except OSError as exc:
+                self.close()
                 _stop_on_disk_trouble(path, exc)
                 raise
+
+    @classmethod
+    def reopen(cls, path: Path) -> Journal:
+        """The journal a killed run left at ``path``, held by this process to go on with
+        (:class:`JournalBusyError` while another process still writes it). A last line
+        the kill cut short is cut off: the lines appended next start on their own."""
+        journal = cls(path)
+        assert journal._handle is not None
+        try:
+            journal._start = cut_torn_tail(journal._handle)
+        except OSError as exc:
+            journal.close()
+            _stop_on_disk_trouble(path, exc)
+            raise
+        return journal
+
+    def _hold(self) -> None:
+        """This writer's lock on the file, for as long as it is open."""
+        assert self._handle is not None and self.path is not None
+        if not hold_exclusively(self._handle, self.path):
+            holder = lock_holder(self._handle)
+            self.close()
+            raise JournalBusyError(self.path, holder)
 
     def write(self, event: Event) -> None:
         """Stamp ``event`` with the time and append it."""
@@ -106,6 +175,39 @@ class Journal:
 
     def __del__(self) -> None:  # as a file object would: a journal left open is closed
         self.close()
+
+
+# A line's stamp, as every writer of this module starts a line; and a resume's marker.
+_STAMP = re.compile(rb'^\{\s*"ts"\s*:\s*"([^"]+)"')
+_RESUMED = re.compile(rb'"event"\s*:\s*"resumed"')
+
+
+def writers_seconds(path: Path) -> float:
+    """How long the runs that wrote the journal at ``path`` worked on it, from its lines'
+    stamps: each run's first line to its last (a resumed run's first is its ``resumed``
+    line). What a kill cut off after a run's last line is not known and not counted.
+    Lines are only scanned for their stamps, not decoded: a long journal reads fast."""
+    total, first, last = 0.0, None, None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return 0.0
+    for line in data.split(b"\n"):
+        stamp = _STAMP.match(line)
+        if stamp is None:
+            continue  # torn, or not of this release
+        try:
+            moment = datetime.fromisoformat(stamp.group(1).decode())
+        except ValueError:
+            continue
+        if _RESUMED.search(line) and first is not None and last is not None:
+            total += (last - first).total_seconds()  # the run before it ended there
+            first = None
+        first = first or moment
+        last = moment
+    if first is not None and last is not None:
+        total += (last - first).total_seconds()
+    return max(0.0, total)
 
 
 def _now() -> str:

@@ -42,7 +42,7 @@ from deepledger.records.results import (
     TaskRecord,
 )
 from deepledger.store.files import append_line, latest_records, read_jsonl, write_json_atomic
-from deepledger.store.journal import Journal
+from deepledger.store.journal import Journal, writers_seconds
 from deepledger.store.layout import (
     MANIFEST,
     RunLayout,
@@ -298,7 +298,8 @@ class RunStore:
     def journal(self, task_id: str, attempt: int, retry: int, *, resume: bool = False) -> Journal:
         """The journal of one retry. One a killed run left is set aside (the retry starts
         afresh), or with ``resume`` appended to (benchmark.execution.resume=turn: the
-        retry goes on from it, so do its memory notes and sub-agent folders)."""
+        retry goes on from it, so do its memory notes and sub-agent folders), once no
+        other process writes it (``JournalBusyError`` until then: ``Journal.reopen``)."""
         self.task_dir(task_id)
         path = self.layout.journal(task_id, attempt, retry)
         if path.exists() and not resume:  # left by a run that was killed: start afresh
@@ -311,7 +312,7 @@ class RunStore:
             memory = memory_folder(path)
             if retry == 0 and memory.exists():
                 memory.rename(set_aside(memory, stamp))
-        return Journal(path)
+        return Journal.reopen(path) if resume else Journal(path)
 
     def interrupted_usages(self, task_id: str) -> list[Usage]:
         """The usage of every model call recorded in journals a killed run left behind:
@@ -329,6 +330,18 @@ class RunStore:
                 if isinstance(event, LLMCall | ClosingCall):
                     usages.append(event.usage)
         return usages
+
+    def killed_seconds(self, task_id: str, attempt: int, retry: int) -> float:
+        """The time killed runs worked on the task's retries that no record holds, from
+        their journals' stamps: those set aside, and the unfinished journal of the retry
+        the task goes on with (``attempt``, ``retry``), resumed or set aside next."""
+        journals = [
+            path for _, _, path in attempt_journals(self.task_dir(task_id), interrupted=True)
+        ]
+        unfinished = self.layout.journal(task_id, attempt, retry)
+        if unfinished.exists():
+            journals.append(unfinished)
+        return sum(writers_seconds(path) for path in journals)
 
     def relative(self, path: Path | None) -> str | None:
         return str(path.relative_to(self.root)) if path else None

@@ -281,6 +281,11 @@ _ANTHROPIC_MEDIA_TYPES = {"image/jpeg", "image/png", "image/gif", "image/webp"}
 def wire_problem(protocol: str, body: JSONObject) -> str | None:
     """Why the real API would refuse the request's list content, or ``None``."""
     messages = body.get("messages")
+    if protocol == "anthropic" and _cache_breakpoints(body) > ANTHROPIC_MAX_BREAKPOINTS:
+        return (
+            f"A maximum of {ANTHROPIC_MAX_BREAKPOINTS} blocks with cache_control may be "
+            f"provided. Found {_cache_breakpoints(body)}."
+        )
     for index, message in enumerate(messages if isinstance(messages, list) else ()):
         if not isinstance(message, dict) or not isinstance(message.get("content"), list):
             continue
@@ -289,6 +294,20 @@ def wire_problem(protocol: str, body: JSONObject) -> str | None:
         if problem:
             return f"messages[{index}]: {problem}"
     return None
+
+
+ANTHROPIC_MAX_BREAKPOINTS = 4
+
+
+def _cache_breakpoints(body: JSONObject) -> int:
+    """The blocks of an Anthropic request (tools, system, messages) with cache_control."""
+    blocks: list[Any] = list(body.get("tools") or [])
+    system = body.get("system")
+    blocks += system if isinstance(system, list) else []
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        blocks += content if isinstance(content, list) else []
+    return sum(isinstance(b, dict) and "cache_control" in b for b in blocks)
 
 
 def _openai_message_problem(message: JSONObject) -> str | None:

@@ -348,7 +348,8 @@ const RENDER = {
   retry_started: (e) => ev("notice", `attempt ${e.attempt} · retry ${e.retry}${e.final_retry ? " (final retry)" : ""}`,
     `carries ${e.carried_post_mortems ?? 0} post-mortem(s) from earlier retries`),
   // benchmark.execution.resume=turn: the run was killed here and went on from the journal.
-  resumed: (e) => ev("notice", `resumed at turn ${e.resumed_at_turn} after a kill, rebuilt from this journal` +
+  resumed: (e) => ev("notice", (e.at_closing ? `resumed at the closing calls after turn ${e.resumed_at_turn}` :
+    `resumed at turn ${e.resumed_at_turn}`) + " after a kill, rebuilt from this journal" +
     (e.replayed_reply ? ` · turn ${e.resumed_at_turn}'s tool calls run again (the kill cut them off)` : ""),
     (e.lost_tool_state?.length ? `state lost with the kill, told to the model: ${e.lost_tool_state.join(", ")} · ` : "") +
     `loop check: ${e.cycle_state ?? "rebuilt"}`),
