@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from deepledger.agent.task import task_text
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
@@ -90,13 +92,9 @@ def test_a_model_profile_is_checked():
     from deepledger.config import validate
     from deepledger.errors import ConfigError
 
-    cfg = composed("llm.tool_protocol=json", "llm.worked_example=missing.md")
-    try:
-        validate(cfg)
-    except ConfigError as exc:
-        message = str(exc)
-    else:
-        raise AssertionError("an invalid profile was accepted")
+    with pytest.raises(ConfigError) as refused:
+        validate(composed("llm.tool_protocol=json", "llm.worked_example=missing.md"))
+    message = str(refused.value)
     assert "llm.tool_protocol='json'" in message and "llm.worked_example='missing.md'" in message
 
 
@@ -140,11 +138,7 @@ def test_a_model_profiles_turn_cap_and_hidden_tools_are_checked():
     from deepledger.config import validate
     from deepledger.errors import ConfigError
 
-    cfg = composed("llm.max_turns=0", "llm.tool_blacklist=[a.b.c]")
-    try:
-        validate(cfg)
-    except ConfigError as exc:
-        message = str(exc)
-    else:
-        raise AssertionError("an invalid profile was accepted")
+    with pytest.raises(ConfigError) as refused:
+        validate(composed("llm.max_turns=0", "llm.tool_blacklist=[a.b.c]"))
+    message = str(refused.value)
     assert "llm.max_turns=0" in message and "llm.tool_blacklist: 'a.b.c'" in message

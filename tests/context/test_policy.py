@@ -21,8 +21,6 @@ from deepledger.llm.usage import UsageLedger
 from deepledger.messages import (
     Message,
     MessageKind,
-    ToolCall,
-    ToolResult,
     Usage,
     forget_wire,
     remember_wire,
@@ -30,7 +28,7 @@ from deepledger.messages import (
 )
 from deepledger.records.events import Compacted, ContextCut
 from deepledger.store.journal import Journal
-from tests.support.histories import COUNTER, NOTES, padded
+from tests.support.histories import COUNTER, NOTES, growing_histories, padded
 
 SUMMARY = "Answer now in \\boxed{}."
 HUGE = Usage(input_tokens=10**9, output_tokens=0)  # a last call that filled any window
@@ -161,16 +159,7 @@ def test_a_copied_message_leaves_its_kept_wire_bytes_behind():
 # -- batched cuts --------------------------------------------------------------------------
 def turns(count: int, size: int = 400) -> list[list[Message]]:
     """The history before each of ``count`` turns, each result ``size`` words long."""
-    history = [Message.system("sys"), Message.task("task")]
-    states = [list(history)]
-    for n in range(1, count + 1):
-        call = ToolCall(f"c{n}", "search", {"q": n}, server_name="web")
-        history += [
-            Message.assistant(f"reply {n}", [call]),
-            Message.text_tool_results(f"result {n} " + "word " * size, [ToolResult(f"c{n}", "r")]),
-        ]
-        states.append(list(history))
-    return states
+    return growing_histories(count, lambda n: f"result {n} " + "word " * size)
 
 
 async def run_turns(policy: ContextPolicy, states: list[list[Message]]) -> list[list[Message]]:

@@ -12,6 +12,7 @@ from deepledger.context.trim import (
 )
 from deepledger.llm.tokens import count_messages, default_counter
 from deepledger.messages import ImagePart, Message, MessageKind, Role, ToolCall, ToolResult
+from tests.support.histories import growing_histories
 
 
 def xml_history() -> list[Message]:
@@ -162,16 +163,7 @@ def test_blanking_a_result_drops_its_images_with_its_text(build):
 # -- batched cuts (agent.context.cut_batch) ------------------------------------------------
 def growing(turns: int) -> list[list[Message]]:
     """The history before each of ``turns`` turns of one-result tool calls (XML)."""
-    history = [Message.system("sys"), Message.task("task")]
-    states = [list(history)]
-    for n in range(1, turns + 1):
-        call = ToolCall(f"c{n}", "search", {"q": n}, server_name="web")
-        history += [
-            Message.assistant(f"reply {n}", [call]),
-            Message.text_tool_results(f"result {n} " * 20, [ToolResult(f"c{n}", f"raw {n}")]),
-        ]
-        states.append(list(history))
-    return states
+    return growing_histories(turns, lambda n: f"result {n} " * 20)
 
 
 def one_at_a_time(messages: list[Message], keep: int) -> list[int]:

@@ -4,6 +4,7 @@ its seed) and compaction driven on them with a scripted note writer."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import replace
 
 from deepledger.context.compaction import Compaction, ModelNotes, NoteWriter
@@ -83,3 +84,18 @@ async def compact(
         urgent=urgent,
     )
     return changed, journal
+
+
+def growing_histories(turns: int, result: Callable[[int], str]) -> list[list[Message]]:
+    """The history before each of ``turns`` turns of one XML tool call and its result
+    (``result(n)``, the text turn n's result message carries): a task only growing."""
+    history = [Message.system("sys"), Message.task("task")]
+    states = [list(history)]
+    for n in range(1, turns + 1):
+        call = ToolCall(f"c{n}", "search", {"q": n}, server_name="web")
+        history += [
+            Message.assistant(f"reply {n}", [call]),
+            Message.text_tool_results(result(n), [ToolResult(f"c{n}", f"raw {n}")]),
+        ]
+        states.append(list(history))
+    return states
