@@ -16,9 +16,10 @@ some shells here, is removed from its environment), as on a user's machine; one 
 run first fills the caches. Three of them are deepledger's own, in its cache folder: the
 report's library bundle, made by the first report, the tool servers' tool lists
 (``tool_lists/``, from the last run of each server: with them the first request goes
-out while the servers are still starting), and the parsed tokenizer (``tokenizers/``). ``default_cold_cache`` measures a run that
-makes the bundle (a fresh ``DEEPLEDGER_CACHE_DIR`` that keeps the search index, the
-tool lists and the parsed tokenizer); ``uncached_tool_lists`` a run whose servers have
+out while the servers are still starting), and the parsed tokenizer (``tokenizers/``).
+``default_cold_cache`` measures a run that makes the bundle (a fresh
+``DEEPLEDGER_CACHE_DIR`` that keeps the search index, the tool lists and the parsed
+tokenizer); ``uncached_tool_lists`` a run whose servers have
 never run before (a fresh one that keeps all but the tool lists: it waits for every
 server's list);
 ``no_tool_servers`` the same run with ``agent.main_agent.tools=[]`` (how much of the
