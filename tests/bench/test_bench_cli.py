@@ -14,7 +14,7 @@ from deepledger.testing.bench_model import respond_http
 from deepledger.testing.fake_llm_server import FakeLLMServer
 from tests.support.bench import SUITE, bench_command, results
 from tests.support.cli import ROOT, deepledger
-from tests.support.processes import Descendants, command_line
+from tests.support.processes import Descendants, command_line, takes_ctrl_c
 from tests.support.report import embedded
 
 
@@ -160,7 +160,12 @@ def test_ctrl_c_stops_cleanly_without_orphans_and_says_how_to_resume(tmp_path):
         command = [c for c in command if not c.startswith("agent.main_agent.tools")]
         command.append("agent.main_agent.tools=[python]")  # a real server to clean up
         run = subprocess.Popen(
-            command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            command,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=takes_ctrl_c,
         )
         # Only what this run started: other tests' and runs' servers may be running too.
         started = Descendants(run.pid)

@@ -29,6 +29,7 @@ from deepledger.llm.openai import to_wire_messages
 from deepledger.llm.tokens import default_counter
 from deepledger.messages import Message
 from tests.support.config import composed
+from tests.support.processes import takes_ctrl_c
 
 
 def alive(pid: int) -> bool:
@@ -225,7 +226,13 @@ def test_ctrl_c_during_a_local_run_stops_the_model_server(tmp_path):
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
     repo = Path(__file__).resolve().parents[2]
-    run = subprocess.Popen(command, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    run = subprocess.Popen(
+        command,
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=takes_ctrl_c,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (servers := model_servers_of(run.pid)) and time.monotonic() < deadline:

@@ -10,11 +10,21 @@ one that outlives the root is an orphan that the ancestry no longer shows.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from pathlib import Path
 
 PROC = Path("/proc")
+
+
+def takes_ctrl_c() -> None:
+    """For ``Popen(preexec_fn=...)`` in the Ctrl-C tests: the child takes SIGINT the default
+    way even when the test run itself was started with it ignored (a shell without job
+    control starts its background commands so, and children inherit it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 # Each process is (pid, start time in clock ticks): a reused pid is another process.
 Identity = tuple[int, int]
 
