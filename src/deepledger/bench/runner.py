@@ -348,11 +348,8 @@ class BenchmarkRunner:
         done = await asyncio.to_thread(self.run_dir.progress, task.task_id)
         earlier: list[Spent] = [r for a in done.attempts for r in a.retries]
         earlier += done.retries
-        earlier += await asyncio.to_thread(self._interrupted, task)
-        # The time killed runs spent (task_time_limit_seconds goes on, not over).
         attempt, retry = len(done.attempts) + 1, len(done.retries)
-        killed = await asyncio.to_thread(self.run_dir.killed_seconds, task.task_id, attempt, retry)
-        earlier.append(Expense(cost=0.0, elapsed_seconds=killed))
+        earlier += await asyncio.to_thread(self._killed_runs, task, attempt, retry)
         budget = TaskBudget(self.limits, self.budget, recorded_spending(earlier), self.clock)
         self.budget.task_started(budget)
         return done, budget, earlier
@@ -452,6 +449,13 @@ class BenchmarkRunner:
             f"{_refused_url(exc) or _base_url(llm)!r}; its API key from the variable named by "
             "llm.api_key_env in that preset)"
         )
+
+    def _killed_runs(self, task: Task, attempt: int, retry: int) -> list[Expense]:
+        """What killed runs spent on the task: their calls, and the time they worked
+        (task_time_limit_seconds goes on, not over). One trip to a worker thread for
+        both: every task of a run asks as it starts."""
+        killed = self.run_dir.killed_seconds(task.task_id, attempt, retry)
+        return [*self._interrupted(task), Expense(cost=0.0, elapsed_seconds=killed)]
 
     def _interrupted(self, task: Task) -> list[Expense]:
         """Killed runs' model calls, for the totals."""
