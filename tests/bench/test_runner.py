@@ -231,3 +231,38 @@ async def test_a_required_tool_server_that_cannot_start_is_logged_in_one_line(tm
     assert logged.exc_info is None  # on purpose, and it says why: no traceback
     assert "cannot run /nonexistent/srv" in logged.getMessage()
     assert "tools.gone.required is true" in logged.getMessage()
+
+
+async def test_a_fresh_task_starts_without_looking_for_what_earlier_runs_left(
+    tmp_path, monkeypatch
+):
+    """A task no run has a folder of skips the reads that look for earlier work (several
+    system calls each, and thousands of tasks start at once); one an earlier run left
+    something of still reads it all."""
+    looked: list[str] = []
+    for name in ("progress", "interrupted_usages", "killed_seconds"):
+        original = getattr(RunStore, name)
+
+        def spy(self, task_id, *args, _original=original, _name=name):
+            looked.append(f"{_name} {task_id}")
+            return _original(self, task_id, *args)
+
+        monkeypatch.setattr(RunStore, name, spy)
+    cfg = config("agent.context_compress_limit=2")
+    (first,) = await run(cfg, model(), tmp_path, ("hard #2",))
+    assert looked == []
+    # Killed during the second retry: the first retry's progress line is all there is.
+    rundir = RunStore(tmp_path)
+    progress = rundir.task_dir("hard #2") / "progress.jsonl"
+    progress.write_text(progress.read_text().splitlines()[0] + "\n")
+    rundir.results_path.unlink()
+    rundir.close()
+    (again,) = await run(cfg, model(), tmp_path, ("hard #2",))
+    assert looked == [
+        "progress hard #2",
+        "killed_seconds hard #2",
+        "interrupted_usages hard #2",  # at the start: what killed runs spent
+        "interrupted_usages hard #2",  # at the end: their calls, for the totals
+    ]
+    assert again["final_answer"] == first["final_answer"]
+    assert again["interrupted_calls"] > 0  # the killed retries' journals were found

@@ -156,3 +156,80 @@ def test_a_redone_attempt_starts_without_the_killed_runs_notes(tmp_path):
     assert MemoryStore(memory_folder(again.path)).names() == []
     assert [p.name.split(".")[0] for p in notes.parent.iterdir()] == ["attempt-1"]
     run.close()
+
+
+def _flush_held_until_queued(monkeypatch, rundir: RunStore, waiting: int, fail_second=False):
+    """``append_lines`` as the store calls it, its first call held until ``waiting``
+    more records are queued behind it; the batches it was given, in order."""
+    import threading
+
+    import deepledger.store.run_store as run_store
+
+    batches: list[list[str]] = []
+    original = run_store.append_lines
+
+    def flush(path, records):
+        batches.append([r["task_id"] for r in records])
+        if len(batches) == 1:
+            deadline = threading.Event()
+            for _ in range(1000):  # up to 10 s; each thread queues in microseconds
+                if len(rundir._queued) >= waiting:
+                    break
+                deadline.wait(0.01)
+        elif fail_second:
+            raise RunDirectoryError("the disk is full")
+        original(path, records)
+
+    monkeypatch.setattr(run_store, "append_lines", flush)
+    return batches
+
+
+def _add_in_threads(rundir: RunStore, names: list[str]) -> dict[str, BaseException | None]:
+    import threading
+
+    outcome: dict[str, BaseException | None] = {}
+
+    def add(name):
+        try:
+            rundir.add_result(TaskRecord(task_id=name))
+            outcome[name] = None
+        except BaseException as exc:
+            outcome[name] = exc
+
+    first = threading.Thread(target=add, args=(names[0],))
+    first.start()
+    while not rundir._results_lock.locked():  # the first flush has begun
+        threading.Event().wait(0.001)
+    others = [threading.Thread(target=add, args=(n,)) for n in names[1:]]
+    for thread in [*others]:
+        thread.start()
+    for thread in [first, *others]:
+        thread.join()
+    return outcome
+
+
+def test_records_that_arrive_during_a_flush_share_the_next_one(tmp_path, monkeypatch):
+    """Group commit: one write and one fsync for every record queued while another was
+    being flushed; each add returns once its own record is on disk."""
+    rundir = RunStore(tmp_path)
+    names = [f"t{i}" for i in range(16)]
+    batches = _flush_held_until_queued(monkeypatch, rundir, waiting=15)
+    outcome = _add_in_threads(rundir, names)
+    assert outcome == dict.fromkeys(names)
+    assert batches[0] == ["t0"] and sorted(batches[1]) == sorted(names[1:])
+    assert len(batches) == 2
+    assert sorted(rundir.finished_results()) == sorted(names)
+    rundir.close()
+
+
+def test_every_record_of_a_failed_flush_is_told_and_later_ones_are_written(tmp_path, monkeypatch):
+    rundir = RunStore(tmp_path)
+    names = [f"t{i}" for i in range(6)]
+    _flush_held_until_queued(monkeypatch, rundir, waiting=5, fail_second=True)
+    outcome = _add_in_threads(rundir, names)
+    assert outcome["t0"] is None
+    assert all(isinstance(outcome[n], RunDirectoryError) for n in names[1:])
+    monkeypatch.undo()
+    rundir.add_result(TaskRecord(task_id="later"))
+    assert sorted(rundir.finished_results()) == ["later", "t0"]
+    rundir.close()

@@ -207,11 +207,15 @@ class BenchmarkRunner:
         self.limits = TaskLimits.from_execution(self.cfg.benchmark.execution)
         self.budget = RunBudget()  # the run's, set up by run() from what is recorded
         self.executor = executor
+        # Tasks no earlier run left anything of (run() looks once): nothing of theirs to
+        # read back, so they start and end without the file work that looks for it.
+        self._untouched: frozenset[str] = frozenset()
 
     async def run(self, tasks: list[Task]) -> list[TaskRecord]:
         """Every task's record, in task order: earlier runs' and this run's."""
         finished = self.run_dir.finished_results()
         todo = [t for t in tasks if t.task_id not in finished]
+        self._untouched = self.run_dir.untouched([t.task_id for t in todo])
         execution = self.cfg.benchmark.execution
         # Finished tasks' spending; a task that errored is run again, and counts what its
         # retries spent from its start (an error record would count it twice).
@@ -332,7 +336,8 @@ class BenchmarkRunner:
             record.end_reason, record.limit = "limit", stopped_by
         if attempts[-1].retries[-1].does_not_fit:
             record.stopped = "does_not_fit"  # no retry or attempt was left to try
-        interrupted = await asyncio.to_thread(self._interrupted, task)
+        untouched = task.task_id in self._untouched  # no killed run's journal to count
+        interrupted = [] if untouched else await asyncio.to_thread(self._interrupted, task)
         if interrupted:  # a killed run's calls were spent too: they count in the totals
             spent = total_spent([*record.retries, *interrupted])
             record.usage, record.cost = spent.usage, spent.cost
@@ -345,11 +350,15 @@ class BenchmarkRunner:
     async def _start(self, task: Task) -> tuple[TaskProgress, TaskBudget, list[Spent]]:
         """What earlier runs finished of the task, its budget, which starts with what
         they spent (time included), and those spendings (finished and killed retries')."""
-        done = await asyncio.to_thread(self.run_dir.progress, task.task_id)
-        earlier: list[Spent] = [r for a in done.attempts for r in a.retries]
-        earlier += done.retries
-        attempt, retry = len(done.attempts) + 1, len(done.retries)
-        earlier += await asyncio.to_thread(self._killed_runs, task, attempt, retry)
+        earlier: list[Spent]
+        if task.task_id in self._untouched:  # what the files would say: nothing, no time
+            done, earlier = TaskProgress(), [Expense(cost=0.0, elapsed_seconds=0.0)]
+        else:
+            done = await asyncio.to_thread(self.run_dir.progress, task.task_id)
+            earlier = [r for a in done.attempts for r in a.retries]
+            earlier += done.retries
+            attempt, retry = len(done.attempts) + 1, len(done.retries)
+            earlier += await asyncio.to_thread(self._killed_runs, task, attempt, retry)
         budget = TaskBudget(self.limits, self.budget, recorded_spending(earlier), self.clock)
         self.budget.task_started(budget)
         return done, budget, earlier
@@ -589,6 +598,8 @@ class BenchmarkRunner:
         None: nothing to resume, or resume=retry."""
         if self.cfg.benchmark.execution.resume != ResumeMode.TURN:
             return None
+        if task.task_id in self._untouched:
+            return None  # no journal of it was there, and this run writes each once
         path = self.run_dir.journal_path(task.task_id, attempt, index)
         if not await asyncio.to_thread(path.exists):
             return None
