@@ -201,6 +201,7 @@ class Orchestrator:
         self.tools = tools
         self.protocol = protocol
         self.settings = settings
+        self._settings_for_prefix = (settings, settings)  # see _ask
         self.limits = limits
         self.system_prompt = system_prompt
         self.finalizer = finalizer
@@ -492,8 +493,12 @@ class Orchestrator:
     async def _ask(self, state: RunState, prepared: Request) -> LLMResponse | None:
         request = prepared.messages
         forced = self.first_call if state.turn == 0 else None
-        # Where a provider's cache breakpoint pays off longest (llm/anthropic.py).
-        settings = replace(self.settings, cache_prefix=prepared.stable_prefix)
+        # Where a provider's cache breakpoint pays off longest (llm/anthropic.py); the
+        # settings made for the last call serve again while it stays where it was.
+        base, settings = self._settings_for_prefix
+        if settings.cache_prefix != prepared.stable_prefix or base is not self.settings:
+            settings = replace(self.settings, cache_prefix=prepared.stable_prefix)
+            self._settings_for_prefix = (self.settings, settings)
         if forced:
             request = [*request, Message.assistant(forced.opening)]
             settings = replace(settings, stop=(*settings.stop, forced.stop))

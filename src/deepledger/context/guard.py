@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from deepledger.llm.tokens import TokenCounter, count_messages
 from deepledger.messages import EndReason, Message, MessageKind, Role, Usage
@@ -100,7 +100,12 @@ def check_window(
     max_tokens: int,
     counter: TokenCounter,
     tools_tokens: int = 0,
+    continue_from: Sequence[Message] | None = None,
 ) -> WindowVerdict:
+    """Whether ``history`` (the request) fits the window. The verdict's history is the
+    one to continue from: ``continue_from`` (the whole history a trimmed request was
+    picked from; None: the request itself), without its newest exchange if it does not
+    fit."""
     # A token is at least one byte, so counting bytes bounds the estimate from above: when
     # even the bound fits, so does the real count, and tokenizing can wait until the
     # window is nearly full (it was a tenth of the loop's own CPU under load).
@@ -112,8 +117,9 @@ def check_window(
         counter=UTF8_BYTES,
         tools_tokens=tools_tokens,
     )
+    kept = tuple(history if continue_from is None else continue_from)
     if bound.total < max_context_length:
-        return WindowVerdict(True, bound, max_context_length, tuple(history))
+        return WindowVerdict(True, bound, max_context_length, kept)
     estimate = estimate_final_request(
         history,
         last_usage=last_usage,
@@ -123,9 +129,9 @@ def check_window(
         tools_tokens=tools_tokens,
     )
     if estimate.total < max_context_length:
-        return WindowVerdict(True, estimate, max_context_length, tuple(history))
-    kept, dropped = drop_last_exchange(history)
-    return WindowVerdict(False, estimate, max_context_length, kept, dropped)
+        return WindowVerdict(True, estimate, max_context_length, kept)
+    shorter, dropped = drop_last_exchange(history if continue_from is None else continue_from)
+    return WindowVerdict(False, estimate, max_context_length, shorter, dropped)
 
 
 def estimate_final_request(
@@ -247,7 +253,7 @@ class WindowGuard:
         ``last_usage`` (the call before, when it was of the same request) stands for all
         but the newest message. When it does not fit, the history to continue from is
         ``history`` without its newest exchange."""
-        verdict = check_window(
+        return check_window(
             request,
             last_usage=last_usage,
             summary_prompt=self.summary_prompt,
@@ -255,11 +261,8 @@ class WindowGuard:
             max_tokens=self.reply_budget,
             counter=self.counter,
             tools_tokens=self.tools_tokens,
+            continue_from=history,
         )
-        if verdict.fits:
-            return replace(verdict, history=tuple(history))
-        kept, dropped = drop_last_exchange(history)
-        return WindowVerdict(False, verdict.estimate, verdict.limit, kept, dropped)
 
 
 def request_tokens(messages: Sequence[Message], *, reply_budget: int, counter: TokenCounter) -> int:

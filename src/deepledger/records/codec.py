@@ -19,7 +19,7 @@ import orjson
 
 from deepledger.messages import JSONObject
 from deepledger.records.events import EVENT_CLASSES, Event, JournalOpened, UnknownEvent
-from deepledger.records.parts import to_jsonable
+from deepledger.records.parts import PLAIN, to_jsonable
 
 E = TypeVar("E", bound=Event)
 
@@ -29,12 +29,13 @@ def encode(event: Event) -> JSONObject:
     writer gave (a field left to its default is not written), in the class's order.
 
     The fields are taken as they are, not re-validated: they were checked when the
-    event was built, and this runs on every turn."""
+    event was built, and this runs on every turn: most fields are plain values (a turn
+    number, a flag), taken as they are without a call."""
     given = event.model_fields_set
     record: JSONObject = {"ts": event.ts, "event": event.event}
     for key, value in event.__dict__.items():
         if key in given and key not in ("ts", "event"):
-            record[key] = to_jsonable(value)
+            record[key] = value if type(value) in PLAIN else to_jsonable(value)
     if event.__pydantic_extra__:  # read from a newer release's line: written back as read
         record |= to_jsonable(event.__pydantic_extra__)
     return record

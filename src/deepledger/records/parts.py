@@ -112,7 +112,8 @@ SHAPES: dict[type, type] = {
 
 
 # -- writing ----------------------------------------------------------------------------
-_PLAIN = (str, int, bool, type(None))
+# What goes into JSON as it is (not float: a NaN needs its wrapper).
+PLAIN = (str, int, bool, type(None))
 
 
 class NonFiniteFloat(float):
@@ -132,15 +133,15 @@ def to_jsonable(value: Any) -> Any:
     plain values go first and are not recursed into, and a dataclass's field names are
     looked up once per class."""
     kind = type(value)
-    if kind in _PLAIN:
+    if kind in PLAIN:
         return value
     if kind is float:
         return value if math.isfinite(value) else NonFiniteFloat(value)
     if kind is list or kind is tuple:
-        return [v if type(v) in _PLAIN else to_jsonable(v) for v in value]
+        return [v if type(v) in PLAIN else to_jsonable(v) for v in value]
     if kind is dict:
         return {
-            k if type(k) is str else str(k): v if type(v) in _PLAIN else to_jsonable(v)
+            k if type(k) is str else str(k): v if type(v) in PLAIN else to_jsonable(v)
             for k, v in value.items()
         }
     names = _FIELD_NAMES.get(kind)
@@ -148,7 +149,7 @@ def to_jsonable(value: Any) -> Any:
         fields = {}
         for name in names:
             field_value = getattr(value, name)
-            fields[name] = field_value if type(field_value) in _PLAIN else to_jsonable(field_value)
+            fields[name] = field_value if type(field_value) in PLAIN else to_jsonable(field_value)
         return fields
     if isinstance(value, Enum):
         return value.value
