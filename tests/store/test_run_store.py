@@ -198,7 +198,9 @@ def _add_in_threads(rundir: RunStore, names: list[str]) -> dict[str, BaseExcepti
 
     first = threading.Thread(target=add, args=(names[0],))
     first.start()
-    while not rundir._results_lock.locked():  # the first flush has begun
+    for _ in range(10_000):  # up to 10 s for the first flush to begin
+        if rundir._results_lock.locked():
+            break
         threading.Event().wait(0.001)
     others = [threading.Thread(target=add, args=(n,)) for n in names[1:]]
     for thread in [*others]:

@@ -59,7 +59,8 @@ import gc
 import logging
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -135,6 +136,10 @@ RECORDED_AT_THE_END = (
     TaskRecord,
     SummaryRecord,
 )
+# Threads that flush task records to disk (BenchmarkRunner._flushed): they wait on the
+# disk, so more of them than cores is the point.
+FLUSH_THREADS = 32
+
 # Objects allocated before the youngest generation is collected (Python's default: 700).
 # Each in-flight request holds objects alive for its model's latency (a second or more),
 # so a collection every few tens of thousands scanned them several times and promoted
@@ -210,6 +215,18 @@ class BenchmarkRunner:
         # Tasks no earlier run left anything of (run() looks once): nothing of theirs to
         # read back, so they start and end without the file work that looks for it.
         self._untouched: frozenset[str] = frozenset()
+        self._flushers: ThreadPoolExecutor | None = None  # see _flushed
+
+    async def _flushed(self, write: Callable[..., None], *args: Any) -> None:
+        """``write(*args)``, a record flushed to disk (``fsync``), on a thread of the
+        runner's own: each waits on the disk, not on Python, so many can wait at once
+        (the file system commits concurrent flushes together). With thousands of tasks
+        ending together, the default pool's few threads queued them for seconds."""
+        if self._flushers is None:
+            self._flushers = ThreadPoolExecutor(
+                FLUSH_THREADS, thread_name_prefix="deepledger-flush"
+            )
+        await asyncio.get_running_loop().run_in_executor(self._flushers, partial(write, *args))
 
     async def run(self, tasks: list[Task]) -> list[TaskRecord]:
         """Every task's record, in task order: earlier runs' and this run's."""
@@ -261,6 +278,12 @@ class BenchmarkRunner:
             raise
         finally:
             self.progress.close()
+            self._untouched = frozenset()  # a later task_outcome must look for itself
+            if self._flushers is not None:  # every finished task's records are written
+                # Not waited for: a cancelled task's write may still be on a slow disk,
+                # and the event loop must not stop for it.
+                self._flushers.shutdown(wait=False)
+                self._flushers = None
         if not_started or self.stopped:
             hit = (not_started or self.stopped)[-1]
             _say_budget_spent(hit, len(not_started), len(self.stopped))
@@ -283,7 +306,7 @@ class BenchmarkRunner:
                 return
             # Written and fsynced on a worker thread: a slow disk (or a network
             # filesystem) must not stall every other task.
-            await asyncio.to_thread(self.run_dir.add_result, record)
+            await self._flushed(self.run_dir.add_result, record)
         except OSError as exc:  # the disk, not the task: say so, and go on
             if (trouble := disk_trouble(self.run_dir.results_path, exc)) is not None:
                 raise trouble from exc  # full: no other task could be recorded either
@@ -490,7 +513,7 @@ class BenchmarkRunner:
                 return attempts, _limit_record(hit)  # no new attempt once over its own limit
             carried: list[RetryRecord] = list(done.retries) if number == first else []
             attempt = await self._attempt(task, number, carried, budget)
-            await asyncio.to_thread(self.run_dir.record_progress, task.task_id, attempt)
+            await self._flushed(self.run_dir.record_progress, task.task_id, attempt)
             attempts.append(attempt)
             if attempt.correct or attempt.limit or _gave_up(attempts):
                 break
@@ -519,7 +542,7 @@ class BenchmarkRunner:
                 retry = await self._retry(task, number, index, post_mortems, budget)
             if retry.limit is not None:  # not recorded as finished when the run's
                 _stop_if_run_budget(LimitHit(**retry.limit.model_dump()))  # budget cut it short
-            await asyncio.to_thread(self.run_dir.record_progress, task.task_id, retry)
+            await self._flushed(self.run_dir.record_progress, task.task_id, retry)
             retries.append(retry)
             if retry.post_mortem:
                 post_mortems.append(retry.post_mortem)

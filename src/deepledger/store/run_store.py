@@ -15,6 +15,7 @@ A resume whose settings differ from the last run's is refused unless allowed (se
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import json
 import platform
@@ -129,7 +130,7 @@ class RunStore:
         self._queue_lock = threading.Lock()
         self._queued: list[JSONObject] = []
         self._results_queued = self._results_written = 0
-        self._results_failed: list[tuple[int, int, Exception]] = []
+        self._results_failed: list[tuple[int, int, BaseException]] = []
         self._task_dirs: set[Path] = set()  # made already
         self.config_id: str | None = worker_config_id  # of this run's settings, once started
         self.worker = worker_config_id is not None
@@ -264,8 +265,8 @@ class RunStore:
             mine = self._results_queued = self._results_queued + 1
         with self._results_lock:
             for first, last, exc in self._results_failed:
-                if first <= mine <= last:
-                    raise exc  # its batch could not be written: neither could it
+                if first <= mine <= last:  # its batch could not be written: nor could it
+                    raise copy.copy(exc) from exc  # a traceback of this thread's own
             if mine <= self._results_written:
                 return  # a flush while this one waited took it
             with self._queue_lock:
@@ -273,7 +274,7 @@ class RunStore:
                 last = self._results_queued
             try:
                 append_lines(self.results_path, batch)
-            except Exception as exc:
+            except BaseException as exc:  # a Ctrl-C too: the others must not think it done
                 self._results_failed.append((last - len(batch) + 1, last, exc))
                 raise
             self._results_written = last
