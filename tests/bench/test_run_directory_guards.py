@@ -324,10 +324,10 @@ async def test_the_first_write_a_full_disk_refuses_stops_the_run_and_a_resume_fi
             raise full
         return real_write(self, event, **data)
 
-    def record_progress(self, task_id, finished):
+    def record_progress(self, task_id, finished, **how):
         if task_id == "hard #2":
             raise disk_trouble(self.task_dir(task_id) / "progress.jsonl", full)
-        return real_progress(self, task_id, finished)
+        return real_progress(self, task_id, finished, **how)
 
     if where == "journal":
         monkeypatch.setattr(Journal, "write", journal_write)

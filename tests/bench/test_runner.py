@@ -10,7 +10,7 @@ from deepledger.bench.judge import make_judge
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
-from deepledger.errors import FatalLLMError
+from deepledger.errors import FatalLLMError, RunDirectoryError
 from deepledger.messages import Usage
 from deepledger.records.events import LLMCall
 from deepledger.store.files import read_jsonl
@@ -266,3 +266,99 @@ async def test_a_fresh_task_starts_without_looking_for_what_earlier_runs_left(
     ]
     assert again["final_answer"] == first["final_answer"]
     assert again["interrupted_calls"] > 0  # the killed retries' journals were found
+
+
+async def test_progress_is_flushed_before_more_work_and_not_again_at_the_end(tmp_path, monkeypatch):
+    """A progress line goes to disk (fsync) before the task goes on from it, so that a
+    power cut does not undo it; the lines the task ends on need no flush of their own,
+    since the result line, flushed, follows at once."""
+    import os
+
+    from deepledger.store import files
+
+    flushed: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(handle):
+        flushed.append(Path(os.readlink(f"/proc/self/fd/{handle}")).name)
+        real_fsync(handle)
+
+    monkeypatch.setattr(files.os, "fsync", fsync)
+    cfg = config("agent.context_compress_limit=2")
+    (record,) = await run(cfg, model(), tmp_path / "three", ("hard #2",))
+    assert len(record["attempts"][0]["retries"]) == 3
+    progress, results = "progress.jsonl", "benchmark_results.jsonl"
+    assert flushed == [progress, progress, results]  # before retries 1 and 2; the result
+    flushed.clear()
+    (record,) = await run(cfg, model(), tmp_path / "one", ("easy/1",))
+    assert len(record["attempts"][0]["retries"]) == 1
+    assert flushed == [results]
+
+
+async def _record_behind_a_held_flush(tmp_path, monkeypatch, fail_second=False):
+    """Four task records given to the runner, three of them while the first one's flush
+    is held on its thread; the task ids of each flush, and what each record's wait
+    ended with (None: on disk)."""
+    import asyncio
+    import threading
+
+    from deepledger.records.results import TaskRecord
+
+    run_dir = RunStore(tmp_path)
+    runner = BenchmarkRunner(
+        config(), llm=None, tools=None, run_dir=run_dir, judge=None, progress=Progress(plain=True)
+    )
+    flushes: list[list[str]] = []
+    real_add = RunStore.add_results
+
+    def add_results(self, records):
+        flushes.append([r.task_id for r in records])
+        if len(flushes) == 1:
+            pause = threading.Event()
+            for _ in range(1000):  # up to 10 s for the other three to be given
+                if len(runner._results_queue) == 3:
+                    break
+                pause.wait(0.01)
+        elif fail_second:
+            raise RunDirectoryError("the disk is full")
+        real_add(self, records)
+
+    monkeypatch.setattr(RunStore, "add_results", add_results)
+
+    async def record(task_id):
+        try:
+            await runner._recorded(TaskRecord(task_id=task_id))
+        except RunDirectoryError as exc:
+            return exc
+        return None
+
+    first = asyncio.create_task(record("t0"))
+    for _ in range(1000):  # until its flush has begun
+        if flushes:
+            break
+        await asyncio.sleep(0.01)
+    others = await asyncio.gather(*(record(f"t{i}") for i in (1, 2, 3)))
+    outcome = dict(zip(["t0", "t1", "t2", "t3"], [await first, *others], strict=True))
+    recorded = sorted(run_dir.finished_results())
+    run_dir.close()
+    return flushes, outcome, recorded
+
+
+async def test_records_that_end_during_a_flush_go_to_disk_together(tmp_path, monkeypatch):
+    """Group commit: one write and one fsync for all the records that ended while the
+    flush before was on its way; each waits until its own is on disk."""
+    flushes, outcome, recorded = await _record_behind_a_held_flush(tmp_path, monkeypatch)
+    assert flushes == [["t0"], ["t1", "t2", "t3"]]
+    assert outcome == dict.fromkeys(["t0", "t1", "t2", "t3"])
+    assert recorded == ["t0", "t1", "t2", "t3"]
+
+
+async def test_every_record_of_a_failed_flush_is_told(tmp_path, monkeypatch):
+    flushes, outcome, recorded = await _record_behind_a_held_flush(
+        tmp_path, monkeypatch, fail_second=True
+    )
+    assert flushes == [["t0"], ["t1", "t2", "t3"]]
+    assert outcome["t0"] is None and recorded == ["t0"]
+    for name in ("t1", "t2", "t3"):
+        assert isinstance(outcome[name], RunDirectoryError)
+    assert len({id(outcome[name]) for name in ("t1", "t2", "t3")}) == 3  # one each

@@ -97,15 +97,17 @@ def replace_whole(path: Path, text: str, mode: int | None = None) -> None:
         raise
 
 
-def append_line(path: Path, record: JSONObject) -> None:
-    """Append one JSON line in a single write, flushed to disk. If a crash left the last
-    line unfinished, start on a new line so the new record is not glued to it. A write
-    the disk cannot take whole is undone (the file cut back to where it was: that frees
-    space, so it works on a full disk) and raises :class:`RunDirectoryError`."""
-    append_lines(path, [record])
+def append_line(path: Path, record: JSONObject, *, sync: bool = True) -> None:
+    """Append one JSON line in a single write, flushed to disk (``sync``; without it the
+    line is the kernel's to write, which a killed process does not lose, a power cut
+    may). If a crash left the last line unfinished, start on a new line so the new
+    record is not glued to it. A write the disk cannot take whole is undone (the file
+    cut back to where it was: that frees space, so it works on a full disk) and raises
+    :class:`RunDirectoryError`."""
+    append_lines(path, [record], sync=sync)
 
 
-def append_lines(path: Path, records: Sequence[JSONObject]) -> None:
+def append_lines(path: Path, records: Sequence[JSONObject], *, sync: bool = True) -> None:
     """Append these JSON lines in a single write and one flush to disk, all or none
     (see :func:`append_line`): what several writers waiting on one file give at once
     costs one ``fsync``, not one each."""
@@ -116,13 +118,30 @@ def append_lines(path: Path, records: Sequence[JSONObject]) -> None:
         data = text.encode("utf-8", errors="backslashreplace")
         handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            append_whole(handle, data, sync=True)
+            append_whole(handle, data, sync=sync)
         finally:
             os.close(handle)
     except OSError as exc:
         if (trouble := disk_trouble(path, exc)) is not None:
             raise trouble from exc
         raise
+
+
+def flush_to_disk(path: Path) -> None:
+    """``fsync`` the file at ``path`` (what was appended to it without): nothing to do
+    when there is no file."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError as exc:
+        if (trouble := disk_trouble(path, exc)) is not None:
+            raise trouble from exc
+        raise
+    finally:
+        os.close(handle)
 
 
 def _ends_mid_line(path: Path) -> bool:

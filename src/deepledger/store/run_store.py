@@ -15,13 +15,12 @@ A resume whose settings differ from the last run's is refused unless allowed (se
 
 from __future__ import annotations
 
-import copy
 import fcntl
 import json
 import platform
 import subprocess
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -46,6 +45,7 @@ from deepledger.records.results import (
 from deepledger.store.files import (
     append_line,
     append_lines,
+    flush_to_disk,
     latest_records,
     read_jsonl,
     write_json_atomic,
@@ -125,12 +125,6 @@ class RunStore:
         self.root = root
         self.layout = RunLayout(root)
         self._results_lock = threading.Lock()  # results lines come from worker threads
-        # Results waiting for the flush in progress (add_result): lines are numbered in
-        # the order they were queued; those up to _results_written are on disk.
-        self._queue_lock = threading.Lock()
-        self._queued: list[JSONObject] = []
-        self._results_queued = self._results_written = 0
-        self._results_failed: list[tuple[int, int, BaseException]] = []
         self._task_dirs: set[Path] = set()  # made already
         self.config_id: str | None = worker_config_id  # of this run's settings, once started
         self.worker = worker_config_id is not None
@@ -251,33 +245,18 @@ class RunStore:
         return {k: r for k, r in self.latest_results().items() if r.status == "finished"}
 
     def add_result(self, record: TaskRecord) -> None:
-        """Append one task's record, flushed to disk before this returns. Safe to call
-        from worker threads: the runner does, so that the flush does not hold up every
-        other task.
+        """Append one task's record, flushed to disk before this returns."""
+        self.add_results([record])
 
-        Records that arrive while another is being flushed go to disk together, in one
-        write and one ``fsync`` (group commit): with thousands of tasks ending at once,
-        one ``fsync`` each, in turn, was seconds at the end of the run."""
+    def add_results(self, records: Sequence[TaskRecord]) -> None:
+        """Append these tasks' records in one write and one ``fsync``: the runner gives
+        all that ended while the last flush was on its way (group commit). Safe to call
+        from worker threads: the runner does, so that the flush does not hold up every
+        other task."""
         self._driver_only("results")
-        line = self._stamped(record).to_json()
-        with self._queue_lock:
-            self._queued.append(line)
-            mine = self._results_queued = self._results_queued + 1
+        lines = [self._stamped(record).to_json() for record in records]
         with self._results_lock:
-            for first, last, exc in self._results_failed:
-                if first <= mine <= last:  # its batch could not be written: nor could it
-                    raise copy.copy(exc) from exc  # a traceback of this thread's own
-            if mine <= self._results_written:
-                return  # a flush while this one waited took it
-            with self._queue_lock:
-                batch, self._queued = self._queued, []
-                last = self._results_queued
-            try:
-                append_lines(self.results_path, batch)
-            except BaseException as exc:  # a Ctrl-C too: the others must not think it done
-                self._results_failed.append((last - len(batch) + 1, last, exc))
-                raise
-            self._results_written = last
+            append_lines(self.results_path, lines)
 
     def _stamped(self, record: TaskRecord) -> TaskRecord:
         """``record`` with the config_id of this run on the task and on every attempt and
@@ -329,14 +308,21 @@ class RunStore:
                 done.retries.append(RetryFinished.load(line))
         return done
 
-    def record_progress(self, task_id: str, finished: RetryRecord | AttemptRecord) -> None:
+    def record_progress(
+        self, task_id: str, finished: RetryRecord | AttemptRecord, *, sync: bool = True
+    ) -> None:
         """Append a ``retry_finished`` or ``attempt_finished`` line for ``finished``,
-        stamped with this run's config_id and the time."""
+        stamped with this run's config_id and the time; flushed to disk with ``sync``
+        (without, :meth:`flush_progress` does it before the task goes on)."""
         line_class = RetryFinished if isinstance(finished, RetryRecord) else AttemptFinished
         fields = finished.model_dump(exclude={"schema_version", "ts", "event"})
         line = line_class.model_validate(fields | {"ts": now(), "config_id": self.config_id})
         self.task_dir(task_id)
-        append_line(self.layout.progress(task_id), line.to_json())
+        append_line(self.layout.progress(task_id), line.to_json(), sync=sync)
+
+    def flush_progress(self, task_id: str) -> None:
+        """Flush to disk the progress lines written without (``record_progress``)."""
+        flush_to_disk(self.layout.progress(task_id))
 
     def journal_path(self, task_id: str, attempt: int, retry: int) -> Path:
         """Where the journal of one retry is (or will be) written."""
