@@ -143,7 +143,7 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"written to {args.out.relative_to(ROOT)}")
+    print(f"written to {args.out}")
 
 
 if __name__ == "__main__":
