@@ -362,3 +362,52 @@ async def test_every_record_of_a_failed_flush_is_told(tmp_path, monkeypatch):
     for name in ("t1", "t2", "t3"):
         assert isinstance(outcome[name], RunDirectoryError)
     assert len({id(outcome[name]) for name in ("t1", "t2", "t3")}) == 3  # one each
+
+
+async def test_a_task_that_ends_unfinished_has_its_progress_flushed(tmp_path, monkeypatch):
+    """An error record (here the judge is down) is not the task's result: the progress
+    it ends on is flushed, since the task runs again from it."""
+    import os
+
+    from deepledger.bench.judge import Judge
+    from deepledger.errors import LLMError
+    from deepledger.store import files
+
+    class DownJudge(Judge):
+        name = "down"
+
+        async def _judge(self, question, answer, ground_truth):
+            raise LLMError("judge model unavailable")
+
+    flushed: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(handle):
+        flushed.append(Path(os.readlink(f"/proc/self/fd/{handle}")).name)
+        real_fsync(handle)
+
+    monkeypatch.setattr(files.os, "fsync", fsync)
+    (record,) = await run(config(), model(), tmp_path, ("easy/1",), judge=DownJudge())
+    assert record["status"] == "error"
+    assert flushed == ["progress.jsonl", "benchmark_results.jsonl"]
+
+
+async def test_a_run_that_stops_leaves_no_record_waiting_and_no_flush_going(tmp_path):
+    """run()'s end cancels the flusher and every record still queued for it."""
+    import asyncio
+
+    from deepledger.records.results import TaskRecord
+
+    run_dir = RunStore(tmp_path)
+    runner = BenchmarkRunner(
+        config(), llm=None, tools=None, run_dir=run_dir, judge=None, progress=Progress(plain=True)
+    )
+    loop = asyncio.get_running_loop()
+    waiting = loop.create_future()
+    runner._results_queue.append((TaskRecord(task_id="never"), waiting))
+    runner._results_flusher = asyncio.create_task(asyncio.sleep(3600))
+    runner._stop_flushing()
+    assert waiting.cancelled() and runner._results_queue == []
+    await asyncio.sleep(0)
+    assert runner._results_flusher is None
+    run_dir.close()

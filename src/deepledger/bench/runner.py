@@ -268,11 +268,30 @@ class BenchmarkRunner:
                     else:
                         written.set_exception(_own_copy(exc))
                 if not isinstance(exc, Exception):
+                    for _, waiting in self._results_queue:  # no flusher is left for them
+                        waiting.cancel()
+                    self._results_queue = []
                     raise
                 continue
             for _, written in batch:
                 if not written.done():  # its task may have been cancelled meanwhile
                     written.set_result(None)
+
+    def _stop_flushing(self) -> None:
+        """At the end of run(): nothing more is written for its tasks. Every finished
+        task's record is on disk by now; when the run stopped early, records of tasks
+        cancelled meanwhile are dropped unwritten (their tasks run again on resume), and
+        the one write a flush thread may still be doing is not waited for: the event
+        loop must not stop for a slow disk."""
+        if self._results_flusher is not None:
+            self._results_flusher.cancel()
+            self._results_flusher = None
+        for _, written in self._results_queue:
+            written.cancel()
+        self._results_queue = []
+        if self._flushers is not None:
+            self._flushers.shutdown(wait=False, cancel_futures=True)
+            self._flushers = None
 
     async def _flushed(self, write: Callable[..., None], *args: Any) -> None:
         """``write(*args)``, a record flushed to disk (``fsync``), on a thread of the
@@ -336,11 +355,7 @@ class BenchmarkRunner:
         finally:
             self.progress.close()
             self._untouched = frozenset()  # a later task_outcome must look for itself
-            if self._flushers is not None:  # every finished task's records are written
-                # Not waited for: a cancelled task's write may still be on a slow disk,
-                # and the event loop must not stop for it.
-                self._flushers.shutdown(wait=False)
-                self._flushers = None
+            self._stop_flushing()
         if not_started or self.stopped:
             hit = (not_started or self.stopped)[-1]
             _say_budget_spent(hit, len(not_started), len(self.stopped))

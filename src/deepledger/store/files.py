@@ -101,9 +101,10 @@ def append_line(path: Path, record: JSONObject, *, sync: bool = True) -> None:
     """Append one JSON line in a single write, flushed to disk (``sync``; without it the
     line is the kernel's to write, which a killed process does not lose, a power cut
     may). If a crash left the last line unfinished, start on a new line so the new
-    record is not glued to it. A write the disk cannot take whole is undone (the file
-    cut back to where it was: that frees space, so it works on a full disk) and raises
-    :class:`RunDirectoryError`."""
+    record is not glued to it. A write the disk refuses is undone (the file cut back to
+    where it was: that frees space, so it works on a full disk) and raises
+    :class:`RunDirectoryError`; without ``sync``, an error the disk reports only when
+    the kernel writes the line later (a network filesystem's quota) is not seen here."""
     append_lines(path, [record], sync=sync)
 
 
