@@ -1,4 +1,4 @@
-"""The context-policy evidence table: one model, the same WorldFacts dev questions, five
+"""The context-policy evidence table: one model, the same WorldFacts dev questions, six
 ways of keeping the context, each run as `deepledger bench` runs it.
 
     .venv/bin/python benchmarks/worldfacts/context_table.py [--llm local_qwen1.5b]
@@ -8,7 +8,7 @@ The questions are the first ``--tasks`` of ``benchmarks/worldfacts/dev.jsonl``
 (``benchmark.execution.max_tasks``), the same ones for every setting. Each setting runs
 in ``logs/context_table/<llm>/<setting>``, one task at a time (a local model serves one
 request at a time): running the same command again resumes what an interruption left
-and redoes nothing finished, so the five runs (20-30 minutes each with a 1.5B model on
+and redoes nothing finished, so the six runs (10-20 minutes each with a 1.5B model on
 2 cores) can be spread over several sittings. ``--table-only`` reads what is there.
 Extra arguments are Hydra overrides given to every setting (e.g. a turn cap).
 
@@ -36,6 +36,14 @@ SETTINGS: dict[str, list[str]] = {
         "agent.keep_tool_result=1",
         "agent.context.cut_batch=1",
         "agent.context_compress_limit=1",
+    ],
+    # keep_tool_result also sets how often a missing \boxed{} is asked for again (null:
+    # 3 with every result kept, 1 otherwise): this row asks 3 times, as keeping all does.
+    "keep_tool_result=1, 3 answer retries": [
+        "agent.keep_tool_result=1",
+        "agent.context.cut_batch=1",
+        "agent.context_compress_limit=1",
+        "agent.max_final_answer_retries=3",
     ],
     "round_window, 2 rounds": [
         "agent.context.strategy=round_window",
@@ -139,7 +147,7 @@ def main() -> int:
     out = ROOT / "benchmarks" / "worldfacts" / "results" / f"context_table-{args.llm}.json"
     out.parent.mkdir(exist_ok=True)
     record = {
-        "what": "WorldFacts dev, the first N questions, one model, five context settings",
+        "what": "WorldFacts dev, the first N questions, one model, six context settings",
         "command": " ".join(["benchmarks/worldfacts/context_table.py", *sys.argv[1:]]),
         "llm": args.llm,
         "questions": args.tasks,
