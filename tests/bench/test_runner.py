@@ -268,10 +268,8 @@ async def test_a_fresh_task_starts_without_looking_for_what_earlier_runs_left(
     assert again["interrupted_calls"] > 0  # the killed retries' journals were found
 
 
-async def test_progress_is_flushed_before_more_work_and_not_again_at_the_end(tmp_path, monkeypatch):
-    """A progress line goes to disk (fsync) before the task goes on from it, so that a
-    power cut does not undo it; the lines the task ends on need no flush of their own,
-    since the result line, flushed, follows at once."""
+def _fsyncs(monkeypatch) -> list[str]:
+    """The names of the files fsynced from now on, in order."""
     import os
 
     from deepledger.store import files
@@ -284,6 +282,14 @@ async def test_progress_is_flushed_before_more_work_and_not_again_at_the_end(tmp
         real_fsync(handle)
 
     monkeypatch.setattr(files.os, "fsync", fsync)
+    return flushed
+
+
+async def test_progress_is_flushed_before_more_work_and_not_again_at_the_end(tmp_path, monkeypatch):
+    """A progress line goes to disk (fsync) before the task goes on from it, so that a
+    power cut does not undo it; the lines the task ends on need no flush of their own,
+    since the result line, flushed, follows at once."""
+    flushed = _fsyncs(monkeypatch)
     cfg = config("agent.context_compress_limit=2")
     (record,) = await run(cfg, model(), tmp_path / "three", ("hard #2",))
     assert len(record["attempts"][0]["retries"]) == 3
@@ -367,11 +373,8 @@ async def test_every_record_of_a_failed_flush_is_told(tmp_path, monkeypatch):
 async def test_a_task_that_ends_unfinished_has_its_progress_flushed(tmp_path, monkeypatch):
     """An error record (here the judge is down) is not the task's result: the progress
     it ends on is flushed, since the task runs again from it."""
-    import os
-
     from deepledger.bench.judge import Judge
     from deepledger.errors import LLMError
-    from deepledger.store import files
 
     class DownJudge(Judge):
         name = "down"
@@ -379,14 +382,7 @@ async def test_a_task_that_ends_unfinished_has_its_progress_flushed(tmp_path, mo
         async def _judge(self, question, answer, ground_truth):
             raise LLMError("judge model unavailable")
 
-    flushed: list[str] = []
-    real_fsync = os.fsync
-
-    def fsync(handle):
-        flushed.append(Path(os.readlink(f"/proc/self/fd/{handle}")).name)
-        real_fsync(handle)
-
-    monkeypatch.setattr(files.os, "fsync", fsync)
+    flushed = _fsyncs(monkeypatch)
     (record,) = await run(config(), model(), tmp_path, ("easy/1",), judge=DownJudge())
     assert record["status"] == "error"
     assert flushed == ["progress.jsonl", "benchmark_results.jsonl"]
