@@ -268,9 +268,7 @@ class BenchmarkRunner:
                     else:
                         written.set_exception(_own_copy(exc))
                 if not isinstance(exc, Exception):
-                    for _, waiting in self._results_queue:  # no flusher is left for them
-                        waiting.cancel()
-                    self._results_queue = []
+                    self._drop_queued_results()  # no flusher is left for them
                     raise
                 continue
             for _, written in batch:
@@ -286,12 +284,16 @@ class BenchmarkRunner:
         if self._results_flusher is not None:
             self._results_flusher.cancel()
             self._results_flusher = None
-        for _, written in self._results_queue:
-            written.cancel()
-        self._results_queue = []
+        self._drop_queued_results()
         if self._flushers is not None:
             self._flushers.shutdown(wait=False, cancel_futures=True)
             self._flushers = None
+
+    def _drop_queued_results(self) -> None:
+        """Cancel the waits of the records still queued, which no flush will write."""
+        for _, written in self._results_queue:
+            written.cancel()
+        self._results_queue = []
 
     async def _flushed(self, write: Callable[..., None], *args: Any) -> None:
         """``write(*args)``, a record flushed to disk (``fsync``), on a thread of the
