@@ -3,6 +3,7 @@ writer at a time."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -120,3 +121,91 @@ def test_a_journals_writers_time_is_each_runs_first_line_to_its_last(tmp_path):
     path.write_text("\n".join(lines) + '\n{"ts":"2026-12-01T02:00')  # and a torn line
     assert writers_seconds(path) == 12.5
     assert writers_seconds(tmp_path / "absent.jsonl") == 0.0
+
+
+def _lines(path) -> list[str]:
+    return [json.loads(line)["event"] for line in path.read_text().splitlines()]
+
+
+def _writes_counted(monkeypatch) -> list[bytes]:
+    """Every write a journal makes to its file, from now on."""
+    import deepledger.store.journal as journal_module
+
+    writes: list[bytes] = []
+    real = journal_module.append_whole
+
+    def counted(handle: int, data: bytes, *, sync: bool) -> None:
+        writes.append(data)
+        real(handle, data, sync=sync)
+
+    monkeypatch.setattr(journal_module, "append_whole", counted)
+    return writes
+
+
+def test_on_an_event_loop_a_steps_lines_go_in_one_write_when_the_task_lets_the_loop_go_on(
+    tmp_path, monkeypatch
+):
+    path = tmp_path / "journal.jsonl"
+    journal = Journal(path)
+    writes = _writes_counted(monkeypatch)
+
+    async def step() -> list[str]:
+        journal.write(TaskStarted(task="a question"))
+        journal.write(AssistantTurn(turn=1, message=Message.assistant("one")))
+        journal.write(AssistantTurn(turn=2, message=Message.assistant("two")))
+        before = _lines(path)  # the task has not let the loop go on yet
+        await asyncio.sleep(0)
+        return before
+
+    before = asyncio.run(step())
+    assert before == ["journal_opened"]
+    assert _lines(path) == ["journal_opened", "task_started", "assistant", "assistant"]
+    assert len(writes) == 1
+    journal.close()
+
+
+def test_flush_writes_at_once_and_close_writes_what_is_left(tmp_path):
+    path = tmp_path / "journal.jsonl"
+    journal = Journal(path)
+
+    async def step() -> tuple[list[str], list[str]]:
+        journal.write(TaskStarted(task="a question"))
+        journal.flush()  # as the agent loop does before a model request
+        flushed = _lines(path)
+        journal.write(AssistantTurn(turn=1, message=Message.assistant("one")))
+        unflushed = _lines(path)
+        journal.close()
+        return flushed, unflushed
+
+    flushed, unflushed = asyncio.run(step())
+    assert flushed == unflushed == ["journal_opened", "task_started"]
+    assert _lines(path) == ["journal_opened", "task_started", "assistant"]
+
+
+def test_off_an_event_loop_each_line_is_written_at_once(tmp_path, monkeypatch):
+    path = tmp_path / "journal.jsonl"
+    journal = Journal(path)
+    writes = _writes_counted(monkeypatch)
+    journal.write(TaskStarted(task="a question"))
+    assert _lines(path) == ["journal_opened", "task_started"]
+    journal.write(AssistantTurn(turn=1, message=Message.assistant("one")))
+    assert len(writes) == 2
+    journal.close()
+
+
+def test_a_write_the_disk_refuses_on_the_loops_turn_stops_the_task_at_its_next_write(
+    small_disk,
+):
+    journal = Journal(small_disk / "journal.jsonl")
+
+    async def task() -> None:
+        journal.write(TaskStarted(task="a question"))
+        journal.write(AssistantTurn(turn=1, message=Message.assistant("x" * 3_000_000)))
+        await asyncio.sleep(0)  # the flush fails here, out of the task's way
+        journal.write(AssistantTurn(turn=2, message=Message.assistant("after")))
+
+    with pytest.raises(RunDirectoryError, match="the disk is full"):
+        asyncio.run(task())
+    journal.close()
+    events = [e["event"] for e in whole_lines(small_disk / "journal.jsonl")]
+    assert events == ["journal_opened"]  # the step's lines went together or not at all

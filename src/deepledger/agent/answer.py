@@ -248,6 +248,7 @@ class _Caller:
             request = await self._fitted_request(prompts, purpose)
             if request is None:
                 return None
+            self.journal.flush()  # what the task did so far is on file before the wait
             try:
                 response = await self.llm.generate(request, self.tools, self.settings)
             except ContextOverflowError as exc:

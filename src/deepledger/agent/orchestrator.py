@@ -509,6 +509,7 @@ class Orchestrator:
                 for p in prepared.repairs
             ]
             self.journal.write(PairingRepaired(turn=state.turn + 1, problems=problems))
+        self.journal.flush()  # what the turn did so far is on file before the wait
         try:
             response = await self.llm.generate(
                 request, self.protocol.specs(self.tools.tools), settings

@@ -4,11 +4,18 @@ One JSON object per line: ``{"ts": UTC ISO time, "event": name, ...data}``, each
 event of ``records/events.py`` written by ``records/codec.py``. A new file's first line
 is ``{"ts": ..., "event": "journal_opened", "schema_version": 2}``: a journal without
 it was written by a release before typed records (schema 1), and reads the same way
-(``records.codec.read_journal``). Each line goes to the file in one write as it
-happens, so a run killed at any point leaves a readable journal up to its last event; a
-line the disk cannot take whole is cut back out, never left torn. Messages and usage are
-written as their dataclass fields; images as their type, source, size and sha256, never
-their data.
+(``records.codec.read_journal``). Messages and usage are written as their dataclass
+fields; images as their type, source, size and sha256, never their data.
+
+Lines go to the file together, in one write, before the run waits on anything outside
+the process: ``flush`` before each model request (the agent loop calls it), and, on an
+event loop, as soon as the task that wrote them lets the loop go on (a tool call that
+waits, the journal's close); off an event loop each line is written at once. A run
+killed at any point leaves a readable journal up to the last line written: what it
+loses is at most what its task did since it last waited, which a resume does again. A
+write the disk cannot take whole is cut back out, never left torn. One write a step,
+not one a line: each was ~23 us of the event loop's time, three a turn
+(benchmarks/perf/throughput.py, 2,048 tasks).
 
 One writer at a time: a journal holds an exclusive ``flock`` on its file for as long as
 it is open (taken once, when it is opened: no system call a line). A process that
@@ -28,6 +35,7 @@ worked on it (a killed run's time, which a task's time limit counts on resume).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from datetime import UTC, datetime
@@ -79,6 +87,8 @@ class Journal:
         self._events: list[Event] = []  # kept by a journal in memory only
         self._start = 0
         self._handle: int | None = None
+        self._unwritten: list[bytes] = []  # encoded lines the next flush writes
+        self._failed: BaseException | None = None  # a flush on the event loop's turn's
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,12 +129,44 @@ class Journal:
             raise JournalBusyError(self.path, holder)
 
     def write(self, event: Event) -> None:
-        """Stamp ``event`` with the time and append it."""
+        """Stamp ``event`` with the time and append it (see the module's docstring for
+        when it reaches the file)."""
         event.ts = _now()
-        if self._handle is not None:
-            self._append(encode_line(event))
-        else:
+        if self._handle is None:
             self._events.append(event)
+            return
+        self._raise_failed()
+        self._unwritten.append(encode_line(event))
+        if len(self._unwritten) > 1:
+            return  # a flush is already due
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop here to wait for: at once
+            self.flush()
+            return
+        loop.call_soon(self._flush_on_loop)
+
+    def flush(self) -> None:
+        """Write the lines not written yet, in one write (a disk that refuses it stops
+        the run: ``RunDirectoryError``)."""
+        self._raise_failed()
+        if self._unwritten and self._handle is not None:
+            data = b"".join(self._unwritten)
+            self._unwritten.clear()
+            self._append(data)
+
+    def _raise_failed(self) -> None:
+        if self._failed is not None:
+            failed, self._failed = self._failed, None
+            raise failed
+
+    def _flush_on_loop(self) -> None:
+        """The flush due once the writing task let the loop go on; what it raises is
+        raised by this journal's next write, flush or close, in the task."""
+        try:
+            self.flush()
+        except Exception as exc:
+            self._failed = exc
 
     @property
     def events(self) -> list[Event]:
@@ -135,6 +177,7 @@ class Journal:
         (benchmarks/perf/throughput.py)."""
         if self.path is None:
             return self._events
+        self.flush()
         return read_journal(self.path, start=self._start)
 
     def _append(self, data: bytes) -> None:
@@ -169,7 +212,12 @@ class Journal:
         return [e for e in self.events if isinstance(e, kind)]
 
     def close(self) -> None:
-        if self._handle is not None:
+        """Write what is not written yet and let go of the file (and its lock)."""
+        if self._handle is None:
+            return
+        try:
+            self.flush()
+        finally:
             os.close(self._handle)
             self._handle = None
 
