@@ -310,29 +310,29 @@ async def test_the_first_write_a_full_disk_refuses_stops_the_run_and_a_resume_fi
     tmp_path, monkeypatch, where
 ):
     """With one task at a time, the second task's first journal event (a plain file
-    write) or its first progress line (append_line) meets a full disk: no later task
+    write) or its first progress line (append_progress) meets a full disk: no later task
     starts, nothing is recorded as an error, and the resume runs what is not done."""
     from deepledger.store.files import disk_trouble
     from deepledger.store.journal import Journal
     from tests.support.bench import config, model, run, task_texts
 
     full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    real_write, real_progress = Journal.write, RunStore.record_progress
+    real_write, real_progress = Journal.write, RunStore.append_progress
 
     def journal_write(self, event, **data):
         if self.path is not None and "hard" in self.path.parent.name:
             raise full
         return real_write(self, event, **data)
 
-    def record_progress(self, task_id, finished, **how):
+    def append_progress(self, task_id, line, **how):
         if task_id == "hard #2":
             raise disk_trouble(self.task_dir(task_id) / "progress.jsonl", full)
-        return real_progress(self, task_id, finished, **how)
+        return real_progress(self, task_id, line, **how)
 
     if where == "journal":
         monkeypatch.setattr(Journal, "write", journal_write)
     else:
-        monkeypatch.setattr(RunStore, "record_progress", record_progress)
+        monkeypatch.setattr(RunStore, "append_progress", append_progress)
     cfg = config("benchmark.execution.max_concurrent=1", "agent.context_compress_limit=0")
     first = model()
     with pytest.raises(RunDirectoryError, match="the disk is full") as stopped:

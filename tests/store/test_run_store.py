@@ -156,3 +156,23 @@ def test_a_redone_attempt_starts_without_the_killed_runs_notes(tmp_path):
     assert MemoryStore(memory_folder(again.path)).names() == []
     assert [p.name.split(".")[0] for p in notes.parent.iterdir()] == ["attempt-1"]
     run.close()
+
+
+def test_a_progress_file_a_kill_left_torn_goes_on_a_new_line_and_is_read_back_once(
+    tmp_path, monkeypatch
+):
+    import deepledger.store.files as files
+
+    run_dir = RunStore(tmp_path)
+    progress = run_dir.task_dir("t") / "progress.jsonl"
+    progress.write_text('{"ts": "2026-01-01T00:00:00+00:00", "event": "retry_fin')  # killed
+    reads = []
+    real = files._ends_mid_line
+    monkeypatch.setattr(files, "_ends_mid_line", lambda path: reads.append(path) or real(path))
+    run_dir.record_progress("t", RetryRecord(retry=0, final_answer="Paris"))
+    run_dir.record_progress("t", AttemptRecord(attempt=1))  # its last line is this store's
+    assert reads == [progress]
+    lines = progress.read_text().splitlines()
+    assert len(lines) == 3 and lines[0].endswith("retry_fin")
+    assert [r["event"] for r in read_jsonl(progress)] == ["retry_finished", "attempt_finished"]
+    run_dir.close()

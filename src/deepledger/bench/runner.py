@@ -227,9 +227,8 @@ class BenchmarkRunner:
         task ends here, its result line (flushed) follows at once and says it all; if it
         goes on, :meth:`_progress_flushed` flushes it first. Three flushes a task, one
         after another, were most of a 2,048-task run's last two seconds."""
-        await self._flushed(
-            partial(self.run_dir.record_progress, sync=False), task.task_id, finished
-        )
+        line = self.run_dir.progress_line(finished)  # Python's part here: see _flushed
+        await self._flushed(partial(self.run_dir.append_progress, sync=False), task.task_id, line)
         self._unflushed.add(task.task_id)
 
     async def _progress_flushed(self, task: Task) -> None:
@@ -299,7 +298,11 @@ class BenchmarkRunner:
         """``write(*args)``, a record flushed to disk (``fsync``), on a thread of the
         runner's own: each waits on the disk, not on Python, so many can wait at once
         (the file system commits concurrent flushes together). With thousands of tasks
-        ending together, the default pool's few threads queued them for seconds."""
+        ending together, the default pool's few threads queued them for seconds. What
+        Python does of a record is best done before, on the loop: each system call of a
+        thread takes the interpreter's lock back from the busy loop, and 2,048 progress
+        lines built and appended on threads (a dozen calls each) kept the loop at half
+        its pace for the last 4 s of benchmarks/perf/throughput.py's run."""
         if self._flushers is None:
             self._flushers = ThreadPoolExecutor(
                 FLUSH_THREADS, thread_name_prefix="deepledger-flush"

@@ -112,11 +112,23 @@ def append_lines(path: Path, records: Sequence[JSONObject], *, sync: bool = True
     """Append these JSON lines in a single write and one flush to disk, all or none
     (see :func:`append_line`): what several writers waiting on one file give at once
     costs one ``fsync``, not one each."""
+    append_encoded(path, encode_lines(records), sync=sync)
+
+
+def encode_lines(records: Sequence[JSONObject]) -> bytes:
+    """These records as the JSON lines :func:`append_encoded` appends."""
     text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+    return text.encode("utf-8", errors="backslashreplace")
+
+
+def append_encoded(path: Path, data: bytes, *, sync: bool = True, ends_whole: bool = False) -> None:
+    """Append the lines ``data`` holds (:func:`encode_lines`), as :func:`append_lines`
+    does: the file system's part alone, for a worker thread, whose every system call
+    takes the interpreter's lock back from the event loop. ``ends_whole``: the caller
+    wrote the file's last line itself, so it is not read to see whether a crash cut it."""
     try:
-        if _ends_mid_line(path):
-            text = "\n" + text
-        data = text.encode("utf-8", errors="backslashreplace")
+        if not ends_whole and _ends_mid_line(path):
+            data = b"\n" + data
         handle = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             append_whole(handle, data, sync=sync)

@@ -43,8 +43,9 @@ from deepledger.records.results import (
     TaskRecord,
 )
 from deepledger.store.files import (
-    append_line,
+    append_encoded,
     append_lines,
+    encode_lines,
     flush_to_disk,
     latest_records,
     read_jsonl,
@@ -126,6 +127,7 @@ class RunStore:
         self.layout = RunLayout(root)
         self._results_lock = threading.Lock()  # results lines come from worker threads
         self._task_dirs: set[Path] = set()  # made already
+        self._progress_written: set[Path] = set()  # progress files whose last line is ours
         self.config_id: str | None = worker_config_id  # of this run's settings, once started
         self.worker = worker_config_id is not None
         self._lock: BinaryIO | None = None if self.worker else adopt(root)  # closed by close()
@@ -314,11 +316,24 @@ class RunStore:
         """Append a ``retry_finished`` or ``attempt_finished`` line for ``finished``,
         stamped with this run's config_id and the time; flushed to disk with ``sync``
         (without, :meth:`flush_progress` does it before the task goes on)."""
+        self.append_progress(task_id, self.progress_line(finished), sync=sync)
+
+    def progress_line(self, finished: RetryRecord | AttemptRecord) -> bytes:
+        """The line :meth:`record_progress` appends for ``finished``, encoded: what
+        Python does of it, for the event loop (see :meth:`append_progress`)."""
         line_class = RetryFinished if isinstance(finished, RetryRecord) else AttemptFinished
         fields = finished.model_dump(exclude={"schema_version", "ts", "event"})
         line = line_class.model_validate(fields | {"ts": now(), "config_id": self.config_id})
+        return encode_lines([line.to_json()])
+
+    def append_progress(self, task_id: str, line: bytes, *, sync: bool) -> None:
+        """Append ``line`` (:meth:`progress_line`) to the task's progress: the file
+        system's part of :meth:`record_progress`, a few system calls for a worker
+        thread. A file this store appended to last is not read back for a torn line."""
         self.task_dir(task_id)
-        append_line(self.layout.progress(task_id), line.to_json(), sync=sync)
+        path = self.layout.progress(task_id)
+        append_encoded(path, line, sync=sync, ends_whole=path in self._progress_written)
+        self._progress_written.add(path)
 
     def flush_progress(self, task_id: str) -> None:
         """Flush to disk the progress lines written without (``record_progress``)."""
