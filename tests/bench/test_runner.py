@@ -315,10 +315,10 @@ async def _record_behind_a_held_flush(tmp_path, monkeypatch, fail_second=False):
         config(), llm=None, tools=None, run_dir=run_dir, judge=None, progress=Progress(plain=True)
     )
     flushes: list[list[str]] = []
-    real_add = RunStore.add_results
+    real_append = RunStore.append_results
 
-    def add_results(self, records):
-        flushes.append([r.task_id for r in records])
+    def append_results(self, lines):
+        flushes.append([json.loads(line)["task_id"] for line in lines.splitlines()])
         if len(flushes) == 1:
             pause = threading.Event()
             for _ in range(1000):  # up to 10 s for the other three to be given
@@ -327,9 +327,9 @@ async def _record_behind_a_held_flush(tmp_path, monkeypatch, fail_second=False):
                 pause.wait(0.01)
         elif fail_second:
             raise RunDirectoryError("the disk is full")
-        real_add(self, records)
+        real_append(self, lines)
 
-    monkeypatch.setattr(RunStore, "add_results", add_results)
+    monkeypatch.setattr(RunStore, "append_results", append_results)
 
     async def record(task_id):
         try:
@@ -407,3 +407,51 @@ async def test_a_run_that_stops_leaves_no_record_waiting_and_no_flush_going(tmp_
     await asyncio.sleep(0)
     assert runner._results_flusher is None
     run_dir.close()
+
+
+async def test_tasks_start_a_batch_at_a_time_and_the_ones_started_go_on_in_between():
+    import asyncio
+
+    from deepledger.bench.runner import STARTED_PER_TURN, started_in_turns
+    from deepledger.bench.tasks import Task
+
+    events: list[str] = []
+
+    async def one(task: Task) -> None:
+        events.append(f"start {task.task_id}")
+        await asyncio.sleep(0)
+        events.append(f"on {task.task_id}")
+
+    todo = [Task(task_id=str(i), question="q") for i in range(STARTED_PER_TURN * 2 + 1)]
+    jobs = await started_in_turns(one, todo)
+    await asyncio.gather(*jobs)
+    first_on = events.index("on 0")
+    assert events[:first_on] == [f"start {i}" for i in range(STARTED_PER_TURN)]
+    assert events.index(f"start {STARTED_PER_TURN * 2}") > first_on  # the first went on
+    assert sorted(events) == sorted(
+        [f"start {t.task_id}" for t in todo] + [f"on {t.task_id}" for t in todo]
+    )
+
+
+async def test_tasks_started_before_the_run_is_cancelled_are_cancelled_with_it():
+    import asyncio
+
+    from deepledger.bench.runner import STARTED_PER_TURN, started_in_turns
+    from deepledger.bench.tasks import Task
+
+    waiting = asyncio.Event()
+
+    async def one(task: Task) -> None:
+        await waiting.wait()
+
+    todo = [Task(task_id=str(i), question="q") for i in range(STARTED_PER_TURN * 3)]
+    launching = asyncio.create_task(started_in_turns(one, todo))
+    await asyncio.sleep(0)  # the first batch is started, the launch waits for its turn
+    running = [
+        t for t in asyncio.all_tasks() if t is not launching and t is not asyncio.current_task()
+    ]
+    assert len(running) == STARTED_PER_TURN
+    launching.cancel()
+    await asyncio.gather(launching, return_exceptions=True)
+    await asyncio.sleep(0)
+    assert all(t.cancelled() for t in running)

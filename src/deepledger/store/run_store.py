@@ -44,7 +44,6 @@ from deepledger.records.results import (
 )
 from deepledger.store.files import (
     append_encoded,
-    append_lines,
     encode_lines,
     flush_to_disk,
     latest_records,
@@ -127,7 +126,7 @@ class RunStore:
         self.layout = RunLayout(root)
         self._results_lock = threading.Lock()  # results lines come from worker threads
         self._task_dirs: set[Path] = set()  # made already
-        self._progress_written: set[Path] = set()  # progress files whose last line is ours
+        self._progress_written: set[Path] = set()  # progress files it appended to
         self.config_id: str | None = worker_config_id  # of this run's settings, once started
         self.worker = worker_config_id is not None
         self._lock: BinaryIO | None = None if self.worker else adopt(root)  # closed by close()
@@ -255,10 +254,20 @@ class RunStore:
         all that ended while the last flush was on its way (group commit). Safe to call
         from worker threads: the runner does, so that the flush does not hold up every
         other task."""
+        self.append_results(self.result_lines(records))
+
+    def result_lines(self, records: Sequence[TaskRecord]) -> bytes:
+        """The lines :meth:`add_results` appends for ``records``, encoded: what Python
+        does of them, for the event loop (see :meth:`append_progress`)."""
         self._driver_only("results")
-        lines = [self._stamped(record).to_json() for record in records]
-        with self._results_lock:
-            append_lines(self.results_path, lines)
+        return encode_lines([self._stamped(record).to_json() for record in records])
+
+    def append_results(self, lines: bytes) -> None:
+        """Append ``lines`` (:meth:`result_lines`) to the results in one write and one
+        ``fsync``: the file system's part of :meth:`add_results`."""
+        self._driver_only("results")
+        with self._results_lock:  # a few appends a run: each looks for a torn last line
+            append_encoded(self.results_path, lines)
 
     def _stamped(self, record: TaskRecord) -> TaskRecord:
         """``record`` with the config_id of this run on the task and on every attempt and
@@ -329,9 +338,10 @@ class RunStore:
     def append_progress(self, task_id: str, line: bytes, *, sync: bool) -> None:
         """Append ``line`` (:meth:`progress_line`) to the task's progress: the file
         system's part of :meth:`record_progress`, a few system calls for a worker
-        thread. A file this store appended to last is not read back for a torn line."""
+        thread."""
         self.task_dir(task_id)
         path = self.layout.progress(task_id)
+        # A file whose last line this store wrote is not read back for one a crash cut.
         append_encoded(path, line, sync=sync, ends_whole=path in self._progress_written)
         self._progress_written.add(path)
 
