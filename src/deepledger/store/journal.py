@@ -91,10 +91,13 @@ class Journal:
         self._failed: BaseException | None = None  # a flush on the event loop's turn's
         if path is not None:
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
                 # Read too: a reopened journal's torn last line is found by reading it.
                 flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-                self._handle = os.open(path, flags, 0o644)
+                try:
+                    self._handle = os.open(path, flags, 0o644)
+                except FileNotFoundError:  # no folder yet (the run store makes them):
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    self._handle = os.open(path, flags, 0o644)
                 self._hold()
                 self._start = os.fstat(self._handle).st_size  # where this writer's lines go
                 if self._start == 0:  # a new file says its schema
