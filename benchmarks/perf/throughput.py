@@ -19,6 +19,9 @@ its scheduling is counted or in the way:
 - **Wall vs ideal**: ``--tasks`` (256 and 2,048) concurrent tasks of 10 tool-calling
   turns at 1 s model latency, the same tool double; each task makes 12 model calls (10
   calling the tool, the answer, the closing summary), so the ideal wall is 12 s.
+  Reported beside the process's CPU: the event loop's thread's own
+  (``event_loop_cpu_s``), the share one core must carry; the wall time less it is what
+  the loop spent waiting.
 
 ``--backend ray`` adds the largest load through the whole suite as the CLI runs it
 (``bench.suite.run_suite``), once with the asyncio backend and once with
