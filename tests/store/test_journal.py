@@ -202,10 +202,28 @@ def test_a_write_the_disk_refuses_on_the_loops_turn_stops_the_task_at_its_next_w
         journal.write(TaskStarted(task="a question"))
         journal.write(AssistantTurn(turn=1, message=Message.assistant("x" * 3_000_000)))
         await asyncio.sleep(0)  # the flush fails here, out of the task's way
-        journal.write(AssistantTurn(turn=2, message=Message.assistant("after")))
+        with pytest.raises(RunDirectoryError, match="the disk is full"):
+            journal.write(AssistantTurn(turn=2, message=Message.assistant("after")))
+        # Swallowed there (a tool's own error handling), it is raised again: a journal
+        # with a hole in it does not go on.
+        journal.write(AssistantTurn(turn=3, message=Message.assistant("later")))
 
     with pytest.raises(RunDirectoryError, match="the disk is full"):
         asyncio.run(task())
-    journal.close()
+    journal.close()  # told already: the close does not raise it once more
     events = [e["event"] for e in whole_lines(small_disk / "journal.jsonl")]
     assert events == ["journal_opened"]  # the step's lines went together or not at all
+
+
+def test_a_write_refused_on_the_loops_turn_that_nothing_wrote_after_is_raised_by_the_close(
+    small_disk,
+):
+    journal = Journal(small_disk / "journal.jsonl")
+
+    async def task() -> None:
+        journal.write(AssistantTurn(turn=1, message=Message.assistant("x" * 3_000_000)))
+        await asyncio.sleep(0)
+        journal.close()
+
+    with pytest.raises(RunDirectoryError, match="the disk is full"):
+        asyncio.run(task())

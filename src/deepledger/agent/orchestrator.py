@@ -594,6 +594,8 @@ class Orchestrator:
         return boxed
 
     async def _run_tools(self, state: RunState, parsed: ParsedCalls) -> None:
+        # The reply that asks for the calls, and its usage, on file before they act.
+        self.journal.flush()
         # One after another: a stateful tool (python) must see its calls in order.
         results = [await self.tools.call(call) for call in parsed.calls]
         results += [

@@ -144,8 +144,8 @@ FLUSH_THREADS = 32
 # 2,048 tasks sent their first requests close together, their replies came back
 # together, and the loop then idled while all of them waited: gaps of up to 0.8 s that
 # took five rounds to close. Started this many at a time, the first tasks' requests
-# go out while later ones are being set up (benchmarks/perf/throughput.py: 19.0 s for
-# 19.9 s, alternate runs).
+# go out while later ones are being set up: the loop's CPU goes up a little, its waits
+# down more (benchmarks/perf/results/throughput-2048-journal-batching.json).
 STARTED_PER_TURN = 64
 
 # Objects allocated before the youngest generation is collected (Python's default: 700).
@@ -808,7 +808,8 @@ async def started_in_turns(
 ) -> list[asyncio.Task[None]]:
     """A job running ``one`` for each task, STARTED_PER_TURN of them started before each
     turn of the event loop, in which those started before go on. Cancelled meanwhile,
-    it cancels the jobs it started, as the gather they were meant for would have."""
+    it cancels the jobs it started and waits for them to end, as the gather they were
+    meant for would have."""
     jobs: list[asyncio.Task[None]] = []
     try:
         for count, task in enumerate(todo, start=1):
@@ -816,8 +817,7 @@ async def started_in_turns(
             if count % STARTED_PER_TURN == 0:
                 await asyncio.sleep(0)
     except asyncio.CancelledError:
-        for job in jobs:
-            job.cancel()
+        await _cancel(jobs)
         raise
     return jobs
 

@@ -8,9 +8,9 @@ it was written by a release before typed records (schema 1), and reads the same 
 fields; images as their type, source, size and sha256, never their data.
 
 Lines go to the file together, in one write, before the run waits on anything outside
-the process: ``flush`` before each model request (the agent loop calls it), and, on an
-event loop, as soon as the task that wrote them lets the loop go on (a tool call that
-waits, the journal's close); off an event loop each line is written at once. A run
+the process: ``flush`` before each model request and each round of tool calls (the agent
+loop calls it), and, on an event loop, as soon as the task that wrote them lets the loop
+go on; at the journal's close; off an event loop each line is written at once. A run
 killed at any point leaves a readable journal up to the last line written: what it
 loses is at most what its task did since it last waited, which a resume does again. A
 write the disk cannot take whole is cut back out, never left torn. One write a step,
@@ -88,7 +88,11 @@ class Journal:
         self._start = 0
         self._handle: int | None = None
         self._unwritten: list[bytes] = []  # encoded lines the next flush writes
-        self._failed: BaseException | None = None  # a flush on the event loop's turn's
+        self._flush_due_on: asyncio.AbstractEventLoop | None = None  # its callback's loop
+        # A write that failed: every later write and flush raises it (the lines it took
+        # are lost, and a journal with a hole in it must not go on); told: raised once.
+        self._failed: Exception | None = None
+        self._failure_told = False
         if path is not None:
             try:
                 # Read too: a reopened journal's torn last line is found by reading it.
@@ -140,36 +144,44 @@ class Journal:
             return
         self._raise_failed()
         self._unwritten.append(encode_line(event))
-        if len(self._unwritten) > 1:
-            return  # a flush is already due
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:  # no event loop here to wait for: at once
+        except RuntimeError:
+            loop = None
+        if loop is None:  # no event loop here to wait for: at once
             self.flush()
-            return
-        loop.call_soon(self._flush_on_loop)
+        elif self._flush_due_on is not loop:
+            self._flush_due_on = loop
+            loop.call_soon(self._flush_on_loop)
 
     def flush(self) -> None:
         """Write the lines not written yet, in one write (a disk that refuses it stops
         the run: ``RunDirectoryError``)."""
         self._raise_failed()
-        if self._unwritten and self._handle is not None:
-            data = b"".join(self._unwritten)
-            self._unwritten.clear()
-            self._append(data)
+        if not self._unwritten or self._handle is None:
+            return
+        lines, self._unwritten = self._unwritten, []
+        try:
+            self._append(b"".join(lines))
+        except Exception as exc:
+            self._failed, self._failure_told = exc, True
+            raise
 
     def _raise_failed(self) -> None:
         if self._failed is not None:
-            failed, self._failed = self._failed, None
-            raise failed
+            self._failure_told = True
+            raise self._failed
 
     def _flush_on_loop(self) -> None:
-        """The flush due once the writing task let the loop go on; what it raises is
-        raised by this journal's next write, flush or close, in the task."""
+        """The flush due once the writing task let the loop go on. What it raises is
+        kept: the task's next write, flush or close raises it."""
+        self._flush_due_on = None
+        if self._failed is not None:
+            return  # the task is told of it, or will be
         try:
             self.flush()
-        except Exception as exc:
-            self._failed = exc
+        except Exception:
+            self._failure_told = False  # the task's next write, flush or close tells it
 
     @property
     def events(self) -> list[Event]:
@@ -219,7 +231,8 @@ class Journal:
         if self._handle is None:
             return
         try:
-            self.flush()
+            if self._unwritten or (self._failed is not None and not self._failure_told):
+                self.flush()
         finally:
             os.close(self._handle)
             self._handle = None
