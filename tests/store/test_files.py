@@ -11,9 +11,10 @@ import pytest
 from deepledger.errors import RunDirectoryError
 from deepledger.store import files
 from deepledger.store.files import (
-    append_line,
+    append_encoded,
     append_whole,
     disk_trouble,
+    encode_lines,
     latest_records,
     read_jsonl,
     write_json_atomic,
@@ -21,12 +22,16 @@ from deepledger.store.files import (
 )
 
 
+def _append_line(path, record):
+    append_encoded(path, encode_lines([record]))
+
+
 def test_a_line_a_crash_cut_short_is_skipped_and_the_next_starts_on_its_own_line(tmp_path):
     path = tmp_path / "results.jsonl"
-    append_line(path, {"task_id": "a"})
+    _append_line(path, {"task_id": "a"})
     with path.open("a") as out:
         out.write('{"task_id": "b", "sta')  # the process died mid-write
-    append_line(path, {"task_id": "c"})
+    _append_line(path, {"task_id": "c"})
     assert read_jsonl(path) == [{"task_id": "a"}, {"task_id": "c"}]
     assert read_jsonl(tmp_path / "absent.jsonl") == []
 
@@ -69,7 +74,7 @@ def test_a_write_the_disk_takes_only_in_part_is_cut_back(tmp_path, monkeypatch):
 @pytest.mark.parametrize("fails", ["fsync", "first write"])
 def test_a_line_written_whole_but_not_flushed_is_cut_back_too(tmp_path, monkeypatch, fails):
     path = tmp_path / "results.jsonl"
-    append_line(path, {"task_id": "a"})
+    _append_line(path, {"task_id": "a"})
     before = path.read_bytes()
 
     def refuse(*args):
@@ -77,7 +82,7 @@ def test_a_line_written_whole_but_not_flushed_is_cut_back_too(tmp_path, monkeypa
 
     monkeypatch.setattr(files.os, "fsync" if fails == "fsync" else "write", refuse)
     with pytest.raises(OSError):
-        append_line(path, {"task_id": "b"})
+        _append_line(path, {"task_id": "b"})
     assert path.read_bytes() == before
 
 

@@ -97,35 +97,25 @@ def replace_whole(path: Path, text: str, mode: int | None = None) -> None:
         raise
 
 
-def append_line(path: Path, record: JSONObject, *, sync: bool = True) -> None:
-    """Append one JSON line in a single write, flushed to disk (``sync``; without it the
-    line is the kernel's to write, which a killed process does not lose, a power cut
-    may). If a crash left the last line unfinished, start on a new line so the new
-    record is not glued to it. A write the disk refuses is undone (the file cut back to
-    where it was: that frees space, so it works on a full disk) and raises
-    :class:`RunDirectoryError`; without ``sync``, an error the disk reports only when
-    the kernel writes the line later (a network filesystem's quota) is not seen here."""
-    append_lines(path, [record], sync=sync)
-
-
-def append_lines(path: Path, records: Sequence[JSONObject], *, sync: bool = True) -> None:
-    """Append these JSON lines in a single write and one flush to disk, all or none
-    (see :func:`append_line`): what several writers waiting on one file give at once
-    costs one ``fsync``, not one each."""
-    append_encoded(path, encode_lines(records), sync=sync)
-
-
 def encode_lines(records: Sequence[JSONObject]) -> bytes:
-    """These records as the JSON lines :func:`append_encoded` appends."""
+    """These records as JSON lines, for :func:`append_encoded`: the Python part of an
+    append, done apart so that a worker thread is left only the system calls (each of
+    which takes the interpreter's lock back from a busy event loop)."""
     text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
     return text.encode("utf-8", errors="backslashreplace")
 
 
 def append_encoded(path: Path, data: bytes, *, sync: bool = True, ends_whole: bool = False) -> None:
-    """Append the lines ``data`` holds (:func:`encode_lines`), as :func:`append_lines`
-    does: the file system's part alone, for a worker thread, whose every system call
-    takes the interpreter's lock back from the event loop. ``ends_whole``: the caller
-    wrote the file's last line itself, so it is not read to see whether a crash cut it."""
+    """Append the lines ``data`` holds (:func:`encode_lines`) in a single write, all or
+    none, flushed to disk (``sync``; without it the lines are the kernel's to write,
+    which a killed process does not lose, a power cut may): what several writers
+    waiting on one file give at once costs one ``fsync``, not one each. If a crash left
+    the last line unfinished, the new ones start on a line of their own; ``ends_whole``:
+    the caller wrote the file's last line itself, so it is not read back to see. A write
+    the disk refuses is undone (the file cut back to where it was: that frees space, so
+    it works on a full disk) and raises :class:`RunDirectoryError`; without ``sync``, an
+    error the disk reports only when the kernel writes the lines later (a network
+    filesystem's quota) is not seen here."""
     try:
         if not ends_whole and _ends_mid_line(path):
             data = b"\n" + data

@@ -259,7 +259,6 @@ class RunStore:
     def result_lines(self, records: Sequence[TaskRecord]) -> bytes:
         """The lines :meth:`add_results` appends for ``records``, encoded: what Python
         does of them, for the event loop (see :meth:`append_progress`)."""
-        self._driver_only("results")
         return encode_lines([self._stamped(record).to_json() for record in records])
 
     def append_results(self, lines: bytes) -> None:
