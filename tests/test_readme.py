@@ -35,6 +35,10 @@ NOT_RUN = {
     "scripts/demo.sh": "runs scripts/setup.sh --qwen (installs, builds llama.cpp, 1.1 GB of "
     "model) and a 10-task suite with it: minutes",
     "scripts/test.sh": "the whole test suite, this file included",
+    "scripts/lock.sh": "resolves against the package index (tests/test_lock.py checks the "
+    "lock it wrote against pyproject.toml and the environment)",
+    "python -m pip install --constraint requirements.lock -e '.[test,local]'": "installs "
+    "(scripts/setup.sh runs the same; tests/test_lock.py checks the result)",
     "scripts/setup.sh --qwen": "downloads 1.1 GB (tests/llm/test_local_models.py assembles "
     "small fake parts the same way)",
     "scripts/demo.sh llm=local_qwen1.5b": "needs the opt-in Qwen model and runs the 10-task "

@@ -16,6 +16,7 @@ from tests.support.documents import (
     make_pdf,
     make_png,
     make_pptx,
+    make_word_docx,
     make_xlsx,
     make_zip,
 )
@@ -89,6 +90,27 @@ def test_docx_becomes_markdown_with_its_table() -> None:
     assert "# Herons" in document.text
     assert "Grey herons eat fish." in document.text
     assert "| Oslo | 709000 |" in document.text
+
+
+def test_docx_laid_out_as_word_writes_it_keeps_every_part() -> None:
+    # A file as Word saves it (namespaces of every extension, mc:Ignorable, revision ids,
+    # proofing marks, numbering, a hyperlink relationship, styles, theme): lxml 6.2.0
+    # lost the body of such a file while the minimal package above still converted.
+    data = make_word_docx(
+        "Grey herons",
+        ["Grey herons eat fish.", "They nest in colonies."],
+        ["Wingspan 155-195 cm", "Weight 1-2 kg"],
+        [["city", "colonies"], ["Oslo", "12"]],
+        link="https://example.org/herons",
+    )
+    document = convert(data, name="field notes.docx")
+    assert document.kind == "docx"
+    lines = document.text.splitlines()
+    assert "# Grey herons" in lines
+    assert "Grey herons eat fish." in lines and "They nest in colonies." in lines
+    assert any(line.endswith("Wingspan 155-195 cm") and line[0] in "*-" for line in lines)
+    assert "Source: <https://example.org/herons>" in lines
+    assert "| Oslo | 12 |" in document.text
 
 
 def test_xlsx_sheets_become_tables() -> None:

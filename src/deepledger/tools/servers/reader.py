@@ -61,6 +61,7 @@ from mcp_types import ImageContent, TextContent
 from pydantic import Field
 
 from deepledger.paths import looked_in, resolve_data_path
+from deepledger.tools.servers._failures import causes_reported
 from deepledger.tools.servers._stdio import serve_stdio
 from deepledger.web.convert import ContentError, ConvertLimits, Document, convert_async
 from deepledger.web.fetch import FetchError, FetchLimits
@@ -294,7 +295,8 @@ def build_server(reader: Reader) -> MCPServer:
         start: Annotated[int, Field(description="Character offset to start at.")] = 0,
         max_chars: Annotated[int, Field(description="Most characters to return.")] = 10_000,
     ) -> list[Content]:
-        return await reader.read(source, start, max_chars)
+        with causes_reported("read"):
+            return await reader.read(source, start, max_chars)
 
     return server
 
