@@ -6,7 +6,10 @@ the wire, a tool error, and a server that cannot start. The model (ResearchModel
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +28,7 @@ from deepledger.testing.faults import (
     write_suite,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 RUN_BOUND_SECONDS = 180
 # A call that does not answer is cut at 2 s; a message over 1 MiB is refused by the client.
 TOOL_SETTINGS = {"call_timeout_seconds": 2, "max_message_bytes": 1024 * 1024}
@@ -94,11 +98,14 @@ async def test_random_tool_faults_under_concurrency_leave_every_task_recorded(se
         await bench(server, tmp_path, "benchmark.execution.max_concurrent=4")
     outcomes = latest_outcomes(tmp_path / "run")
     assert set(outcomes) == set(keys)
-    assert {r["status"] for r in outcomes.values()} == {"finished"}
     # A crash cuts the calls in flight with it, and a server that fails again right
-    # after its restart is given up on: such tasks answer "unknown", but they answer.
+    # after its restart is given up on: such tasks answer "unknown", but they answer,
+    # and they are errors that say which server they ran without.
     for key, record in outcomes.items():
         assert record["final_answer"] in (f"code-{key}", "unknown")
+        given_up = record.get("tool_servers_given_up")
+        assert record["status"] == ("error" if given_up else "finished")
+        assert not given_up or set(given_up) == {"faulty"}
     assert all(len(calls) <= 3 for calls in calls_by_key(tmp_path).values())
 
 
@@ -145,3 +152,45 @@ async def test_a_server_that_cannot_start_says_why_in_the_error(seed, tmp_path):
         await bench(server, tmp_path, tool_args=["--fail-start"], settings={"required": "true"})
     (record,) = latest_outcomes(tmp_path / "run").values()
     assert "index file is missing" in record["error"]
+
+
+def test_a_server_given_up_on_is_an_error_of_every_task_that_wanted_it(seed, tmp_path):
+    """A server that crashes on two turns in a row (the second right after its restart)
+    is given up on: the task it happened in and the later task that wanted it are errors
+    in their records, in the summary (a line naming it, with how its process ended) and
+    in the exit code, 1. A real `deepledger bench`: the exit code is the CLI's."""
+    first, later = write_suite(tmp_path / "data", 2)
+    plan = {first: ["crash", "crash"]}
+    model = FaultInjector(ResearchModel(use_tools=True, tool_faults=plan), seed=seed)
+    run_dir = tmp_path / "run"
+    with FakeLLMServer(responder=model) as server:
+        overrides = bench_overrides(
+            tmp_path / "data",
+            server.openai_base_url,
+            tools=True,
+            tool_log=tmp_path / "tool_calls.jsonl",
+            tool_settings=TOOL_SETTINGS,
+            extra=["benchmark.execution.max_concurrent=1", f"hydra.run.dir={run_dir}"],
+        )
+        bench = subprocess.run(
+            [sys.executable, "-m", "deepledger", "bench", *overrides],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=RUN_BOUND_SECONDS,
+        )
+    assert bench.returncode == 1, bench.stderr[-3000:]
+    assert calls_by_key(tmp_path) == {first: ["crash", "crash"]}  # none once given up
+    outcomes = latest_outcomes(run_dir)
+    assert {k: r["status"] for k, r in outcomes.items()} == {first: "error", later: "error"}
+    for record in outcomes.values():
+        assert record["error"].startswith("ToolServerGivenUp: ran without 'faulty'")
+        assert "exited with status 3" in record["tool_servers_given_up"]["faulty"]
+        assert record["final_answer"] == "unknown"  # it answered, without the tool
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["tasks"]["errors"] == 2
+    given_up = summary["tool_servers_given_up"]["faulty"]
+    assert given_up["tasks"] == 2 and given_up["task_ids"] == [first, later]
+    assert "fault_tool_server" in given_up["reason"]  # its command, in the details
+    (line,) = [x for x in bench.stdout.splitlines() if "given up" in x]
+    assert "'faulty': 2 tasks ran without it" in line and "exited with status 3" in line

@@ -72,6 +72,13 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   ``input_tokens``: how well sticky routing kept the prefix cache warm), and
   ``moved_in`` / ``moved_out`` (attempts moved to it / away from it, ``endpoint_moved``:
   away from a drained server, or back to their first choice once healthy).
+- ``tool_servers_given_up`` (absent when none was): each tool server given up on for the
+  run (it failed again right after a restart, or its restart failed), by name: the
+  ``reason`` (how its process ended, its last stderr lines), and the ``tasks`` (with
+  their ``task_ids``) that ran without it: the one it was given up on during and every
+  later one that wanted it. Each of those tasks is an error (``status: error``, counted
+  in ``tasks.errors``, so the run exits 1), its answer judged as given
+  (``tools/given_up.py``).
 """
 
 from __future__ import annotations
@@ -96,6 +103,7 @@ from deepledger.records.results import (
     Distribution,
     EndpointCounts,
     ExtractionTokens,
+    GivenUpServer,
     JudgeScore,
     PostMortemSplit,
     ProvenanceTally,
@@ -192,7 +200,18 @@ def summarize(
         end_reasons=_end_reasons(tasks),
         budget=_budget(tasks, budget_limits(execution), tasks_expected, stopped or StoppedTasks()),
         extra=dict(extra or {}),
+        tool_servers_given_up=_given_up(tasks),
     )
+
+
+def _given_up(records: list[TaskRecord]) -> dict[str, GivenUpServer] | None:
+    servers: dict[str, GivenUpServer] = {}
+    for record in records:
+        for name, reason in record.tool_servers_given_up.items():
+            server = servers.setdefault(name, GivenUpServer(reason=reason))
+            server.tasks += 1
+            server.task_ids.append(record.task_id)
+    return servers or None
 
 
 def budget_limits(execution: Any) -> dict[str, float]:
@@ -398,6 +417,7 @@ def format_summary(read: SummaryRecord) -> str:
         *([("context", economics)] if (economics := economics_line(read.token_economics)) else []),
         *([("budget", budget)] if (budget := _budget_line(read.budget)) else []),
         *[("endpoint", line) for line in _endpoint_lines(read.endpoints)],
+        *[("given up", line) for line in _given_up_lines(read.tool_servers_given_up)],
         (
             "end reasons",
             " · ".join(
@@ -409,6 +429,16 @@ def format_summary(read: SummaryRecord) -> str:
         ids = " · ".join(f"{cid} {plural(n.tasks, 'task')}" for cid, n in configs.ids.items())
         rows.append(("settings", f"{len(configs.ids)} settings: {ids} (config_id per task)"))
     return "\n".join([header, *(f"  {label:<15}{value}" for label, value in rows)])
+
+
+def _given_up_lines(servers: dict[str, GivenUpServer] | None) -> list[str]:
+    """A line per tool server given up on: its tasks, errors for it, and why (the first
+    line of the reason; the rest is in summary.json and the server's log)."""
+    return [
+        f"tool server {name!r}: {plural(s.tasks, 'task')} ran without it (errors) · "
+        + s.reason.split("\n", 1)[0]
+        for name, s in (servers or {}).items()
+    ]
 
 
 def _groups(groups: Iterable[tuple[str, Tally]]) -> str:

@@ -20,7 +20,9 @@
 A task that fails outright (the model or the judge unreachable after all retries, a bug)
 is recorded with ``status: error``, its reason and everything it spent (the retry that
 failed included, as the run's budget counted it), and the other tasks go on. Running
-the same command again retries it from its finished retries.
+the same command again retries it from its finished retries. A task that ran without a
+tool server given up on for the run is an error too, its answer kept and judged (each
+retry notes the servers it lost: ``tools/given_up.py``).
 A deepledger error (the model's, a required tool server that cannot start: the message
 says why) is logged in one line; a traceback means a bug.
 
@@ -121,6 +123,7 @@ from deepledger.records.results import (
 from deepledger.store.files import disk_trouble
 from deepledger.store.journal import Journal
 from deepledger.store.run_store import RunStore, TaskProgress
+from deepledger.tools.given_up import noting_given_up
 from deepledger.tools.manager import ToolManager
 from deepledger.tools.scrape import PageScraper
 
@@ -656,6 +659,15 @@ class BenchmarkRunner:
         )
 
     async def _retry(
+        self, task: Task, attempt: int, index: int, post_mortems: list[str], budget: TaskBudget
+    ) -> RetryRecord:
+        """One format-retry, with the tool servers given up on that it ran without."""
+        with noting_given_up() as given_up:
+            record = await self._run_retry(task, attempt, index, post_mortems, budget)
+        record.tool_servers_given_up = dict(given_up)
+        return record
+
+    async def _run_retry(
         self, task: Task, attempt: int, index: int, post_mortems: list[str], budget: TaskBudget
     ) -> RetryRecord:
         policy = policy_from_config(self.cfg.agent, is_final_retry=index == self.retry_limit)

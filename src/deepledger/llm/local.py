@@ -9,8 +9,8 @@ Lifecycle. The server starts at the first call, not when the client is built (th
 builds one just to check the config), and waits until it answers. It stops when the
 client is closed, which the CLI does on success, on errors and on Ctrl-C. It runs in a
 session of its own, so a Ctrl-C reaches only deepledger, which then stops it, and it
-is told by the kernel to exit if deepledger itself dies (``PR_SET_PDEATHSIG``), so a
-killed run leaves no server behind.
+is killed by the kernel if deepledger itself dies (``PR_SET_PDEATHSIG``, see
+``deepledger/processes.py``), so a killed run leaves no server behind.
 
 The server's context size is ``llm.max_context_length``, so the window guard acts
 against the window the model really has.
@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import importlib.util
 import json
 import logging
@@ -87,6 +86,7 @@ from deepledger.messages import (
     ToolSpec,
     Usage,
 )
+from deepledger.processes import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +241,7 @@ class LlamaServer:
             stdout=self.log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # a terminal's Ctrl-C is ours to handle, then we stop it
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent(),  # SIGKILLed if deepledger dies (processes.py)
         )
         self.base_url = f"http://127.0.0.1:{port}/v1"
         self._spawned_at = time.monotonic()
@@ -297,24 +297,6 @@ class LlamaServer:
 def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):  # it has exited already
         os.killpg(process.pid, sig)
-
-
-def _find_prctl() -> object | None:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux: stopping the process group still applies
-        return None
-
-
-# Looked up here, not in the child: between fork and exec only the call itself is safe.
-_PRCTL = _find_prctl()
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: ask the kernel for SIGTERM when deepledger dies."""
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)  # type: ignore[operator]
 
 
 class LocalModelClient(LLMClient):

@@ -74,6 +74,8 @@ def _without_unstamped(record: JSONObject) -> JSONObject:
         del record["config_id"]
     if record.get("interrupted_calls") == 0:  # a retry no kill cut short says nothing of it
         del record["interrupted_calls"]
+    if record.get("tool_servers_given_up") == {}:  # nor one that lost no tool server
+        del record["tool_servers_given_up"]
     for inner in ("attempts", "retries"):
         for part in record.get(inner) or []:
             _without_unstamped(part)
@@ -147,6 +149,10 @@ class RetryRecord(ResultRecord):
     # The model calls of the killed run(s) this retry went on from (resume=turn), in
     # ``usage`` already; written only when there were some.
     interrupted_calls: int = 0
+    # Tool servers given up on for the run that this retry wanted (server -> why: how
+    # its process ended, its last stderr lines): it ran without their tools.
+    # ``tools/given_up.py``; written only when there were some.
+    tool_servers_given_up: dict[str, str] = Field(default_factory=dict)
 
 
 class AttemptRecord(ResultRecord):
@@ -227,6 +233,8 @@ class TaskRecord(ResultRecord):
     # backend=ray: how often the worker running the task died under it (the task was
     # rerun from its last finished retry each time; bench/ray_backend.py).
     worker_lost: int = 0
+    # Its retries' tool servers given up on: a task that ran without them is an error.
+    tool_servers_given_up: dict[str, str] = Field(default_factory=dict)
     config_id: str | None = None
 
     def to_json(self) -> JSONObject:
@@ -244,9 +252,12 @@ class TaskRecord(ResultRecord):
 
     @classmethod
     def finished(cls, task: TaskFacts, attempts: list[AttemptRecord], elapsed: float) -> Self:
-        """A task whose attempts ran to their end: the last one answers for it."""
+        """A task whose attempts ran to their end: the last one answers for it. A task
+        that lost a tool server on the way is an error all the same, its answer judged
+        as given: it ran without that server's tools."""
         retries = [r for a in attempts for r in a.retries]
         final, last_retry = attempts[-1], attempts[-1].retries[-1]
+        given_up = {k: v for r in retries for k, v in r.tool_servers_given_up.items()}
         return cls._build(
             task,
             retries,
@@ -261,6 +272,8 @@ class TaskRecord(ResultRecord):
             usage=sum_usage(r.usage for r in retries),
             cost=sum_cost(r.cost for r in retries),
             judge_usage=sum_usage(a.judgement.usage for a in attempts if a.judgement),
+            tool_servers_given_up=given_up,
+            **(_given_up_error(given_up) if given_up else {}),
         )
 
     @classmethod
@@ -303,6 +316,14 @@ class TaskRecord(ResultRecord):
             elapsed_seconds=round(elapsed, 3),
             **fields,
         )
+
+
+def _given_up_error(given_up: dict[str, str]) -> dict[str, Any]:
+    """The error fields of a task that ran without the tool servers ``given_up``."""
+    names = ", ".join(repr(name) for name in given_up)
+    reasons = "\n".join(given_up.values())
+    error = f"ToolServerGivenUp: ran without {names}: {reasons}"
+    return {"status": "error", "error": error}
 
 
 class TaskFacts(Protocol):
@@ -467,6 +488,14 @@ class ConfigBreakdown(Record):
     mixed_tasks: list[str] = Field(default_factory=list)
 
 
+class GivenUpServer(Record):
+    """A tool server given up on for the run: why, and the tasks that ran without it."""
+
+    reason: str
+    tasks: int = 0
+    task_ids: list[str] = Field(default_factory=list)
+
+
 class SummaryRecord(ResultRecord):
     """``summary.json``: the numbers of a run; ``bench/metrics.py`` says what each means."""
 
@@ -502,6 +531,8 @@ class SummaryRecord(ResultRecord):
     configs: ConfigBreakdown | None = None  # only when a resume changed the settings
     # With llm.endpoints: each server's counts, by its URL (bench/metrics.py).
     endpoints: dict[str, EndpointCounts] | None = None
+    # Tool servers given up on, by name; their tasks are among ``tasks.errors``.
+    tool_servers_given_up: dict[str, GivenUpServer] | None = None
 
     def to_json(self) -> JSONObject:
         """The summary as written: the sections a run may not have are left out."""
@@ -509,4 +540,4 @@ class SummaryRecord(ResultRecord):
         return self.model_dump(mode="json", by_alias=True, exclude=absent)
 
 
-_OPTIONAL_SECTIONS = ("token_economics", "configs", "endpoints")
+_OPTIONAL_SECTIONS = ("token_economics", "configs", "endpoints", "tool_servers_given_up")

@@ -14,13 +14,16 @@
 
 A call that fails or times out leaves the server alone if it still answers a request; a
 server that does not (it crashed, hangs, or spoke something that is not MCP) is
-restarted. If it fails again before any call has succeeded since that restart, it is
-given up on and its calls say it is unavailable: one restart per failure, however long
-the run. A server that cannot start is left out of the task (logged once per run; later
-tasks do not try a shared server again), unless its config says ``required: true``, when
-the task fails. The message says why in full: the server, its command, how it ended, the
-last lines of its stderr and where its whole log is (``tool_servers/<name>.stderr.log``
-in the run directory); the model is told only that the server is unavailable.
+restarted. If it fails again before any call has succeeded since that restart (or the
+restart fails), it is given up on for the run and its calls say it is unavailable: one
+restart per failure, however long the run. A server given up on is an error of every
+task that wanted it from then on, the one it was given up on during included
+(``tools/given_up.py``): those tasks ran without its tools. A server that cannot start
+is left out of the task (logged once per run; later tasks do not try a shared server
+again), unless its config says ``required: true``, when the task fails. The message
+says why in full: the server, its command, how it ended, the last lines of its stderr
+and where its whole log is (``tool_servers/<name>.stderr.log`` in the run directory);
+the model is told only that the server is unavailable.
 
 With a :class:`~deepledger.tools.list_cache.ToolListCache`, a stdio server whose tool
 list is known (from its last run, or from a session of this run) is not waited for: the
@@ -52,6 +55,7 @@ from deepledger.config import Scope, ToolServerConfig, Transport
 from deepledger.errors import DeepLedgerError, EndpointRejectedError
 from deepledger.messages import JSONObject, ToolCall, ToolResult, sorted_json
 from deepledger.store.layout import server_log
+from deepledger.tools.given_up import note_given_up
 from deepledger.tools.results import for_model, result_parts
 
 if TYPE_CHECKING:
@@ -192,6 +196,9 @@ class McpConnection:
         self.restarts = 0
         self.restarted_since_success = False
         self.failed_reason: str | None = None
+        # Why it was given up on for the run, after it had run (see _restart_after_failure):
+        # every task that wants it from then on is an error (tools/given_up.py).
+        self.given_up: str | None = None
         self.in_flight = 0  # calls under way, for spreading calls over a server's instances
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
@@ -361,6 +368,7 @@ class McpConnection:
         try:
             await self.ensure_started()
         except ToolServerStartError as exc:
+            self._note_if_given_up()
             return _error(f"tool server {self.name!r} is unavailable: {headline(str(exc))}")
         client, generation = self._client, self._generation
         timeout = self.cfg.call_timeout_seconds
@@ -386,7 +394,13 @@ class McpConnection:
             return ToolResult("", text, bool(result.is_error), tool, images=images)
         finally:
             self.in_flight -= 1
-        return _error(problem + await self._recover(client, generation))
+        told = await self._recover(client, generation)
+        self._note_if_given_up()  # given up on during this call, or by a concurrent one
+        return _error(problem + told)
+
+    def _note_if_given_up(self) -> None:
+        if self.given_up is not None:
+            note_given_up(self.name, self.given_up)
 
     async def _recover(self, client: Client | None, generation: int) -> str:
         """After a failed call: keep a server that still answers, else restart it (once per
@@ -407,8 +421,11 @@ class McpConnection:
                 return " The server has been restarted; try again."
             await self._stop_owner()
             if self.restarted_since_success:
-                log.warning("%s", self._stopped_answering("giving up on it for this run"))
-                self.failed_reason = "it failed again right after being restarted"
+                reason = self._stopped_answering(
+                    "it failed again right after a restart, so it is given up on for the run"
+                )
+                log.warning("%s", reason)
+                self.failed_reason = self.given_up = reason
                 return " The server has failed repeatedly and is now unavailable."
             log.warning("%s", self._stopped_answering("restarting it"))
             self.restarts += 1
@@ -416,7 +433,11 @@ class McpConnection:
             try:
                 await self._start()
             except ToolServerStartError as exc:
-                self.failed_reason = str(exc)
+                # It had run: losing it now is losing tools the run was counting on.
+                self.failed_reason = self.given_up = (
+                    f"{headline(str(exc))} (restarting it after it stopped answering), so "
+                    f"it is given up on for the run{_details(str(exc))}"
+                )
                 return " Restarting the server failed; it is now unavailable."
         return " The server was restarted (any state it held is lost)."
 
@@ -478,6 +499,12 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.filename:  # the command could not be run
         return f"cannot run {exc.filename}: {exc.strerror or exc}"
     return str(exc) or type(exc).__name__
+
+
+def _details(message: str) -> str:
+    """The lines of a failure after its headline (the command, stderr), if any."""
+    _, newline, rest = message.partition("\n")
+    return newline + rest
 
 
 def headline(message: str) -> str:
@@ -702,9 +729,12 @@ class TaskTools:
                         f"{message}\n  (tools.{connection.name}.required is true: the task "
                         "cannot run without it)"
                     ) from outcome
-                self.manager.report_start_failure(
-                    connection.name, f"{message}\n  Tasks go on without it."
-                )
+                if lost := next((c.given_up for c in pool if c.given_up), None):
+                    note_given_up(connection.name, lost)  # a task without its tools: an error
+                else:  # (one given up on was logged then)
+                    self.manager.report_start_failure(
+                        connection.name, f"{message}\n  Tasks go on without it."
+                    )
                 self.unavailable[connection.name] = message
                 continue
             tools += [t for t in connection.tools if not self._blacklisted(t)]

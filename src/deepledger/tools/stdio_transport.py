@@ -14,7 +14,9 @@ its call times out as a hung call would.
 
 The rest follows the protocol's stdio transport: one JSON-RPC message a line on stdin
 and stdout, the server's stderr to a log file, and on close: stdin closed, a grace
-period, then SIGTERM and SIGKILL to the server's process group.
+period, then SIGTERM and SIGKILL to the server's process group. A deepledger that dies
+without that (SIGKILL, the OOM killer) takes the server with it: the kernel kills it
+(``deepledger/processes.py``).
 
 The server's stderr comes through a pipe rather than straight into the log file, so each
 process's last lines are known (:class:`ServerProcess`, with its exit status): a server
@@ -44,6 +46,8 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import types
 from mcp.shared.message import SessionMessage
+
+from deepledger.processes import die_with_parent
 
 # What the server says (or a line that was not JSON-RPC), and what is said to it.
 Incoming: TypeAlias = SessionMessage | Exception
@@ -234,7 +238,12 @@ async def capped_stdio_client(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
-        start_new_session=True,  # its own process group: one signal ends all it started
+        # Its own session: a terminal's Ctrl-C reaches deepledger alone, which stops the
+        # server in order (_stop); and one killpg ends all it started.
+        start_new_session=True,
+        # And killed by the kernel should deepledger die without stopping it. This forks
+        # in the event loop's thread, which lives as long as the server (processes.py).
+        preexec_fn=die_with_parent(),
     )
     watch.pid = process.pid
     incoming_writer, incoming = anyio.create_memory_object_stream[Incoming](0)
