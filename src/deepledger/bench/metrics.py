@@ -72,6 +72,11 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   ``input_tokens``: how well sticky routing kept the prefix cache warm), and
   ``moved_in`` / ``moved_out`` (attempts moved to it / away from it, ``endpoint_moved``:
   away from a drained server, or back to their first choice once healthy).
+- ``inputs_changed`` (absent when there is nothing to say): ``tasks`` / ``task_ids``
+  whose result replaced one recorded for other inputs (question, ground truth, attached
+  file or judge; ``bench/inputs.py``) — the old results are not counted anywhere above —
+  and ``unverified``: results written before input digests, kept unchecked (counted
+  once some record of the run has a digest).
 """
 
 from __future__ import annotations
@@ -96,6 +101,7 @@ from deepledger.records.results import (
     Distribution,
     EndpointCounts,
     ExtractionTokens,
+    InputsChanged,
     JudgeScore,
     PostMortemSplit,
     ProvenanceTally,
@@ -192,7 +198,20 @@ def summarize(
         end_reasons=_end_reasons(tasks),
         budget=_budget(tasks, budget_limits(execution), tasks_expected, stopped or StoppedTasks()),
         extra=dict(extra or {}),
+        inputs_changed=_inputs_changed(tasks),
     )
+
+
+def _inputs_changed(records: list[TaskRecord]) -> InputsChanged | None:
+    """The tasks whose result replaced one recorded for other inputs; and, once some
+    record has a digest, those written before digests (kept, not checked). None: a run
+    with neither, or only older records (nothing about inputs to say)."""
+    rerun = [r.task_id for r in records if r.inputs_changed]
+    digested = any(r.input_digest for r in records)
+    unverified = sum(1 for r in records if not r.input_digest) if digested else 0
+    if not rerun and not unverified:
+        return None
+    return InputsChanged(tasks=len(rerun), task_ids=rerun, unverified=unverified)
 
 
 def budget_limits(execution: Any) -> dict[str, float]:
@@ -408,7 +427,19 @@ def format_summary(read: SummaryRecord) -> str:
     if configs := read.configs:  # resumed with resume.allow_config_change=true
         ids = " · ".join(f"{cid} {plural(n.tasks, 'task')}" for cid, n in configs.ids.items())
         rows.append(("settings", f"{len(configs.ids)} settings: {ids} (config_id per task)"))
+    if (changed := read.inputs_changed) is not None:
+        rows.append(("inputs changed", _inputs_line(changed)))
     return "\n".join([header, *(f"  {label:<15}{value}" for label, value in rows)])
+
+
+def _inputs_line(changed: InputsChanged) -> str:
+    said = []
+    if changed.tasks:
+        shown = ", ".join(changed.task_ids[:5]) + (" …" if changed.tasks > 5 else "")
+        said.append(f"{plural(changed.tasks, 'task')} run again on resume ({shown})")
+    if changed.unverified:
+        said.append(f"{changed.unverified} recorded before input digests, kept unchecked")
+    return "; ".join(said)
 
 
 def _groups(groups: Iterable[tuple[str, Tally]]) -> str:
