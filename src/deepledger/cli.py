@@ -209,9 +209,14 @@ def _hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
     import hydra
     from dotenv import load_dotenv
 
-    from deepledger.config import register_schemas, typed, unknown_override_keys
+    from deepledger.config import (
+        register_schemas,
+        resume_override,
+        typed,
+        unknown_override_keys,
+    )
 
-    overrides = flags_first([_resume_key(o) for o in take_command_line_key(overrides)])
+    overrides = flags_first([resume_override(o) for o in take_command_line_key(overrides)])
     if problems := unknown_override_keys(overrides):
         raise ConfigError(
             "not a configuration key: "
@@ -305,12 +310,6 @@ def _hydra_exit_code(exc: SystemExit, composed: bool) -> int:
     a usage error. After, it is a crash inside the command, and stays 1."""
     code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return EXIT_USAGE if code == 1 and not composed else code
-
-
-def _resume_key(override: str) -> str:
-    """``resume.allow_config_change=...`` given without Hydra's ``+`` (the key has no
-    default, so Hydra wants one): the same as with it."""
-    return f"+{override}" if override.startswith("resume.") else override
 
 
 def take_command_line_key(overrides: list[str]) -> list[str]:

@@ -122,6 +122,15 @@ class ResumeMode(StrEnum):
     RETRY = "retry"  # from its first turn, the old journal set aside
 
 
+class ChangedTasks(StrEnum):
+    """``resume.on_changed_tasks``: what a resume does with a task whose question, ground
+    truth, attached file or judge changed since its result was recorded
+    (bench/inputs.py)."""
+
+    RERUN = "rerun"  # run it again from its start; its old result is not counted
+    REFUSE = "refuse"  # refuse the resume (exit 2), naming the tasks; nothing is written
+
+
 class SearchBackendName(StrEnum):
     """``web.search_backend``: who answers the web search tools (web/search/)."""
 
@@ -430,6 +439,18 @@ class WebConfig:
 
 
 @dataclass
+class ResumeConfig:
+    """Resuming a run directory (the same command with the same ``hydra.run.dir``)."""
+
+    # A resume may use settings that differ from the run's (each task records the
+    # config_id it ran under); false: such a resume is refused, listing the keys.
+    allow_config_change: bool = False
+    # A task whose question, ground truth, attached file or judge changed since its
+    # result was recorded: rerun (from its start, the old result not counted) or refuse.
+    on_changed_tasks: str = "rerun"
+
+
+@dataclass
 class Config:
     llm: LLMConfig = field(default_factory=LLMConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
@@ -440,9 +461,7 @@ class Config:
     # (`+tools.mine={command: ..., args: [...]}` must work).
     tools: dict[str, Any] = field(default_factory=dict)
     web: WebConfig = field(default_factory=WebConfig)
-    # Resuming a run directory: `+resume.allow_config_change=true` lets a resume use a
-    # configuration that differs from the run's (recorded per task); else it is refused.
-    resume: dict[str, Any] = field(default_factory=dict)
+    resume: ResumeConfig = field(default_factory=ResumeConfig)
     question: str | None = None  # for `deepledger run`
     task_file: str | None = None  # for `deepledger run`: a file attached to the question
 
@@ -537,6 +556,11 @@ def validate(cfg: Config) -> None:
             f"{looked_in(corpus)})."
         )
     problems += _web_problems(cfg)
+    if cfg.resume.on_changed_tasks not in CHANGED_TASKS:
+        problems.append(
+            f"resume.on_changed_tasks={cfg.resume.on_changed_tasks!r}: use one of "
+            f"{', '.join(CHANGED_TASKS)}."
+        )
     if cfg.benchmark.judge.rule not in JUDGE_RULES:
         problems.append(
             f"benchmark.judge.rule={cfg.benchmark.judge.rule!r}: use one of "
@@ -838,6 +862,7 @@ def _tool_problems(tools: Mapping[str, ToolServerConfig], agent: AgentConfig) ->
 
 SEARCH_BACKENDS = tuple(b.value for b in SearchBackendName)
 RESUME_MODES = tuple(m.value for m in ResumeMode)
+CHANGED_TASKS = tuple(c.value for c in ChangedTasks)
 SCRAPERS = ("auto", "jina", "direct")
 
 
@@ -1024,7 +1049,16 @@ def compose_node(conf_dir: str | Path, overrides: list[str]) -> DictConfig:
 
     register_schemas()
     with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=list(overrides))
+        return hydra_compose(
+            config_name="config", overrides=[resume_override(o) for o in overrides]
+        )
+
+
+def resume_override(override: str) -> str:
+    """``+resume.allow_config_change=...`` as earlier releases documented it (``resume``
+    was a mapping without keys, so Hydra wanted the ``+``): the same as without it, now
+    that its keys have defaults and Hydra refuses to add a key that exists."""
+    return override[1:] if override.startswith("+resume.") else override
 
 
 def typed(node: DictConfig) -> Config:

@@ -79,6 +79,11 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   later one that wanted it. Each of those tasks is an error (``status: error``, counted
   in ``tasks.errors``, so the run exits 1), its answer judged as given
   (``tools/given_up.py``).
+- ``inputs_changed`` (absent when there is nothing to say): ``tasks`` / ``task_ids``
+  whose result replaced one recorded for other inputs (question, ground truth, attached
+  file or judge; ``bench/inputs.py``) — the old results are not counted anywhere above —
+  and ``unverified``: results written before input digests, kept unchecked (counted
+  once some record of the run has a digest).
 """
 
 from __future__ import annotations
@@ -104,6 +109,7 @@ from deepledger.records.results import (
     EndpointCounts,
     ExtractionTokens,
     GivenUpServer,
+    InputsChanged,
     JudgeScore,
     PostMortemSplit,
     ProvenanceTally,
@@ -201,6 +207,7 @@ def summarize(
         budget=_budget(tasks, budget_limits(execution), tasks_expected, stopped or StoppedTasks()),
         extra=dict(extra or {}),
         tool_servers_given_up=_given_up(tasks),
+        inputs_changed=_inputs_changed(tasks),
     )
 
 
@@ -212,6 +219,18 @@ def _given_up(records: list[TaskRecord]) -> dict[str, GivenUpServer] | None:
             server.tasks += 1
             server.task_ids.append(record.task_id)
     return servers or None
+
+
+def _inputs_changed(records: list[TaskRecord]) -> InputsChanged | None:
+    """The tasks whose result replaced one recorded for other inputs; and, once some
+    record has a digest, those written before digests (kept, not checked). None: a run
+    with neither, or only older records (nothing about inputs to say)."""
+    rerun = [r.task_id for r in records if r.inputs_changed]
+    digested = any(r.input_digest for r in records)
+    unverified = sum(1 for r in records if not r.input_digest) if digested else 0
+    if not rerun and not unverified:
+        return None
+    return InputsChanged(tasks=len(rerun), task_ids=rerun, unverified=unverified)
 
 
 def budget_limits(execution: Any) -> dict[str, float]:
@@ -428,6 +447,8 @@ def format_summary(read: SummaryRecord) -> str:
     if configs := read.configs:  # resumed with resume.allow_config_change=true
         ids = " · ".join(f"{cid} {plural(n.tasks, 'task')}" for cid, n in configs.ids.items())
         rows.append(("settings", f"{len(configs.ids)} settings: {ids} (config_id per task)"))
+    if (changed := read.inputs_changed) is not None:
+        rows.append(("inputs changed", _inputs_line(changed)))
     return "\n".join([header, *(f"  {label:<15}{value}" for label, value in rows)])
 
 
@@ -439,6 +460,16 @@ def _given_up_lines(servers: dict[str, GivenUpServer] | None) -> list[str]:
         + s.reason.split("\n", 1)[0]
         for name, s in (servers or {}).items()
     ]
+
+
+def _inputs_line(changed: InputsChanged) -> str:
+    said = []
+    if changed.tasks:
+        shown = ", ".join(changed.task_ids[:5]) + (" …" if changed.tasks > 5 else "")
+        said.append(f"{plural(changed.tasks, 'task')} run again on resume ({shown})")
+    if changed.unverified:
+        said.append(f"{changed.unverified} recorded before input digests, kept unchecked")
+    return "; ".join(said)
 
 
 def _groups(groups: Iterable[tuple[str, Tally]]) -> str:

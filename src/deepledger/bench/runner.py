@@ -237,7 +237,7 @@ class BenchmarkRunner:
         task ends here, its result line (flushed) follows at once and says it all; if it
         goes on, :meth:`_progress_flushed` flushes it first. Three flushes a task, one
         after another, were most of a 2,048-task run's last two seconds."""
-        line = self.run_dir.progress_line(finished)  # Python's part here: see _flushed
+        line = self.run_dir.progress_line(finished, task.digest)  # Python's part: see _flushed
         await self._flushed(partial(self.run_dir.append_progress, sync=False), task.task_id, line)
         self._unflushed.add(task.task_id)
 

@@ -13,6 +13,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from deepledger.bench.economics import token_economics
 from deepledger.bench.hydra_hooks import save_hydra_files
+from deepledger.bench.inputs import (
+    check_inputs,
+    judge_identity,
+    refuse_changed,
+    start_over,
+    with_digests,
+)
 from deepledger.bench.judge import Judge, make_judge
 from deepledger.bench.metrics import StoppedTasks, endpoint_counts, format_summary, summarize
 from deepledger.bench.progress import Progress
@@ -69,6 +76,8 @@ async def run_suite(
         print(f"deepledger: {notice}", file=sys.stderr)
     require_tasks(loaded, cfg.benchmark.execution.max_tasks)  # no task: exit 2, saying why
     judge_llm = judge_model(cfg, loaded.tasks, conf_dir)  # a missing key fails before any work
+    judge = judge_identity(cfg.benchmark.judge, judge_preset(cfg, loaded.tasks, conf_dir))
+    tasks = await with_digests(loaded.tasks, judge)  # what each result will have answered
     writer = note_writer(cfg, conf_dir)
     scraper = page_scraper(cfg, conf_dir)
     run_dir = RunStore(root)
@@ -78,6 +87,10 @@ async def run_suite(
         # Refused before the manifest changes: a resume that would mix settings (or
         # judges) in one summary; see store/run_config.py for which keys count.
         allowed = run_dir.check_resume(config, allow_change=resume_may_change_config(cfg))
+        # Results recorded for other inputs (an edited task file, attachment or judge):
+        # with resume.on_changed_tasks=refuse, refused here too (bench/inputs.py).
+        changed = await asyncio.to_thread(check_inputs, run_dir, tasks)
+        refuse_changed(changed, cfg.resume.on_changed_tasks, root)
         if on_ray:  # an unreachable cluster, or a worker that cannot start or see the run
             # directory, is refused before the manifest and .hydra/ change too
             await _close_checked_models(judge_llm, writer, scraper)  # each worker has its own
@@ -91,7 +104,10 @@ async def run_suite(
             )
         if hydra_config is not None:
             save_hydra_files(root, hydra_config)
-        run_dir.start(config, argv, tasks=len(loaded.tasks))
+        run_dir.start(config, argv, tasks=len(tasks))
+        tasks, said = await asyncio.to_thread(start_over, run_dir, changed, tasks)
+        for line in said:
+            print(f"deepledger: {line}", file=sys.stderr)
         if allowed:
             print(
                 f"deepledger: resuming {root} with other settings than its last run "
@@ -101,15 +117,13 @@ async def run_suite(
             )
         ended = threading.Event()
         live_report = asyncio.create_task(
-            _report_while_running(root, cfg, len(loaded.tasks), ended), name="live report"
+            _report_while_running(root, cfg, len(tasks), ended), name="live report"
         )
         try:
             if workers is not None:
-                records, stopped = await ray_backend.run_on_ray(cfg, run_dir, loaded.tasks, workers)
+                records, stopped = await ray_backend.run_on_ray(cfg, run_dir, tasks, workers)
             else:
-                records, stopped = await _run_tasks(
-                    cfg, run_dir, loaded.tasks, judge_llm, writer, scraper
-                )
+                records, stopped = await _run_tasks(cfg, run_dir, tasks, judge_llm, writer, scraper)
         finally:
             ended.set()  # a live report still being written must not replace the final one
             live_report.cancel()
@@ -117,7 +131,7 @@ async def run_suite(
             records,
             pass_at_k=cfg.benchmark.execution.pass_at_k,
             benchmark=cfg.benchmark.name,
-            tasks_expected=len(loaded.tasks),
+            tasks_expected=len(tasks),
             extra={"run_dir": str(root), "skipped_lines": loaded.problems},
             execution=cfg.benchmark.execution,  # its budget
             stopped=stopped,  # tasks the run's budget cut short: unrecorded
@@ -310,10 +324,7 @@ async def _run_tasks(
 
 def resume_may_change_config(cfg: Config) -> bool:
     """``resume.allow_config_change`` (given as ``+resume...=true`` or without the ``+``)."""
-    value = cfg.resume.get("allow_config_change", False)
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
+    return bool(cfg.resume.allow_config_change)
 
 
 # What one running task may hold open at once: its model connection, its journal, and
@@ -381,6 +392,15 @@ def judge_model(
     if judge.name != JudgeName.LLM or all(t.ground_truth is None for t in tasks):
         return None
     return llm_judge_model(cfg, conf_dir)
+
+
+def judge_preset(cfg: Config, tasks: list[Task], conf_dir: Path) -> LLMConfig | None:
+    """The llm judge's preset, for the tasks' input digests (bench/inputs.py); None for
+    another judge, or when no task has a ground truth (nothing is judged)."""
+    judge = cfg.benchmark.judge
+    if judge.name != JudgeName.LLM or not judge.llm or all(t.ground_truth is None for t in tasks):
+        return None
+    return load_llm_preset(judge.llm, conf_dir)
 
 
 def llm_judge_model(cfg: Config, conf_dir: Path) -> tuple[LLMClient, GenerationSettings]:

@@ -42,6 +42,11 @@ class Task:
     ground_truth: str | None = None
     file_path: str | None = None  # absolute path of the attached file
     line: int = 0
+    # What the task asks and how it is judged, hashed (bench/inputs.py): set once the
+    # judge is known; its records carry it, so a resume can tell a changed task.
+    digest: str | None = None
+    # Its recorded result answered other inputs: this run replaces it (bench/inputs.py).
+    inputs_changed: bool = False
 
 
 @dataclass

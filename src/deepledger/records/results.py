@@ -76,6 +76,8 @@ def _without_unstamped(record: JSONObject) -> JSONObject:
         del record["interrupted_calls"]
     if record.get("tool_servers_given_up") == {}:  # nor one that lost no tool server
         del record["tool_servers_given_up"]
+    if "input_digest" in record and record["input_digest"] is None:  # a caller gave none
+        del record["input_digest"]
     for inner in ("attempts", "retries"):
         for part in record.get(inner) or []:
             _without_unstamped(part)
@@ -175,15 +177,20 @@ class ProgressLine(ResultRecord):
     schema_version: int = SCHEMA_VERSION
     ts: str
     event: str
+    # The task's inputs it ran on (bench/inputs.py): a resume sets aside the progress of
+    # a task whose inputs changed since. None: written before digests, or by a caller
+    # that gave none.
+    input_digest: str | None = None
 
     def to_json(self) -> JSONObject:
         """The line as written: ``ts``, ``event`` and the run's ``config_id`` first, the
-        record's fields next, as every release wrote them; ``schema_version`` last, where
-        it moves none of those."""
+        record's fields next, as every release wrote them; the keys later releases added
+        (``input_digest``, then ``schema_version``) last, where they move none of those."""
         fields = super().to_json()
         head = {key: fields.pop(key) for key in ("ts", "event", "config_id") if key in fields}
+        added = {key: fields.pop(key) for key in ("input_digest",) if key in fields}
         version = fields.pop("schema_version")
-        return head | fields | {"schema_version": version}
+        return head | fields | added | {"schema_version": version}
 
 
 class RetryFinished(RetryRecord, ProgressLine):
@@ -236,12 +243,19 @@ class TaskRecord(ResultRecord):
     # Its retries' tool servers given up on: a task that ran without them is an error.
     tool_servers_given_up: dict[str, str] = Field(default_factory=dict)
     config_id: str | None = None
+    # A sha256 of what the task asked and how it was judged: question, ground truth,
+    # attached file's bytes, judge (bench/inputs.py). A resume runs the task again when
+    # it differs from the task's now. None: a line written before digests.
+    input_digest: str | None = None
+    # This result replaced one whose inputs had changed (the old line is not counted).
+    inputs_changed: bool = False
 
     def to_json(self) -> JSONObject:
         """As the release before typed records wrote it: ``limit``, ``stopped``,
-        ``interrupted_calls`` and ``worker_lost`` only on the lines they say something on."""
+        ``interrupted_calls``, ``worker_lost`` and ``inputs_changed`` only on the lines
+        they say something on."""
         record = super().to_json()
-        for key in ("limit", "stopped", "interrupted_calls", "worker_lost"):
+        for key in ("limit", "stopped", "interrupted_calls", "worker_lost", "inputs_changed"):
             if not record.get(key):
                 record.pop(key, None)
         return record
@@ -309,6 +323,8 @@ class TaskRecord(ResultRecord):
             question=task.question,
             ground_truth=task.ground_truth,
             file_path=task.file_path,
+            input_digest=task.digest,
+            inputs_changed=task.inputs_changed,
             extraction_usage=sum_usage(r.extraction_usage for r in retries),
             turns=sum(r.turns for r in retries),
             tool_calls=sum(r.tool_calls for r in retries),
@@ -337,6 +353,10 @@ class TaskFacts(Protocol):
     def ground_truth(self) -> str | None: ...
     @property
     def file_path(self) -> str | None: ...
+    @property
+    def digest(self) -> str | None: ...  # of its inputs (bench/inputs.py); None: not known
+    @property
+    def inputs_changed(self) -> bool: ...  # it replaces a result of other inputs
 
 
 def sum_usage(usages: Iterable[Usage | None]) -> Usage:
@@ -496,6 +516,16 @@ class GivenUpServer(Record):
     task_ids: list[str] = Field(default_factory=list)
 
 
+class InputsChanged(Record):
+    """Tasks run again on a resume because their question, ground truth, attached file or
+    judge changed since their result was recorded (bench/inputs.py); the old results are
+    not counted. ``unverified``: results written before input digests, kept."""
+
+    tasks: int = 0
+    task_ids: list[str] = Field(default_factory=list)
+    unverified: int = 0
+
+
 class SummaryRecord(ResultRecord):
     """``summary.json``: the numbers of a run; ``bench/metrics.py`` says what each means."""
 
@@ -533,6 +563,9 @@ class SummaryRecord(ResultRecord):
     endpoints: dict[str, EndpointCounts] | None = None
     # Tool servers given up on, by name; their tasks are among ``tasks.errors``.
     tool_servers_given_up: dict[str, GivenUpServer] | None = None
+    # Only when a resume ran tasks again because their inputs changed, or kept results
+    # written before input digests beside ones written with.
+    inputs_changed: InputsChanged | None = None
 
     def to_json(self) -> JSONObject:
         """The summary as written: the sections a run may not have are left out."""
@@ -540,4 +573,10 @@ class SummaryRecord(ResultRecord):
         return self.model_dump(mode="json", by_alias=True, exclude=absent)
 
 
-_OPTIONAL_SECTIONS = ("token_economics", "configs", "endpoints", "tool_servers_given_up")
+_OPTIONAL_SECTIONS = (
+    "token_economics",
+    "configs",
+    "endpoints",
+    "tool_servers_given_up",
+    "inputs_changed",
+)

@@ -25,6 +25,9 @@
         memory/attempt-A/          the memory tool's notes, shared by the attempt's retries
                                    (``.interrupted-<stamp>`` once a redone attempt set them aside)
         archive/attempt-A-retry-R/rN.txt  long tool results, paged through by handle rN
+      superseded/<safe id>.<UTC stamp>/  a task's folder as it was when a resume found the
+                                   task's inputs changed (question, ground truth, attached
+                                   file or judge): the task runs again in a new tasks/<safe id>
       tool_servers/*.stderr.log    what the tool servers wrote on stderr
       replay.json                  what `deepledger replay` computed last
       report.html                  the run in a browser (`deepledger report` rebuilds it)
@@ -39,6 +42,8 @@ Resume: the same command with the same run directory. Tasks whose newest line in
 others, ``progress.jsonl`` says which attempts and format-retries finished (with their
 post-mortems, which the next retry carries); an unfinished retry is run again from its
 start, and its partial journal is kept beside the new one, renamed ``.interrupted``.
+A task whose inputs changed since its newest line (or its progress) was written runs again
+from its start, its folder moved to ``superseded/`` first (``bench/inputs.py``).
 
 Who does what with these files: ``files.py`` (how a line is appended and a file replaced
 so that no crash tears one), ``lock.py`` (``.lock``: one process per folder),
@@ -65,6 +70,7 @@ MANIFEST = "manifest.json"
 RESULTS = "benchmark_results.jsonl"
 SUMMARY = "summary.json"
 TASKS = "tasks"
+SUPERSEDED = "superseded"  # task folders of inputs that changed since (bench/inputs.py)
 PROGRESS = "progress.jsonl"
 MEMORY = "memory"
 ARCHIVE = "archive"
@@ -252,6 +258,11 @@ class RunLayout:
 
     def task_dir(self, task_id: str) -> Path:
         return self.tasks / safe_name(task_id)
+
+    def superseded_dir(self, task_id: str, stamp: str) -> Path:
+        """Where a task's folder goes when its inputs changed: outside ``tasks/``, which
+        the report, the replay and the token economics read."""
+        return self.root / SUPERSEDED / f"{safe_name(task_id)}.{stamp}"
 
     def progress(self, task_id: str) -> Path:
         return self.task_dir(task_id) / PROGRESS

@@ -128,6 +128,9 @@ class RunStore:
         self._task_dirs: set[Path] = set()  # made already
         self._progress_written: set[Path] = set()  # progress files it appended to
         self.config_id: str | None = worker_config_id  # of this run's settings, once started
+        # Tasks whose recorded result answered other inputs (bench/inputs.py): not
+        # finished for this run, whatever their newest line says.
+        self.stale: frozenset[str] = frozenset()
         self.worker = worker_config_id is not None
         self._lock: BinaryIO | None = None if self.worker else adopt(root)  # closed by close()
         try:
@@ -242,8 +245,13 @@ class RunStore:
         return task_records(self.root)
 
     def finished_results(self) -> dict[str, TaskRecord]:
-        """The tasks that are done: a resume does not run or judge them again."""
-        return {k: r for k, r in self.latest_results().items() if r.status == "finished"}
+        """The tasks that are done: a resume does not run or judge them again (nor a task
+        :attr:`stale` names: its result answered other inputs)."""
+        return {
+            k: r
+            for k, r in self.latest_results().items()
+            if r.status == "finished" and k not in self.stale
+        }
 
     def add_result(self, record: TaskRecord) -> None:
         """Append one task's record, flushed to disk before this returns."""
@@ -319,20 +327,52 @@ class RunStore:
         return done
 
     def record_progress(
-        self, task_id: str, finished: RetryRecord | AttemptRecord, *, sync: bool = True
+        self,
+        task_id: str,
+        finished: RetryRecord | AttemptRecord,
+        *,
+        sync: bool = True,
+        digest: str | None = None,
     ) -> None:
         """Append a ``retry_finished`` or ``attempt_finished`` line for ``finished``,
-        stamped with this run's config_id and the time; flushed to disk with ``sync``
-        (without, :meth:`flush_progress` does it before the task goes on)."""
-        self.append_progress(task_id, self.progress_line(finished), sync=sync)
+        stamped with this run's config_id, the time and the task's input ``digest``;
+        flushed to disk with ``sync`` (without, :meth:`flush_progress` does it before
+        the task goes on)."""
+        self.append_progress(task_id, self.progress_line(finished, digest), sync=sync)
 
-    def progress_line(self, finished: RetryRecord | AttemptRecord) -> bytes:
+    def progress_line(
+        self, finished: RetryRecord | AttemptRecord, digest: str | None = None
+    ) -> bytes:
         """The line :meth:`record_progress` appends for ``finished``, encoded: what
         Python does of it, for the event loop (see :meth:`append_progress`)."""
         line_class = RetryFinished if isinstance(finished, RetryRecord) else AttemptFinished
         fields = finished.model_dump(exclude={"schema_version", "ts", "event"})
-        line = line_class.model_validate(fields | {"ts": now(), "config_id": self.config_id})
+        stamps = {"ts": now(), "config_id": self.config_id, "input_digest": digest}
+        line = line_class.model_validate(fields | stamps)
         return encode_lines([line.to_json()])
+
+    def progress_digest(self, task_id: str) -> str | None:
+        """The input digest the task's newest progress line ran on (None: no line, or
+        one written before digests)."""
+        lines = read_jsonl(self.layout.progress(task_id))
+        digest = lines[-1].get("input_digest") if lines else None
+        return digest if isinstance(digest, str) else None
+
+    def set_aside_task(self, task_id: str) -> Path | None:
+        """Move the task's folder (progress, journals, notes) to ``superseded/``: what
+        it holds answered other inputs, and its post-mortems must not be carried into
+        the new question's retries. The folder it went to; None: there was none."""
+        self._driver_only("a task's folder")
+        folder = self.layout.task_dir(task_id)
+        if not folder.exists():
+            return None
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        target = self.layout.superseded_dir(task_id, stamp)
+        target.parent.mkdir(exist_ok=True)
+        folder.rename(target)
+        self._task_dirs.discard(folder)
+        self._progress_written.discard(self.layout.progress(task_id))
+        return target
 
     def append_progress(self, task_id: str, line: bytes, *, sync: bool) -> None:
         """Append ``line`` (:meth:`progress_line`) to the task's progress: the file
