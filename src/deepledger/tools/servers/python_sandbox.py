@@ -89,14 +89,12 @@ import math
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -117,7 +115,9 @@ from deepledger.tools.servers._sandbox_worker import (
 from deepledger.tools.servers._stdio import serve_stdio
 from deepledger.tools.servers.sandbox_isolation import (
     ISOLATION_CHOICES,
+    Budget,
     Confinement,
+    ConfinementError,
     Isolation,
     IsolationUnavailableError,
     detect_isolation,
@@ -144,18 +144,28 @@ class SandboxFileError(RuntimeError):
     """A file could not be moved into or out of the sandbox; the message says why."""
 
 
+_BUDGET = Budget()
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     timeout_seconds: float = 30.0
-    memory_mb: int = 1024
+    # All of a sandbox's processes together where cgroups work, else each process's
+    # address space (RLIMIT_AS, which the worker sets in every case).
+    memory_mb: int = _BUDGET.memory_mb
     max_output_chars: int = 10_000
-    max_processes: int = 256  # tasks (processes and threads) of the sandbox user, with bwrap
-    max_file_mb: int = 1024  # RLIMIT_FSIZE: the largest file the code may write
+    max_processes: int = _BUDGET.max_processes  # processes and threads of one sandbox
+    max_file_mb: int = _BUDGET.max_file_mb  # RLIMIT_FSIZE: the largest file the code may write
+    disk_mb: int = _BUDGET.disk_mb  # the work folder, /tmp and /dev/shm together
 
     @property
     def cpu_seconds(self) -> int:
         """Per-call CPU budget: never hit before the wall clock by single-threaded code."""
         return math.ceil(self.timeout_seconds) + 1
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.memory_mb, self.max_processes, self.disk_mb, self.max_file_mb)
 
 
 @dataclass(frozen=True)
@@ -518,11 +528,21 @@ class PythonSandbox:
         return self.confinement.inside_workdir
 
     async def run(self, code: str) -> CellResult:
-        return await self._with_worker(lambda worker: worker.run({"op": "run", "code": code}))
+        result = await self._with_worker(lambda worker: worker.run({"op": "run", "code": code}))
+        return self._with_limit_report(result)
 
     async def run_command(self, command: str) -> CellResult:
         request: CommandRequest = {"op": "command", "command": command, "cwd": self.workdir}
-        return await self._with_worker(lambda worker: worker.run(request))
+        return self._with_limit_report(await self._with_worker(lambda w: w.run(request)))
+
+    def _with_limit_report(self, result: CellResult) -> CellResult:
+        """A call that ran into a sandbox-wide limit fails, and says which: the kernel's
+        verdict (a killed child, a refused fork, a full disk) may not reach the output."""
+        report = self.confinement.limit_report()
+        if report is None:
+            return result
+        error = f"{result.error}\n\n{report}" if result.error else report
+        return replace(result, error=error)
 
     async def read_file(self, path: str) -> bytes:
         """A file as the sandbox sees it, read by the sandbox user; SandboxFileError if not."""
@@ -643,7 +663,7 @@ def render_result(result: CellResult, notice: str | None = None) -> CallToolResu
 def limits_sentence(limits: SandboxLimits) -> str:
     return (
         f"Limits per call: {limits.timeout_seconds:g} s wall clock (on timeout the session "
-        f"restarts and all variables are lost), {limits.memory_mb} MB memory."
+        "restarts and all variables are lost); memory, processes and disk as below."
     )
 
 
@@ -705,7 +725,8 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
         "--memory-mb",
         type=int,
         default=defaults.memory_mb,
-        help="address-space limit of the worker (default %(default)s)",
+        help="memory of all of a sandbox's processes together where cgroups work, else of "
+        "each process (default %(default)s)",
     )
     parser.add_argument(
         "--max-output-chars",
@@ -717,7 +738,15 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-processes",
         type=int,
         default=defaults.max_processes,
-        help="processes and threads of the sandbox user, bwrap only (default %(default)s)",
+        help="processes and threads of a sandbox: with cgroups in any mode, else with bwrap "
+        "only (default %(default)s)",
+    )
+    parser.add_argument(
+        "--disk-mb",
+        type=int,
+        default=defaults.disk_mb,
+        help="the work folder, /tmp and /dev/shm together, where a quota disk can be made; "
+        "else the size of /tmp and of /dev/shm each (default %(default)s)",
     )
     parser.add_argument(
         "--isolation",
@@ -729,15 +758,25 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
 
 def limits_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> SandboxLimits:
     numbers = (args.timeout, args.memory_mb, args.max_output_chars, args.max_processes)
-    if any(number <= 0 for number in numbers):
-        parser.error("--timeout, --memory-mb, --max-output-chars and --max-processes must be > 0")
-    return SandboxLimits(args.timeout, args.memory_mb, args.max_output_chars, args.max_processes)
+    if any(number <= 0 for number in (*numbers, args.disk_mb)):
+        parser.error(
+            "--timeout, --memory-mb, --max-output-chars, --max-processes and --disk-mb must be > 0"
+        )
+    return SandboxLimits(
+        args.timeout,
+        args.memory_mb,
+        args.max_output_chars,
+        args.max_processes,
+        disk_mb=args.disk_mb,
+    )
 
 
-def isolation_from(args: argparse.Namespace, limits: SandboxLimits, program: str) -> Isolation:
+def isolation_from(
+    args: argparse.Namespace, limits: SandboxLimits, program: str, *, disk_quota: bool = True
+) -> Isolation:
     """The isolation asked for; a clear message and exit status 2 if it does not work here."""
     try:
-        isolation = detect_isolation(args.isolation, limits.max_processes)
+        isolation = detect_isolation(args.isolation, limits.budget, disk_quota=disk_quota)
     except IsolationUnavailableError as exc:
         print(f"{program}: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
@@ -764,22 +803,22 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SandboxLimi
 
 def main(argv: list[str] | None = None) -> None:
     args, limits = _parse_args(argv)
-    isolation = isolation_from(args, limits, "python_sandbox")
-    if args.workdir is None:
-        workdir = Path(tempfile.mkdtemp(prefix="deepledger-python-"))
-        owned = True
-    else:
+    # A given --workdir is the user's to keep: it is not put on a quota disk.
+    isolation = isolation_from(args, limits, "python_sandbox", disk_quota=args.workdir is None)
+    workdir = None
+    if args.workdir is not None:
         workdir = args.workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        owned = False
-    confinement = isolation.confine(workdir)
+    try:  # None: the confinement makes the work folder (on its quota disk) and deletes it
+        confinement = isolation.confine(workdir)
+    except ConfinementError as exc:
+        print(f"python_sandbox: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
     sandbox = PythonSandbox(limits, confinement)
 
     def clean_up() -> None:
         sandbox.kill()
         confinement.close()
-        if owned:
-            shutil.rmtree(workdir, ignore_errors=True)
 
     def on_sigterm(_signum: int, _frame: object) -> None:
         # MCP clients SIGTERM servers that do not exit after stdin closes, e.g. while a call
