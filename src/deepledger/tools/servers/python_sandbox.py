@@ -1,8 +1,9 @@
 """The ``python`` MCP tool server: a persistent Python session for one task.
 
 Run as ``python -m deepledger.tools.servers.python_sandbox [--timeout S] [--memory-mb N]
-[--max-output-chars N] [--workdir DIR]``; it speaks MCP over stdio. The runtime starts one
-server per task, so the session (variables, imports, definitions) lives as long as the server.
+[--max-processes N] [--disk-mb N] [--max-output-chars N] [--workdir DIR]``; it speaks MCP
+over stdio. The runtime starts one server per task, so the session (variables, imports,
+definitions) lives as long as the server.
 
 Tools
 -----
@@ -32,9 +33,8 @@ short:
   unprivileged uid of its own (never root, never the server's user when the server is
   root), no network (an empty loopback: even the host's 127.0.0.1 is unreachable), an empty
   environment, and a filesystem of read-only system and Python folders plus its working
-  directory, the only writable place besides a RAM-backed ``/tmp``. At most
-  ``--max-processes`` tasks (processes and threads, RLIMIT_NPROC), each file at most 1 GiB
-  (RLIMIT_FSIZE). Its working directory keeps its host path inside.
+  directory, the only writable place besides ``/tmp`` and ``/dev/shm``, each file at most
+  1 GiB (RLIMIT_FSIZE). Its working directory keeps its host path inside.
 - **unshare** (fallback): no network (an empty network namespace), nothing else: the code
   runs as the same user on the same filesystem and can read the user's files and other
   processes' environments; process count not limited.
@@ -52,13 +52,19 @@ In every mode the worker is:
   one. Each call also gets an RLIMIT_CPU budget of ``ceil(timeout) + 1`` CPU seconds, a
   backstop that only fires first for multi-threaded code (the worker dies of SIGXCPU and the
   model is told so).
-- **limited in memory**: RLIMIT_AS (``--memory-mb``, default 1024) caps its address space
-  (child processes inherit the same cap each; it is not a total).
-  Usually this surfaces as a ``MemoryError`` traceback and the session survives; if native
-  code dies of it instead, the model is told the worker died and the session was lost.
+- **limited in memory, processes and disk, the sandbox as a whole** where the machine
+  allows (``sandbox_cgroups``: a cgroup holds all its processes to ``--memory-mb`` and
+  ``--max-processes`` together; ``sandbox_disk``: its work folder, ``/tmp`` and
+  ``/dev/shm`` share ``--disk-mb`` on a file system of that size), else per process
+  (RLIMIT_AS, and RLIMIT_NPROC with bwrap; not a total). Each process also has RLIMIT_AS
+  of ``--memory-mb``: one runaway allocation is a ``MemoryError`` traceback the session
+  survives. A call that met a sandbox-wide limit (the kernel killed a process for
+  memory, a fork was refused, the disk is full) fails and says which in ``[error]``; if
+  the worker itself was killed, the model is told the session was lost.
 - **in a private working directory**: its cwd (and ``HOME``, ``TMPDIR``) is a temporary
-  directory made for this server and deleted when it exits (``--workdir`` uses a given
-  directory instead and keeps it; with bwrap as root it is handed to the sandbox's uid).
+  directory made for this server (on its quota disk where there is one) and deleted when
+  it exits (``--workdir`` uses a given directory instead, keeps it and puts no quota on it;
+  with bwrap as root it is handed to the sandbox's uid).
   Files the code writes there survive ``reset()`` and timeouts but not the server. It is
   also first on ``sys.path``, like a notebook's.
 - **without a terminal**: stdin is ``/dev/null`` (``input()`` raises ``EOFError``).
@@ -68,13 +74,13 @@ In every mode the worker is:
   ``PYTHONPATH`` are ignored, the interpreter's own site-packages (the venv: numpy etc. if
   installed) are importable.
 
-Not limited in any mode: disk use in the working directory (beyond each file's size with
-bwrap). Nor is the worker protected from itself: code can raise its own CPU limit or corrupt
-its session; the wall-clock kill still holds.
+The worker is not protected from itself: code can raise its own CPU limit or corrupt its
+session; the wall-clock kill still holds.
 
 Lifetime: if the server is killed the kernel kills the worker too (``PR_SET_PDEATHSIG``, or
 bwrap's ``--die-with-parent``); on stdin EOF or SIGTERM the server kills the worker and
-deletes its temporary directory.
+deletes its temporary directory, cgroup and quota disk (a killed server's are removed by
+the next server that starts).
 """
 
 from __future__ import annotations

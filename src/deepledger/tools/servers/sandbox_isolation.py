@@ -11,9 +11,11 @@ by really starting an interpreter the way a worker will be started:
     only read-only binds of ``/usr`` (and ``/bin``, ``/lib*`` as the host has them), a short
     list of ``/etc`` files (loader cache, certificates, time zone, alternatives), a generated
     ``/etc/passwd``/``/etc/group``, the interpreter's folders (``sys.prefix``, the venv, and
-    ``sys.base_prefix``, its base install), the worker script, new ``/dev``, size-capped tmpfs
-    ``/tmp`` and ``/dev/shm``, and one writable bind: its work folder (cwd, ``HOME``,
-    ``TMPDIR``). Not the project folder, not ``$HOME``, not the server's working directory.
+    ``sys.base_prefix``, its base install), the worker script, new ``/dev``, and its writable
+    places: its work folder (cwd, ``HOME``, ``TMPDIR``), ``/tmp`` and ``/dev/shm``, all three
+    on one quota disk (``sandbox_disk``) where the server can make one, else the work folder
+    bound and the other two size-capped tmpfs. Not the project folder, not ``$HOME``, not
+    the server's working directory.
     bwrap is started with an empty environment and ``--clearenv``, so nothing of the server's
     environment reaches the sandbox, not even through bwrap's own ``/proc/1/environ``.
 
@@ -39,8 +41,13 @@ by really starting an interpreter the way a worker will be started:
 ``none``
     Nothing beyond the worker's own limits (time, memory, private cwd, minimal environment).
 
+In every mode, a sandbox's processes share one cgroup (``sandbox_cgroups``: memory and
+process count of all of them together) where the server can make one, else each has
+per-process limits only.
+
 Every tool description and the server instructions carry ``Isolation.summary``, which says
-exactly which of these is in force; in the weaker modes the first result repeats it.
+exactly which of these is in force, limits included; in the weaker modes the first result
+repeats it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``tool-python`` MCP server: MiroThinker's python tool, backed by our own sandbox.
 
 Run as ``python -m deepledger.tools.servers.tool_python [--root DIR ...] [--download-dir DIR]
-[--timeout S] [--memory-mb N] [--max-output-chars N] [--max-processes N]
+[--timeout S] [--memory-mb N] [--max-output-chars N] [--max-processes N] [--disk-mb N]
 [--isolation auto|bwrap|unshare|none]``; it speaks MCP over stdio. MiroThinker's models were
 trained on this server's name, tool names and argument names, so those match MiroThinker
 1.7's E2B-backed server exactly; what the tools do runs here, in the sandbox of
@@ -12,7 +12,8 @@ Tools
 -----
 ``create_sandbox(timeout=600)``
     Starts a sandbox (a persistent Python session with a work folder of its own, seen inside
-    as ``/home/user``) and returns its ``sandbox_id``. At most ``MAX_SANDBOXES`` per server.
+    as ``/home/user``, and limits of its own: a cgroup and a quota disk where the machine
+    allows) and returns its ``sandbox_id``. At most ``MAX_SANDBOXES`` per server.
     ``timeout`` is accepted for compatibility; a sandbox lasts until the server stops.
 ``run_python_code(code_block, sandbox_id)``
     Runs code in that sandbox's session, as ``python``'s ``run_python`` does.
