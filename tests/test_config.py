@@ -261,3 +261,17 @@ def test_the_typed_config_is_recorded_as_the_composed_one():
     overrides = ["+tools.mine={command: x, args: [a]}", "llm.thinking={type: enabled}"]
     node = compose_node(CONF, overrides)
     assert as_record(typed(node)) == OmegaConf.to_container(node, resolve=True)
+
+
+def test_the_sandbox_keys_reach_only_the_sandbox_servers_and_null_changes_nothing():
+    default = tool_servers(composed())
+    cfg = composed("sandbox.memory_mb=512", "sandbox.max_processes=64", "sandbox.disk_mb=300")
+    validate(cfg)
+    servers = tool_servers(cfg)
+    added = ["--memory-mb", "512", "--max-processes", "64", "--disk-mb", "300"]
+    for name in ("python", "tool-python"):  # the last --memory-mb wins in argparse
+        assert servers[name].args == default[name].args + added
+    assert servers["reader"].args == default["reader"].args
+    assert "--disk-mb" not in " ".join(default["python"].args)  # null: the server's own
+    with pytest.raises(ConfigError, match=r"sandbox\.disk_mb=0 must be positive"):
+        validate(composed("sandbox.disk_mb=0"))

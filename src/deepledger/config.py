@@ -451,6 +451,26 @@ class ResumeConfig:
 
 
 @dataclass
+class SandboxConfig:
+    """What one python sandbox (tools ``python`` and ``tool-python``) may take of the host.
+
+    Set, each is added to the args of the servers that run deepledger's sandbox
+    (``SANDBOX_MODULES``) as ``--memory-mb``, ``--max-processes`` and ``--disk-mb``; null
+    leaves the server's args and defaults as they are (docs/security.md says what each
+    server enforces and how; its tool descriptions say it to the model).
+    """
+
+    # All of a sandbox's processes together where a cgroup can be made (root); else each
+    # process's address space (RLIMIT_AS). null: the server's --memory-mb (python 1024,
+    # tool-python 2048).
+    memory_mb: int | None = None
+    max_processes: int | None = None  # processes and threads together; null: 256
+    # Its work folder, /tmp and /dev/shm together (an ext4 quota disk, as root); else the
+    # size of /tmp and /dev/shm each, and the work folder is not limited. null: 1024.
+    disk_mb: int | None = None
+
+
+@dataclass
 class Config:
     llm: LLMConfig = field(default_factory=LLMConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
@@ -461,6 +481,7 @@ class Config:
     # (`+tools.mine={command: ..., args: [...]}` must work).
     tools: dict[str, Any] = field(default_factory=dict)
     web: WebConfig = field(default_factory=WebConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     resume: ResumeConfig = field(default_factory=ResumeConfig)
     question: str | None = None  # for `deepledger run`
     task_file: str | None = None  # for `deepledger run`: a file attached to the question
@@ -514,6 +535,8 @@ def tool_servers(config: Config) -> dict[str, ToolServerConfig]:
         raise ConfigError("Invalid tool server configuration:\n  - " + "\n  - ".join(problems))
     for server in servers.values():
         server.env.update(server_environment(config))
+        if any(module in server.args for module in SANDBOX_MODULES):
+            server.args += sandbox_arguments(config.sandbox)
     return servers
 
 
@@ -561,6 +584,7 @@ def validate(cfg: Config) -> None:
             f"resume.on_changed_tasks={cfg.resume.on_changed_tasks!r}: use one of "
             f"{', '.join(CHANGED_TASKS)}."
         )
+    problems += _sandbox_problems(cfg.sandbox)
     if cfg.benchmark.judge.rule not in JUDGE_RULES:
         problems.append(
             f"benchmark.judge.rule={cfg.benchmark.judge.rule!r}: use one of "
@@ -864,6 +888,32 @@ SEARCH_BACKENDS = tuple(b.value for b in SearchBackendName)
 RESUME_MODES = tuple(m.value for m in ResumeMode)
 CHANGED_TASKS = tuple(c.value for c in ChangedTasks)
 SCRAPERS = ("auto", "jina", "direct")
+
+
+def _sandbox_problems(sandbox: SandboxConfig) -> list[str]:
+    return [
+        f"sandbox.{name}={value} must be positive (or null: the server's default)."
+        for name, value in dataclasses.asdict(sandbox).items()
+        if value is not None and value < 1
+    ]
+
+
+# The servers that run deepledger's sandbox, and take the `sandbox` keys as arguments.
+SANDBOX_MODULES = (
+    "deepledger.tools.servers.python_sandbox",
+    "deepledger.tools.servers.tool_python",
+)
+
+
+def sandbox_arguments(sandbox: SandboxConfig) -> list[str]:
+    """The `sandbox` keys that are set, as the sandbox servers' options (the last of an
+    option wins, so these override the same option earlier in a server's args)."""
+    options = (
+        ("--memory-mb", sandbox.memory_mb),
+        ("--max-processes", sandbox.max_processes),
+        ("--disk-mb", sandbox.disk_mb),
+    )
+    return [part for flag, value in options if value is not None for part in (flag, str(value))]
 
 
 def _web_problems(cfg: Config) -> list[str]:

@@ -50,6 +50,7 @@ RESUME_HARMLESS = (
     "llm.batch_threads",
     "llm.omp_wait_policy",
     "pricing",
+    "sandbox",  # resource bounds of the python sandboxes, like timeouts: raise and resume
     "resume",
     "hydra",
     "question",

@@ -193,7 +193,8 @@ async def test_the_unshare_fallback_isolates_only_the_network_and_says_so():
     for text in (description, first):
         assert "Network: isolated" in text
         assert "Filesystem and processes: NOT isolated" in text
-        assert "Process count: NOT limited" in text
+        # Limited only where the server can make cgroups (as root, on this machine).
+        assert "Process count: NOT limited" in text or "processes/threads together" in text
     assert first.startswith("[notice]\nIsolation: network only")
     assert failed
     assert "Network is unreachable" in first

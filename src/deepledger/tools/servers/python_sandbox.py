@@ -1,8 +1,9 @@
 """The ``python`` MCP tool server: a persistent Python session for one task.
 
 Run as ``python -m deepledger.tools.servers.python_sandbox [--timeout S] [--memory-mb N]
-[--max-output-chars N] [--workdir DIR]``; it speaks MCP over stdio. The runtime starts one
-server per task, so the session (variables, imports, definitions) lives as long as the server.
+[--max-processes N] [--disk-mb N] [--max-output-chars N] [--workdir DIR]``; it speaks MCP
+over stdio. The runtime starts one server per task, so the session (variables, imports,
+definitions) lives as long as the server.
 
 Tools
 -----
@@ -32,9 +33,8 @@ short:
   unprivileged uid of its own (never root, never the server's user when the server is
   root), no network (an empty loopback: even the host's 127.0.0.1 is unreachable), an empty
   environment, and a filesystem of read-only system and Python folders plus its working
-  directory, the only writable place besides a RAM-backed ``/tmp``. At most
-  ``--max-processes`` tasks (processes and threads, RLIMIT_NPROC), each file at most 1 GiB
-  (RLIMIT_FSIZE). Its working directory keeps its host path inside.
+  directory, the only writable place besides ``/tmp`` and ``/dev/shm``, each file at most
+  1 GiB (RLIMIT_FSIZE). Its working directory keeps its host path inside.
 - **unshare** (fallback): no network (an empty network namespace), nothing else: the code
   runs as the same user on the same filesystem and can read the user's files and other
   processes' environments; process count not limited.
@@ -52,13 +52,19 @@ In every mode the worker is:
   one. Each call also gets an RLIMIT_CPU budget of ``ceil(timeout) + 1`` CPU seconds, a
   backstop that only fires first for multi-threaded code (the worker dies of SIGXCPU and the
   model is told so).
-- **limited in memory**: RLIMIT_AS (``--memory-mb``, default 1024) caps its address space
-  (child processes inherit the same cap each; it is not a total).
-  Usually this surfaces as a ``MemoryError`` traceback and the session survives; if native
-  code dies of it instead, the model is told the worker died and the session was lost.
+- **limited in memory, processes and disk, the sandbox as a whole** where the machine
+  allows (``sandbox_cgroups``: a cgroup holds all its processes to ``--memory-mb`` and
+  ``--max-processes`` together; ``sandbox_disk``: its work folder, ``/tmp`` and
+  ``/dev/shm`` share ``--disk-mb`` on a file system of that size), else per process
+  (RLIMIT_AS, and RLIMIT_NPROC with bwrap; not a total). Each process also has RLIMIT_AS
+  of ``--memory-mb``: one runaway allocation is a ``MemoryError`` traceback the session
+  survives. A call that met a sandbox-wide limit (the kernel killed a process for
+  memory, a fork was refused, the disk is full) fails and says which in ``[error]``; if
+  the worker itself was killed, the model is told the session was lost.
 - **in a private working directory**: its cwd (and ``HOME``, ``TMPDIR``) is a temporary
-  directory made for this server and deleted when it exits (``--workdir`` uses a given
-  directory instead and keeps it; with bwrap as root it is handed to the sandbox's uid).
+  directory made for this server (on its quota disk where there is one) and deleted when
+  it exits (``--workdir`` uses a given directory instead, keeps it and puts no quota on it;
+  with bwrap as root it is handed to the sandbox's uid).
   Files the code writes there survive ``reset()`` and timeouts but not the server. It is
   also first on ``sys.path``, like a notebook's.
 - **without a terminal**: stdin is ``/dev/null`` (``input()`` raises ``EOFError``).
@@ -68,13 +74,13 @@ In every mode the worker is:
   ``PYTHONPATH`` are ignored, the interpreter's own site-packages (the venv: numpy etc. if
   installed) are importable.
 
-Not limited in any mode: disk use in the working directory (beyond each file's size with
-bwrap). Nor is the worker protected from itself: code can raise its own CPU limit or corrupt
-its session; the wall-clock kill still holds.
+The worker is not protected from itself: code can raise its own CPU limit or corrupt its
+session; the wall-clock kill still holds.
 
 Lifetime: if the server is killed the kernel kills the worker too (``PR_SET_PDEATHSIG``, or
 bwrap's ``--die-with-parent``); on stdin EOF or SIGTERM the server kills the worker and
-deletes its temporary directory.
+deletes its temporary directory, cgroup and quota disk (a killed server's are removed by
+the next server that starts).
 """
 
 from __future__ import annotations
@@ -89,14 +95,12 @@ import math
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -117,7 +121,9 @@ from deepledger.tools.servers._sandbox_worker import (
 from deepledger.tools.servers._stdio import serve_stdio
 from deepledger.tools.servers.sandbox_isolation import (
     ISOLATION_CHOICES,
+    Budget,
     Confinement,
+    ConfinementError,
     Isolation,
     IsolationUnavailableError,
     detect_isolation,
@@ -144,18 +150,28 @@ class SandboxFileError(RuntimeError):
     """A file could not be moved into or out of the sandbox; the message says why."""
 
 
+_BUDGET = Budget()
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     timeout_seconds: float = 30.0
-    memory_mb: int = 1024
+    # All of a sandbox's processes together where cgroups work, else each process's
+    # address space (RLIMIT_AS, which the worker sets in every case).
+    memory_mb: int = _BUDGET.memory_mb
     max_output_chars: int = 10_000
-    max_processes: int = 256  # tasks (processes and threads) of the sandbox user, with bwrap
-    max_file_mb: int = 1024  # RLIMIT_FSIZE: the largest file the code may write
+    max_processes: int = _BUDGET.max_processes  # processes and threads of one sandbox
+    max_file_mb: int = _BUDGET.max_file_mb  # RLIMIT_FSIZE: the largest file the code may write
+    disk_mb: int = _BUDGET.disk_mb  # the work folder, /tmp and /dev/shm together
 
     @property
     def cpu_seconds(self) -> int:
         """Per-call CPU budget: never hit before the wall clock by single-threaded code."""
         return math.ceil(self.timeout_seconds) + 1
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.memory_mb, self.max_processes, self.disk_mb, self.max_file_mb)
 
 
 @dataclass(frozen=True)
@@ -518,11 +534,21 @@ class PythonSandbox:
         return self.confinement.inside_workdir
 
     async def run(self, code: str) -> CellResult:
-        return await self._with_worker(lambda worker: worker.run({"op": "run", "code": code}))
+        result = await self._with_worker(lambda worker: worker.run({"op": "run", "code": code}))
+        return self._with_limit_report(result)
 
     async def run_command(self, command: str) -> CellResult:
         request: CommandRequest = {"op": "command", "command": command, "cwd": self.workdir}
-        return await self._with_worker(lambda worker: worker.run(request))
+        return self._with_limit_report(await self._with_worker(lambda w: w.run(request)))
+
+    def _with_limit_report(self, result: CellResult) -> CellResult:
+        """A call that ran into a sandbox-wide limit fails, and says which: the kernel's
+        verdict (a killed child, a refused fork, a full disk) may not reach the output."""
+        report = self.confinement.limit_report()
+        if report is None:
+            return result
+        error = f"{result.error}\n\n{report}" if result.error else report
+        return replace(result, error=error)
 
     async def read_file(self, path: str) -> bytes:
         """A file as the sandbox sees it, read by the sandbox user; SandboxFileError if not."""
@@ -643,7 +669,7 @@ def render_result(result: CellResult, notice: str | None = None) -> CallToolResu
 def limits_sentence(limits: SandboxLimits) -> str:
     return (
         f"Limits per call: {limits.timeout_seconds:g} s wall clock (on timeout the session "
-        f"restarts and all variables are lost), {limits.memory_mb} MB memory."
+        "restarts and all variables are lost); memory, processes and disk as below."
     )
 
 
@@ -705,7 +731,8 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
         "--memory-mb",
         type=int,
         default=defaults.memory_mb,
-        help="address-space limit of the worker (default %(default)s)",
+        help="memory of all of a sandbox's processes together where cgroups work, else of "
+        "each process (default %(default)s)",
     )
     parser.add_argument(
         "--max-output-chars",
@@ -717,7 +744,15 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-processes",
         type=int,
         default=defaults.max_processes,
-        help="processes and threads of the sandbox user, bwrap only (default %(default)s)",
+        help="processes and threads of a sandbox: with cgroups in any mode, else with bwrap "
+        "only (default %(default)s)",
+    )
+    parser.add_argument(
+        "--disk-mb",
+        type=int,
+        default=defaults.disk_mb,
+        help="the work folder, /tmp and /dev/shm together, where a quota disk can be made; "
+        "else the size of /tmp and of /dev/shm each (default %(default)s)",
     )
     parser.add_argument(
         "--isolation",
@@ -729,15 +764,25 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
 
 def limits_from(parser: argparse.ArgumentParser, args: argparse.Namespace) -> SandboxLimits:
     numbers = (args.timeout, args.memory_mb, args.max_output_chars, args.max_processes)
-    if any(number <= 0 for number in numbers):
-        parser.error("--timeout, --memory-mb, --max-output-chars and --max-processes must be > 0")
-    return SandboxLimits(args.timeout, args.memory_mb, args.max_output_chars, args.max_processes)
+    if any(number <= 0 for number in (*numbers, args.disk_mb)):
+        parser.error(
+            "--timeout, --memory-mb, --max-output-chars, --max-processes and --disk-mb must be > 0"
+        )
+    return SandboxLimits(
+        args.timeout,
+        args.memory_mb,
+        args.max_output_chars,
+        args.max_processes,
+        disk_mb=args.disk_mb,
+    )
 
 
-def isolation_from(args: argparse.Namespace, limits: SandboxLimits, program: str) -> Isolation:
+def isolation_from(
+    args: argparse.Namespace, limits: SandboxLimits, program: str, *, disk_quota: bool = True
+) -> Isolation:
     """The isolation asked for; a clear message and exit status 2 if it does not work here."""
     try:
-        isolation = detect_isolation(args.isolation, limits.max_processes)
+        isolation = detect_isolation(args.isolation, limits.budget, disk_quota=disk_quota)
     except IsolationUnavailableError as exc:
         print(f"{program}: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
@@ -764,22 +809,22 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SandboxLimi
 
 def main(argv: list[str] | None = None) -> None:
     args, limits = _parse_args(argv)
-    isolation = isolation_from(args, limits, "python_sandbox")
-    if args.workdir is None:
-        workdir = Path(tempfile.mkdtemp(prefix="deepledger-python-"))
-        owned = True
-    else:
+    # A given --workdir is the user's to keep: it is not put on a quota disk.
+    isolation = isolation_from(args, limits, "python_sandbox", disk_quota=args.workdir is None)
+    workdir = None
+    if args.workdir is not None:
         workdir = args.workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-        owned = False
-    confinement = isolation.confine(workdir)
+    try:  # None: the confinement makes the work folder (on its quota disk) and deletes it
+        confinement = isolation.confine(workdir)
+    except ConfinementError as exc:
+        print(f"python_sandbox: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
     sandbox = PythonSandbox(limits, confinement)
 
     def clean_up() -> None:
         sandbox.kill()
         confinement.close()
-        if owned:
-            shutil.rmtree(workdir, ignore_errors=True)
 
     def on_sigterm(_signum: int, _frame: object) -> None:
         # MCP clients SIGTERM servers that do not exit after stdin closes, e.g. while a call

@@ -11,9 +11,11 @@ by really starting an interpreter the way a worker will be started:
     only read-only binds of ``/usr`` (and ``/bin``, ``/lib*`` as the host has them), a short
     list of ``/etc`` files (loader cache, certificates, time zone, alternatives), a generated
     ``/etc/passwd``/``/etc/group``, the interpreter's folders (``sys.prefix``, the venv, and
-    ``sys.base_prefix``, its base install), the worker script, new ``/dev``, size-capped tmpfs
-    ``/tmp`` and ``/dev/shm``, and one writable bind: its work folder (cwd, ``HOME``,
-    ``TMPDIR``). Not the project folder, not ``$HOME``, not the server's working directory.
+    ``sys.base_prefix``, its base install), the worker script, new ``/dev``, and its writable
+    places: its work folder (cwd, ``HOME``, ``TMPDIR``), ``/tmp`` and ``/dev/shm``, all three
+    on one quota disk (``sandbox_disk``) where the server can make one, else the work folder
+    bound and the other two size-capped tmpfs. Not the project folder, not ``$HOME``, not
+    the server's working directory.
     bwrap is started with an empty environment and ``--clearenv``, so nothing of the server's
     environment reaches the sandbox, not even through bwrap's own ``/proc/1/environ``.
 
@@ -39,8 +41,13 @@ by really starting an interpreter the way a worker will be started:
 ``none``
     Nothing beyond the worker's own limits (time, memory, private cwd, minimal environment).
 
+In every mode, a sandbox's processes share one cgroup (``sandbox_cgroups``: memory and
+process count of all of them together) where the server can make one, else each has
+per-process limits only.
+
 Every tool description and the server instructions carry ``Isolation.summary``, which says
-exactly which of these is in force; in the weaker modes the first result repeats it.
+exactly which of these is in force, limits included; in the weaker modes the first result
+repeats it.
 """
 
 from __future__ import annotations
@@ -51,8 +58,21 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from deepledger.tools.servers.sandbox_cgroups import (
+    CgroupLimits,
+    Cgroups,
+    CgroupsUnavailableError,
+    SandboxCgroup,
+    probe_cgroups,
+)
+from deepledger.tools.servers.sandbox_disk import (
+    DiskQuotaUnavailableError,
+    QuotaDisk,
+    probe_quota_disk,
+)
 
 ISOLATION_CHOICES = ("auto", "bwrap", "unshare", "none")
 
@@ -95,6 +115,24 @@ class IsolationUnavailableError(RuntimeError):
     """The isolation asked for (``--isolation bwrap|unshare``) does not work here."""
 
 
+class ConfinementError(RuntimeError):
+    """One sandbox's cgroup or disk could not be made (though the probe could); says why."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one sandbox may take of the host, all its processes together where enforceable."""
+
+    memory_mb: int = 2048
+    max_processes: int = 256  # processes and threads
+    disk_mb: int = 1024  # the work folder, /tmp and /dev/shm together
+    max_file_mb: int = 1024  # RLIMIT_FSIZE: the largest one file
+
+    @property
+    def cgroup_limits(self) -> CgroupLimits:
+        return CgroupLimits(self.memory_mb * 1024 * 1024, self.max_processes)
+
+
 @dataclass(frozen=True)
 class Isolation:
     """The isolation in force on this machine, and the sentence that tells the model so."""
@@ -104,6 +142,9 @@ class Isolation:
     bwrap: str | None = None
     privileged: bool = False  # bwrap started by root: no user namespace, the worker drops
     unshare_prefix: tuple[str, ...] = ()
+    budget: Budget = field(default_factory=Budget)
+    cgroups: Cgroups | None = None  # None: per-process limits only
+    quota_disk: bool = False  # each sandbox's writable folders on a disk of budget.disk_mb
 
     @property
     def complete(self) -> bool:
@@ -115,8 +156,12 @@ class Isolation:
         """What the first result must repeat, because the descriptions may go unread."""
         return None if self.complete else self.summary
 
-    def confine(self, host_workdir: Path, inside_workdir: str | None = None) -> Confinement:
-        """A sandbox around ``host_workdir``, seen inside at ``inside_workdir`` (bwrap only)."""
+    def confine(
+        self, host_workdir: Path | None = None, inside_workdir: str | None = None
+    ) -> Confinement:
+        """A sandbox around ``host_workdir`` (None: a new one, deleted on close), seen inside
+        at ``inside_workdir`` (bwrap only). Blocking (it may make a file system): call it in a
+        thread from async code. ConfinementError if its cgroup or disk cannot be made."""
         return Confinement(self, host_workdir, inside_workdir)
 
 
@@ -128,21 +173,57 @@ _NO_USERNS = (
 )
 
 
-def bwrap_summary(max_processes: int) -> str:
+def bwrap_summary() -> str:
     return (
         "Isolation: bubblewrap sandbox. The code runs as an unprivileged user in its own PID "
         "namespace with its own /proc, with no network (every connection fails, even to "
         "localhost), an empty environment, read-only system and Python folders, and only its "
         "work folder and /tmp writable; the user's files, secrets and other processes are out "
-        f"of reach{_NO_USERNS}. At most {max_processes} processes/threads; disk use in the work "
-        "folder is not limited beyond the size of each file."
+        f"of reach{_NO_USERNS}."
     )
 
 
 _NOT_CONTAINED = (
     "Filesystem and processes: NOT isolated — the code runs as the same user and can read "
-    "the user's files and other processes' environments. Process count: NOT limited."
+    "the user's files and other processes' environments."
 )
+
+
+def resources_summary(isolation: Isolation, cgroups_reason: str, disk_reason: str) -> str:
+    """What limits the sandbox's memory, processes and disk, exactly as in force."""
+    budget = isolation.budget
+    if isolation.cgroups is not None:
+        parts = [
+            f"Memory: at most {budget.memory_mb} MB for all of the sandbox's processes together "
+            f"(a {isolation.cgroups.description}; past it the kernel kills the largest of them), "
+            f"and at most {budget.memory_mb} MB of address space per process. Processes: at "
+            f"most {budget.max_processes} processes/threads together (more fail to start)."
+        ]
+        if isolation.mode != "bwrap" and os.geteuid() == 0:
+            parts.append("The code runs as root here, so it could leave these limits.")
+    else:
+        parts = [
+            f"Memory: at most {budget.memory_mb} MB of address space per process, NOT a total: "
+            f"several processes can each use that much ({cgroups_reason})."
+        ]
+        parts.append(
+            f"Processes: at most {budget.max_processes} processes/threads."
+            if isolation.mode == "bwrap"
+            else "Process count: NOT limited."
+        )
+    if isolation.quota_disk:
+        parts.append(
+            f"Disk: the work folder, /tmp and /dev/shm share {budget.disk_mb} MB; writing "
+            "past it fails with 'No space left on device'."
+        )
+    elif isolation.mode == "bwrap":
+        parts.append(
+            f"Disk: /tmp and /dev/shm hold at most {budget.disk_mb} MB each (in memory); the "
+            f"work folder is NOT limited beyond {budget.max_file_mb} MB per file ({disk_reason})."
+        )
+    else:
+        parts.append(f"Disk: NOT limited beyond {budget.max_file_mb} MB per file.")
+    return " ".join(parts)
 
 
 def _unshare_summary(reason: str) -> str:
@@ -160,19 +241,28 @@ def _none_summary(reason: str) -> str:
     )
 
 
-def detect_isolation(requested: str = "auto", max_processes: int = 256) -> Isolation:
-    """The isolation to use: the strongest that works for ``auto``, else exactly the one asked.
+def detect_isolation(
+    requested: str = "auto", budget: Budget | None = None, *, disk_quota: bool = True
+) -> Isolation:
+    """The isolation to use: the strongest that works for ``auto``, else exactly the one asked,
+    with the strongest resource limits that work here (cgroups, a quota disk; ``disk_quota``
+    False: none, the work folder is the caller's).
 
     Raises ``IsolationUnavailableError`` when ``bwrap`` or ``unshare`` is asked for and does
     not work here, so a server never silently runs weaker than it was told to.
     """
+    isolation = _detect_mode(requested)
+    return _with_resources(replace(isolation, budget=budget or Budget()), disk_quota)
+
+
+def _detect_mode(requested: str) -> Isolation:
     if requested not in ISOLATION_CHOICES:
         raise ValueError(f"unknown isolation {requested!r}; choose from {ISOLATION_CHOICES}")
     if requested == "none":
         return Isolation("none", _none_summary("turned off with --isolation none"))
     bwrap_reason = "not used, as --isolation unshare asked"
     if requested in ("auto", "bwrap"):
-        isolation, bwrap_reason = _probe_bwrap(max_processes)
+        isolation, bwrap_reason = _probe_bwrap()
         if isolation is not None:
             return isolation
         if requested == "bwrap":
@@ -185,13 +275,26 @@ def detect_isolation(requested: str = "auto", max_processes: int = 256) -> Isola
     return Isolation("none", _none_summary(f"bubblewrap {bwrap_reason}; {unshare_reason}"))
 
 
-def _probe_bwrap(max_processes: int) -> tuple[Isolation | None, str]:
+def _with_resources(isolation: Isolation, disk_quota: bool) -> Isolation:
+    """``isolation`` with the cgroups and quota disk that work here, and says so."""
+    cgroups, cgroups_reason = probe_cgroups(isolation.budget.cgroup_limits)
+    if cgroups_reason:
+        cgroups_reason = f"per-process limits only: {cgroups_reason}"
+    quota_problem = "the work folder is the one the server was given"
+    if disk_quota and not (isolation.mode == "bwrap" and isolation.privileged):
+        quota_problem = "a quota disk needs bubblewrap started by root"
+    elif disk_quota:
+        quota_problem = probe_quota_disk(isolation.budget.disk_mb * 1024 * 1024)
+    with_limits = replace(isolation, cgroups=cgroups, quota_disk=not quota_problem)
+    sentence = resources_summary(with_limits, cgroups_reason, quota_problem)
+    return replace(with_limits, summary=f"{isolation.summary} {sentence}")
+
+
+def _probe_bwrap() -> tuple[Isolation | None, str]:
     bwrap = shutil.which("bwrap")
     if sys.platform != "linux" or bwrap is None:
         return None, "not found on PATH"
-    isolation = Isolation(
-        "bwrap", bwrap_summary(max_processes), bwrap=bwrap, privileged=os.geteuid() == 0
-    )
+    isolation = Isolation("bwrap", bwrap_summary(), bwrap=bwrap, privileged=os.geteuid() == 0)
     with tempfile.TemporaryDirectory(prefix="deepledger-probe-") as folder:
         confinement = isolation.confine(Path(folder), "/home/user")
         try:
@@ -320,22 +423,71 @@ def _python_folders() -> list[str]:
 
 
 class Confinement:
-    """One sandbox's place on this machine: its work folder, its user, how to start in it."""
+    """One sandbox's place on this machine: its work folder, its user, its cgroup and disk,
+    how to start in it."""
 
-    def __init__(self, isolation: Isolation, host_workdir: Path, inside: str | None) -> None:
+    def __init__(self, isolation: Isolation, host_workdir: Path | None, inside: str | None) -> None:
         self.isolation = isolation
-        self.host_workdir = host_workdir
         bwrap = isolation.mode == "bwrap"
-        self.inside_workdir = inside if bwrap and inside else str(host_workdir)
         self.run_as: tuple[int, int] | None = None
         self._support: Path | None = None
+        self.cgroup: SandboxCgroup | None = None
+        self.disk: QuotaDisk | None = None
+        self._own_workdir: Path | None = None  # made here, so deleted here
         if bwrap and isolation.privileged:
             sandbox_id = _SANDBOX_IDS[0] + secrets.randbelow(_SANDBOX_IDS[1] - _SANDBOX_IDS[0])
             self.run_as = (sandbox_id, sandbox_id)
-            _hand_over(host_workdir, sandbox_id)
+        try:
+            self.host_workdir = self._make_places(host_workdir)
+        except BaseException:
+            self.close()
+            raise
+        self.inside_workdir = inside if bwrap and inside else str(self.host_workdir)
+        if self.run_as is not None:
+            _hand_over(self.host_workdir, self.run_as[0])
         if bwrap:
             self._support = Path(tempfile.mkdtemp(prefix="deepledger-sandbox-etc-"))
             self._write_accounts()
+
+    def _make_places(self, host_workdir: Path | None) -> Path:
+        """Make the cgroup and the quota disk the isolation has; return the work folder."""
+        isolation = self.isolation
+        try:
+            if isolation.cgroups is not None:
+                self.cgroup = isolation.cgroups.create(isolation.budget.cgroup_limits)
+            if isolation.quota_disk and host_workdir is None:
+                assert self.run_as is not None  # a quota disk is only probed for as root
+                self.disk = QuotaDisk(isolation.budget.disk_mb * 1024 * 1024, self.run_as)
+                return self.disk.home
+        except (CgroupsUnavailableError, DiskQuotaUnavailableError, OSError) as exc:
+            raise ConfinementError(f"the sandbox's limits could not be set up: {exc}") from exc
+        if host_workdir is not None:
+            return host_workdir
+        self._own_workdir = Path(tempfile.mkdtemp(prefix="deepledger-work-"))
+        return self._own_workdir
+
+    def limit_report(self) -> str | None:
+        """What the sandbox ran into since the last report: memory, processes, disk."""
+        found: list[str] = []
+        budget = self.isolation.budget
+        if self.cgroup is not None:
+            oom_kills, fork_failures = self.cgroup.new_events()
+            if oom_kills:
+                found.append(
+                    f"The sandbox ran out of memory: its processes together reached the "
+                    f"{budget.memory_mb} MB limit and the kernel killed {oom_kills} of them."
+                )
+            if fork_failures:
+                found.append(
+                    f"The sandbox reached its limit of {budget.max_processes} processes/"
+                    f"threads: {fork_failures} attempt(s) to start one more failed."
+                )
+        if self.disk is not None and self.disk.full():
+            found.append(
+                f"The sandbox's disk is full: the work folder, /tmp and /dev/shm share "
+                f"{budget.disk_mb} MB. Delete files to make room."
+            )
+        return "\n".join(found) or None
 
     @property
     def worker_script(self) -> str:
@@ -353,15 +505,17 @@ class Confinement:
     def command(self, inner: list[str]) -> tuple[list[str], dict[str, str], str]:
         """(argv, environment, cwd) that run ``inner`` inside this sandbox."""
         env = worker_environment(self.inside_workdir)
+        # Joined before bwrap starts, so every process of the sandbox is born in the group.
+        join = self.cgroup.join_command() if self.cgroup is not None else []
         if self.isolation.mode == "unshare":
-            return [*self.isolation.unshare_prefix, *inner], env, str(self.host_workdir)
+            return [*join, *self.isolation.unshare_prefix, *inner], env, str(self.host_workdir)
         if self.isolation.mode == "none":
-            return inner, env, str(self.host_workdir)
+            return [*join, *inner], env, str(self.host_workdir)
         argv = self._bwrap_argv()
         for name, value in env.items():
             argv += ["--setenv", name, value]
         # bwrap itself gets an empty environment: inside, /proc/1/environ is bwrap's.
-        return [*argv, "--", *inner], {}, "/"
+        return [*join, *argv, "--", *inner], {}, "/"
 
     def _bwrap_argv(self) -> list[str]:
         isolation = self.isolation
@@ -387,9 +541,13 @@ class Confinement:
             layout.ro_bind(str(self._support / name), f"/etc/{name}")
         layout.mount("--proc", "/proc")
         layout.mount("--dev", "/dev")
-        size = str(_TMPFS_BYTES)
-        layout.mount("--tmpfs", "/dev/shm", "--perms", "1777", "--size", size)
-        layout.mount("--tmpfs", "/tmp", "--perms", "1777", "--size", size)
+        if self.disk is not None:  # one quota for the work folder, /tmp and /dev/shm
+            layout.bind(str(self.disk.shm), "/dev/shm")
+            layout.bind(str(self.disk.tmp), "/tmp")
+        else:  # RAM-backed: capped so they cannot fill the host's memory
+            size = str(self.isolation.budget.disk_mb * 1024 * 1024)
+            layout.mount("--tmpfs", "/dev/shm", "--perms", "1777", "--size", size)
+            layout.mount("--tmpfs", "/tmp", "--perms", "1777", "--size", size)
         # After /tmp's tmpfs, which would otherwise hide an interpreter (a checkout's
         # .venv, say) or a work folder that lives under the host's /tmp.
         for folder in _python_folders():
@@ -412,13 +570,18 @@ class Confinement:
             path.chmod(0o755 if path.is_dir() else 0o644)
 
     def close(self) -> None:
-        if self._support is not None:
-            shutil.rmtree(self._support, ignore_errors=True)
-            self._support = None
-
-
-# /tmp and /dev/shm inside are RAM-backed; capped so they cannot fill the host's memory.
-_TMPFS_BYTES = 512 * 1024 * 1024
+        """Kill what is left in the cgroup, then remove it, the disk and the folders.
+        Synchronous: also called from a SIGTERM handler."""
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
+        if self.disk is not None:
+            self.disk.close()
+            self.disk = None
+        for folder in (self._support, self._own_workdir):
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+        self._support = self._own_workdir = None
 
 
 def _hand_over(folder: Path, owner: int) -> None:

@@ -1,7 +1,7 @@
 """The ``tool-python`` MCP server: MiroThinker's python tool, backed by our own sandbox.
 
 Run as ``python -m deepledger.tools.servers.tool_python [--root DIR ...] [--download-dir DIR]
-[--timeout S] [--memory-mb N] [--max-output-chars N] [--max-processes N]
+[--timeout S] [--memory-mb N] [--max-output-chars N] [--max-processes N] [--disk-mb N]
 [--isolation auto|bwrap|unshare|none]``; it speaks MCP over stdio. MiroThinker's models were
 trained on this server's name, tool names and argument names, so those match MiroThinker
 1.7's E2B-backed server exactly; what the tools do runs here, in the sandbox of
@@ -12,7 +12,8 @@ Tools
 -----
 ``create_sandbox(timeout=600)``
     Starts a sandbox (a persistent Python session with a work folder of its own, seen inside
-    as ``/home/user``) and returns its ``sandbox_id``. At most ``MAX_SANDBOXES`` per server.
+    as ``/home/user``, and limits of its own: a cgroup and a quota disk where the machine
+    allows) and returns its ``sandbox_id``. At most ``MAX_SANDBOXES`` per server.
     ``timeout`` is accepted for compatibility; a sandbox lasts until the server stops.
 ``run_python_code(code_block, sandbox_id)``
     Runs code in that sandbox's session, as ``python``'s ``run_python`` does.
@@ -43,9 +44,7 @@ import asyncio
 import os
 import posixpath
 import secrets
-import shutil
 import signal
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -68,7 +67,7 @@ from deepledger.tools.servers.python_sandbox import (
     limits_from,
     render_result,
 )
-from deepledger.tools.servers.sandbox_isolation import Isolation
+from deepledger.tools.servers.sandbox_isolation import ConfinementError, Isolation
 
 MAX_SANDBOXES = 8
 SANDBOX_HOME = "/home/user"  # where MiroThinker's models expect their files
@@ -100,7 +99,6 @@ class SandboxPool:
         self.isolation = isolation
         self.roots = roots
         self.download_dir = download_dir
-        self._folder = Path(tempfile.mkdtemp(prefix="deepledger-tool-python-"))
         self._sandboxes: dict[str, PythonSandbox] = {}
         self._creating = asyncio.Lock()
 
@@ -112,9 +110,10 @@ class SandboxPool:
                     f"reuse one of them: {', '.join(self._sandboxes)}."
                 )
             sandbox_id = f"sbx-{secrets.token_hex(6)}"
-            workdir = self._folder / sandbox_id
-            workdir.mkdir()
-            confinement = self.isolation.confine(workdir, SANDBOX_HOME)
+            try:  # its own work folder (on a quota disk where one can be made) and cgroup
+                confinement = await asyncio.to_thread(self.isolation.confine, None, SANDBOX_HOME)
+            except ConfinementError as exc:
+                raise ToolFailure(f"The sandbox could not be started: {exc}") from exc
             sandbox = PythonSandbox(self.limits, confinement)
             try:
                 await sandbox.reset()  # starts its worker now, so a failure is reported here
@@ -189,9 +188,9 @@ class SandboxPool:
             sandbox.kill()
 
     def cleanup(self) -> None:
+        """Each sandbox's cgroup, disk and work folder go with it."""
         for sandbox in self._sandboxes.values():
             sandbox.confinement.close()
-        shutil.rmtree(self._folder, ignore_errors=True)
 
 
 async def upload(pool: SandboxPool, sandbox_id: str, local: str, dest: str) -> str:
@@ -237,8 +236,9 @@ def _descriptions(pool: SandboxPool) -> dict[str, str]:
         home = f"Each sandbox's work folder (its cwd and HOME) stands in for {SANDBOX_HOME}."
     per_call = (
         f"Limits per call: {limits.timeout_seconds:g} s wall clock (on timeout the sandbox's "
-        f"Python session restarts, files are kept), {limits.memory_mb} MB memory; output "
-        f"sections are cut to {limits.max_output_chars} characters."
+        f"Python session restarts, files are kept); output sections are cut to "
+        f"{limits.max_output_chars} characters. Memory, processes and disk are limited per "
+        "sandbox, as below."
     )
     return {
         "create_sandbox": (
