@@ -56,17 +56,17 @@ def steps(work: Path, sandbox_id: str) -> list[tuple[str, str, dict[str, str]]]:
     reads = [*secrets, ".env", "../work/.env", str(work / ".git"), str(work)]
     reads += [str(work / "notes.txt"), str(work / "keyboard.xlsx")]
     uploads = [*secrets, ".env", str(work / "notes.txt")]
+    sandbox = {"sandbox_id": sandbox_id}
+    command = "ls -la; cat * .* 2>&1 | head -c 4000"
     return [
         *(("reader", "read", {"source": source}) for source in reads),
         ("tool-python", "create_sandbox", {}),
         *(
-            ("tool-python", "upload_file_from_local_to_sandbox",
-             {"sandbox_id": sandbox_id, "local_file_path": path})
-            for path in uploads
-        ),  # fmt: skip
-        ("tool-python", "run_command",
-         {"sandbox_id": sandbox_id, "command": "ls -la; cat * .* 2>&1 | head -c 4000"}),
-    ]  # fmt: skip
+            ("tool-python", "upload_file_from_local_to_sandbox", sandbox | {"local_file_path": p})
+            for p in uploads
+        ),
+        ("tool-python", "run_command", sandbox | {"command": command}),
+    ]
 
 
 def model(work: Path):
