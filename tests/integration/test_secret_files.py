@@ -211,3 +211,16 @@ def test_bench_in_the_working_dir_opens_the_tasks_attachments(bench_in_working_d
     assert reads and all("| heron | 7319 |" in text for text in reads), reads
     assert "matches the secret-file rule '.env*'" in run.done.stderr  # the .env task, skipped
     assert "web.allow_working_dir" in run.done.stderr  # the user is told why, and the way out
+
+
+@pytest.mark.parametrize("attached", [".env", "link.txt"])
+def test_a_secret_task_file_is_a_usage_error(tmp_path: Path, attached: str) -> None:
+    plant(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "deepledger", "run", "What is in it?", f"task_file={attached}",
+         "llm=openai_compatible", f"hydra.run.dir={tmp_path / 'out'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "matches the secret-file rule '.env*'" in done.stderr
+    assert "canary" not in done.stdout + done.stderr
