@@ -487,7 +487,7 @@ def _server_schema() -> DictConfig:
 def tool_servers(config: Config) -> dict[str, ToolServerConfig]:
     """Every ``tools.<name>`` server entry checked against :class:`ToolServerConfig`:
     new objects on each call, so a caller may change its copy (``deepledger run`` gives
-    the reader the attached file's folder)."""
+    the reader and tool-python the attached file; ``tools/roots.py``)."""
     servers, problems = {}, []
     for name, entry in config.tools.items():
         if name in TOOL_SETTINGS:
