@@ -131,3 +131,35 @@ def test_the_search_corpus_leaves_credentials_out(tmp_path: Path) -> None:
 def test_nothing_outside_any_root(work: Path) -> None:
     with pytest.raises(LocalFileRefused, match="no folder or file"):
         Confinement().resolve("notes.txt")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [".env", "{work}/.env", "file://{work}/.env", "corpus://.env", "corpus://credentials-gcp.json",
+     "corpus://credentials-gcp.json%230"],
+)  # fmt: skip
+async def test_the_scraper_reads_no_local_secret(
+    work: Path, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scrape_and_extract_info reads URLs and the search corpus only: a path, a file://
+    URL or a corpus:// link to .env (the corpus being the working folder) gets no content."""
+    from deepledger.llm.base import GenerationSettings
+    from deepledger.llm.scripted import ScriptedLLM
+    from deepledger.llm.usage import UsageLedger
+    from deepledger.store.journal import Journal
+    from deepledger.tools.scrape import ExtractionModel, PageScraper
+    from deepledger.web.pages import reset_corpus_index
+
+    (work / "credentials-gcp.json").write_text('{"text": "' + CANARY + '"}')
+    (work / "facts.md").write_text("# Herons\nThey eat fish.\n")  # the corpus is not empty
+    monkeypatch.setenv("DEEPLEDGER_CACHE_DIR", str(work.parent / "cache"))
+    reset_corpus_index()
+    model = ExtractionModel(ScriptedLLM(), GenerationSettings(max_tokens=300), None, 32768)
+    scraper = PageScraper(model, "direct", corpus=work)
+    try:
+        outcome = await scraper.scrape_and_extract(
+            url.format(work=work), "", {}, Journal(None), UsageLedger()
+        )
+    finally:
+        reset_corpus_index()
+    assert not outcome["success"] and CANARY not in str(outcome)
