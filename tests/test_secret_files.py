@@ -107,3 +107,12 @@ def test_web_secret_files_reach_the_tool_servers(monkeypatch: pytest.MonkeyPatch
 
 def test_no_user_rules_no_variable() -> None:
     assert SECRET_FILES_ENV not in server_environment(compose(ROOT / "conf", []))
+
+
+def test_the_commands_own_process_shares_the_users_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What deepledger reads itself (the scraper's corpus:// links) meets web.secret_files too."""
+    from deepledger.config import share_secret_rules
+
+    monkeypatch.setenv(SECRET_FILES_ENV, "")  # restored after the test
+    share_secret_rules(compose(ROOT / "conf", ["web.secret_files=[vault/]"]))
+    assert SecretFiles.from_environment().rule_for(DATA / "vault" / "notes.md") == "vault/"

@@ -534,6 +534,14 @@ def secret_rules(cfg: Config) -> SecretFiles:
     return SecretFiles(clean_rules(cfg.web.secret_files))
 
 
+def share_secret_rules(cfg: Config) -> None:
+    """Make ``web.secret_files`` this process's rules as well as its tool servers', so
+    what it reads itself (the scraper's ``corpus://`` links, members of a zip it fetched)
+    meets the same rules: those readers take them from the environment, as the servers do."""
+    if extra := secret_rules(cfg).environment_value():
+        os.environ[SECRET_FILES_ENV] = extra
+
+
 def extract_llm_name(cfg: Config) -> str | None:
     """``tools.extract_llm``: the llm preset the scrape-and-extract tool uses (None: the
     agent's own model)."""

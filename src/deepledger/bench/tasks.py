@@ -8,9 +8,9 @@ A line that is not UTF-8 text, not a JSON object, lacks an id or a question, rep
 earlier id, or names an attached file that does not exist, lies outside ``data_dir``
 (``../``, an absolute path, a link leading out) or matches a secret-file rule (``.env``,
 ``id_rsa``...: ``deepledger.secret_files``, the rule named) is reported with its line
-number and skipped — or stops the run when ``benchmark.data.strict`` is on. A byte-order mark and
-``\\r\\n`` line ends are accepted. A missing data folder or task file is always an error
-naming the path; so is a suite that leaves no task to run (:func:`require_tasks`).
+number and skipped — or stops the run when ``benchmark.data.strict`` is on. A byte-order
+mark and ``\\r\\n`` line ends are accepted. A missing data folder or task file is always
+an error naming the path; so is a suite that leaves no task to run (:func:`require_tasks`).
 """
 
 from __future__ import annotations
