@@ -29,7 +29,7 @@ from deepledger.errors import ConfigError, DeepLedgerError, EndpointRejectedErro
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from deepledger.config import Config
+    from deepledger.config import Config, ToolServerConfig
     from deepledger.records.results import SummaryRecord
 
 # A command run under Hydra: the typed config, and Hydra's node it was made from (for
@@ -494,10 +494,11 @@ def hydra_value(text: str) -> str:
 
 
 def _checked(cfg: Config) -> None:
-    from deepledger.config import validate
+    from deepledger.config import share_secret_rules, validate
     from deepledger.llm.factory import create_client
 
     validate(cfg)
+    share_secret_rules(cfg)
     # Building the client fails early on a missing key or an unavailable provider.
     asyncio.run(create_client(cfg.llm).aclose())
 
@@ -528,8 +529,38 @@ def _run(cfg: Config, node: DictConfig) -> int:
         )
     if cfg.task_file and not Path(cfg.task_file).is_file():
         raise ConfigError(f"task_file={cfg.task_file!r} is not a file.")
+    if cfg.task_file:
+        _refuse_secret_task_file(cfg)
     _checked(cfg)
     return asyncio.run(_answer_one(cfg, question))
+
+
+def _refuse_secret_task_file(cfg: Config) -> None:
+    """A ``task_file`` whose real path matches a secret-file rule is a usage error: the
+    tools would refuse it anyway, and the model would be told where a key lies."""
+    from deepledger.config import secret_rules
+
+    assert cfg.task_file is not None
+    if (rule := secret_rules(cfg).rule_for(Path(cfg.task_file).resolve())) is not None:
+        raise ConfigError(
+            f"task_file={cfg.task_file!r} matches the secret-file rule {rule!r}: files "
+            "that hold keys or credentials are never shown to the model (docs/security.md)."
+        )
+
+
+def _run_tool_servers(cfg: Config) -> dict[str, ToolServerConfig]:
+    """The tool servers of ``deepledger run``: the reader and tool-python get the attached
+    file itself, never its folder (which may hold .env), and no data folder that holds
+    the working directory or the home folder whole (``tools/roots.py``)."""
+    from deepledger.config import tool_servers
+    from deepledger.tools.roots import attach_file, narrow_wide_roots
+
+    servers = tool_servers(cfg)
+    attached = [Path(cfg.task_file)] if cfg.task_file else []
+    narrow_wide_roots(servers, lambda: attached, cfg.web.allow_working_dir)
+    for file in attached:
+        attach_file(servers, file)
+    return servers
 
 
 async def _answer_one(cfg: Config, question: str) -> int:
@@ -537,7 +568,6 @@ async def _answer_one(cfg: Config, question: str) -> int:
 
     from deepledger.agent.task import AgentFactory
     from deepledger.bench.suite import note_writer, page_scraper
-    from deepledger.config import tool_servers
     from deepledger.llm.factory import create_client
     from deepledger.store.journal import Journal
     from deepledger.store.layout import RunLayout
@@ -546,11 +576,8 @@ async def _answer_one(cfg: Config, question: str) -> int:
 
     layout = RunLayout(Path(HydraConfig.get().runtime.output_dir))
     journal = Journal(layout.run_journal)
-    servers = tool_servers(cfg)
     task_file = cfg.task_file
-    if task_file and "reader" in servers:  # let the reader open the attached file
-        folder = await asyncio.to_thread(lambda: Path(task_file).resolve().parent)
-        servers["reader"].args.extend(["--root", str(folder)])
+    servers = await asyncio.to_thread(_run_tool_servers, cfg)
     manager = ToolManager(
         servers, log_dir=layout.tool_server_logs, list_cache=ToolListCache.default()
     )

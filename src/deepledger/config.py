@@ -32,6 +32,7 @@ from deepledger.errors import ConfigError
 from deepledger.messages import JSONObject
 from deepledger.paths import CONFIG_DIR_ENV, looked_in, resolve_data_path
 from deepledger.prompts import prompt_exists
+from deepledger.secret_files import SECRET_FILES_ENV, SecretFiles, clean_rules
 
 # -- the names a setting may take ----------------------------------------------------
 # Each enum is the one list of a setting's allowed values: validate() checks against it
@@ -422,7 +423,8 @@ class BenchmarkConfig:
 
 @dataclass
 class WebConfig:
-    """What URLs chosen by the model (or by a page it reads) may reach."""
+    """What URLs chosen by the model (or by a page it reads) may reach, and which local
+    files the tools may show it."""
 
     # Loopback, private, link-local and cloud-metadata addresses are refused unless
     # this is true (tests on loopback; a research intranet). Base URLs the user
@@ -436,6 +438,14 @@ class WebConfig:
     # JINA_BASE_URL) or direct (fetched and converted here). auto: jina when its key is
     # set, else direct.
     scraper: str = "auto"
+    # Shell-style name patterns of files no tool ever shows the model, added to the
+    # built-in ones (.env*, .git/, *.pem, *.key, id_rsa*, .ssh/, .aws/, credentials*.json,
+    # ...; deepledger/secret_files.py). Matched against every part of a file's real path.
+    secret_files: list[str] = field(default_factory=list)
+    # The reader and tool-python open a benchmark.data.data_dir that is the working
+    # directory, the home folder or a folder above them only as its tasks' attached
+    # files (tools/roots.py); true opens it whole (secret files are refused anyway).
+    allow_working_dir: bool = False
 
 
 @dataclass
@@ -517,7 +527,7 @@ def _server_schema() -> DictConfig:
 def tool_servers(config: Config) -> dict[str, ToolServerConfig]:
     """Every ``tools.<name>`` server entry checked against :class:`ToolServerConfig`:
     new objects on each call, so a caller may change its copy (``deepledger run`` gives
-    the reader the attached file's folder)."""
+    the reader and tool-python the attached file; ``tools/roots.py``)."""
     servers, problems = {}, []
     for name, entry in config.tools.items():
         if name in TOOL_SETTINGS:
@@ -542,8 +552,9 @@ def tool_servers(config: Config) -> dict[str, ToolServerConfig]:
 
 def server_environment(cfg: Config) -> dict[str, str]:
     """What every tool server learns from the config: the suite's search corpus (the
-    search servers index it, the page readers open its ``corpus://`` links) and whether
-    URLs the model chooses may reach private networks. Neither is a secret. With
+    search servers index it, the page readers open its ``corpus://`` links), whether
+    URLs the model chooses may reach private networks and the user's own secret-file
+    rules (``web.secret_files``). None is a secret. With
     ``$DEEPLEDGER_CONFIG_DIR`` set they learn it too: a relative ``--root`` (the reader's
     ``benchmark.data.data_dir``) is then found in the same project as the task loader
     finds it (``deepledger.paths``)."""
@@ -555,7 +566,22 @@ def server_environment(cfg: Config) -> dict[str, str]:
         env[SEARCH_CORPUS_ENV] = str(resolve_data_path(corpus).resolve())
     if cfg.web.allow_private_networks:
         env[ALLOW_PRIVATE_ENV] = "1"
+    if extra := secret_rules(cfg).environment_value():
+        env[SECRET_FILES_ENV] = extra
     return env
+
+
+def secret_rules(cfg: Config) -> SecretFiles:
+    """The secret-file rules of this run: the built-in ones and ``web.secret_files``."""
+    return SecretFiles(clean_rules(cfg.web.secret_files))
+
+
+def share_secret_rules(cfg: Config) -> None:
+    """Make ``web.secret_files`` this process's rules as well as its tool servers', so
+    what it reads itself (the scraper's ``corpus://`` links, members of a zip it fetched)
+    meets the same rules: those readers take them from the environment, as the servers do."""
+    if extra := secret_rules(cfg).environment_value():
+        os.environ[SECRET_FILES_ENV] = extra
 
 
 def extract_llm_name(cfg: Config) -> str | None:

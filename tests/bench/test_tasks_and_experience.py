@@ -9,6 +9,7 @@ from deepledger.bench.experience import retry_task_text
 from deepledger.bench.tasks import load_tasks, require_tasks
 from deepledger.config import BenchmarkDataConfig
 from deepledger.errors import ConfigError
+from deepledger.secret_files import SecretFiles
 
 SUITE = Path(__file__).with_name("suite")
 
@@ -201,6 +202,29 @@ def test_an_attachment_outside_the_data_folder_refuses_the_task(tmp_path, file_n
     (problem,) = loaded.problems
     assert f":3: attached file {file_name!r} resolves to" in problem
     assert "outside the data folder" in problem and "the task is refused" in problem
+
+
+@pytest.mark.parametrize(
+    ("file_name", "rule"),
+    [(".env", ".env*"), ("link-to-env.txt", ".env*"), ("keys/id_rsa", "id_rsa*"),
+     ("gcp/credentials.json", "credentials*.json"), ("my.kdbx", "*.kdbx")],
+)  # fmt: skip
+def test_an_attachment_that_holds_secrets_refuses_the_task(tmp_path, file_name, rule):
+    folder = tmp_path / "data"
+    (folder / "keys").mkdir(parents=True)
+    (folder / "gcp").mkdir()
+    for name in (".env", "keys/id_rsa", "gcp/credentials.json", "my.kdbx", "keyboard.xlsx"):
+        (folder / name).write_text("x")
+    (folder / "link-to-env.txt").symlink_to(folder / ".env")
+    write_bytes(
+        folder,
+        task_line("ok", file_name="keyboard.xlsx"),
+        task_line("secret", file_name=file_name),
+    )
+    loaded = load_tasks(data(folder), secrets=SecretFiles(("*.kdbx",)))
+    assert [t.task_id for t in loaded.tasks] == ["ok"]
+    (problem,) = loaded.problems
+    assert f":2: attached file {file_name!r} matches the secret-file rule {rule!r}" in problem
 
 
 def test_relative_data_folders_are_found_from_any_working_directory(tmp_path, monkeypatch):

@@ -31,9 +31,11 @@ from deepledger.config import (
     JudgeName,
     LLMConfig,
     StrategyName,
+    ToolServerConfig,
     as_record,
     check_llm_preset,
     extract_llm_name,
+    secret_rules,
     tool_servers,
     typed_llm,
 )
@@ -50,6 +52,7 @@ from deepledger.store.layout import RunLayout
 from deepledger.store.run_store import RunStore, task_records
 from deepledger.tools.list_cache import ToolListCache
 from deepledger.tools.manager import ToolManager
+from deepledger.tools.roots import narrow_wide_roots
 from deepledger.tools.scrape import ExtractionModel, PageScraper, suite_corpus
 
 log = logging.getLogger(__name__)
@@ -71,7 +74,7 @@ async def run_suite(
         ray_backend.require_ray()  # one line saying how to install it, before any work
     if not on_ray:  # each Ray worker makes room for its own tasks
         ensure_open_files(cfg.benchmark.execution.max_concurrent)
-    loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks)
+    loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks, secret_rules(cfg))
     for notice in shown_notices(loaded):  # skipped lines, a mapping that finds no ground truth
         print(f"deepledger: {notice}", file=sys.stderr)
     require_tasks(loaded, cfg.benchmark.execution.max_tasks)  # no task: exit 2, saying why
@@ -286,7 +289,7 @@ async def task_services(
     built earlier (``judge_model``, ``note_writer``, ``page_scraper``)."""
     llm = create_client(cfg.llm)
     tools = ToolManager(
-        tool_servers(cfg),
+        file_servers_confined(cfg),
         log_dir=run_dir.layout.tool_server_logs,
         list_cache=ToolListCache.default(),
     )
@@ -297,6 +300,21 @@ async def task_services(
         await llm.aclose()
         raise
     return TaskServices(llm, tools, judge, judge_llm, writer, scraper)
+
+
+def file_servers_confined(cfg: Config) -> dict[str, ToolServerConfig]:
+    """``cfg``'s tool servers, with a data folder that holds the working directory or the
+    home folder narrowed to the tasks' attached files (``tools/roots.py``). The tasks
+    are read again only then: a Ray worker has no task list of its own."""
+    servers = tool_servers(cfg)
+
+    def attachments() -> list[str]:
+        execution = cfg.benchmark.execution
+        loaded = load_tasks(cfg.benchmark.data, execution.max_tasks, secret_rules(cfg))
+        return [task.file_path for task in loaded.tasks if task.file_path]
+
+    narrow_wide_roots(servers, attachments, cfg.web.allow_working_dir)
+    return servers
 
 
 async def _run_tasks(

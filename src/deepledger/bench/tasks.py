@@ -5,11 +5,12 @@ One task a line, MiroThinker's standardized format by default: ``task_id``,
 ``data_dir``); other field names map through ``benchmark.data.field_mapping``.
 
 A line that is not UTF-8 text, not a JSON object, lacks an id or a question, repeats an
-earlier id, or names an attached file that does not exist or lies outside ``data_dir``
-(``../``, an absolute path, a link leading out) is reported with its line number and
-skipped — or stops the run when ``benchmark.data.strict`` is on. A byte-order mark and
-``\\r\\n`` line ends are accepted. A missing data folder or task file is always an error
-naming the path; so is a suite that leaves no task to run (:func:`require_tasks`).
+earlier id, or names an attached file that does not exist, lies outside ``data_dir``
+(``../``, an absolute path, a link leading out) or matches a secret-file rule (``.env``,
+``id_rsa``...: ``deepledger.secret_files``, the rule named) is reported with its line
+number and skipped — or stops the run when ``benchmark.data.strict`` is on. A byte-order
+mark and ``\\r\\n`` line ends are accepted. A missing data folder or task file is always
+an error naming the path; so is a suite that leaves no task to run (:func:`require_tasks`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from deepledger.config import BenchmarkDataConfig, FieldMapping
 from deepledger.errors import ConfigError
 from deepledger.messages import JSONObject
 from deepledger.paths import looked_in, resolve_data_path
+from deepledger.secret_files import SecretFiles
 
 BOM = "\ufeff"
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
@@ -65,8 +67,12 @@ class TaskFile:
         ]
 
 
-def load_tasks(data: BenchmarkDataConfig, max_tasks: int | None = None) -> TaskFile:
-    """The tasks of ``benchmark.data``; ``max_tasks`` keeps the first N good ones."""
+def load_tasks(
+    data: BenchmarkDataConfig, max_tasks: int | None = None, secrets: SecretFiles | None = None
+) -> TaskFile:
+    """The tasks of ``benchmark.data``; ``max_tasks`` keeps the first N good ones;
+    ``secrets``: the rules attached files are checked against (the built-in ones when
+    None; the run passes ``config.secret_rules``)."""
     if data.source.startswith(PACKAGE_SOURCE):
         return _package_tasks(data.source, max_tasks)
     if data.source != "jsonl":
@@ -88,13 +94,17 @@ def load_tasks(data: BenchmarkDataConfig, max_tasks: int | None = None) -> TaskF
             f"{data.metadata_file!r} inside benchmark.data.data_dir)."
         )
     loaded = TaskFile(path)
-    _read_lines(loaded, data, data_dir, max_tasks)
+    _read_lines(loaded, data, data_dir, max_tasks, secrets or SecretFiles())
     loaded.warnings += _ground_truth_warnings(loaded, data.field_mapping.ground_truth_field)
     return loaded
 
 
 def _read_lines(
-    loaded: TaskFile, data: BenchmarkDataConfig, data_dir: Path, max_tasks: int | None
+    loaded: TaskFile,
+    data: BenchmarkDataConfig,
+    data_dir: Path,
+    max_tasks: int | None,
+    secrets: SecretFiles,
 ) -> None:
     """Every line in binary, so one that is not UTF-8 is a reported line like any other."""
     seen: set[str] = set()
@@ -106,7 +116,7 @@ def _read_lines(
             if not raw.strip():
                 continue
             loaded.lines += 1
-            task, problem = _parse_line(raw, number, data, folder, seen, loaded.fields)
+            task, problem = _parse_line(raw, number, data, (folder, secrets), seen, loaded.fields)
             if task is None:
                 loaded.problems.append(f"{loaded.path}:{number}: {problem}")
                 if data.strict:
@@ -131,7 +141,7 @@ def _parse_line(
     raw: bytes,
     number: int,
     data: BenchmarkDataConfig,
-    data_dir: Path,
+    files: tuple[Path, SecretFiles],  # the data folder, and the rules attachments meet
     seen: set[str],
     fields: Counter[str],
 ) -> tuple[Task | None, str]:
@@ -155,7 +165,7 @@ def _parse_line(
     task_id = str(task_id)
     if task_id in seen:
         return None, f"duplicate task id {task_id!r} (the first one is kept)"
-    file_path, problem = _attachment(record.get(mapping.file_name_field), data_dir)
+    file_path, problem = _attachment(record.get(mapping.file_name_field), *files)
     if problem:
         return None, problem
     truth = _as_text(record.get(mapping.ground_truth_field))
@@ -174,10 +184,11 @@ def _missing(what: str, key: str, mapping: FieldMapping, record: JSONObject) -> 
     )
 
 
-def _attachment(file_name: Any, data_dir: Path) -> tuple[str | None, str]:
+def _attachment(file_name: Any, data_dir: Path, secrets: SecretFiles) -> tuple[str | None, str]:
     """(the attached file's real path, "") or (None, why the task is refused). The file
-    must lie inside the data folder once ``..`` and links are followed: a task file is
-    data, and must not point the agent at the rest of the machine."""
+    must lie inside the data folder once ``..`` and links are followed, and match no
+    secret-file rule: a task file is data, and must not point the agent at the rest of
+    the machine or at a key."""
     if file_name is None or file_name == "":
         return None, ""
     name = str(file_name)
@@ -192,6 +203,8 @@ def _attachment(file_name: Any, data_dir: Path) -> tuple[str | None, str]:
             f"attached file {name!r} resolves to {attached}, outside the data folder "
             f"{data_dir} (benchmark.data.data_dir); the task is refused"
         )
+    if (rule := secrets.rule_for(attached)) is not None:
+        return None, f"attached file {name!r} matches the secret-file rule {rule!r}"
     if not exists:
         return None, f"attached file {name!r} not found in {data_dir}"
     return str(attached), ""

@@ -17,8 +17,9 @@ What is read, and how:
 - **Zip archives**: each member converted in turn under a ``## File: <name>`` heading,
   at most ``max_archive_members`` members and ``max_archive_bytes`` uncompressed bytes
   in all (sizes are checked while reading, so a zip bomb stops at the cap), archives
-  inside archives ``max_archive_depth`` levels deep; members that cannot be converted
-  are listed with the reason.
+  inside archives ``max_archive_depth`` levels deep; members that cannot be converted,
+  and members a secret-file rule refuses (``deepledger.secret_files``: ``.env``, keys,
+  ``.git/``...), are listed with the reason and not read.
 - **JSON** pretty-printed (invalid JSON is shown as it is, with a note); **CSV/TSV**,
   plain text, Markdown, XML and SVG as they are.
 - **Images** (PNG, JPEG, GIF, WebP, recognised by their bytes): an ``ImagePart``
@@ -44,6 +45,7 @@ from dataclasses import dataclass, replace
 import anyio.to_thread
 
 from deepledger.messages import ImagePart
+from deepledger.secret_files import SecretFiles
 
 READABLE = "HTML, PDF, text, Markdown, JSON, CSV, docx, xlsx, xls, pptx, epub, zip and images"
 _SNIFF_BYTES = 8192
@@ -459,6 +461,8 @@ def _zip_member(
     """One member's text, its document (None when not read) and the bytes it used."""
     if info.flag_bits & 0x1:
         return "(encrypted; not read)", None, 0
+    if (rule := SecretFiles.from_environment().rule_for(info.filename)) is not None:
+        return f"(not read: it matches the secret-file rule {rule!r})", None, 0
     if info.file_size > budget:
         return f"(not read: {_size(info.file_size)} would pass the archive limit)", None, 0
     try:

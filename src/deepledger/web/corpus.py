@@ -10,9 +10,11 @@ The corpus
     Instead, ``--corpus`` may name a ``.json`` file (a list of records, a mapping of
     key to record or text, or one record), a ``.jsonl`` file (a record a line), a
     ``.txt``/``.md`` file (one document), or a folder of all of these, searched
-    recursively. A record's text is its first of text/body/content/extract/summary,
-    its title its first of title/name/heading (else its key, else its first words),
-    its doc_id its id/doc_id/_id (else its position). A text file's title is its first
+    recursively (hidden files, and files a secret-file rule refuses such as
+    ``credentials.json``, left out: ``deepledger.secret_files``). A record's text is its
+    first of text/body/content/extract/summary, its title its first of
+    title/name/heading (else its key, else its first words), its doc_id its
+    id/doc_id/_id (else its position). A text file's title is its first
     heading, else its file name; its doc_id is its path inside the folder.
 
 The index
@@ -56,6 +58,7 @@ from typing import Any
 from deepledger.errors import ConfigError
 from deepledger.messages import JSONObject
 from deepledger.paths import cache_root
+from deepledger.secret_files import SecretFiles
 
 logger = logging.getLogger(__name__)
 
@@ -140,12 +143,16 @@ def corpus_files(corpus: Path) -> list[Path]:
         return [corpus]
     if not corpus.is_dir():
         raise CorpusError(f"The search corpus {corpus} does not exist.")
+    # Hidden files, and files a secret-file rule refuses (credentials.json), are never
+    # indexed: the model would find their text through search.
+    secrets = SecretFiles.from_environment()
     return sorted(
         path
         for path in corpus.rglob("*")
         if path.is_file()
         and path.suffix.lower() in TEXT_SUFFIXES | JSON_SUFFIXES
         and not any(part.startswith(".") for part in path.relative_to(corpus).parts)
+        and secrets.rule_for(path.resolve()) is None
     )
 
 

@@ -1,7 +1,8 @@
 """An MCP server with one tool, ``read``: files, web pages and attachments, a page at a time.
 
-Run it as ``python -m deepledger.tools.servers.reader --root DIR [--root DIR ...]`` (or set
-``DEEPLEDGER_READER_ROOTS`` to folders separated by ``os.pathsep``; ``--root`` wins).
+Run it as ``python -m deepledger.tools.servers.reader --root DIR [--root DIR ...] [--file
+FILE ...]`` (or set ``DEEPLEDGER_READER_ROOTS`` to folders separated by ``os.pathsep``;
+``--root`` wins).
 
 What it reads (see ``deepledger.web.convert`` for the details and limits)
     HTML as its main content in Markdown (links and tables kept; the whole page when
@@ -18,13 +19,15 @@ Paging
     a line or word break where one is near. Converted documents are kept for ten
     minutes (the eight most recent) so that paging through a URL does not download it again.
 
-Confinement
-    Local reads are limited to the root folders: a path is resolved to its real location
-    (``..`` collapsed, symlinks followed) and refused unless that lies inside a root.
-    Relative paths are taken from the first root. Without roots, only URLs can be read.
-    The check happens before the file is opened, so it guards against a model's mistakes,
-    not against someone swapping in symlinks at the same moment. Files over 10 MiB are
-    refused.
+Confinement (``confinement.Confinement``)
+    Local reads are limited to the root folders (``--root``) and single files (``--file``:
+    that file and nothing beside it, as ``deepledger run task_file=...`` attaches one): a
+    path is resolved to its real location (``..`` collapsed, symlinks followed) and
+    refused unless that lies inside a root or is one of the files. Whatever the root, a
+    file whose real path matches a secret-file rule (``.env*``, ``.git/``, ``*.pem``...;
+    ``deepledger.secret_files``) is refused with the rule named, and a folder listing
+    leaves such entries out. Relative paths are taken from the first root. Without roots
+    or files, only URLs can be read. Files over 10 MiB are refused.
 
 URLs
     ``http(s)://`` URLs are fetched through ``deepledger.web``: loopback, private,
@@ -60,9 +63,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ImageContent, TextContent
 from pydantic import Field
 
-from deepledger.paths import looked_in, resolve_data_path
+from deepledger.secret_files import SecretFiles
 from deepledger.tools.servers._failures import causes_reported
 from deepledger.tools.servers._stdio import serve_stdio
+from deepledger.tools.servers.confinement import Confinement, LocalFileRefused
 from deepledger.web.convert import ContentError, ConvertLimits, Document, convert_async
 from deepledger.web.fetch import FetchError, FetchLimits
 from deepledger.web.pages import read_url
@@ -122,8 +126,15 @@ class _DocumentCache:
 class Reader:
     """Reads sources as text (and images) within the roots and limits it was given."""
 
-    def __init__(self, roots: Sequence[Path], limits: ReadLimits | None = None) -> None:
-        self.roots = [_resolve_root(root) for root in roots]
+    def __init__(
+        self,
+        roots: Sequence[Path],
+        limits: ReadLimits | None = None,
+        files: Sequence[Path] = (),
+        secrets: SecretFiles | None = None,
+    ) -> None:
+        self.confinement = Confinement(roots, files, secrets, who="this reader may open")
+        self.roots = self.confinement.roots
         self.limits = limits or ReadLimits()
         self._cache = _DocumentCache(self.limits.cache_entries, self.limits.cache_seconds)
 
@@ -169,7 +180,8 @@ class Reader:
         try:
             info = await anyio.Path(path).stat()
             if stat.S_ISDIR(info.st_mode):
-                return Document(await anyio.to_thread.run_sync(_listing, path), kind="folder")
+                listing = await anyio.to_thread.run_sync(self._listing, path)
+                return Document(listing, kind="folder")
             key = (str(path), info.st_mtime_ns, info.st_size)
             if (cached := self._cache.get(key)) is not None:
                 return cached
@@ -189,26 +201,27 @@ class Reader:
         return document
 
     def resolve_local(self, path_text: str, source: str) -> Path:
-        """The real path ``path_text`` names, if it lies inside a root and exists.
+        """The real path ``path_text`` names, if the reader may open it and it exists.
 
         Resolving first (``..`` and symlinks included) means the check is about where the
         bytes really are, not how the path is spelled.
         """
-        if not self.roots:
+        if not self.confinement.places:
             raise ToolError("Local files cannot be read: the reader was started without --root.")
-        candidate = Path(path_text)
-        if not candidate.is_absolute():
-            candidate = self.roots[0] / candidate
         try:
-            real = candidate.resolve()
-        except RuntimeError as exc:  # Python 3.11 raises this for a symlink loop
-            raise ToolError(f"Cannot resolve {source}: {exc}") from exc
-        if not any(real.is_relative_to(root) for root in self.roots):
-            allowed = ", ".join(str(root) for root in self.roots)
-            raise ToolError(f"{source} is outside the folders this reader may open ({allowed}).")
-        if not real.exists():
-            raise ToolError(f"No such file: {source} (relative paths start at {self.roots[0]}).")
-        return real
+            return self.confinement.resolve(path_text)
+        except LocalFileRefused as exc:
+            raise ToolError(str(exc).replace(path_text, source, 1)) from exc
+
+    def _listing(self, folder: Path) -> str:
+        """A folder's entries, one a line, folders marked with a trailing slash; entries
+        a secret-file rule refuses are left out (and counted, so the model stops looking)."""
+        entries = sorted(folder.iterdir(), key=lambda entry: entry.name)
+        shown = [entry for entry in entries if not self.confinement.hidden(entry)]
+        lines = [f"{entry.name}/" if entry.is_dir() else entry.name for entry in shown]
+        hidden = len(entries) - len(shown)
+        note = f"; {hidden} left out by the secret-file rules" if hidden else ""
+        return f"Folder {folder} ({len(lines)} entries{note}):\n" + "\n".join(lines) + "\n"
 
 
 def _with_notes(document: Document) -> Document:
@@ -223,27 +236,6 @@ def _with_notes(document: Document) -> Document:
         kind=document.kind,
         notes=document.notes,
     )
-
-
-def _resolve_root(root: Path) -> Path:
-    """A root as the real folder it names; a missing folder or a file is a startup error.
-    A relative root is read from the working directory, else from the project's root, as
-    ``benchmark.data.data_dir`` is (``deepledger.paths``): a run started outside the
-    repository passes the presets' ``benchmarks/...`` as they are written."""
-    try:
-        real = resolve_data_path(root).resolve(strict=True)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{root}: no such folder (looked for {looked_in(root)})") from None
-    if not real.is_dir():
-        raise NotADirectoryError(f"{root} is not a folder")
-    return real
-
-
-def _listing(folder: Path) -> str:
-    """A folder's entries, one a line, folders marked with a trailing slash."""
-    entries = sorted(folder.iterdir(), key=lambda entry: entry.name)
-    lines = [f"{entry.name}/" if entry.is_dir() else entry.name for entry in entries]
-    return f"Folder {folder} ({len(lines)} entries):\n" + "\n".join(lines) + "\n"
 
 
 def page(text: str, start: int, max_chars: int) -> str:
@@ -278,13 +270,14 @@ def _mib(size: int) -> str:
 
 def build_server(reader: Reader) -> MCPServer:
     """The MCP server exposing ``read``; its description names the roots so the model knows."""
-    roots = ", ".join(str(root) for root in reader.roots) or "none (URLs only)"
+    roots = ", ".join(str(place) for place in reader.confinement.places) or "none (URLs only)"
     server = MCPServer("deepledger-reader", instructions=f"Reads URLs and local files ({roots}).")
     description = (
         "Read a web page (http/https URL), a corpus:// link or a local file as text, one "
         "page at a time. Handles HTML, PDF, Word, Excel, PowerPoint, zip, plain text, "
         "Markdown, JSON and CSV; images come back as images; a folder gives its entries. "
-        f"Local files must lie inside: {roots}; relative paths start at the first. "
+        f"Local files must lie inside: {roots}; relative paths start at the first; files "
+        "that hold keys or credentials (.env, .git, *.pem, id_rsa...) are refused. "
         "The answer starts with a header like [chars 0-10000 of 53211; next: start=10000]: "
         "call again with that start to read on."
     )
@@ -305,10 +298,13 @@ def main(argv: list[str] | None = None) -> None:
     """Resolve the roots, then serve over stdio."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--root", action="append", type=Path, help="a folder files may come from")
+    parser.add_argument(
+        "--file", action="append", type=Path, default=[], help="a single file that may be read"
+    )
     args = parser.parse_args(argv)
     from_env = [Path(part) for part in os.environ.get(ROOTS_ENV, "").split(os.pathsep) if part]
     try:
-        reader = Reader(args.root or from_env)
+        reader = Reader(args.root or from_env, files=args.file)
     except OSError as exc:
         parser.exit(2, f"deepledger reader: a root folder cannot be used: {exc}\n")
     serve_stdio(build_server(reader))

@@ -1,7 +1,8 @@
 """The ``tool-python`` MCP server: MiroThinker's python tool, backed by our own sandbox.
 
-Run as ``python -m deepledger.tools.servers.tool_python [--root DIR ...] [--download-dir DIR]
-[--timeout S] [--memory-mb N] [--max-output-chars N] [--max-processes N] [--disk-mb N]
+Run as ``python -m deepledger.tools.servers.tool_python [--root DIR ...] [--file FILE ...]
+[--download-dir DIR] [--timeout S] [--memory-mb N] [--max-output-chars N] [--max-processes N]
+[--disk-mb N]
 [--isolation auto|bwrap|unshare|none]``; it speaks MCP over stdio. MiroThinker's models were
 trained on this server's name, tool names and argument names, so those match MiroThinker
 1.7's E2B-backed server exactly; what the tools do runs here, in the sandbox of
@@ -23,8 +24,11 @@ Tools
 ``upload_file_from_local_to_sandbox(sandbox_id, local_file_path, sandbox_file_path="/home/user")``
     Copies a local file into the sandbox: ``sandbox_file_path`` is a folder (the file keeps
     its name) unless it names a file with an extension. Local files are read only inside the
-    ``--root`` folders (the benchmark's data folder): the real path is checked, so ``..``
-    and symlinks leading out are refused; relative paths start at the first root.
+    ``--root`` folders (the benchmark's data folder) or as one of the ``--file`` files (an
+    attachment): the real path is checked, so ``..`` and symlinks leading out are refused,
+    and a file whose real path matches a secret-file rule (``.env*``, ``.git/``, keys;
+    ``deepledger.secret_files``) is refused whatever the root, with the rule named
+    (``confinement.Confinement``); relative paths start at the first root.
 ``download_file_from_sandbox_to_local(sandbox_id, sandbox_file_path, local_filename=None)``
     Copies a sandbox file into ``--download-dir`` (never elsewhere; the name is reduced to
     its last component and never overwrites an existing file), so other tools can read it.
@@ -56,6 +60,7 @@ from pydantic import Field
 
 from deepledger.paths import resolve_data_path
 from deepledger.tools.servers._stdio import serve_stdio
+from deepledger.tools.servers.confinement import Confinement, LocalFileRefused
 from deepledger.tools.servers.python_sandbox import (
     MAX_TRANSFER_BYTES,
     PythonSandbox,
@@ -92,12 +97,12 @@ class SandboxPool:
         self,
         limits: SandboxLimits,
         isolation: Isolation,
-        roots: list[Path],
+        confinement: Confinement,
         download_dir: Path | None,
     ) -> None:
         self.limits = limits
         self.isolation = isolation
-        self.roots = roots
+        self.confinement = confinement
         self.download_dir = download_dir
         self._sandboxes: dict[str, PythonSandbox] = {}
         self._creating = asyncio.Lock()
@@ -144,24 +149,15 @@ class SandboxPool:
         return posixpath.normpath(posixpath.join(home, path)) + trailing
 
     def local_source(self, path_text: str) -> Path:
-        """The real local file ``path_text`` names, if it lies inside a root."""
-        if not self.roots:
+        """The real local file ``path_text`` names, if it may be uploaded."""
+        if not self.confinement.places:
             raise ToolFailure("Local files cannot be uploaded: the server has no --root folder.")
-        candidate = Path(path_text.strip())
-        if not candidate.is_absolute():
-            candidate = self.roots[0] / candidate
         try:
-            real = candidate.resolve()
-        except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python 3.11)
-            raise ToolFailure(f"Cannot resolve {path_text}: {exc}") from exc
-        if not any(real.is_relative_to(root) for root in self.roots):
-            allowed = ", ".join(str(root) for root in self.roots)
-            raise ToolFailure(
-                f"{path_text} is outside the folders files may come from ({allowed})."
-            )
+            real = self.confinement.resolve(path_text)
+        except LocalFileRefused as exc:
+            raise ToolFailure(str(exc)) from exc
         if not real.is_file():
-            what = "a folder, not a file" if real.is_dir() else "not an existing file"
-            raise ToolFailure(f"{path_text} is {what} (relative paths start at {self.roots[0]}).")
+            raise ToolFailure(f"{path_text} is a folder, not a file.")
         return real
 
     def download_target(self, name: str) -> Path:
@@ -261,7 +257,8 @@ def _descriptions(pool: SandboxPool) -> dict[str, str]:
             "Copy a local file (e.g. a task's attached file) into a sandbox. "
             "sandbox_file_path is the folder to put it in (default the work folder); it may "
             "also name the file. Returns the file's path in the sandbox. Local files can come "
-            f"only from the task's data folder. {summary}"
+            "only from the task's data folder or attachment; files that hold keys or "
+            f"credentials (.env, .git, *.pem, id_rsa...) are refused. {summary}"
         ),
         "download_file_from_sandbox_to_local": (
             "Copy a file out of a sandbox to the local download folder, so that tools of "
@@ -374,12 +371,16 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SandboxLimi
         "relative paths start)",
     )
     parser.add_argument(
+        "--file", type=Path, action="append", default=[], help="a single file that may be uploaded"
+    )
+    parser.add_argument(
         "--download-dir", type=Path, default=None, help="the folder downloads are written to"
     )
     args = parser.parse_args(argv)
     limits = limits_from(parser, args)
     try:
-        args.root = [_existing_folder(root) for root in args.root]
+        args.confinement = Confinement(args.root, args.file)
+        args.root = args.confinement.roots
         if args.download_dir is not None:
             args.download_dir.mkdir(parents=True, exist_ok=True)
             args.download_dir = _existing_folder(args.download_dir)
@@ -399,7 +400,7 @@ def _existing_folder(folder: Path) -> Path:
 def main(argv: list[str] | None = None) -> None:
     args, limits = _parse_args(argv)
     isolation = isolation_from(args, limits, "tool_python")
-    pool = SandboxPool(limits, isolation, args.root, args.download_dir)
+    pool = SandboxPool(limits, isolation, args.confinement, args.download_dir)
 
     def on_sigterm(_signum: int, _frame: object) -> None:
         # As in python_sandbox: a SIGTERM mid-call must not leave sandboxes or folders behind.
