@@ -55,11 +55,19 @@ result the model sees, a note, a record) or one of the errors above::
     RuntimeError
      ├── IsolationUnavailableError   [tools/servers/sandbox_isolation.py] the isolation asked for
      │                               does not work on this machine
+     ├── ConfinementError            [tools/servers/sandbox_isolation.py] one sandbox's cgroup
+     │                               or disk could not be made (though the probe could)
+     ├── CgroupsUnavailableError     [tools/servers/sandbox_cgroups.py] no cgroup can hold a
+     │                               sandbox's processes here
+     ├── DiskQuotaUnavailableError   [tools/servers/sandbox_disk.py] no size-limited file
+     │                               system can be made here
      ├── SandboxUnavailableError     [tools/servers/python_sandbox.py] the worker did not start
      └── SandboxFileError            [tools/servers/python_sandbox.py] a file not moved in or out
     Exception
      ├── FetchError                  [web/fetch.py] a URL could not be fetched; ``kind`` says why
      ├── JinaError                   [web/jina.py] the Jina reader could not give the page
+     ├── LocalFileRefused            [tools/servers/confinement.py] a local file the model may
+     │                               not open, or that does not exist
      ├── ToolRefusal                 [tools/manager.py] an in-process tool turns a call down
      ├── ToolFailure                 [tools/servers/tool_python.py] a call the model can correct
      └── _StoppedByRunBudget         [bench/runner.py] the run's budget cut a task short
