@@ -51,6 +51,11 @@ RESUME_HARMLESS = (
     "llm.omp_wait_policy",
     "pricing",
     "sandbox",  # resource bounds of the python sandboxes, like timeouts: raise and resume
+    # Which local files the model may never open, and whether the working directory is a
+    # root: safety settings. Tightening them must not cost a new run directory, and a run
+    # from before they existed must resume under them.
+    "web.secret_files",
+    "web.allow_working_dir",
     "resume",
     "hydra",
     "question",
