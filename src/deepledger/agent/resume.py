@@ -110,7 +110,12 @@ CYCLE_STATE = "rebuilt"
 # The ends whose closing calls are made from the history and the answers alone: a kill
 # between the loop's end and its closing summary goes on at the summary. (A window or a
 # limit that ended the loop leaves state of its own to the closing: not rebuilt.)
-_ENDS_REBUILT = (EndReason.MODEL_FINISHED, EndReason.TURNS_EXHAUSTED, EndReason.LOOPING)
+_ENDS_REBUILT = (
+    EndReason.MODEL_FINISHED,
+    EndReason.CUT_OR_EMPTY,
+    EndReason.TURNS_EXHAUSTED,
+    EndReason.LOOPING,
+)
 # How long a resume waits for a process that still writes the journal: a Ray worker of
 # a killed driver ends itself within 0.2 s of its node's Ray going (bench/ray_backend.py)
 # and Ray ends a dead driver's actors soon after, so a resume started right
@@ -162,6 +167,9 @@ class Rebuilt:
     # The servers whose state the kill took (set by the caller, which knows the scopes).
     lost_tool_state: list[str] = field(default_factory=list)
     loop_ended: bool = False  # the journal holds loop_ended: only the closing is left
+    # Why the model stopped the last reply the journal holds: a kept reply without calls
+    # ends the loop as answered only when it was not cut (orchestrator.end_without_calls).
+    pending_stop: StopReason = StopReason.END_TURN
 
 
 async def reopen_unfinished(
@@ -353,6 +361,7 @@ def _apply(
     elif isinstance(event, LLMCall):
         stop = event.stop_reason or StopReason.END_TURN
         state.ledger.record(LLMResponse(Message.assistant(""), stop, event.usage))
+        rebuilt.pending_stop = stop
         state.prefix_breaks += event.prefix_broken
     elif isinstance(event, ClosingCall):  # compaction notes: in the totals only
         stop = event.stop_reason or StopReason.END_TURN

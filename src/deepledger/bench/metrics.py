@@ -46,7 +46,8 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
 - ``end_reasons``: how each task's last turn loop ended: ``answered`` (model finished),
   ``max_turns`` (turns exhausted), ``window_exhausted``, ``looping`` (the same reply and
   results over and over), ``limit`` (the task's own limit stopped it),
-  ``error`` (an ``error`` end
+  ``cut_or_empty`` (the model's last reply asked for no tools and was cut at
+  ``llm.max_tokens`` or said nothing: never counted as answered), ``error`` (an ``error`` end
   reason, or an errored task without one) and ``unknown`` — they sum to ``tasks.total``.
 - ``budget`` (``agent/limits.py``): the ``limits`` set in ``benchmark.execution``
   (``task_time_limit_seconds``, ``task_token_limit``, ``task_cost_limit_usd``,
@@ -132,6 +133,7 @@ END_REASONS = {
     "window_exhausted": "window_exhausted",
     "looping": "looping",
     "limit": "limit",
+    "cut_or_empty": "cut_or_empty",
     "error": "error",
 }
 
