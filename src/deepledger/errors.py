@@ -166,6 +166,11 @@ class LLMTimeoutError(TransientLLMError):
 class LLMConnectionError(TransientLLMError):
     """The provider could not be reached at all (refused, DNS, reset)."""
 
+    # No connection was made at all: refused, or no such host (not a reset, a dropped
+    # connection or a connect timeout, which a busy server gives too). Set by
+    # llm/classify.py; the retry policy reads it (EndpointUnreachableError).
+    never_connected: bool = False
+
 
 class FatalLLMError(LLMError):
     """A failure that sending the same request again cannot fix (4xx other than 408/409/429)."""

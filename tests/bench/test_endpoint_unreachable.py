@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from deepledger.errors import EndpointUnreachableError, LLMConnectionError
+from deepledger.llm.classify import connection_error, never_connected
 from deepledger.llm.retry import RetryingClient, RetryPolicy
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import Message
@@ -72,7 +73,9 @@ def retrying(script: list) -> RetryingClient:
 
 
 def refused() -> LLMConnectionError:
-    return LLMConnectionError("Could not reach the server (Connection refused).")
+    return connection_error(
+        "openai", "http://127.0.0.1:9/v1", "refused", cause=ConnectionRefusedError()
+    )
 
 
 async def test_never_reached_the_client_gives_up_as_unreachable():
@@ -80,6 +83,22 @@ async def test_never_reached_the_client_gives_up_as_unreachable():
     with pytest.raises(EndpointUnreachableError) as caught:
         await client.generate([Message.task("hi")])
     assert isinstance(caught.value.__cause__, LLMConnectionError)
+
+
+async def test_a_connection_lost_or_timed_out_is_never_taken_as_unreachable():
+    reset = connection_error("openai", "http://x/v1", "reset", cause=ConnectionResetError())
+    client = retrying([reset, reset])
+    with pytest.raises(LLMConnectionError) as caught:
+        await client.generate([Message.task("hi")])
+    assert not isinstance(caught.value, EndpointUnreachableError)
+
+
+def test_refused_and_unknown_hosts_are_connections_never_made():
+    assert never_connected(socket.gaierror(-2, "Name or service not known"))
+    wrapped = OSError("cannot connect")
+    wrapped.__cause__ = ConnectionRefusedError()
+    assert never_connected(wrapped)
+    assert not never_connected(ConnectionResetError()) and not never_connected(TimeoutError())
 
 
 async def test_once_reached_a_refused_connection_stays_a_transient_error():

@@ -8,8 +8,9 @@
 - Not retried: :class:`FatalLLMError` (bad request, auth, unknown model, prompt too long)
   — the same request would fail the same way.
 - Gives up after ``max_attempts`` attempts in all and raises the last error; when that
-  is a connection that could not be made (:class:`LLMConnectionError`) and no call of
-  this client has ever been answered, it raises :class:`EndpointUnreachableError`
+  is a connection that could not be made at all (refused, no such host:
+  ``LLMConnectionError.never_connected``) and no call of this client has ever reached
+  the server, it raises :class:`EndpointUnreachableError`
   instead: the address is wrong or the server is down, and every other call of the run
   would fail the same way (a suite stops on it, as on a 401). Once one call has been
   answered, a lost connection is the passing trouble it is retried as.
@@ -117,7 +118,7 @@ class RetryingClient(LLMClient):
         try:
             response = await self._retried(first_failure, messages, tools, settings)
         except LLMConnectionError as error:
-            if self.reached:
+            if self.reached or not error.never_connected:
                 raise
             raise EndpointUnreachableError(
                 f"{error} No call of this run has reached it, so it is taken as "
