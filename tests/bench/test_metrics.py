@@ -185,7 +185,6 @@ def test_tokens_cost_turns_end_reasons(records):
         "window_exhausted": 1,
         "looping": 0,
         "limit": 0,
-        "cut_or_empty": 0,
         "error": 1,
         "unknown": 0,
     }
@@ -231,10 +230,7 @@ def test_format_summary_shows_the_headline_numbers(records):
     assert "intermediate_fallback 0.000 (0/1)" in text
     assert "unknown (1 task without a price)" in text
     assert "2.0k input" in text
-    assert (
-        "answered 2 · max_turns 1 · window_exhausted 1 · looping 0 · limit 0 · cut_or_empty 0"
-        " · error 1"
-    ) in text
+    assert "answered 2 · max_turns 1 · window_exhausted 1 · looping 0 · limit 0 · error 1" in text
     assert "context" not in text  # no journals read: no token economics line
 
 

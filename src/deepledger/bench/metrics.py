@@ -47,7 +47,8 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   ``max_turns`` (turns exhausted), ``window_exhausted``, ``looping`` (the same reply and
   results over and over), ``limit`` (the task's own limit stopped it),
   ``cut_or_empty`` (the model's last reply asked for no tools and was cut at
-  ``llm.max_tokens`` or said nothing: never counted as answered), ``error`` (an ``error`` end
+  ``llm.max_tokens`` or said nothing: never counted as answered; listed only when a task
+  ended so), ``error`` (an ``error`` end
   reason, or an errored task without one) and ``unknown`` — they sum to ``tasks.total``.
 - ``budget`` (``agent/limits.py``): the ``limits`` set in ``benchmark.execution``
   (``task_time_limit_seconds``, ``task_token_limit``, ``task_cost_limit_usd``,
@@ -136,6 +137,9 @@ END_REASONS = {
     "cut_or_empty": "cut_or_empty",
     "error": "error",
 }
+# End reasons newer than the summaries of schema 1, counted only when a task ended so: a
+# summary without them keeps the shape its older readers know.
+END_REASONS_WHEN_SEEN = frozenset({"cut_or_empty"})
 
 
 @dataclass(frozen=True)
@@ -383,7 +387,7 @@ def _end_reasons(records: list[TaskRecord]) -> dict[str, int]:
         if reason is None:
             reason = "error" if record.status == "error" else "unknown"
         counts[reason] += 1
-    return counts
+    return {name: n for name, n in counts.items() if n or name not in END_REASONS_WHEN_SEEN}
 
 
 # ---------------------------------------------------------------------------- terminal
