@@ -84,6 +84,22 @@ def test_max_tokens_above_the_window_is_refused(tmp_path):
     assert "llm.max_tokens=9000" in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.parametrize("command", ["bench", "run"])
+def test_a_refused_config_leaves_no_new_run_folder_and_an_old_one_as_it_was(tmp_path, command):
+    refused = ("llm=openai_compatible", "llm.max_tokens=9000", "llm.max_context_length=4096")
+    question = ("What is 2 + 2?",) if command == "run" else ()
+    new = tmp_path / "new"
+    run = deepledger(command, *question, *refused, f"hydra.run.dir={new}/logs/run")
+    assert run.returncode == 2 and "llm.max_tokens=9000" in run.stderr
+    assert not new.exists()  # nor the parents made for it
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "notes.txt").write_text("mine")
+    run = deepledger(command, *question, *refused, f"hydra.run.dir={old}")
+    assert run.returncode == 2
+    assert [p.name for p in old.iterdir()] == ["notes.txt"]
+
+
 def test_unknown_command_is_a_usage_error():
     run = deepledger("benchmark")
     assert run.returncode == 2 and "unknown command" in run.stderr

@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -503,13 +503,30 @@ def _checked(cfg: Config) -> None:
     asyncio.run(create_client(cfg.llm).aclose())
 
 
+@contextlib.contextmanager
+def _refused_leaves_nothing() -> Iterator[None]:
+    """A command refused for its configuration before its run started leaves no new run
+    folder behind: the one the Hydra callback made (its lock, ``.hydra/``) is removed
+    again. A folder that was there before is left as it was."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from deepledger.store.lock import discard_claimed
+
+    try:
+        yield
+    except ConfigError:
+        discard_claimed(Path(HydraConfig.get().runtime.output_dir))
+        raise
+
+
 def _bench(cfg: Config, node: DictConfig) -> int:
     from hydra.core.hydra_config import HydraConfig
 
     from deepledger.bench.suite import run_suite
     from deepledger.config import node_data
 
-    _checked(cfg)
+    with _refused_leaves_nothing():
+        _checked(cfg)
     root = Path(HydraConfig.get().runtime.output_dir)
     composed = node_data(node, resolve=False)  # for .hydra/config.yaml: as composed
     summary = asyncio.run(run_suite(cfg, root, config_dir(), sys.argv[1:], hydra_config=composed))
@@ -521,6 +538,12 @@ def _bench(cfg: Config, node: DictConfig) -> int:
 
 
 def _run(cfg: Config, node: DictConfig) -> int:
+    with _refused_leaves_nothing():
+        question = _checked_question(cfg)
+    return asyncio.run(_answer_one(cfg, question))
+
+
+def _checked_question(cfg: Config) -> str:
     question = cfg.question
     if not question:
         raise ConfigError(
@@ -532,7 +555,7 @@ def _run(cfg: Config, node: DictConfig) -> int:
     if cfg.task_file:
         _refuse_secret_task_file(cfg)
     _checked(cfg)
-    return asyncio.run(_answer_one(cfg, question))
+    return question
 
 
 def _refuse_secret_task_file(cfg: Config) -> None:

@@ -27,6 +27,8 @@ class, its place and its parent.
      │         ├── ContextOverflowError  the provider rejected the prompt as too long
      │         └── EndpointRejectedError 401/403, or the model does not exist: every
      │              │                    request of the run would fail the same way
+     │              ├── EndpointUnreachableError  llm.base_url could not be reached after
+     │              │                    every retry, and no call of the run ever reached it
      │              ├── ExtractionModelRejectedError  [tools/scrape.py] tools.extract_llm's endpoint
      │              ├── NotesModelRejectedError  [context/compaction.py] agent.context.summary_llm's
      │              └── _JudgeRejectedError  [bench/runner.py] the judge's endpoint
@@ -164,6 +166,11 @@ class LLMTimeoutError(TransientLLMError):
 class LLMConnectionError(TransientLLMError):
     """The provider could not be reached at all (refused, DNS, reset)."""
 
+    # No connection was made at all: refused, or no such host (not a reset, a dropped
+    # connection or a connect timeout, which a busy server gives too). Set by
+    # llm/classify.py; the retry policy reads it (EndpointUnreachableError).
+    never_connected: bool = False
+
 
 class FatalLLMError(LLMError):
     """A failure that sending the same request again cannot fix (4xx other than 408/409/429)."""
@@ -183,3 +190,11 @@ class EndpointRejectedError(FatalLLMError):
     # which model, URL and key source refused, and what the server said (key blanked).
     whose: str | None = None
     said: str | None = None
+
+
+class EndpointUnreachableError(EndpointRejectedError):
+    """The endpoint could not be reached (refused, no such host) after every retry, and
+    no call of the run has reached it yet: the address is wrong or the server is down,
+    so a suite stops after the first task's retries instead of failing every task the
+    same way. Raised by the retry policy (``llm/retry.py``) in place of the
+    :class:`LLMConnectionError` it gave up on (its cause)."""

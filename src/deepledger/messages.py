@@ -81,6 +81,9 @@ class EndReason(StrEnum):
     WINDOW_EXHAUSTED = "window_exhausted"  # the window guard stopped the loop
     LOOPING = "looping"  # the same reply got the same results, turn after turn
     LIMIT = "limit"  # a task limit or the run's budget (benchmark.execution.*) was reached
+    # The model's last reply asked for no tools and was cut at llm.max_tokens or said
+    # nothing: it stopped, but it did not answer.
+    CUT_OR_EMPTY = "cut_or_empty"
 
 
 @dataclass(frozen=True)

@@ -561,3 +561,35 @@ async def test_a_kill_at_the_loops_end_goes_on_at_the_closing_calls(
     [record], [clean_record] = results(tmp_path / "killed"), results(tmp_path / "clean")
     assert record["correct"] is True and record["usage"] == clean_record["usage"]
     assert record["turns"] == clean_record["turns"] and record["end_reason"] == end
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["xml", "native"])
+async def test_a_kill_after_the_closing_call_goes_on_at_the_closing_call(tmp_path, native):
+    """Killed after its summary call was journaled (closing_call written) and before the
+    retry's result: the resumed retry asks the summary call again, as sent before, and
+    no turn; the killed call counts in the usage as well as the one made again."""
+    extra = ("llm.tool_protocol=native",) if native else ()
+    data = tmp_path / "data"
+    write_suite(data, 1)
+    clean = await bench(data, tmp_path / "clean", native, *extra)
+    shutil.copytree(tmp_path / "clean", tmp_path / "killed")
+    path = journal_path(tmp_path / "killed")
+    lines = path.read_bytes().splitlines(keepends=True)
+    closing = next(i for i, line in enumerate(lines) if b'"closing_call"' in line)
+    assert b'"summary"' in lines[closing]
+    path.write_bytes(b"".join(lines[: closing + 1]) + b'{"ts": "2026-')
+    (task_dir(tmp_path / "killed") / "progress.jsonl").unlink()
+    (tmp_path / "killed" / "benchmark_results.jsonl").unlink()
+    resumed = await bench(data, tmp_path / "killed", native, *extra)
+    assert resumed == clean[-1:]  # exactly the closing call again, not turn 1
+    events = journal_events(tmp_path / "killed")
+    assert [e.event for e in events if e.event.startswith("resume")] == ["resumed"]
+    [marker] = [e for e in events if e.event == "resumed"]
+    assert (marker.at_closing, marker.replayed_reply) == (True, False)
+    assert [e.purpose for e in events if e.event == "closing_call"] == ["summary", "summary"]
+    [record], [clean_record] = results(tmp_path / "killed"), results(tmp_path / "clean")
+    assert record["correct"] is True and record["turns"] == clean_record["turns"]
+    summary = [e for e in events if e.event == "closing_call"][-1].usage
+    for kind in ("input_tokens", "output_tokens"):
+        expected = clean_record["usage"][kind] + getattr(summary, kind)
+        assert record["usage"][kind] == expected, kind

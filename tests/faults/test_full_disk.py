@@ -207,3 +207,36 @@ def test_a_full_disk_while_another_task_waits_on_a_tool_ends_the_run(tmp_path, s
         first = bench([sys.executable, "-m", "deepledger", "bench", *overrides], timeout=20)
     assert first.returncode == 2, first.stderr[-2000:]
     assert "the disk is full" in first.stderr
+
+
+def test_a_disk_too_full_for_the_report_says_so_in_one_line_and_exits_2(tmp_path, small_disk):
+    """The disk fills at the task's closing call, leaving room for its records and the
+    summary but not for the HTML report: one line says what was not written, where, and
+    that the results are complete; no traceback; exit code 2."""
+    write_suite(tmp_path / "data", 1)
+    model = ResearchModel(use_tools=False)
+
+    def filling(request: RecordedRequest) -> Step:
+        if SUMMARY_MARK in message_texts(request)[-1]:
+            with (small_disk / "filler").open("wb") as out:
+                room = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+                out.write(b"\0" * max(0, room - 64 * 1024))  # the records' room, not more
+        return model(request)
+
+    run_dir = small_disk / "run"
+    with FakeLLMServer(responder=filling) as server:
+        overrides = [
+            "benchmark.execution.report=true" if o == "benchmark.execution.report=false" else o
+            for o in bench_overrides(
+                tmp_path / "data", server.openai_base_url, extra=[f"hydra.run.dir={run_dir}"]
+            )
+        ]
+        done = bench([sys.executable, "-m", "deepledger", "bench", *overrides], timeout=60)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("deepledger:")]
+    assert f"{run_dir / 'report.html'} could not be written" in line
+    assert "the results are complete" in line and f"deepledger report {run_dir}" in line
+    assert {r["status"] for r in latest_outcomes(run_dir).values()} == {"finished"}
+    assert json.loads((run_dir / "summary.json").read_text())["tasks"]["finished"] == 1
+    assert not (run_dir / "report.html").exists()

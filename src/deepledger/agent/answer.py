@@ -10,7 +10,8 @@ off                          any way         generate (boxed retries); no box ->
                                              to the last intermediate \\boxed{} answer
 on, not the final retry      out of turns /  skip generating (any answer would be a blind
                              window /        guess); write the post-mortem
-                             looping
+                             looping /
+                             cut or empty
 on, not the final retry      model finished  generate (boxed retries), no fallback; no box
                                              -> write the post-mortem
 on, the final retry          any way         generate (boxed retries); no box -> fall back
@@ -27,6 +28,11 @@ reply has no box, remove it and ask again with a note that the box was missing, 
 ``max_final_answer_retries`` times; the last of these replies starts inside the box
 (``\\boxed{`` as a prefill) when the provider continues prefills. Every answer records
 its :class:`Provenance`.
+
+A loop that ends on a reply cut at ``llm.max_tokens`` or empty (``cut_or_empty``) ended
+without an answer: it takes the branch of a loop out of turns. No summary reply cut at
+``llm.max_tokens`` is taken as the answer, box or not: it is asked again as a reply
+without a box is.
 
 A sub-agent (``boxed=False``) has no box to find: its last reply is its report, and when
 its turns run out it is asked once for the report.
@@ -62,7 +68,7 @@ from deepledger.context.policy import ContextPolicy
 from deepledger.errors import ContextOverflowError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.endpoints import failed_call, routed_events
-from deepledger.messages import EndReason, Message, ToolSpec
+from deepledger.messages import EndReason, LLMResponse, Message, StopReason, ToolSpec
 from deepledger.prompts import render
 from deepledger.records.events import (
     AnswerSkipped,
@@ -153,7 +159,8 @@ class AnswerGenerator:
             return
         policy = self.policy
         # Out of turns, out of window, looping (or a limit, which makes this the final
-        # retry): the loop stopped the model, the model did not stop.
+        # retry): the loop stopped the model, the model did not stop. A reply cut at
+        # llm.max_tokens or empty (cut_or_empty) stopped it without an answer either.
         exhausted = state.end_reason is not EndReason.MODEL_FINISHED
         managed = policy.context_management and not policy.is_final_retry
         if managed and exhausted:
@@ -173,12 +180,15 @@ class AnswerGenerator:
             # The last chance, when the provider continues a prefill: the reply starts
             # inside the box, so even a model that never boxes gives an answer.
             last = attempt > 0 and attempt == attempts - 1 and call.llm.capabilities.prefill
-            reply = await call.ask(prompts, "summary", prefill=BOX_OPENING if last else "")
-            if reply is None:  # it cannot fit; every later try would be longer still
+            response = await call.ask_reply(prompts, "summary", prefill=BOX_OPENING if last else "")
+            if response is None:  # it cannot fit; every later try would be longer still
                 return
-            text = BOX_OPENING + reply if last else reply
+            text = BOX_OPENING + response.text if last else response.text
             state.final_text = text
-            answer = last_boxed(text)
+            # A reply cut at llm.max_tokens is never the answer, even with a box in it:
+            # it is asked again as a reply without one would be.
+            cut = response.stop_reason is StopReason.MAX_TOKENS
+            answer = None if cut else last_boxed(text)
             if answer is not None:
                 state.final_answer = answer
                 state.provenance = Provenance.SUMMARY if attempt == 0 else Provenance.BOXED_RETRY
@@ -242,6 +252,13 @@ class _Caller:
         """The reply's text; None when the request cannot fit the window (not sent).
         With ``prefill`` the request ends with it as the start of the reply, and the text
         returned is the model's continuation only."""
+        response = await self.ask_reply(prompts, purpose, prefill)
+        return None if response is None else response.text
+
+    async def ask_reply(
+        self, prompts: list[Message], purpose: str, prefill: str = ""
+    ) -> LLMResponse | None:
+        """:meth:`ask`'s reply whole: its text and why the model stopped writing it."""
         if prefill:
             prompts = [*prompts, Message.assistant(prefill)]
         while True:
@@ -270,7 +287,7 @@ class _Caller:
         )
         for event in routed_events(closing, response.routing):  # llm.endpoints: where it went
             self.journal.write(event)
-        return response.text
+        return response
 
     def _fits(self, messages: list[Message]) -> tuple[bool, int]:
         if self.window is None:

@@ -5,11 +5,12 @@ when due, the window guard's verdict, the strategy's pick of the history with
 ``keep_tool_result`` applied), ask the model, roll the reply back if it is unusable,
 keep it (recording any ``\\boxed{}`` as an intermediate answer), run its tool calls,
 append the results. The loop ends when the model answers without tools
-(``MODEL_FINISHED``), ``max_turns`` replies have been kept (``TURNS_EXHAUSTED``), the
-window guard stops it (``WINDOW_EXHAUSTED``), the newest replies go round a cycle of one
-to three turns again and again (``LOOPING``, see :func:`find_cycle`), or a task limit or
-the run's budget is reached before a turn (``LIMIT``, see ``limits.py``); then the state
-goes to finalization.
+(``MODEL_FINISHED``; ``CUT_OR_EMPTY`` when that reply was cut at ``llm.max_tokens`` or
+says nothing, see :func:`end_without_calls`), ``max_turns`` replies have been kept
+(``TURNS_EXHAUSTED``), the window guard stops it (``WINDOW_EXHAUSTED``), the newest
+replies go round a cycle of one to three turns again and again (``LOOPING``, see
+:func:`find_cycle`), or a task limit or the run's budget is reached before a turn
+(``LIMIT``, see ``limits.py``); then the state goes to finalization.
 
 A request the server refuses as too long is handled as the guard would have handled it,
 had it known (:meth:`Orchestrator._after_overflow`); when nothing can be dropped the
@@ -142,6 +143,16 @@ def reply_key(reply: Message, outcome: Message | RollbackReason, turn: int) -> R
         came = [outcome.content, results]
     kept = not isinstance(outcome, RollbackReason)
     return ReplyKey(hashlib.sha256(sorted_json([said, came])).digest(), turn, kept)
+
+
+def end_without_calls(reply: Message, stop: StopReason) -> EndReason:
+    """Why the loop ends on a kept ``reply`` that runs no tools: the model answered,
+    unless the reply was cut at ``llm.max_tokens`` or holds no text. Neither is an
+    answer, whatever box it holds: a cut reply may have been about to take it back.
+    (Asking again with a larger reply budget would start from this verdict.)"""
+    if stop is StopReason.MAX_TOKENS or not reply.content.strip():
+        return EndReason.CUT_OR_EMPTY
+    return EndReason.MODEL_FINISHED
 
 
 def find_cycle(replies: Sequence[ReplyKey], repeats: int) -> Cycle | None:
@@ -304,7 +315,7 @@ class Orchestrator:
         self._rejected_reply = rebuilt.rejected_reply
         if rebuilt.lost_tool_state:
             self._lost_state_note = lost_state_note(rebuilt.lost_tool_state)
-        replayed = self._calls_to_replay(state, rebuilt.pending)
+        replayed = self._calls_to_replay(state, rebuilt.pending, rebuilt.pending_stop)
         # The loop had ended (or ends before asking: out of turns): the closing is next.
         at_closing = replayed is None and (
             state.end_reason is not None or state.turn >= self.limits.max_turns
@@ -324,17 +335,20 @@ class Orchestrator:
             self._stop_if_looping(state, reply_key(reply, results, state.turn))
         return state
 
-    def _calls_to_replay(self, state: RunState, pending: Message | None) -> ParsedCalls | None:
-        """The calls of the kept reply ``pending`` whose results the kill cut off, to run
-        again; None when there is none, or when the reply had none to run: the model
-        finished on it (the end reason set, as ``_turn`` would have)."""
+    def _calls_to_replay(
+        self, state: RunState, pending: Message | None, stop: StopReason
+    ) -> ParsedCalls | None:
+        """The calls of the kept reply ``pending`` (the model stopped it for ``stop``)
+        whose results the kill cut off, to run again; None when there is none, or when
+        the reply had none to run: the loop ended on it (the end reason set, as
+        ``_turn`` would have)."""
         if pending is None:
             return None
         response = LLMResponse(pending, StopReason.TOOL_USE, Usage())
         parsed = self.protocol.extract(response, state.turn)
         boxed = last_boxed(pending.content)  # as _keep_reply found it
         if not parsed.calls and (not parsed.malformed or boxed is not None):  # as _turn
-            state.end_reason = EndReason.MODEL_FINISHED
+            state.end_reason = end_without_calls(pending, stop)
             return None
         return parsed
 
@@ -361,7 +375,7 @@ class Orchestrator:
         # No call to run: the model is done. So is a reply that answers in a box and only
         # mentions tool markup it did not mean as a call.
         if not parsed.calls and (not parsed.malformed or boxed is not None):
-            state.end_reason = EndReason.MODEL_FINISHED
+            state.end_reason = end_without_calls(state.history[-1], response.stop_reason)
             return
         await self._run_tools(state, parsed)
         reply, results = state.history[-2:]  # what _keep_reply and _run_tools appended

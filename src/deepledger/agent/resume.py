@@ -24,7 +24,11 @@ A journal this module cannot rebuild exactly gets a reason instead of a point, a
 retry starts afresh as with ``resume=retry``: a line torn before the last one, another
 schema, other settings (the run's ``config_id``), another task text, images (journals
 keep no image data), an event this module does not rebuild (sub-agents, a context
-overflow, a loop ended by the window guard or a limit, a closing call made).
+overflow, a loop ended by the window guard or a limit).
+
+A kill after the loop's end goes on at its closing: the summary (and any boxed retry or
+post-mortem) is asked again from the rebuilt state, also when the killed run had made
+some of those calls already (their ``closing_call`` lines count in the usage, once).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from deepledger.messages import EndReason, LLMResponse, Message, StopReason
 from deepledger.records.base import SCHEMA_VERSION
 from deepledger.records.codec import decode
 from deepledger.records.events import (
+    AnswerSkipped,
     AssistantTurn,
     ClosingCall,
     Compacted,
@@ -58,12 +63,14 @@ from deepledger.records.events import (
     EndpointMoved,
     Event,
     ExtractionCall,
+    FinalAnswer,
     FirstCallSkipped,
     JournalOpened,
     LLMCall,
     LoopEnded,
     Looping,
     PairingRepaired,
+    PostMortem,
     Resumed,
     ResumeFellBack,
     RetryStarted,
@@ -96,10 +103,14 @@ _REBUILT: tuple[type[Event], ...] = (
     CompactionSkipped,
     CompactionFailed,
     ContextCut,  # batched or urgent cuts: an urgent one moves the schedule (adopted)
-    ClosingCall,  # compaction notes only: another closing call is past the loop
+    ClosingCall,  # compaction notes; after loop_ended, a closing call made again
     ExtractionCall,  # the page extractor's calls: in the totals
     Looping,  # the loop ended on a cycle
     LoopEnded,  # for the ends whose closing calls start from the state alone (below)
+    # What the closing journals after loop_ended: it is made again from the state.
+    FinalAnswer,
+    AnswerSkipped,
+    PostMortem,
     Resumed,
     ResumeFellBack,
 )
@@ -110,7 +121,12 @@ CYCLE_STATE = "rebuilt"
 # The ends whose closing calls are made from the history and the answers alone: a kill
 # between the loop's end and its closing summary goes on at the summary. (A window or a
 # limit that ended the loop leaves state of its own to the closing: not rebuilt.)
-_ENDS_REBUILT = (EndReason.MODEL_FINISHED, EndReason.TURNS_EXHAUSTED, EndReason.LOOPING)
+_ENDS_REBUILT = (
+    EndReason.MODEL_FINISHED,
+    EndReason.CUT_OR_EMPTY,
+    EndReason.TURNS_EXHAUSTED,
+    EndReason.LOOPING,
+)
 # How long a resume waits for a process that still writes the journal: a Ray worker of
 # a killed driver ends itself within 0.2 s of its node's Ray going (bench/ray_backend.py)
 # and Ray ends a dead driver's actors soon after, so a resume started right
@@ -162,6 +178,9 @@ class Rebuilt:
     # The servers whose state the kill took (set by the caller, which knows the scopes).
     lost_tool_state: list[str] = field(default_factory=list)
     loop_ended: bool = False  # the journal holds loop_ended: only the closing is left
+    # Why the model stopped the last reply the journal holds: a kept reply without calls
+    # ends the loop as answered only when it was not cut (orchestrator.end_without_calls).
+    pending_stop: StopReason = StopReason.END_TURN
 
 
 async def reopen_unfinished(
@@ -225,13 +244,18 @@ def read_unfinished(path: Path, *, config_id: str | None, task: str) -> ResumePo
 def _point(
     path: Path, events: list[Event], *, config_id: str | None, task: str
 ) -> ResumePoint | str:
+    ended = False  # past loop_ended: the closing's own lines may follow
     for event in events:
         if not isinstance(event, _REBUILT):
             return f"its {event.event} event is not rebuilt by resume=turn"
-        if isinstance(event, ClosingCall) and event.purpose != "compaction":
-            return f"its {event.purpose} call comes after the loop"
+        closing = isinstance(event, FinalAnswer | AnswerSkipped | PostMortem) or (
+            isinstance(event, ClosingCall) and event.purpose != "compaction"
+        )
+        if closing and not ended:
+            return f"its {event.event} line comes before the loop's end"
         if isinstance(event, LoopEnded) and event.end_reason not in _ENDS_REBUILT:
             return f"its loop ended by {event.end_reason}, whose closing is not rebuilt"
+        ended = ended or isinstance(event, LoopEnded)
         if isinstance(event, ToolResults) and any(r.images for r in event.results):
             return "a tool result held images, which journals keep no data of"
     retry = next((e for e in events if isinstance(e, RetryStarted)), None)
@@ -353,8 +377,9 @@ def _apply(
     elif isinstance(event, LLMCall):
         stop = event.stop_reason or StopReason.END_TURN
         state.ledger.record(LLMResponse(Message.assistant(""), stop, event.usage))
+        rebuilt.pending_stop = stop
         state.prefix_breaks += event.prefix_broken
-    elif isinstance(event, ClosingCall):  # compaction notes: in the totals only
+    elif isinstance(event, ClosingCall):  # notes, or a closing made again: in the totals
         stop = event.stop_reason or StopReason.END_TURN
         state.ledger.record_aside(LLMResponse(event.message, stop, event.usage))
     elif isinstance(event, Looping):

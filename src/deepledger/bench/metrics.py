@@ -46,7 +46,9 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
 - ``end_reasons``: how each task's last turn loop ended: ``answered`` (model finished),
   ``max_turns`` (turns exhausted), ``window_exhausted``, ``looping`` (the same reply and
   results over and over), ``limit`` (the task's own limit stopped it),
-  ``error`` (an ``error`` end
+  ``cut_or_empty`` (the model's last reply asked for no tools and was cut at
+  ``llm.max_tokens`` or said nothing: never counted as answered; listed only when a task
+  ended so), ``error`` (an ``error`` end
   reason, or an errored task without one) and ``unknown`` — they sum to ``tasks.total``.
 - ``budget`` (``agent/limits.py``): the ``limits`` set in ``benchmark.execution``
   (``task_time_limit_seconds``, ``task_token_limit``, ``task_cost_limit_usd``,
@@ -132,8 +134,12 @@ END_REASONS = {
     "window_exhausted": "window_exhausted",
     "looping": "looping",
     "limit": "limit",
+    "cut_or_empty": "cut_or_empty",
     "error": "error",
 }
+# End reasons newer than the summaries of schema 1, counted only when a task ended so: a
+# summary without them keeps the shape its older readers know.
+END_REASONS_WHEN_SEEN = frozenset({"cut_or_empty"})
 
 
 @dataclass(frozen=True)
@@ -381,7 +387,7 @@ def _end_reasons(records: list[TaskRecord]) -> dict[str, int]:
         if reason is None:
             reason = "error" if record.status == "error" else "unknown"
         counts[reason] += 1
-    return counts
+    return {name: n for name, n in counts.items() if n or name not in END_REASONS_WHEN_SEEN}
 
 
 # ---------------------------------------------------------------------------- terminal

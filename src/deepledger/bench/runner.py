@@ -98,6 +98,7 @@ from deepledger.context.compaction import NoteWriter
 from deepledger.errors import (
     DeepLedgerError,
     EndpointRejectedError,
+    EndpointUnreachableError,
     RayBackendError,
     RunDirectoryError,
     RunRejectedError,
@@ -520,8 +521,10 @@ class BenchmarkRunner:
         """The one message of a suite stopped by an endpoint that rejects it (described
         by the worker that met it, with the backend=ray: ``mark_rejected``)."""
         whose = exc.whose or self.rejecting(exc)
-        status = f"HTTP {exc.status}" if exc.status else "a rejection"
         said = exc.said or str(exc.__cause__ or exc)  # key blanked
+        if any(isinstance(cause, EndpointUnreachableError) for cause in _causes(exc)):
+            return _unreachable(whose, said, not_done)
+        status = f"HTTP {exc.status}" if exc.status else "a rejection"
         return RunRejectedError(
             f"the model endpoint answered {status}, refusing the key or the model, for "
             f"{whose}. The suite stopped at this first such answer: {plural(not_done, 'task')} "
@@ -857,6 +860,19 @@ def _say_budget_spent(hit: LimitHit, not_started: int, stopped: int) -> None:
         "the budget and run the same command again (same hydra.run.dir) to run them "
         "(finished tasks and retries are kept).",
         file=sys.stderr,
+    )
+
+
+def _unreachable(whose: str, said: str, not_done: int) -> RunRejectedError:
+    """The one message of a suite stopped because its model could not be reached before
+    any call of the run reached it (``llm/retry.py``)."""
+    return RunRejectedError(
+        f"the model endpoint could not be reached, for {whose}, and no call of the run "
+        f"has reached it. The suite stopped after the first task's retries: "
+        f"{plural(not_done, 'task')} {'is' if not_done == 1 else 'are'} not done and none "
+        "of them was recorded. Check the URL (and that its server is running), then run "
+        "the same command again (same hydra.run.dir) to resume.\n"
+        f"  {said}"
     )
 
 

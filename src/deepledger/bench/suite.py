@@ -40,7 +40,7 @@ from deepledger.config import (
     typed_llm,
 )
 from deepledger.context.compaction import NoteWriter
-from deepledger.errors import ConfigError
+from deepledger.errors import ConfigError, RunDirectoryError
 from deepledger.llm.base import GenerationSettings, LLMCapabilities, LLMClient
 from deepledger.llm.factory import create_client, settings_from_config
 from deepledger.llm.usage import find_price
@@ -85,6 +85,7 @@ async def run_suite(
     scraper = page_scraper(cfg, conf_dir)
     run_dir = RunStore(root)
     cluster, workers = None, None
+    unwritten: RunDirectoryError | None = None  # the final report, refused by the disk
     try:
         config = as_record(cfg)
         # Refused before the manifest changes: a resume that would mix settings (or
@@ -143,9 +144,12 @@ async def run_suite(
         summary.endpoints = await asyncio.to_thread(endpoint_counts, root)  # llm.endpoints
         run_dir.write_summary(summary)
         run_dir.finish()
-        report = await asyncio.to_thread(
-            _write_report, root, summary, wanted=cfg.benchmark.execution.report
-        )
+        try:
+            report = await asyncio.to_thread(
+                _write_report, root, summary, wanted=cfg.benchmark.execution.report
+            )
+        except RunDirectoryError as refused:  # the results are on disk: said after them
+            report, unwritten = None, refused
     finally:
         if workers is not None:
             await workers.close()
@@ -155,7 +159,22 @@ async def run_suite(
     print(format_summary(summary))
     if report is not None:
         print(f"Report: {report}")
+    if unwritten is not None:
+        raise _report_not_written(root, unwritten)
     return summary
+
+
+def _report_not_written(root: Path, refused: RunDirectoryError) -> RunDirectoryError:
+    """The one line of a run whose report the disk refused (full, or read-only): its
+    results and summary are written, so only the report is to be made again."""
+    cause = refused.__cause__
+    why = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(refused)
+    layout = RunLayout(root)
+    return RunDirectoryError(
+        f"the HTML report {layout.report} could not be written ({why}); the results are "
+        f"complete ({layout.results.name}, {layout.summary.name}). Free some space, then "
+        f"write it with: deepledger report {root}"
+    )
 
 
 async def _report_while_running(
@@ -210,7 +229,9 @@ def _write_report(
     """The run's HTML report; None when ``wanted`` is false
     (``benchmark.execution.report=false``: ``deepledger report RUN_DIR`` writes it
     later). A report that cannot be written costs the run nothing: its results and
-    summary are on disk, and ``deepledger report`` can try again.
+    summary are on disk, and ``deepledger report`` can try again. A disk that refuses it
+    (full, read-only) raises :class:`RunDirectoryError` for the final report, which the
+    run says in one line after its summary (exit code 2).
 
     A live report (``ended`` given) is skipped once the run has ended: cancelling its
     task does not stop a thread already writing, so the final report waits for the lock
@@ -222,6 +243,10 @@ def _write_report(
             if ended is not None and ended.is_set():
                 return None
             return write_run_report(root, summary)
+    except RunDirectoryError:  # the disk is full or read-only: no traceback, said once
+        if ended is not None:  # a live one: the final report will say it
+            return None
+        raise
     except Exception as exc:
         log.exception("the report could not be written")
         if ended is not None:  # a live one: the final report will say it, once

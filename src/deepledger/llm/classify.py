@@ -12,6 +12,7 @@ from __future__ import annotations
 import email.utils
 import errno
 import json
+import socket
 import time
 from collections.abc import Mapping, Sequence
 from types import ModuleType
@@ -73,7 +74,7 @@ def from_sdk(
     if isinstance(exc, sdk.APITimeoutError) and not _refused(exc):
         return timeout_error(provider, base_url, timeout)
     if isinstance(exc, sdk.APIConnectionError):
-        return connection_error(provider, base_url, _connection_detail(exc))
+        return connection_error(provider, base_url, _connection_detail(exc), cause=exc)
     if isinstance(exc, sdk.APIStatusError):
         headers = exc.response.headers
         if 300 <= exc.status_code < 400:
@@ -204,12 +205,31 @@ def out_of_open_files(exc: BaseException, provider: str) -> FatalLLMError | None
     return None
 
 
-def connection_error(provider: str, base_url: str, detail: str) -> LLMConnectionError:
-    return LLMConnectionError(
+def connection_error(
+    provider: str, base_url: str, detail: str, *, cause: BaseException | None = None
+) -> LLMConnectionError:
+    """``cause``: what failed, to tell whether no connection was made at all."""
+    error = LLMConnectionError(
         f"Could not reach the {provider} server at {base_url} ({detail}). Is it running? "
         "Set llm.base_url to the server's address.",
         provider=provider,
     )
+    error.never_connected = cause is not None and never_connected(cause)
+    return error
+
+
+def never_connected(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) says no connection could be made:
+    refused, or the host name does not resolve. A reset or a dropped connection met a
+    server; a connect timeout may be a busy one."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError | socket.gaierror):
+            return True
+        if isinstance(seen, OSError) and seen.errno == errno.ECONNREFUSED:
+            return True  # aiohttp's ClientConnectorError carries the refusal's errno
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def connect_timeout_error(provider: str, base_url: str, timeout: float) -> LLMConnectionError:

@@ -305,7 +305,9 @@ class OpenAIChatClient(LLMClient):
         if (out_of_files := classify.out_of_open_files(exc, self.provider)) is not None:
             return out_of_files
         if isinstance(exc, _CONNECTION_FAILURES):
-            return classify.connection_error(self.provider, self.base_url, _describe(exc))
+            return classify.connection_error(
+                self.provider, self.base_url, _describe(exc), cause=exc
+            )
         return None
 
     async def aclose(self) -> None:

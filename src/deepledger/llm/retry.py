@@ -7,7 +7,13 @@
   ``Retry-After`` is waited exactly that long (capped at ``max_retry_after_seconds``).
 - Not retried: :class:`FatalLLMError` (bad request, auth, unknown model, prompt too long)
   — the same request would fail the same way.
-- Gives up after ``max_attempts`` attempts in all and raises the last error.
+- Gives up after ``max_attempts`` attempts in all and raises the last error; when that
+  is a connection that could not be made at all (refused, no such host:
+  ``LLMConnectionError.never_connected``) and no call of this client has ever reached
+  the server, it raises :class:`EndpointUnreachableError`
+  instead: the address is wrong or the server is down, and every other call of the run
+  would fail the same way (a suite stops on it, as on a 401). Once one call has been
+  answered, a lost connection is the passing trouble it is retried as.
 
 Providers turn their SDK's retries off; nothing else in deepledger retries model calls.
 """
@@ -28,7 +34,13 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from deepledger.errors import RateLimitedError, TransientLLMError
+from deepledger.errors import (
+    EndpointUnreachableError,
+    LLMConnectionError,
+    LLMError,
+    RateLimitedError,
+    TransientLLMError,
+)
 from deepledger.llm.base import GenerationSettings, LLMCapabilities, LLMClient
 from deepledger.llm.tokens import TokenCounter
 from deepledger.messages import LLMResponse, Message, ToolSpec
@@ -85,6 +97,9 @@ class RetryingClient(LLMClient):
         self._sleep = sleep  # swappable so tests can check waits without waiting
         self.provider = inner.provider
         self.retries = 0  # retries made over this client's life, for the journal
+        # A call of this client reached the server (an answer, or an error it sent):
+        # from then on a connection that cannot be made is a passing trouble.
+        self.reached = False
 
     async def generate(
         self,
@@ -97,9 +112,46 @@ class RetryingClient(LLMClient):
         # 2,048 tasks. A failure is handed to tenacity as its first attempt's outcome,
         # so waits, logs and the attempt count are exactly tenacity's.
         try:
-            return await self.inner.generate(messages, tools, settings)
+            return await self._once(messages, tools, settings)
         except TransientLLMError as error:
             first_failure: TransientLLMError | None = error
+        try:
+            response = await self._retried(first_failure, messages, tools, settings)
+        except LLMConnectionError as error:
+            if self.reached or not error.never_connected:
+                raise
+            raise EndpointUnreachableError(
+                f"{error} No call of this run has reached it, so it is taken as "
+                "unreachable rather than busy.",
+                provider=error.provider,
+            ) from error
+        return response
+
+    async def _once(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None,
+        settings: GenerationSettings | None,
+    ) -> LLMResponse:
+        """One attempt, noting whether the server was reached."""
+        try:
+            response = await self.inner.generate(messages, tools, settings)
+        except LLMConnectionError:
+            raise
+        except LLMError:  # the server answered, if only with an error
+            self.reached = True
+            raise
+        self.reached = True
+        return response
+
+    async def _retried(
+        self,
+        first_failure: TransientLLMError | None,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None,
+        settings: GenerationSettings | None,
+    ) -> LLMResponse:
+        """The call retried after ``first_failure`` as tenacity's first attempt."""
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(TransientLLMError),
             stop=stop_after_attempt(self.policy.max_attempts),
@@ -113,7 +165,7 @@ class RetryingClient(LLMClient):
                 if first_failure is not None:
                     failure, first_failure = first_failure, None
                     raise failure
-                return await self.inner.generate(messages, tools, settings)
+                return await self._once(messages, tools, settings)
         raise AssertionError("unreachable: tenacity either returns or reraises")
 
     async def _call(  # pragma: no cover

@@ -10,10 +10,13 @@ The lock is an ``flock`` on ``.lock``: a killed run's lock goes with its process
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
+import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -45,6 +48,19 @@ def _lock_soon(handle: BinaryIO, tries: int = 25, pause: float = 0.02) -> bool:
 _claimed: dict[Path, BinaryIO] = {}
 
 
+@dataclass(frozen=True)
+class _Before:
+    """What a run directory was before this process claimed it: what a refused command
+    puts back (``discard_claimed``)."""
+
+    made: Path | None  # the outermost folder the claim made (root or a parent); None: none
+    lock: bool  # the lock file was there
+    hydra: bool  # so was .hydra/
+
+
+_before: dict[Path, _Before] = {}
+
+
 def adopt(root: Path) -> BinaryIO:
     """Claim ``root`` (if this process has not yet) and take over its lock: the caller
     keeps it open until it is done, and closing it releases the folder."""
@@ -59,14 +75,53 @@ def claim(root: Path, key: str = "hydra.run.dir") -> None:
     (a new one refused for a full disk may be left holding an empty lock file)."""
     root = Path(os.path.abspath(root))
     if root not in _claimed:
+        layout = RunLayout(root)
+        before = _Before(_outermost_missing(root), layout.lock.exists(), layout.hydra.exists())
         _claimed[root] = _take_lock(root, key)
+        _before[root] = before
+
+
+def _outermost_missing(root: Path) -> Path | None:
+    """The outermost of ``root`` and its parents that does not exist (None: root does)."""
+    missing = None
+    for folder in [root, *root.parents]:
+        if folder.exists():
+            break
+        missing = folder
+    return missing
 
 
 def release(root: Path) -> None:
     """Give back a lock ``claim`` took and no RunStore adopted."""
-    handle = _claimed.pop(Path(os.path.abspath(root)), None)
+    root = Path(os.path.abspath(root))
+    _before.pop(root, None)
+    handle = _claimed.pop(root, None)
     if handle is not None:
         handle.close()  # closing the file releases its lock
+
+
+def discard_claimed(root: Path) -> None:
+    """Give back ``root``'s lock and undo what claiming it did, for a command refused
+    before its run started: a folder the claim made is removed (with the parents it made
+    for it), so no new folder is left behind; a folder that was there is left as it was
+    (the lock file and ``.hydra/`` written since are removed)."""
+    root = Path(os.path.abspath(root))
+    before = _before.pop(root, None)
+    if before is None or root not in _claimed:
+        return
+    layout = RunLayout(root)
+    if before.made is not None:  # while locked: no other deepledger process wrote here
+        shutil.rmtree(root)
+    elif not before.hydra:
+        shutil.rmtree(layout.hydra, ignore_errors=True)
+    if before.made is None and not before.lock:
+        layout.lock.unlink(missing_ok=True)
+    release(root)
+    folder = root
+    while before.made is not None and folder != before.made:
+        folder = folder.parent
+        with contextlib.suppress(OSError):  # not empty: something else is in it now
+            folder.rmdir()
 
 
 def _take_lock(root: Path, key: str) -> BinaryIO:
