@@ -17,6 +17,7 @@ from pathlib import Path
 
 from packaging.markers import Marker
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_FILES = (ROOT / "requirements.lock", ROOT / "requirements-data.txt")
@@ -63,9 +64,17 @@ def differences(pinned: dict[str, str], present: dict[str, str]) -> list[str]:
                 f"  {name} {version} is installed but not in the lock"
                 f" (`.venv/bin/python -m pip uninstall {name}`, or add it to pyproject.toml)"
             )
-        elif locked != version:
+        elif not same_version(locked, version):
             lines.append(f"  {name} {version} is installed, the lock pins {locked}")
     return lines
+
+
+def same_version(locked: str, installed: str) -> bool:
+    """Equal as versions (``2.0`` is ``2.0.0``), or as text where one is not a version."""
+    try:
+        return Version(locked) == Version(installed)
+    except InvalidVersion:
+        return locked == installed
 
 
 def main(argv: list[str]) -> int:

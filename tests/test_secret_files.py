@@ -30,6 +30,8 @@ DATA = Path("/data/suite")
         ("id_rsa", "id_rsa*"),
         ("id_rsa.pub", "id_rsa*"),
         ("id_ed25519", "id_ed25519*"),
+        ("id_ecdsa", "id_ecdsa*"),
+        ("id_dsa", "id_dsa*"),
         (".ssh/known_hosts", ".ssh/"),
         (".aws/config", ".aws/"),
         (".npmrc", ".npmrc"),
@@ -116,3 +118,26 @@ def test_the_commands_own_process_shares_the_users_rules(monkeypatch: pytest.Mon
     monkeypatch.setenv(SECRET_FILES_ENV, "")  # restored after the test
     share_secret_rules(compose(ROOT / "conf", ["web.secret_files=[vault/]"]))
     assert SecretFiles.from_environment().rule_for(DATA / "vault" / "notes.md") == "vault/"
+
+
+def test_a_windows_archive_member_is_split_at_its_backslashes() -> None:
+    # Zip archives made on Windows may name members with backslashes; on Linux the whole
+    # name would otherwise be one harmless-looking file name.
+    assert SecretFiles().rule_for("project\\.env") == ".env*"
+    assert SecretFiles().rule_for("project\\.git\\config") == ".git/"
+    assert SecretFiles().rule_for("project\\notes.txt") is None
+
+
+@pytest.mark.parametrize("rule", ["config/secrets.yaml", "a\\b.txt", "/etc/app.conf"])
+def test_a_users_rule_holding_a_path_is_a_configuration_error(rule: str) -> None:
+    # A rule is matched against one name at a time: a path would silently match nothing.
+    from deepledger.config import validate
+    from deepledger.errors import ConfigError
+
+    cfg = compose(ROOT / "conf", [f"web.secret_files=[{rule!r}]"])
+    with pytest.raises(ConfigError, match=r"web\.secret_files: .* holds a path"):
+        validate(cfg)
+
+
+def test_a_folder_rule_with_its_slash_is_accepted() -> None:
+    assert secret_rules(compose(ROOT / "conf", ["web.secret_files=[vault/]"])).extra == ("vault/",)

@@ -32,7 +32,7 @@ from deepledger.errors import ConfigError
 from deepledger.messages import JSONObject
 from deepledger.paths import CONFIG_DIR_ENV, looked_in, resolve_data_path
 from deepledger.prompts import prompt_exists
-from deepledger.secret_files import SECRET_FILES_ENV, SecretFiles, clean_rules
+from deepledger.secret_files import SECRET_FILES_ENV, SecretFiles, clean_rules, rule_problem
 
 # -- the names a setting may take ----------------------------------------------------
 # Each enum is the one list of a setting's allowed values: validate() checks against it
@@ -951,6 +951,11 @@ def _web_problems(cfg: Config) -> list[str]:
         )
     if cfg.web.scraper not in SCRAPERS:
         problems.append(f"web.scraper={cfg.web.scraper!r}: use one of {', '.join(SCRAPERS)}.")
+    problems += [
+        f"web.secret_files: {problem}."
+        for rule in cfg.web.secret_files
+        if (problem := rule_problem(str(rule))) is not None
+    ]
     extract = cfg.tools.get("extract_llm")
     if extract is not None and not isinstance(extract, str):
         problems.append(

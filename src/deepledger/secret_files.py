@@ -22,10 +22,10 @@ Near misses stay readable: ``keyboard.xlsx``, ``environment.csv``, ``keys.txt`` 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from pathlib import PurePath
 
 SECRET_FILES_ENV = "DEEPLEDGER_SECRET_FILES"
 
@@ -36,8 +36,10 @@ BUILTIN_RULES: tuple[str, ...] = (
     ".git/",  # remote URLs with tokens in config, credential helpers' stores
     "*.pem",
     "*.key",
-    "id_rsa*",
+    "id_rsa*",  # SSH private keys, under OpenSSH's default names
     "id_ed25519*",
+    "id_ecdsa*",
+    "id_dsa*",
     ".ssh/",
     ".aws/",
     ".npmrc",
@@ -62,8 +64,10 @@ class SecretFiles:
         return BUILTIN_RULES + self.extra
 
     def rule_for(self, path: str | os.PathLike[str]) -> str | None:
-        """The first rule ``path`` (a resolved path) matches, or None when it may be read."""
-        names = [part.lower() for part in PurePath(path).parts]
+        """The first rule ``path`` (a resolved path) matches, or None when it may be read.
+        A backslash separates names too: an archive made on Windows names its members
+        ``proj\\.env``, which must not pass as one harmless name."""
+        names = [part.lower() for part in re.split(r"[\\/]", os.fspath(path)) if part]
         for rule in self.rules:
             pattern = rule.rstrip("/").lower()
             if pattern and any(fnmatchcase(name, pattern) for name in names):
@@ -85,6 +89,17 @@ class SecretFiles:
 def parse_rules(text: str) -> tuple[str, ...]:
     """Rules joined by ``os.pathsep`` (the environment's form), blanks dropped."""
     return clean_rules(text.split(os.pathsep))
+
+
+def rule_problem(rule: str) -> str | None:
+    """Why ``rule`` (a user's) cannot work, or None. A rule is matched against one name
+    at a time, so a path such as ``config/secrets.yaml`` would silently match nothing."""
+    if "/" in rule.strip().rstrip("/") or "\\" in rule:
+        return (
+            f"{rule!r} holds a path; a rule names one file or folder (a pattern such as "
+            "'secrets.yaml', 'secrets*' or the folder 'config/'), matched at any depth"
+        )
+    return None
 
 
 def clean_rules(rules: Iterable[str]) -> tuple[str, ...]:
