@@ -17,7 +17,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,6 +26,7 @@ import pytest_asyncio
 from mcp import Client, StdioServerParameters
 
 from deepledger.tools.servers.sandbox_cgroups import find_hierarchies
+from deepledger.tools.servers.sandbox_disk import disk_parent
 from deepledger.tools.servers.sandbox_isolation import (
     Budget,
     IsolationUnavailableError,
@@ -223,7 +223,7 @@ def _wait_for(condition: object, what: str) -> None:
 
 
 def _disks_of(pid: int) -> list[Path]:
-    return list(Path(tempfile.gettempdir()).glob(f"deepledger-disk-{pid}-*"))
+    return list(disk_parent().glob(f"deepledger-disk-{pid}-*"))
 
 
 def test_a_killed_servers_group_and_disk_are_removed_by_the_next_server() -> None:

@@ -534,17 +534,20 @@ class PythonSandbox:
         return self.confinement.inside_workdir
 
     async def run(self, code: str) -> CellResult:
-        result = await self._with_worker(lambda worker: worker.run({"op": "run", "code": code}))
-        return self._with_limit_report(result)
+        return await self._with_worker(lambda w: self._reported(w, {"op": "run", "code": code}))
 
     async def run_command(self, command: str) -> CellResult:
         request: CommandRequest = {"op": "command", "command": command, "cwd": self.workdir}
-        return self._with_limit_report(await self._with_worker(lambda w: w.run(request)))
+        return await self._with_worker(lambda worker: self._reported(worker, request))
 
-    def _with_limit_report(self, result: CellResult) -> CellResult:
+    async def _reported(self, worker: _Worker, request: RunRequest | CommandRequest) -> CellResult:
         """A call that ran into a sandbox-wide limit fails, and says which: the kernel's
-        verdict (a killed child, a refused fork, a full disk) may not reach the output."""
-        report = self.confinement.limit_report()
+        verdict (a killed child, a refused fork, a full disk) may not reach the output.
+        Runs under the session's lock, so what happened between the marks is this call's."""
+        disk_full_before = self.confinement.limit_marks()
+        result = await worker.run(request)
+        output = "\n".join(text for text in (result.stdout, result.stderr, result.error) if text)
+        report = self.confinement.limit_report(disk_full_before, output)
         if report is None:
             return result
         error = f"{result.error}\n\n{report}" if result.error else report
@@ -809,6 +812,23 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SandboxLimi
 
 def main(argv: list[str] | None = None) -> None:
     args, limits = _parse_args(argv)
+    made: list[PythonSandbox | Confinement] = []  # what a SIGTERM must close, once made
+
+    def clean_up() -> None:
+        for thing in reversed(made):
+            if isinstance(thing, PythonSandbox):
+                thing.kill()
+            else:
+                thing.close()
+
+    def on_sigterm(_signum: int, _frame: object) -> None:
+        # MCP clients SIGTERM servers that do not exit after stdin closes, e.g. while a call
+        # still runs; without this the worker group and the temp dir would be left behind.
+        # Set before the probe, which mounts a disk: one killed then is swept at next start.
+        clean_up()
+        os._exit(128 + signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     # A given --workdir is the user's to keep: it is not put on a quota disk.
     isolation = isolation_from(args, limits, "python_sandbox", disk_quota=args.workdir is None)
     workdir = None
@@ -820,19 +840,9 @@ def main(argv: list[str] | None = None) -> None:
     except ConfinementError as exc:
         print(f"python_sandbox: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
+    made.append(confinement)
     sandbox = PythonSandbox(limits, confinement)
-
-    def clean_up() -> None:
-        sandbox.kill()
-        confinement.close()
-
-    def on_sigterm(_signum: int, _frame: object) -> None:
-        # MCP clients SIGTERM servers that do not exit after stdin closes, e.g. while a call
-        # still runs; without this the worker group and the temp dir would be left behind.
-        clean_up()
-        os._exit(128 + signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, on_sigterm)
+    made.append(sandbox)
     try:
         serve_stdio(build_server(sandbox))
     finally:

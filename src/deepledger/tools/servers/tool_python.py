@@ -122,9 +122,12 @@ class SandboxPool:
             sandbox = PythonSandbox(self.limits, confinement)
             try:
                 await sandbox.reset()  # starts its worker now, so a failure is reported here
-            except SandboxUnavailableError as exc:
-                confinement.close()
-                raise ToolFailure(f"The sandbox could not be started: {exc}") from exc
+            except BaseException as exc:  # whatever it was, its cgroup and disk go
+                sandbox.kill()
+                await asyncio.to_thread(confinement.close)  # umount and waits block
+                if isinstance(exc, SandboxUnavailableError):
+                    raise ToolFailure(f"The sandbox could not be started: {exc}") from exc
+                raise
             self._sandboxes[sandbox_id] = sandbox
             return sandbox_id
 
@@ -177,7 +180,7 @@ class SandboxPool:
     async def aclose(self) -> None:
         for sandbox in self._sandboxes.values():
             await sandbox.aclose()
-        self.cleanup()
+        await asyncio.to_thread(self.cleanup)  # umount and waiting for groups to empty block
 
     def kill(self) -> None:
         for sandbox in self._sandboxes.values():
@@ -399,16 +402,20 @@ def _existing_folder(folder: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     args, limits = _parse_args(argv)
-    isolation = isolation_from(args, limits, "tool_python")
-    pool = SandboxPool(limits, isolation, args.confinement, args.download_dir)
+    pools: list[SandboxPool] = []  # empty until the probe is done
 
     def on_sigterm(_signum: int, _frame: object) -> None:
         # As in python_sandbox: a SIGTERM mid-call must not leave sandboxes or folders behind.
-        pool.kill()
-        pool.cleanup()
+        # Set before the probe, which mounts a disk: one killed then is swept at next start.
+        for made in pools:
+            made.kill()
+            made.cleanup()
         os._exit(128 + signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    isolation = isolation_from(args, limits, "tool_python")
+    pool = SandboxPool(limits, isolation, args.confinement, args.download_dir)
+    pools.append(pool)
     try:
         serve_stdio(build_server(pool))
     finally:
