@@ -15,7 +15,7 @@ import pytest
 from deepledger.tools.servers import python_sandbox, sandbox_isolation, tool_python
 from deepledger.tools.servers.python_sandbox import SandboxLimits, SandboxUnavailableError
 from deepledger.tools.servers.sandbox_disk import disk_parent
-from deepledger.tools.servers.sandbox_isolation import Budget, Confinement, Isolation
+from deepledger.tools.servers.sandbox_isolation import Budget, Isolation, SandboxResources
 
 
 def _bwrap(budget: Budget, *, privileged: bool = False) -> Isolation:
@@ -110,7 +110,7 @@ def test_a_failure_after_the_places_are_made_leaves_nothing(
     if step == "_hand_over":
         monkeypatch.setattr(sandbox_isolation, "_hand_over", _fail)
     else:
-        monkeypatch.setattr(sandbox_isolation.Confinement, "_write_accounts", _fail)
+        monkeypatch.setattr(sandbox_isolation.SandboxResources, "_write_accounts", _fail)
     with pytest.raises(OSError, match="refused"):
         _bwrap(Budget(), privileged=True).confine(None, "/home/user")
     assert not list(tmp_path.iterdir())
@@ -135,7 +135,7 @@ class _Cgroup:
         return new, 0
 
 
-def _with(tmp_path: Path, disk: _Disk, cgroup: _Cgroup) -> Confinement:
+def _with(tmp_path: Path, disk: _Disk, cgroup: _Cgroup) -> SandboxResources:
     resources = Isolation("none", "").confine(tmp_path)
     resources.disk = disk  # type: ignore[assignment]
     resources.cgroup = cgroup  # type: ignore[assignment]
@@ -205,7 +205,7 @@ class _Recorder:
 
 class _Sandbox:
     def __init__(self, resources: _Recorder) -> None:
-        self.confinement = resources
+        self.resources = resources
 
     async def aclose(self) -> None:
         pass

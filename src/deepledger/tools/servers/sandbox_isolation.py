@@ -123,7 +123,7 @@ class IsolationUnavailableError(RuntimeError):
     """The isolation asked for (``--isolation bwrap|unshare``) does not work here."""
 
 
-class ConfinementError(RuntimeError):
+class SandboxResourcesError(RuntimeError):
     """One sandbox's cgroup or disk could not be made (though the probe could); says why."""
 
 
@@ -173,11 +173,11 @@ class Isolation:
 
     def confine(
         self, host_workdir: Path | None = None, inside_workdir: str | None = None
-    ) -> Confinement:
+    ) -> SandboxResources:
         """A sandbox around ``host_workdir`` (None: a new one, deleted on close), seen inside
         at ``inside_workdir`` (bwrap only). Blocking (it may make a file system): call it in a
-        thread from async code. ConfinementError if its cgroup or disk cannot be made."""
-        return Confinement(self, host_workdir, inside_workdir)
+        thread from async code. SandboxResourcesError if its cgroup or disk cannot be made."""
+        return SandboxResources(self, host_workdir, inside_workdir)
 
 
 # The worker's seccomp filter (_sandbox_worker._forbid_user_namespaces) exists for x86_64.
@@ -314,12 +314,12 @@ def _probe_bwrap() -> tuple[Isolation | None, str]:
         return None, "not found on PATH"
     isolation = Isolation("bwrap", bwrap_summary(), bwrap=bwrap, privileged=os.geteuid() == 0)
     with tempfile.TemporaryDirectory(prefix=_owned_prefix(_PROBE_PREFIX)) as folder:
-        confinement = isolation.confine(Path(folder), "/home/user")
+        resources = isolation.confine(Path(folder), "/home/user")
         try:
             # The probe drops privileges as the worker will, which proves the sandbox user
             # can start Python from the bound folders (their parents must be traversable).
-            inner = [sys.executable, "-I", "-c", _probe_code(confinement.run_as)]
-            argv, env, cwd = confinement.command(inner)
+            inner = [sys.executable, "-I", "-c", _probe_code(resources.run_as)]
+            argv, env, cwd = resources.command(inner)
             probe = subprocess.run(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -332,7 +332,7 @@ def _probe_bwrap() -> tuple[Isolation | None, str]:
         except (OSError, subprocess.TimeoutExpired) as exc:
             return None, f"failed to start ({exc})"
         finally:
-            confinement.close()
+            resources.close()
     if probe.returncode != 0 or probe.stdout.strip() != b"ok":
         detail = probe.stderr.decode(errors="replace").strip().splitlines()
         return None, f"does not work here ({detail[-1] if detail else probe.returncode})"
@@ -440,7 +440,7 @@ def _python_folders() -> list[str]:
     return folders
 
 
-class Confinement:
+class SandboxResources:
     """One sandbox's place on this machine: its work folder, its user, its cgroup and disk,
     how to start in it."""
 
@@ -478,7 +478,7 @@ class Confinement:
                 self.disk = QuotaDisk(isolation.budget.disk_mb * 1024 * 1024, self.run_as)
                 return self.disk.home
         except (CgroupsUnavailableError, DiskQuotaUnavailableError, OSError) as exc:
-            raise ConfinementError(f"the sandbox's limits could not be set up: {exc}") from exc
+            raise SandboxResourcesError(f"the sandbox's limits could not be set up: {exc}") from exc
         if host_workdir is not None:
             return host_workdir
         self._own_workdir = Path(tempfile.mkdtemp(prefix=_owned_prefix(_WORK_PREFIX)))

@@ -72,7 +72,7 @@ from deepledger.tools.servers.python_sandbox import (
     limits_from,
     render_result,
 )
-from deepledger.tools.servers.sandbox_isolation import ConfinementError, Isolation
+from deepledger.tools.servers.sandbox_isolation import Isolation, SandboxResourcesError
 
 MAX_SANDBOXES = 8
 SANDBOX_HOME = "/home/user"  # where MiroThinker's models expect their files
@@ -116,15 +116,15 @@ class SandboxPool:
                 )
             sandbox_id = f"sbx-{secrets.token_hex(6)}"
             try:  # its own work folder (on a quota disk where one can be made) and cgroup
-                confinement = await asyncio.to_thread(self.isolation.confine, None, SANDBOX_HOME)
-            except ConfinementError as exc:
+                resources = await asyncio.to_thread(self.isolation.confine, None, SANDBOX_HOME)
+            except SandboxResourcesError as exc:
                 raise ToolFailure(f"The sandbox could not be started: {exc}") from exc
-            sandbox = PythonSandbox(self.limits, confinement)
+            sandbox = PythonSandbox(self.limits, resources)
             try:
                 await sandbox.reset()  # starts its worker now, so a failure is reported here
             except BaseException as exc:  # whatever it was, its cgroup and disk go
                 sandbox.kill()
-                await asyncio.to_thread(confinement.close)  # umount and waits block
+                await asyncio.to_thread(resources.close)  # umount and waits block
                 if isinstance(exc, SandboxUnavailableError):
                     raise ToolFailure(f"The sandbox could not be started: {exc}") from exc
                 raise
@@ -189,7 +189,7 @@ class SandboxPool:
     def cleanup(self) -> None:
         """Each sandbox's cgroup, disk and work folder go with it."""
         for sandbox in self._sandboxes.values():
-            sandbox.confinement.close()
+            sandbox.resources.close()
 
 
 async def upload(pool: SandboxPool, sandbox_id: str, local: str, dest: str) -> str:
