@@ -755,7 +755,8 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=defaults.disk_mb,
         help="the work folder, /tmp and /dev/shm together, where a quota disk can be made; "
-        "else the size of /tmp and of /dev/shm each (default %(default)s)",
+        "else what /tmp and /dev/shm (RAM-backed) hold together, half each "
+        "(default %(default)s)",
     )
     parser.add_argument(
         "--isolation",

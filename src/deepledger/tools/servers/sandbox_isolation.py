@@ -14,8 +14,11 @@ by really starting an interpreter the way a worker will be started:
     ``sys.base_prefix``, its base install), the worker script, new ``/dev``, and its writable
     places: its work folder (cwd, ``HOME``, ``TMPDIR``), ``/tmp`` and ``/dev/shm``, all three
     on one quota disk (``sandbox_disk``) where the server can make one, else the work folder
-    bound and the other two size-capped tmpfs. Not the project folder, not ``$HOME``, not
-    the server's working directory.
+    bound and the other two tmpfs sharing the disk budget (half each: RAM-backed, so
+    they must not take it twice). Not the project folder, not ``$HOME``, not the server's
+    working directory. Its folders in the host's temp dir (``/etc`` support files, an own
+    work folder, the probe's) carry the server's pid; each server deletes, at start, those
+    of servers no longer alive.
     bwrap is started with an empty environment and ``--clearenv``, so nothing of the server's
     environment reaches the sandbox, not even through bwrap's own ``/proc/1/environ``.
 
