@@ -476,7 +476,8 @@ class SandboxConfig:
     memory_mb: int | None = None
     max_processes: int | None = None  # processes and threads together; null: 256
     # Its work folder, /tmp and /dev/shm together (an ext4 quota disk, as root); else the
-    # size of /tmp and /dev/shm each, and the work folder is not limited. null: 1024.
+    # size of /tmp and /dev/shm together (half each, in RAM), and the work folder is not
+    # limited. null: 1024.
     disk_mb: int | None = None
 
 

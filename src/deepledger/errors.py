@@ -57,7 +57,7 @@ result the model sees, a note, a record) or one of the errors above::
     RuntimeError
      ├── IsolationUnavailableError   [tools/servers/sandbox_isolation.py] the isolation asked for
      │                               does not work on this machine
-     ├── ConfinementError            [tools/servers/sandbox_isolation.py] one sandbox's cgroup
+     ├── SandboxResourcesError       [tools/servers/sandbox_isolation.py] one sandbox's cgroup
      │                               or disk could not be made (though the probe could)
      ├── CgroupsUnavailableError     [tools/servers/sandbox_cgroups.py] no cgroup can hold a
      │                               sandbox's processes here

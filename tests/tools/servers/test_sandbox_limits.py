@@ -17,7 +17,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,7 +25,8 @@ import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
 
-from deepledger.tools.servers.sandbox_cgroups import find_hierarchies
+from deepledger.tools.servers.sandbox_cgroups import SandboxCgroup, _members, find_hierarchies
+from deepledger.tools.servers.sandbox_disk import disk_parent
 from deepledger.tools.servers.sandbox_isolation import (
     Budget,
     IsolationUnavailableError,
@@ -205,6 +205,48 @@ async def test_a_disk_filler_stops_at_the_quota_of_work_folder_and_tmp_together(
     assert (failed, text) == (False, "[value]\n10")
 
 
+FILL_TO_THE_BRIM = """
+import os
+with open('filler.bin', 'wb', buffering=0) as out:
+    try:
+        while True:
+            out.write(b'x' * 2**16)
+    except OSError as exc:
+        print(exc.strerror)
+"""
+
+
+@in_module_loop
+async def test_a_disk_left_full_does_not_fail_the_next_calls(client: Client) -> None:
+    failed, text = await call(client, "run_python", code=FILL_TO_THE_BRIM)
+    assert failed and "No space left on device" in text, text
+    failed, text = await call(client, "run_python", code="6 * 7")  # still full, yet fine
+    assert (failed, text) == (False, "[value]\n42")
+    failed, text = await call(client, "run_python", code="open('more.txt', 'w').write('x' * 2**20)")
+    assert failed and f"disk is full: the work folder, /tmp and /dev/shm share {DISK_MB} MB" in text
+    failed, text = await call(client, "run_python", code="os.remove('filler.bin')")
+    assert not failed, text
+
+
+def test_a_dead_servers_group_is_emptied_and_removed() -> None:
+    isolation = detect_isolation("bwrap", Budget(MEMORY_MB, MAX_PROCESSES, DISK_MB))
+    assert isolation.cgroups is not None
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    group = SandboxCgroup(isolation.cgroups, f"{gone.pid}-0rphan00")
+    for folder in {group.memory_dir, group.pids_dir}:
+        folder.mkdir()
+    orphan = subprocess.Popen([*group.join_command(), "sleep", "60"])
+    try:
+        _wait_for(lambda: _members(group.pids_dir), "the orphan in its group")
+        isolation.cgroups.remove_stale()
+        assert orphan.wait(timeout=5) == -9
+        assert not group.memory_dir.exists() and not group.pids_dir.exists()
+    finally:
+        orphan.kill()
+        group.remove()
+
+
 def _start_server() -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", MODULE, "--isolation", "bwrap", *LIMITS],
@@ -223,7 +265,7 @@ def _wait_for(condition: object, what: str) -> None:
 
 
 def _disks_of(pid: int) -> list[Path]:
-    return list(Path(tempfile.gettempdir()).glob(f"deepledger-disk-{pid}-*"))
+    return list(disk_parent().glob(f"deepledger-disk-{pid}-*"))
 
 
 def test_a_killed_servers_group_and_disk_are_removed_by_the_next_server() -> None:

@@ -122,10 +122,10 @@ from deepledger.tools.servers._stdio import serve_stdio
 from deepledger.tools.servers.sandbox_isolation import (
     ISOLATION_CHOICES,
     Budget,
-    Confinement,
-    ConfinementError,
     Isolation,
     IsolationUnavailableError,
+    SandboxResources,
+    SandboxResourcesError,
     detect_isolation,
 )
 
@@ -304,11 +304,11 @@ class _Worker:
         self.alive = True
 
     @classmethod
-    async def start(cls, limits: SandboxLimits, confinement: Confinement) -> _Worker:
+    async def start(cls, limits: SandboxLimits, resources: SandboxResources) -> _Worker:
         request_read, request_write = os.pipe()
         response_read, response_write = os.pipe()
-        argv, env, cwd = confinement.command(
-            _worker_argv(limits, confinement, request_read, response_write)
+        argv, env, cwd = resources.command(
+            _worker_argv(limits, resources, request_read, response_write)
         )
         try:
             process = await asyncio.create_subprocess_exec(
@@ -465,13 +465,13 @@ class _ControlPipes:
 
 
 def _worker_argv(
-    limits: SandboxLimits, confinement: Confinement, request_fd: int, response_fd: int
+    limits: SandboxLimits, resources: SandboxResources, request_fd: int, response_fd: int
 ) -> list[str]:
-    bwrap = confinement.isolation.mode == "bwrap"
+    bwrap = resources.isolation.mode == "bwrap"
     argv = [
         sys.executable,
         "-I",
-        confinement.worker_script,
+        resources.worker_script,
         f"--request-fd={request_fd}",
         f"--response-fd={response_fd}",
         # bwrap's --die-with-parent kills the worker with us; its parent there is bwrap.
@@ -481,11 +481,11 @@ def _worker_argv(
         f"--max-chars={limits.max_output_chars}",
         f"--max-file-mb={limits.max_file_mb}",
     ]
-    process_limit = confinement.process_limit(limits.max_processes)
+    process_limit = resources.process_limit(limits.max_processes)
     if process_limit is not None:
         argv.append(f"--max-processes={process_limit}")
-    if confinement.run_as is not None:
-        argv.append("--run-as={}:{}".format(*confinement.run_as))
+    if resources.run_as is not None:
+        argv.append("--run-as={}:{}".format(*resources.run_as))
     if bwrap:  # inside bubblewrap the code gets no user namespace of its own either
         argv.append("--no-user-namespaces")
     return argv
@@ -518,10 +518,10 @@ MAX_TRANSFER_BYTES = 256 * 1024 * 1024
 class PythonSandbox:
     """The session the server offers: one worker at a time, restarted when it is lost."""
 
-    def __init__(self, limits: SandboxLimits, confinement: Confinement) -> None:
+    def __init__(self, limits: SandboxLimits, resources: SandboxResources) -> None:
         self.limits = limits
-        self.confinement = confinement
-        self.isolation = confinement.isolation
+        self.resources = resources
+        self.isolation = resources.isolation
         self._worker: _Worker | None = None
         self._lock = asyncio.Lock()
         # Told to the model at the start of the next result.
@@ -531,20 +531,23 @@ class PythonSandbox:
     @property
     def workdir(self) -> str:
         """The working directory as the code sees it."""
-        return self.confinement.inside_workdir
+        return self.resources.inside_workdir
 
     async def run(self, code: str) -> CellResult:
-        result = await self._with_worker(lambda worker: worker.run({"op": "run", "code": code}))
-        return self._with_limit_report(result)
+        return await self._with_worker(lambda w: self._reported(w, {"op": "run", "code": code}))
 
     async def run_command(self, command: str) -> CellResult:
         request: CommandRequest = {"op": "command", "command": command, "cwd": self.workdir}
-        return self._with_limit_report(await self._with_worker(lambda w: w.run(request)))
+        return await self._with_worker(lambda worker: self._reported(worker, request))
 
-    def _with_limit_report(self, result: CellResult) -> CellResult:
+    async def _reported(self, worker: _Worker, request: RunRequest | CommandRequest) -> CellResult:
         """A call that ran into a sandbox-wide limit fails, and says which: the kernel's
-        verdict (a killed child, a refused fork, a full disk) may not reach the output."""
-        report = self.confinement.limit_report()
+        verdict (a killed child, a refused fork, a full disk) may not reach the output.
+        Runs under the session's lock, so what happened between the marks is this call's."""
+        disk_full_before = self.resources.limit_marks()
+        result = await worker.run(request)
+        output = "\n".join(text for text in (result.stdout, result.stderr, result.error) if text)
+        report = self.resources.limit_report(disk_full_before, output)
         if report is None:
             return result
         error = f"{result.error}\n\n{report}" if result.error else report
@@ -632,7 +635,7 @@ class PythonSandbox:
 
     async def _live_worker(self) -> _Worker:
         if self._worker is None or not self._worker.alive:
-            self._worker = await _Worker.start(self.limits, self.confinement)
+            self._worker = await _Worker.start(self.limits, self.resources)
         return self._worker
 
     async def aclose(self) -> None:
@@ -752,7 +755,8 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=defaults.disk_mb,
         help="the work folder, /tmp and /dev/shm together, where a quota disk can be made; "
-        "else the size of /tmp and of /dev/shm each (default %(default)s)",
+        "else what /tmp and /dev/shm (RAM-backed) hold together, half each "
+        "(default %(default)s)",
     )
     parser.add_argument(
         "--isolation",
@@ -809,30 +813,37 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SandboxLimi
 
 def main(argv: list[str] | None = None) -> None:
     args, limits = _parse_args(argv)
+    made: list[PythonSandbox | SandboxResources] = []  # what a SIGTERM must close, once made
+
+    def clean_up() -> None:
+        for thing in reversed(made):
+            if isinstance(thing, PythonSandbox):
+                thing.kill()
+            else:
+                thing.close()
+
+    def on_sigterm(_signum: int, _frame: object) -> None:
+        # MCP clients SIGTERM servers that do not exit after stdin closes, e.g. while a call
+        # still runs; without this the worker group and the temp dir would be left behind.
+        # Set before the probe, which mounts a disk: one killed then is swept at next start.
+        clean_up()
+        os._exit(128 + signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     # A given --workdir is the user's to keep: it is not put on a quota disk.
     isolation = isolation_from(args, limits, "python_sandbox", disk_quota=args.workdir is None)
     workdir = None
     if args.workdir is not None:
         workdir = args.workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-    try:  # None: the confinement makes the work folder (on its quota disk) and deletes it
-        confinement = isolation.confine(workdir)
-    except ConfinementError as exc:
+    try:  # None: the resources make the work folder (on its quota disk) and deletes it
+        resources = isolation.confine(workdir)
+    except SandboxResourcesError as exc:
         print(f"python_sandbox: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
-    sandbox = PythonSandbox(limits, confinement)
-
-    def clean_up() -> None:
-        sandbox.kill()
-        confinement.close()
-
-    def on_sigterm(_signum: int, _frame: object) -> None:
-        # MCP clients SIGTERM servers that do not exit after stdin closes, e.g. while a call
-        # still runs; without this the worker group and the temp dir would be left behind.
-        clean_up()
-        os._exit(128 + signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, on_sigterm)
+    made.append(resources)
+    sandbox = PythonSandbox(limits, resources)
+    made.append(sandbox)
     try:
         serve_stdio(build_server(sandbox))
     finally:

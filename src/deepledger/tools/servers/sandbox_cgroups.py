@@ -18,8 +18,8 @@ host mixes the two). Under each hierarchy's root, a group ``deepledger-sandboxes
 leaf per sandbox, named ``<server pid>-<random>``. On v2 the parent holds no process itself,
 so it may enable ``memory`` and ``pids`` for its leaves (the "no internal processes" rule),
 and the root, exempt from that rule, enables them for it. A server that was killed leaves
-its empty leaves behind: every server removes the empty leaves of servers no longer alive
-when it starts.
+its leaves behind: every server kills what is left in the leaves of servers no longer
+alive, and removes them, when it starts.
 
 The worker joins its group before anything of it runs: the server starts it through
 ``/bin/sh``, which writes its own pid into each group's ``cgroup.procs`` and then ``exec``s
@@ -36,7 +36,6 @@ import secrets
 import shlex
 import signal
 import time
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,7 +120,9 @@ class Cgroups:
         return group
 
     def remove_stale(self) -> None:
-        """Remove the empty groups of servers that are no longer alive (killed ones)."""
+        """Remove the groups of servers that are no longer alive (killed ones), killing
+        what still runs in them: a killed server's sandbox processes are orphans."""
+        names: set[str] = set()
         for hierarchy in {self.memory, self.pids}:
             try:
                 leaves = list(hierarchy.parent.iterdir())
@@ -130,9 +131,9 @@ class Cgroups:
             for leaf in leaves:
                 owner = leaf.name.split("-", 1)[0]
                 if leaf.is_dir() and owner.isdigit() and not owner_alive(int(owner)):
-                    # Still holding a process (or gone already): not ours to take.
-                    with suppress(OSError):
-                        leaf.rmdir()
+                    names.add(leaf.name)
+        for name in names:
+            SandboxCgroup(self, name).remove()
 
 
 def owner_alive(pid: int) -> bool:

@@ -20,8 +20,10 @@ where they are missing, ``probe_quota_disk`` says why and the sandbox keeps a pl
 and its description says the work folder is then not limited beyond each file's size.
 
 The folder holding the file and its mount point is named ``deepledger-disk-<server pid>-``
-in the host's temp folder; a killed server cannot unmount, so every server unmounts and
-deletes the disks of servers no longer alive when it starts.
+in the host's temp folder, unless that folder is itself in memory (tmpfs or ramfs, as
+``/tmp`` is on Debian 13, Fedora and Arch): then in ``/var/tmp``, so the image's bytes are
+on disk. A killed server cannot unmount, so every server unmounts and deletes the disks of
+servers no longer alive when it starts.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from deepledger.tools.servers.sandbox_cgroups import owner_alive
 _PREFIX = "deepledger-disk-"
 _TOOL_TIMEOUT_SECONDS = 30
 _MIN_BYTES = 8 * 1024 * 1024  # ext4 needs room for its own tables
+_MOUNTS = Path("/proc/self/mounts")
+_IN_MEMORY = ("tmpfs", "ramfs")
+_ON_DISK = Path("/var/tmp")
 
 
 class DiskQuotaUnavailableError(RuntimeError):
@@ -49,7 +54,7 @@ class QuotaDisk:
 
     def __init__(self, size_bytes: int, owner: tuple[int, int]) -> None:
         self.size_bytes = max(size_bytes, _MIN_BYTES)
-        self.folder = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
+        self.folder = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=disk_parent()))
         self.mount_point = self.folder / "mnt"
         self.mounted = False
         try:
@@ -149,10 +154,37 @@ def probe_quota_disk(size_bytes: int) -> str:
     return ""
 
 
+def disk_parent(mounts: str | None = None) -> Path:
+    """Where disk images go: the temp folder, unless it is in RAM (then /var/tmp)."""
+    temp = Path(tempfile.gettempdir())
+    if mounts is None:
+        try:
+            mounts = _MOUNTS.read_text()
+        except OSError:
+            return temp
+    return _ON_DISK if _file_system_of(temp, mounts) in _IN_MEMORY else temp
+
+
+def _file_system_of(path: Path, mounts: str) -> str:
+    """The type of the file system holding ``path``: the longest mount point above it."""
+    real = Path(os.path.realpath(path))
+    best, fstype = -1, ""
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        mount_point = Path(fields[1].replace("\\040", " "))
+        depth = len(mount_point.parts)
+        if real.is_relative_to(mount_point) and depth >= best:  # later mounts hide earlier
+            best, fstype = depth, fields[2]
+    return fstype
+
+
 def remove_stale_disks() -> None:
     """Unmount and delete the disks of servers that are no longer alive (killed ones)."""
     pattern = re.compile(re.escape(_PREFIX) + r"(\d+)-")
-    for folder in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*"):
+    parents = dict.fromkeys((Path(tempfile.gettempdir()), disk_parent()))
+    for folder in (found for parent in parents for found in parent.glob(f"{_PREFIX}*")):
         match = pattern.match(folder.name)
         if match is None or owner_alive(int(match.group(1))):
             continue

@@ -14,8 +14,11 @@ by really starting an interpreter the way a worker will be started:
     ``sys.base_prefix``, its base install), the worker script, new ``/dev``, and its writable
     places: its work folder (cwd, ``HOME``, ``TMPDIR``), ``/tmp`` and ``/dev/shm``, all three
     on one quota disk (``sandbox_disk``) where the server can make one, else the work folder
-    bound and the other two size-capped tmpfs. Not the project folder, not ``$HOME``, not
-    the server's working directory.
+    bound and the other two tmpfs sharing the disk budget (half each: RAM-backed, so
+    they must not take it twice). Not the project folder, not ``$HOME``, not the server's
+    working directory. Its folders in the host's temp dir (``/etc`` support files, an own
+    work folder, the probe's) carry the server's pid; each server deletes, at start, those
+    of servers no longer alive.
     bwrap is started with an empty environment and ``--clearenv``, so nothing of the server's
     environment reaches the sandbox, not even through bwrap's own ``/proc/1/environ``.
 
@@ -53,6 +56,7 @@ repeats it.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -66,6 +70,7 @@ from deepledger.tools.servers.sandbox_cgroups import (
     Cgroups,
     CgroupsUnavailableError,
     SandboxCgroup,
+    owner_alive,
     probe_cgroups,
 )
 from deepledger.tools.servers.sandbox_disk import (
@@ -107,15 +112,21 @@ _ETC_ENTRIES = (
     "debian_version",
 )
 _PROBE_TIMEOUT_SECONDS = 15
+# Folders in the temp dir, named "<prefix><server pid>-": a killed server cannot delete them,
+# so the next server deletes those of servers no longer alive.
+_SUPPORT_PREFIX = "deepledger-sandbox-etc-"
+_WORK_PREFIX = "deepledger-work-"
+_PROBE_PREFIX = "deepledger-probe-"
 
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+_NO_SPACE = os.strerror(28)  # ENOSPC: "No space left on device"
 
 
 class IsolationUnavailableError(RuntimeError):
     """The isolation asked for (``--isolation bwrap|unshare``) does not work here."""
 
 
-class ConfinementError(RuntimeError):
+class SandboxResourcesError(RuntimeError):
     """One sandbox's cgroup or disk could not be made (though the probe could); says why."""
 
 
@@ -131,6 +142,13 @@ class Budget:
     @property
     def cgroup_limits(self) -> CgroupLimits:
         return CgroupLimits(self.memory_mb * 1024 * 1024, self.max_processes)
+
+    @property
+    def tmpfs_split_mb(self) -> tuple[int, int]:
+        """(/tmp, /dev/shm) sizes without a quota disk: RAM-backed, so they share disk_mb
+        rather than each taking all of it."""
+        tmp_mb = max(self.disk_mb - self.disk_mb // 2, 1)
+        return tmp_mb, max(self.disk_mb // 2, 1)
 
 
 @dataclass(frozen=True)
@@ -158,11 +176,11 @@ class Isolation:
 
     def confine(
         self, host_workdir: Path | None = None, inside_workdir: str | None = None
-    ) -> Confinement:
+    ) -> SandboxResources:
         """A sandbox around ``host_workdir`` (None: a new one, deleted on close), seen inside
         at ``inside_workdir`` (bwrap only). Blocking (it may make a file system): call it in a
-        thread from async code. ConfinementError if its cgroup or disk cannot be made."""
-        return Confinement(self, host_workdir, inside_workdir)
+        thread from async code. SandboxResourcesError if its cgroup or disk cannot be made."""
+        return SandboxResources(self, host_workdir, inside_workdir)
 
 
 # The worker's seccomp filter (_sandbox_worker._forbid_user_namespaces) exists for x86_64.
@@ -217,9 +235,11 @@ def resources_summary(isolation: Isolation, cgroups_reason: str, disk_reason: st
             "past it fails with 'No space left on device'."
         )
     elif isolation.mode == "bwrap":
+        tmp_mb, shm_mb = budget.tmpfs_split_mb
         parts.append(
-            f"Disk: /tmp and /dev/shm hold at most {budget.disk_mb} MB each (in memory); the "
-            f"work folder is NOT limited beyond {budget.max_file_mb} MB per file ({disk_reason})."
+            f"Disk: /tmp holds at most {tmp_mb} MB and /dev/shm {shm_mb} MB (in memory, "
+            f"{budget.disk_mb} MB together); the work folder is NOT limited beyond "
+            f"{budget.max_file_mb} MB per file ({disk_reason})."
         )
     else:
         parts.append(f"Disk: NOT limited beyond {budget.max_file_mb} MB per file.")
@@ -251,6 +271,7 @@ def detect_isolation(
     Raises ``IsolationUnavailableError`` when ``bwrap`` or ``unshare`` is asked for and does
     not work here, so a server never silently runs weaker than it was told to.
     """
+    remove_stale_folders()
     isolation = _detect_mode(requested)
     return _with_resources(replace(isolation, budget=budget or Budget()), disk_quota)
 
@@ -295,13 +316,13 @@ def _probe_bwrap() -> tuple[Isolation | None, str]:
     if sys.platform != "linux" or bwrap is None:
         return None, "not found on PATH"
     isolation = Isolation("bwrap", bwrap_summary(), bwrap=bwrap, privileged=os.geteuid() == 0)
-    with tempfile.TemporaryDirectory(prefix="deepledger-probe-") as folder:
-        confinement = isolation.confine(Path(folder), "/home/user")
+    with tempfile.TemporaryDirectory(prefix=_owned_prefix(_PROBE_PREFIX)) as folder:
+        resources = isolation.confine(Path(folder), "/home/user")
         try:
             # The probe drops privileges as the worker will, which proves the sandbox user
             # can start Python from the bound folders (their parents must be traversable).
-            inner = [sys.executable, "-I", "-c", _probe_code(confinement.run_as)]
-            argv, env, cwd = confinement.command(inner)
+            inner = [sys.executable, "-I", "-c", _probe_code(resources.run_as)]
+            argv, env, cwd = resources.command(inner)
             probe = subprocess.run(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -314,7 +335,7 @@ def _probe_bwrap() -> tuple[Isolation | None, str]:
         except (OSError, subprocess.TimeoutExpired) as exc:
             return None, f"failed to start ({exc})"
         finally:
-            confinement.close()
+            resources.close()
     if probe.returncode != 0 or probe.stdout.strip() != b"ok":
         detail = probe.stderr.decode(errors="replace").strip().splitlines()
         return None, f"does not work here ({detail[-1] if detail else probe.returncode})"
@@ -422,7 +443,7 @@ def _python_folders() -> list[str]:
     return folders
 
 
-class Confinement:
+class SandboxResources:
     """One sandbox's place on this machine: its work folder, its user, its cgroup and disk,
     how to start in it."""
 
@@ -437,17 +458,17 @@ class Confinement:
         if bwrap and isolation.privileged:
             sandbox_id = _SANDBOX_IDS[0] + secrets.randbelow(_SANDBOX_IDS[1] - _SANDBOX_IDS[0])
             self.run_as = (sandbox_id, sandbox_id)
-        try:
+        try:  # on any failure, what was made so far goes (no cgroup or disk is left behind)
             self.host_workdir = self._make_places(host_workdir)
+            self.inside_workdir = inside if bwrap and inside else str(self.host_workdir)
+            if self.run_as is not None:
+                _hand_over(self.host_workdir, self.run_as[0])
+            if bwrap:
+                self._support = Path(tempfile.mkdtemp(prefix=_owned_prefix(_SUPPORT_PREFIX)))
+                self._write_accounts()
         except BaseException:
             self.close()
             raise
-        self.inside_workdir = inside if bwrap and inside else str(self.host_workdir)
-        if self.run_as is not None:
-            _hand_over(self.host_workdir, self.run_as[0])
-        if bwrap:
-            self._support = Path(tempfile.mkdtemp(prefix="deepledger-sandbox-etc-"))
-            self._write_accounts()
 
     def _make_places(self, host_workdir: Path | None) -> Path:
         """Make the cgroup and the quota disk the isolation has; return the work folder."""
@@ -460,14 +481,22 @@ class Confinement:
                 self.disk = QuotaDisk(isolation.budget.disk_mb * 1024 * 1024, self.run_as)
                 return self.disk.home
         except (CgroupsUnavailableError, DiskQuotaUnavailableError, OSError) as exc:
-            raise ConfinementError(f"the sandbox's limits could not be set up: {exc}") from exc
+            raise SandboxResourcesError(f"the sandbox's limits could not be set up: {exc}") from exc
         if host_workdir is not None:
             return host_workdir
-        self._own_workdir = Path(tempfile.mkdtemp(prefix="deepledger-work-"))
+        self._own_workdir = Path(tempfile.mkdtemp(prefix=_owned_prefix(_WORK_PREFIX)))
         return self._own_workdir
 
-    def limit_report(self) -> str | None:
-        """What the sandbox ran into since the last report: memory, processes, disk."""
+    def limit_marks(self) -> bool:
+        """Taken just before a call: forgets the cgroup events so far (a background
+        process's, say, which are not the call's doing) and says whether the disk is full."""
+        if self.cgroup is not None:
+            self.cgroup.new_events()
+        return self.disk is not None and self.disk.full()
+
+    def limit_report(self, disk_full_before: bool, output: str) -> str | None:
+        """What the sandbox ran into during one call (``limit_marks`` was taken just before
+        it; ``output`` is what it printed and raised): memory, processes, disk."""
         found: list[str] = []
         budget = self.isolation.budget
         if self.cgroup is not None:
@@ -482,7 +511,11 @@ class Confinement:
                     f"The sandbox reached its limit of {budget.max_processes} processes/"
                     f"threads: {fork_failures} attempt(s) to start one more failed."
                 )
-        if self.disk is not None and self.disk.full():
+        # A disk left full by an earlier call is a state, not this call's failure: only
+        # filling it now, or a write of this call refused for room, counts.
+        if self.disk is not None and (
+            (self.disk.full() and not disk_full_before) or _NO_SPACE in output
+        ):
             found.append(
                 f"The sandbox's disk is full: the work folder, /tmp and /dev/shm share "
                 f"{budget.disk_mb} MB. Delete files to make room."
@@ -544,10 +577,10 @@ class Confinement:
         if self.disk is not None:  # one quota for the work folder, /tmp and /dev/shm
             layout.bind(str(self.disk.shm), "/dev/shm")
             layout.bind(str(self.disk.tmp), "/tmp")
-        else:  # RAM-backed: capped so they cannot fill the host's memory
-            size = str(self.isolation.budget.disk_mb * 1024 * 1024)
-            layout.mount("--tmpfs", "/dev/shm", "--perms", "1777", "--size", size)
-            layout.mount("--tmpfs", "/tmp", "--perms", "1777", "--size", size)
+        else:  # RAM-backed: capped together so they cannot fill the host's memory
+            tmp_mb, shm_mb = self.isolation.budget.tmpfs_split_mb
+            for mb, dest in ((shm_mb, "/dev/shm"), (tmp_mb, "/tmp")):
+                layout.mount("--tmpfs", dest, "--perms", "1777", "--size", str(mb * 1024 * 1024))
         # After /tmp's tmpfs, which would otherwise hide an interpreter (a checkout's
         # .venv, say) or a work folder that lives under the host's /tmp.
         for folder in _python_folders():
@@ -582,6 +615,20 @@ class Confinement:
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
         self._support = self._own_workdir = None
+
+
+def _owned_prefix(prefix: str) -> str:
+    return f"{prefix}{os.getpid()}-"
+
+
+def remove_stale_folders() -> None:
+    """Delete the sandbox folders that killed servers left in the temp dir."""
+    for prefix in (_SUPPORT_PREFIX, _WORK_PREFIX, _PROBE_PREFIX):
+        pattern = re.compile(re.escape(prefix) + r"(\d+)-")
+        for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+            match = pattern.match(folder.name)
+            if match is not None and not owner_alive(int(match.group(1))):
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def _hand_over(folder: Path, owner: int) -> None:

@@ -72,7 +72,7 @@ from deepledger.tools.servers.python_sandbox import (
     limits_from,
     render_result,
 )
-from deepledger.tools.servers.sandbox_isolation import ConfinementError, Isolation
+from deepledger.tools.servers.sandbox_isolation import Isolation, SandboxResourcesError
 
 MAX_SANDBOXES = 8
 SANDBOX_HOME = "/home/user"  # where MiroThinker's models expect their files
@@ -116,15 +116,18 @@ class SandboxPool:
                 )
             sandbox_id = f"sbx-{secrets.token_hex(6)}"
             try:  # its own work folder (on a quota disk where one can be made) and cgroup
-                confinement = await asyncio.to_thread(self.isolation.confine, None, SANDBOX_HOME)
-            except ConfinementError as exc:
+                resources = await asyncio.to_thread(self.isolation.confine, None, SANDBOX_HOME)
+            except SandboxResourcesError as exc:
                 raise ToolFailure(f"The sandbox could not be started: {exc}") from exc
-            sandbox = PythonSandbox(self.limits, confinement)
+            sandbox = PythonSandbox(self.limits, resources)
             try:
                 await sandbox.reset()  # starts its worker now, so a failure is reported here
-            except SandboxUnavailableError as exc:
-                confinement.close()
-                raise ToolFailure(f"The sandbox could not be started: {exc}") from exc
+            except BaseException as exc:  # whatever it was, its cgroup and disk go
+                sandbox.kill()
+                await asyncio.to_thread(resources.close)  # umount and waits block
+                if isinstance(exc, SandboxUnavailableError):
+                    raise ToolFailure(f"The sandbox could not be started: {exc}") from exc
+                raise
             self._sandboxes[sandbox_id] = sandbox
             return sandbox_id
 
@@ -177,7 +180,7 @@ class SandboxPool:
     async def aclose(self) -> None:
         for sandbox in self._sandboxes.values():
             await sandbox.aclose()
-        self.cleanup()
+        await asyncio.to_thread(self.cleanup)  # umount and waiting for groups to empty block
 
     def kill(self) -> None:
         for sandbox in self._sandboxes.values():
@@ -186,7 +189,7 @@ class SandboxPool:
     def cleanup(self) -> None:
         """Each sandbox's cgroup, disk and work folder go with it."""
         for sandbox in self._sandboxes.values():
-            sandbox.confinement.close()
+            sandbox.resources.close()
 
 
 async def upload(pool: SandboxPool, sandbox_id: str, local: str, dest: str) -> str:
@@ -399,16 +402,20 @@ def _existing_folder(folder: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     args, limits = _parse_args(argv)
-    isolation = isolation_from(args, limits, "tool_python")
-    pool = SandboxPool(limits, isolation, args.confinement, args.download_dir)
+    pools: list[SandboxPool] = []  # empty until the probe is done
 
     def on_sigterm(_signum: int, _frame: object) -> None:
         # As in python_sandbox: a SIGTERM mid-call must not leave sandboxes or folders behind.
-        pool.kill()
-        pool.cleanup()
+        # Set before the probe, which mounts a disk: one killed then is swept at next start.
+        for made in pools:
+            made.kill()
+            made.cleanup()
         os._exit(128 + signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    isolation = isolation_from(args, limits, "tool_python")
+    pool = SandboxPool(limits, isolation, args.confinement, args.download_dir)
+    pools.append(pool)
     try:
         serve_stdio(build_server(pool))
     finally:
