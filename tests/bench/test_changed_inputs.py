@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,7 +125,15 @@ def test_a_resume_asks_again_exactly_the_tasks_whose_inputs_changed(server, suit
         "unverified": 0,
     }
     assert "3 tasks run again on resume" in done.stdout
-    assert len(list((first_run / "superseded").iterdir())) == 3  # the old work, kept apart
+    # The old work, kept apart: the three folders and the old result lines.
+    kept = sorted(p.name for p in (first_run / "superseded").iterdir() if not p.is_dir())
+    assert len(list((first_run / "superseded").iterdir())) == 4
+    assert kept == ["benchmark_results.jsonl"]
+    old_lines = (first_run / "superseded" / "benchmark_results.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in old_lines] == [
+        before[t] for t in ("easy/1", "hard #2", "näive 3")
+    ]
+    assert len(results(first_run)) == 4  # the new lines, and open-4's
     # Resumed again with nothing changed: nothing is asked, the count stays.
     server.requests.clear()
     again = bench(server, suite, first_run)
@@ -170,3 +179,47 @@ def test_a_run_directory_without_digests_resumes_keeping_what_it_cannot_check(
     assert now["easy/1"]["inputs_changed"] is True
     summary = json.loads((first_run / "summary.json").read_text())
     assert summary["inputs_changed"] == {"tasks": 1, "task_ids": ["easy/1"], "unverified": 3}
+
+
+def test_a_resume_that_stops_before_the_changed_tasks_run_again_counts_none_of_them(
+    server, suite, first_run, tmp_path
+):
+    """The old results leave benchmark_results.jsonl when the tasks are set aside, so the
+    summary, `deepledger report` and the report agree even when no task runs again (here
+    the model cannot be reached: the run stops at the first call)."""
+    change_three(suite)
+    url = server.openai_base_url
+    server.close()
+    command = bench_command(
+        url,
+        first_run,
+        f"benchmark.data.data_dir={suite}",
+        "benchmark.execution.report=false",
+        "benchmark.execution.max_concurrent=1",
+    )
+    stopped = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert stopped.returncode != 0
+    assert "inputs of 3 tasks changed" in stopped.stderr
+    assert set(latest(first_run)) == {"open-4"}
+    rebuilt = subprocess.run(
+        [sys.executable, "-m", "deepledger", "report", str(first_run)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    summary = json.loads((first_run / "summary.json").read_text())
+    # open-4 alone (not judged): no old verdict is counted, easy/1's "Paris" or hard #2's
+    # "Danube" among them.
+    assert summary["tasks"] | {"expected": 4} == {
+        "total": 1,
+        "finished": 1,
+        "errors": 0,
+        "judged": 0,
+        "expected": 4,
+    }
+    assert summary["accuracy"] is None
+    # The report's task table shows no old answer either.
+    page = (first_run / "report.html").read_text()
+    assert "Paris" not in page and "Danube" not in page

@@ -4,6 +4,7 @@ verdict changes it; where the judge's server is, or a judge for an unjudged task
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ from deepledger.bench.tasks import Task
 from deepledger.config import JudgeConfig, LLMConfig, validate
 from deepledger.errors import ConfigError
 from deepledger.records.results import AttemptRecord, RetryRecord, TaskRecord
-from deepledger.store.run_store import RunStore
+from deepledger.store import run_store
+from deepledger.store.run_store import RunStore, task_records
 from tests.support.config import composed
 
 JUDGE = judge_identity(JudgeConfig(name="normalized"))
@@ -112,8 +114,59 @@ def test_which_tasks_changed_and_whose_folder_is_set_aside(
         carried = [r.post_mortem for r in store.progress("t").retries]
         assert carried == ([] if set_aside or progress is None else ["old lesson"])
         if set_aside:  # the old post-mortem is out of reach of the new retries, kept apart
-            (moved,) = (tmp_path / "superseded").iterdir()
+            (moved,) = [p for p in (tmp_path / "superseded").iterdir() if p.is_dir()]
             assert "old lesson" in (moved / "progress.jsonl").read_text()
         assert ("t" in store.finished_results()) == (record == "new")
     finally:
         store.close()
+
+
+def finished(store: RunStore, task_id: str, digest: str) -> None:
+    task = Task(task_id, "Q?", "A", digest=digest)
+    store.add_result(TaskRecord.finished(task, [AttemptRecord(retries=[RetryRecord()])], 1.0))
+
+
+def test_a_changed_tasks_old_lines_leave_the_results_before_it_runs_again(tmp_path):
+    store = store_with(tmp_path, "old", "old")
+    finished(store, "u", "same")
+    try:
+        tasks = [Task("t", "Q?", "A", digest="new"), Task("u", "Q?", "A", digest="same")]
+        start_over(store, check_inputs(store, tasks), tasks)
+        # Every reader of the results goes by task_records: the old verdict is gone from
+        # it before the task runs again, not only from this process's view.
+        assert list(task_records(tmp_path)) == ["u"]
+        kept = [
+            json.loads(line) for line in store.layout.superseded_results.read_text().splitlines()
+        ]
+        assert [line["task_id"] for line in kept] == ["t"]
+        assert kept[0]["input_digest"] == "old"
+    finally:
+        store.close()
+
+
+def test_a_run_killed_while_setting_a_task_aside_leaves_the_next_resume_to_finish_it(
+    tmp_path, monkeypatch
+):
+    store = store_with(tmp_path, "old", None)
+    tasks = [Task("t", "Q?", "A", digest="new")]
+    try:
+        with monkeypatch.context() as killed:  # killed after the copy, before the replace
+            killed.setattr(run_store, "write_text_atomic", _killed)
+            with pytest.raises(KeyboardInterrupt):
+                start_over(store, check_inputs(store, tasks), tasks)
+        assert "t" in task_records(tmp_path)  # still there: the next resume moves it
+        start_over(store, check_inputs(store, tasks), tasks)
+        assert task_records(tmp_path) == {}
+        assert len(store.layout.superseded_results.read_text().splitlines()) == 1  # once
+        # Killed again before the task's new line: nothing is left to move, and the new
+        # line still says that it replaced a result of other inputs.
+        check = check_inputs(store, tasks)
+        assert check.changed == []
+        ((task,), _) = start_over(store, check, tasks)
+        assert task.inputs_changed is True
+    finally:
+        store.close()
+
+
+def _killed(*args: object, **kwargs: object) -> None:
+    raise KeyboardInterrupt

@@ -51,6 +51,25 @@ def test_a_replaced_file_is_whole_private_and_leaves_no_temporary(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
 
 
+def test_a_file_replaced_with_sync_is_on_disk_with_its_rename_before_it_returns(
+    tmp_path, monkeypatch
+):
+    flushed: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(handle: int) -> None:
+        flushed.append("folder" if os.path.isdir(f"/proc/self/fd/{handle}") else "file")
+        real_fsync(handle)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    write_text_atomic(tmp_path / "results.jsonl", "kept\n", 0o644, sync=True)
+    assert flushed == ["file", "folder"]  # the lines, then the rename that shows them
+    assert (tmp_path / "results.jsonl").read_text() == "kept\n"
+    flushed.clear()
+    write_text_atomic(tmp_path / "summary.json", "{}\n")  # without: as before
+    assert flushed == []
+
+
 def test_a_write_the_disk_takes_only_in_part_is_cut_back(tmp_path, monkeypatch):
     path = tmp_path / "journal.jsonl"
     path.write_bytes(b'{"event": "a"}\n')

@@ -10,10 +10,11 @@ written on its result line (``TaskRecord.input_digest``) and on every line of it
 
 On resume (:func:`check_inputs`), a task whose newest result line or progress was written
 for other inputs has *changed*: by default (``resume.on_changed_tasks=rerun``) it runs
-again from its start — its folder is moved to ``superseded/`` (its post-mortems belong to
-the old question), its old line is not counted, and its new line says
-``inputs_changed``; with ``refuse`` the resume stops before writing anything, naming the
-tasks.
+again from its start — its result lines and its folder are moved to ``superseded/``
+(its post-mortems belong to the old question; every reader of the results takes a
+task's newest line, which must not be the old one even if the run stops before the new
+one is written), and its new line says ``inputs_changed``; with ``refuse`` the resume
+stops before writing anything, naming the tasks.
 
 A line written before digests cannot say everything it answered. Its question and
 ground truth are on it, and are compared; when they match it is kept (the attachment and
@@ -190,13 +191,21 @@ def refuse_changed(check: InputCheck, on_changed: str, root: Path) -> None:
 def start_over(
     run_dir: RunStore, check: InputCheck, tasks: list[Task]
 ) -> tuple[list[Task], list[str]]:
-    """Make the changed tasks run again from their start: their recorded results no
-    longer count as done, their folders go to ``superseded/``, and their new records
-    will say ``inputs_changed``. The tasks so marked, and what to tell the user."""
-    run_dir.stale = frozenset(check.changed)
+    """Make the changed tasks run again from their start: their recorded results and
+    their folders go to ``superseded/`` (nothing that reads the results counts the old
+    ones any more, whether or not this run gets to write new ones), and their new
+    records will say ``inputs_changed``. The tasks so marked, and what to tell the user.
+
+    Each step is whole and may be done again, so a run killed at any point leaves the
+    next resume to finish it: lines still in the results answer other inputs and are
+    moved then; a folder still in ``tasks/`` holds progress for other inputs and is set
+    aside then. A task whose old lines were moved by a run killed before its new line
+    is still marked: the moved lines name it (``RunStore.replaced_results``)."""
+    run_dir.set_aside_results(check.changed)
     for task_id in check.set_aside:
         run_dir.set_aside_task(task_id)
-    tasks = [replace(t, inputs_changed=True) if t.task_id in run_dir.stale else t for t in tasks]
+    marked = set(check.changed) | run_dir.replaced_results()
+    tasks = [replace(t, inputs_changed=True) if t.task_id in marked else t for t in tasks]
     return tasks, _said(check)
 
 

@@ -8,12 +8,14 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig, OmegaConf
 
 from deepledger.bench.economics import token_economics
 from deepledger.bench.hydra_hooks import save_hydra_files
 from deepledger.bench.inputs import (
+    InputCheck,
     check_inputs,
     judge_identity,
     refuse_changed,
@@ -55,7 +57,24 @@ from deepledger.tools.manager import ToolManager
 from deepledger.tools.roots import narrow_wide_roots
 from deepledger.tools.scrape import ExtractionModel, PageScraper, suite_corpus
 
+if TYPE_CHECKING:  # Ray is optional and slow to import: only for backend=ray
+    from deepledger.bench.ray_backend import RayTasks
+
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class SuiteModels:
+    """What a run needs before its run directory is touched: the tasks with their input
+    digests, the task file's skipped lines, and the models built early so that a
+    missing key fails before any work (the LLM judge's, the note writer's, the page
+    scraper's)."""
+
+    tasks: list[Task]
+    skipped_lines: list[str]
+    judge_llm: tuple[LLMClient, GenerationSettings] | None
+    writer: NoteWriter | None
+    scraper: PageScraper | None
 
 
 async def run_suite(
@@ -74,82 +93,31 @@ async def run_suite(
         ray_backend.require_ray()  # one line saying how to install it, before any work
     if not on_ray:  # each Ray worker makes room for its own tasks
         ensure_open_files(cfg.benchmark.execution.max_concurrent)
-    loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks, secret_rules(cfg))
-    for notice in shown_notices(loaded):  # skipped lines, a mapping that finds no ground truth
-        print(f"deepledger: {notice}", file=sys.stderr)
-    require_tasks(loaded, cfg.benchmark.execution.max_tasks)  # no task: exit 2, saying why
-    judge_llm = judge_model(cfg, loaded.tasks, conf_dir)  # a missing key fails before any work
-    judge = judge_identity(cfg.benchmark.judge, judge_preset(cfg, loaded.tasks, conf_dir))
-    tasks = await with_digests(loaded.tasks, judge)  # what each result will have answered
-    writer = note_writer(cfg, conf_dir)
-    scraper = page_scraper(cfg, conf_dir)
+    models = await _suite_models(cfg, conf_dir)
     run_dir = RunStore(root)
     cluster, workers = None, None
     unwritten: RunDirectoryError | None = None  # the final report, refused by the disk
     try:
         config = as_record(cfg)
-        # Refused before the manifest changes: a resume that would mix settings (or
-        # judges) in one summary; see store/run_config.py for which keys count.
-        allowed = run_dir.check_resume(config, allow_change=resume_may_change_config(cfg))
-        # Results recorded for other inputs (an edited task file, attachment or judge):
-        # with resume.on_changed_tasks=refuse, refused here too (bench/inputs.py).
-        changed = await asyncio.to_thread(check_inputs, run_dir, tasks)
-        refuse_changed(changed, cfg.resume.on_changed_tasks, root)
+        allowed, changed = await _accepted_resume(cfg, run_dir, config, models.tasks)
         if on_ray:  # an unreachable cluster, or a worker that cannot start or see the run
             # directory, is refused before the manifest and .hydra/ change too
-            await _close_checked_models(judge_llm, writer, scraper)  # each worker has its own
+            await _close_checked_models(models.judge_llm, models.writer, models.scraper)
             cluster = ray_backend.connect(cfg.benchmark.execution.ray)
             workers = await ray_backend.start_workers(
                 cfg,
                 run_dir,
                 conf_dir,
                 run_dir.planned_config_id(config),
-                judged=judge_llm is not None,
+                judged=models.judge_llm is not None,
             )
         if hydra_config is not None:
             save_hydra_files(root, hydra_config)
-        run_dir.start(config, argv, tasks=len(tasks))
-        tasks, said = await asyncio.to_thread(start_over, run_dir, changed, tasks)
-        for line in said:
-            print(f"deepledger: {line}", file=sys.stderr)
-        if allowed:
-            print(
-                f"deepledger: resuming {root} with other settings than its last run "
-                f"(resume.allow_config_change=true); its tasks from now on record config "
-                f"{run_dir.config_id}:\n  " + "\n  ".join(allowed),
-                file=sys.stderr,
-            )
-        ended = threading.Event()
-        live_report = asyncio.create_task(
-            _report_while_running(root, cfg, len(tasks), ended), name="live report"
-        )
-        try:
-            if workers is not None:
-                records, stopped = await ray_backend.run_on_ray(cfg, run_dir, tasks, workers)
-            else:
-                records, stopped = await _run_tasks(cfg, run_dir, tasks, judge_llm, writer, scraper)
-        finally:
-            ended.set()  # a live report still being written must not replace the final one
-            live_report.cancel()
-        summary = summarize(
-            records,
-            pass_at_k=cfg.benchmark.execution.pass_at_k,
-            benchmark=cfg.benchmark.name,
-            tasks_expected=len(tasks),
-            extra={"run_dir": str(root), "skipped_lines": loaded.problems},
-            execution=cfg.benchmark.execution,  # its budget
-            stopped=stopped,  # tasks the run's budget cut short: unrecorded
-        )
-        summary.token_economics = await asyncio.to_thread(token_economics, root)
-        summary.endpoints = await asyncio.to_thread(endpoint_counts, root)  # llm.endpoints
-        run_dir.write_summary(summary)
-        run_dir.finish()
-        try:
-            report = await asyncio.to_thread(
-                _write_report, root, summary, wanted=cfg.benchmark.execution.report
-            )
-        except RunDirectoryError as refused:  # the results are on disk: said after them
-            report, unwritten = None, refused
+        run_dir.start(config, argv, tasks=len(models.tasks))
+        tasks = await _start_over_changed(run_dir, changed, models.tasks, allowed)
+        records, stopped = await _run_with_live_report(cfg, run_dir, tasks, models, workers)
+        summary = await _final_summary(cfg, run_dir, records, stopped, len(tasks), models)
+        report, unwritten = await _final_report(cfg, root, summary)
     finally:
         if workers is not None:
             await workers.close()
@@ -162,6 +130,117 @@ async def run_suite(
     if unwritten is not None:
         raise _report_not_written(root, unwritten)
     return summary
+
+
+async def _suite_models(cfg: Config, conf_dir: Path) -> SuiteModels:
+    """The tasks (what the task file skipped said on stderr; no task: exit 2, saying
+    why), with what each result will have answered, and the models built early."""
+    loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks, secret_rules(cfg))
+    for notice in shown_notices(loaded):  # skipped lines, a mapping that finds no ground truth
+        print(f"deepledger: {notice}", file=sys.stderr)
+    require_tasks(loaded, cfg.benchmark.execution.max_tasks)
+    judge_llm = judge_model(cfg, loaded.tasks, conf_dir)  # a missing key fails before any work
+    judge = judge_identity(cfg.benchmark.judge, judge_preset(cfg, loaded.tasks, conf_dir))
+    tasks = await with_digests(loaded.tasks, judge)
+    return SuiteModels(
+        tasks, loaded.problems, judge_llm, note_writer(cfg, conf_dir), page_scraper(cfg, conf_dir)
+    )
+
+
+async def _accepted_resume(
+    cfg: Config, run_dir: RunStore, config: JSONObject, tasks: list[Task]
+) -> tuple[list[str], InputCheck]:
+    """The settings a permitted resume changes, and which tasks' inputs changed; a
+    resume that may not go on is refused here, before the manifest changes."""
+    # A resume that would mix settings (or judges) in one summary; see
+    # store/run_config.py for which keys count.
+    allowed = run_dir.check_resume(config, allow_change=resume_may_change_config(cfg))
+    # Results recorded for other inputs (an edited task file, attachment or judge):
+    # with resume.on_changed_tasks=refuse, refused here too (bench/inputs.py).
+    changed = await asyncio.to_thread(check_inputs, run_dir, tasks)
+    refuse_changed(changed, cfg.resume.on_changed_tasks, run_dir.root)
+    return allowed, changed
+
+
+async def _start_over_changed(
+    run_dir: RunStore, changed: InputCheck, tasks: list[Task], allowed: list[str]
+) -> list[Task]:
+    """Set the changed tasks aside (bench/inputs.py) and say so, and what settings a
+    permitted resume changed; the tasks to run."""
+    tasks, said = await asyncio.to_thread(start_over, run_dir, changed, tasks)
+    for line in said:
+        print(f"deepledger: {line}", file=sys.stderr)
+    if allowed:
+        print(
+            f"deepledger: resuming {run_dir.root} with other settings than its last run "
+            f"(resume.allow_config_change=true); its tasks from now on record config "
+            f"{run_dir.config_id}:\n  " + "\n  ".join(allowed),
+            file=sys.stderr,
+        )
+    return tasks
+
+
+async def _run_with_live_report(
+    cfg: Config,
+    run_dir: RunStore,
+    tasks: list[Task],
+    models: SuiteModels,
+    workers: RayTasks | None,
+) -> tuple[list[TaskRecord], StoppedTasks]:
+    """Run the tasks here or on the Ray workers, the report rewritten while they go."""
+    ended = threading.Event()
+    live_report = asyncio.create_task(
+        _report_while_running(run_dir.root, cfg, len(tasks), ended), name="live report"
+    )
+    try:
+        if workers is not None:
+            from deepledger.bench import ray_backend
+
+            return await ray_backend.run_on_ray(cfg, run_dir, tasks, workers)
+        return await _run_tasks(
+            cfg, run_dir, tasks, models.judge_llm, models.writer, models.scraper
+        )
+    finally:
+        ended.set()  # a live report still being written must not replace the final one
+        live_report.cancel()
+
+
+async def _final_summary(
+    cfg: Config,
+    run_dir: RunStore,
+    records: list[TaskRecord],
+    stopped: StoppedTasks,
+    expected: int,
+    models: SuiteModels,
+) -> SummaryRecord:
+    """The run's metrics, written to summary.json, and the run's end in the manifest."""
+    root = run_dir.root
+    summary = summarize(
+        records,
+        pass_at_k=cfg.benchmark.execution.pass_at_k,
+        benchmark=cfg.benchmark.name,
+        tasks_expected=expected,
+        extra={"run_dir": str(root), "skipped_lines": models.skipped_lines},
+        execution=cfg.benchmark.execution,  # its budget
+        stopped=stopped,  # tasks the run's budget cut short: unrecorded
+    )
+    summary.token_economics = await asyncio.to_thread(token_economics, root)
+    summary.endpoints = await asyncio.to_thread(endpoint_counts, root)  # llm.endpoints
+    run_dir.write_summary(summary)
+    run_dir.finish()
+    return summary
+
+
+async def _final_report(
+    cfg: Config, root: Path, summary: SummaryRecord
+) -> tuple[Path | None, RunDirectoryError | None]:
+    """The final report, or the disk's refusal of it: the results are on disk, so that
+    is said after them."""
+    try:
+        wanted = cfg.benchmark.execution.report
+        return await asyncio.to_thread(_write_report, root, summary, wanted=wanted), None
+    except RunDirectoryError as refused:
+        return None, refused
 
 
 def _report_not_written(root: Path, refused: RunDirectoryError) -> RunDirectoryError:

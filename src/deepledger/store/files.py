@@ -69,32 +69,50 @@ def write_json_atomic(path: Path, data: object) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
+def write_text_atomic(
+    path: Path, text: str, mode: int | None = None, *, sync: bool = False
+) -> None:
     """Replace ``path`` whole (:func:`replace_whole`); a full disk leaves the old file as
     it was and raises :class:`RunDirectoryError`."""
     try:
-        replace_whole(path, text, mode)
+        replace_whole(path, text, mode, sync=sync)
     except OSError as exc:
         if (trouble := disk_trouble(path, exc)) is not None:
             raise trouble from exc
         raise
 
 
-def replace_whole(path: Path, text: str, mode: int | None = None) -> None:
+def replace_whole(path: Path, text: str, mode: int | None = None, *, sync: bool = False) -> None:
     """Replace ``path`` whole: readers see the old file or the new one, never a part.
-    The file is private to its owner unless ``mode`` says otherwise. Any failure is the
-    ``OSError`` as raised, for a writer that has something better to do than stop the
-    run (the archive cuts a result it cannot keep)."""
+    The file is private to its owner unless ``mode`` says otherwise. ``sync``: the new
+    file and the rename are flushed to disk before this returns (a file that loses lines
+    a resume relies on, which a power cut must not bring back half-way). Any failure is
+    the ``OSError`` as raised, for a writer that has something better to do than stop
+    the run (the archive cuts a result it cannot keep)."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as out:
             out.write(text)
+            if sync:
+                out.flush()
+                os.fsync(out.fileno())
         if mode is not None:
             os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    if sync:
+        _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """``fsync`` a folder, so that a rename in it outlives a power cut."""
+    handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
 
 
 def encode_lines(records: Sequence[JSONObject]) -> bytes:

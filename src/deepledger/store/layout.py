@@ -28,6 +28,9 @@
       superseded/<safe id>.<UTC stamp>/  a task's folder as it was when a resume found the
                                    task's inputs changed (question, ground truth, attached
                                    file or judge): the task runs again in a new tasks/<safe id>
+      superseded/benchmark_results.jsonl  the result lines of those tasks, moved out of
+                                   benchmark_results.jsonl at the same time (no reader of
+                                   the results can take one for the task's newest)
       tool_servers/*.stderr.log    what the tool servers wrote on stderr
       replay.json                  what `deepledger replay` computed last
       report.html                  the run in a browser (`deepledger report` rebuilds it)
@@ -43,7 +46,8 @@ others, ``progress.jsonl`` says which attempts and format-retries finished (with
 post-mortems, which the next retry carries); an unfinished retry is run again from its
 start, and its partial journal is kept beside the new one, renamed ``.interrupted``.
 A task whose inputs changed since its newest line (or its progress) was written runs again
-from its start, its folder moved to ``superseded/`` first (``bench/inputs.py``).
+from its start, its result lines and its folder moved to ``superseded/`` first
+(``bench/inputs.py``).
 
 Who does what with these files: ``files.py`` (how a line is appended and a file replaced
 so that no crash tears one), ``lock.py`` (``.lock``: one process per folder),
@@ -235,6 +239,11 @@ class RunLayout:
     @property
     def summary(self) -> Path:
         return self.root / SUMMARY
+
+    @property
+    def superseded_results(self) -> Path:
+        """Where the result lines of tasks whose inputs changed go (``superseded_dir``)."""
+        return self.root / SUPERSEDED / RESULTS
 
     @property
     def tasks(self) -> Path:

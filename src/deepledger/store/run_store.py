@@ -49,6 +49,7 @@ from deepledger.store.files import (
     latest_records,
     read_jsonl,
     write_json_atomic,
+    write_text_atomic,
 )
 from deepledger.store.journal import Journal, writers_seconds
 from deepledger.store.layout import (
@@ -128,9 +129,6 @@ class RunStore:
         self._task_dirs: set[Path] = set()  # made already
         self._progress_written: set[Path] = set()  # progress files it appended to
         self.config_id: str | None = worker_config_id  # of this run's settings, once started
-        # Tasks whose recorded result answered other inputs (bench/inputs.py): not
-        # finished for this run, whatever their newest line says.
-        self.stale: frozenset[str] = frozenset()
         self.worker = worker_config_id is not None
         self._lock: BinaryIO | None = None if self.worker else adopt(root)  # closed by close()
         try:
@@ -245,13 +243,41 @@ class RunStore:
         return task_records(self.root)
 
     def finished_results(self) -> dict[str, TaskRecord]:
-        """The tasks that are done: a resume does not run or judge them again (nor a task
-        :attr:`stale` names: its result answered other inputs)."""
-        return {
-            k: r
-            for k, r in self.latest_results().items()
-            if r.status == "finished" and k not in self.stale
-        }
+        """The tasks that are done: a resume does not run or judge them again."""
+        return {k: r for k, r in self.latest_results().items() if r.status == "finished"}
+
+    def set_aside_results(self, task_ids: Iterable[str]) -> int:
+        """Move every result line of these tasks (their inputs changed: bench/inputs.py)
+        out of the results, to ``superseded/``: each reader of the results (the resume,
+        the summary, the live and final report, `deepledger report`) takes a task's newest
+        line, and none may take one that answered other inputs, even when the run stops
+        before the task has a new one. The lines are added there first, then the results
+        replaced whole without them, both flushed to disk: a run killed between the two
+        still finds them in the results, and moves them again (a line kept already is
+        not kept twice). How many lines moved."""
+        self._driver_only("results")
+        wanted = set(task_ids)
+        with self._results_lock:
+            path = self.results_path
+            if not wanted or not path.exists():
+                return 0
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+            moving = {index for index, line in enumerate(lines) if _task_id_of(line) in wanted}
+            if not moving:
+                return 0
+            _keep_once(self.layout.superseded_results, [lines[i] for i in sorted(moving)])
+            rest = "".join(line for index, line in enumerate(lines) if index not in moving)
+            write_text_atomic(path, rest, 0o644, sync=True)
+        return len(moving)
+
+    def replaced_results(self) -> frozenset[str]:
+        """The tasks whose result lines :meth:`set_aside_results` moved, this run or an
+        earlier one: each line the results hold for them answers their inputs now."""
+        return frozenset(
+            str(line["task_id"])
+            for line in read_jsonl(self.layout.superseded_results)
+            if "task_id" in line
+        )
 
     def add_result(self, record: TaskRecord) -> None:
         """Append one task's record, flushed to disk before this returns."""
@@ -442,6 +468,25 @@ class RunStore:
 
     def relative(self, path: Path | None) -> str | None:
         return str(path.relative_to(self.root)) if path else None
+
+
+def _keep_once(path: Path, lines: list[str]) -> None:
+    """Append to ``path`` those of ``lines`` it does not hold yet, flushed to disk."""
+    held = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    known = set(held.splitlines())
+    new = [line.rstrip("\n") + "\n" for line in lines if line.rstrip("\n") not in known]
+    if new:
+        path.parent.mkdir(exist_ok=True)
+        append_encoded(path, "".join(new).encode("utf-8"))
+
+
+def _task_id_of(line: str) -> object:
+    """The task id of one results line as read (None: a line a crash cut short)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return record.get("task_id") if isinstance(record, dict) else None
 
 
 def versions() -> dict[str, str]:
