@@ -100,6 +100,22 @@ def test_a_refused_config_leaves_no_new_run_folder_and_an_old_one_as_it_was(tmp_
     assert [p.name for p in old.iterdir()] == ["notes.txt"]
 
 
+def test_a_bench_refused_for_its_data_leaves_no_new_run_folder_nor_traces_in_an_old_one(tmp_path):
+    # Refused inside the suite (no task file in data_dir), after the folder was claimed.
+    refused = ("llm=openai_compatible", f"benchmark.data.data_dir={tmp_path}/missing")
+    new = tmp_path / "new"
+    run = deepledger("bench", *refused, f"hydra.run.dir={new}/run/sub")
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "missing" in run.stderr
+    assert not new.exists()  # nor the parents made for it
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "notes.txt").write_text("mine")
+    run = deepledger("bench", *refused, f"hydra.run.dir={old}")
+    assert run.returncode == 2
+    assert [p.name for p in old.iterdir()] == ["notes.txt"]
+
+
 def test_unknown_command_is_a_usage_error():
     run = deepledger("benchmark")
     assert run.returncode == 2 and "unknown command" in run.stderr

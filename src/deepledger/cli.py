@@ -507,7 +507,8 @@ def _checked(cfg: Config) -> None:
 def _refused_leaves_nothing() -> Iterator[None]:
     """A command refused for its configuration before its run started leaves no new run
     folder behind: the one the Hydra callback made (its lock, ``.hydra/``) is removed
-    again. A folder that was there before is left as it was."""
+    again. A folder that was there before is left as it was, and one whose run started
+    (``RunStore.start``) is never touched (``store/lock.py``)."""
     from hydra.core.hydra_config import HydraConfig
 
     from deepledger.store.lock import discard_claimed
@@ -525,11 +526,15 @@ def _bench(cfg: Config, node: DictConfig) -> int:
     from deepledger.bench.suite import run_suite
     from deepledger.config import node_data
 
-    with _refused_leaves_nothing():
-        _checked(cfg)
     root = Path(HydraConfig.get().runtime.output_dir)
     composed = node_data(node, resolve=False)  # for .hydra/config.yaml: as composed
-    summary = asyncio.run(run_suite(cfg, root, config_dir(), sys.argv[1:], hydra_config=composed))
+    # run_suite refuses some settings itself (no tasks in data_dir, a judge's missing
+    # key) before its run starts writing: those leave no folder either.
+    with _refused_leaves_nothing():
+        _checked(cfg)
+        summary = asyncio.run(
+            run_suite(cfg, root, config_dir(), sys.argv[1:], hydra_config=composed)
+        )
     print(f"Run directory: {root}")
     budget = summary.budget
     not_done = budget is not None and (budget.tasks_not_started or budget.tasks_stopped)

@@ -151,6 +151,10 @@ class RetryConfig:
     max_wait_seconds: float = 60.0  # ... and never waits longer than this
     jitter_seconds: float = 1.0  # random extra wait, so parallel tasks do not retry in step
     max_retry_after_seconds: float = 120.0  # a longer Retry-After is capped to this
+    # A server no call has reached yet is retried past max_attempts while it refuses,
+    # until the waits add up to this (a local server loading its model binds its port
+    # late); then the run stops on it (llm/retry.py, UNREACHABLE_AFTER_SECONDS).
+    unreachable_after_seconds: float = 60.0
 
 
 @dataclass

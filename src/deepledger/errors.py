@@ -27,8 +27,8 @@ class, its place and its parent.
      │         ├── ContextOverflowError  the provider rejected the prompt as too long
      │         └── EndpointRejectedError 401/403, or the model does not exist: every
      │              │                    request of the run would fail the same way
-     │              ├── EndpointUnreachableError  llm.base_url could not be reached after
-     │              │                    every retry, and no call of the run ever reached it
+     │              ├── EndpointUnreachableError  llm.base_url refused every retry for
+     │              │                    60 s, and no call of this process ever reached it
      │              ├── ExtractionModelRejectedError  [tools/scrape.py] tools.extract_llm's endpoint
      │              ├── NotesModelRejectedError  [context/compaction.py] agent.context.summary_llm's
      │              └── _JudgeRejectedError  [bench/runner.py] the judge's endpoint
@@ -193,8 +193,9 @@ class EndpointRejectedError(FatalLLMError):
 
 
 class EndpointUnreachableError(EndpointRejectedError):
-    """The endpoint could not be reached (refused, no such host) after every retry, and
-    no call of the run has reached it yet: the address is wrong or the server is down,
-    so a suite stops after the first task's retries instead of failing every task the
-    same way. Raised by the retry policy (``llm/retry.py``) in place of the
+    """The endpoint could not be reached (refused, no such host) after every retry and
+    for ``llm.retry.unreachable_after_seconds``, and no call of this process (with
+    backend=ray: this worker) has reached it yet: the address is wrong or the server is
+    down, so a suite stops after the first task's retries instead of failing every task
+    the same way. Raised by the retry policy (``llm/retry.py``) in place of the
     :class:`LLMConnectionError` it gave up on (its cause)."""

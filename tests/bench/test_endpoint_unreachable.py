@@ -15,7 +15,7 @@ import pytest
 
 from deepledger.errors import EndpointUnreachableError, LLMConnectionError
 from deepledger.llm.classify import connection_error, never_connected
-from deepledger.llm.retry import RetryingClient, RetryPolicy
+from deepledger.llm.retry import UNREACHABLE_AFTER_SECONDS, RetryingClient, RetryPolicy
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import Message
 from deepledger.testing.faults import FAST_RETRY
@@ -65,11 +65,13 @@ def test_an_unreachable_base_url_stops_the_suite_with_one_message_and_exit_2(tmp
     assert not results.exists() or results.read_text() == ""
 
 
-def retrying(script: list) -> RetryingClient:
+def retrying(script: list, window: float = 0.0, waits: list[float] | None = None) -> RetryingClient:
     async def no_wait(seconds: float) -> None:
-        return None
+        if waits is not None:
+            waits.append(seconds)
 
-    return RetryingClient(ScriptedLLM(script), RetryPolicy(max_attempts=2), sleep=no_wait)
+    policy = RetryPolicy(max_attempts=2, unreachable_after_seconds=window)
+    return RetryingClient(ScriptedLLM(script), policy, sleep=no_wait)
 
 
 def refused() -> LLMConnectionError:
@@ -94,7 +96,11 @@ async def test_a_connection_lost_or_timed_out_is_never_taken_as_unreachable():
 
 
 def test_refused_and_unknown_hosts_are_connections_never_made():
-    assert never_connected(socket.gaierror(-2, "Name or service not known"))
+    assert never_connected(socket.gaierror(socket.EAI_NONAME, "Name or service not known"))
+    # a resolver that failed for now is no proof the host does not exist
+    assert not never_connected(
+        socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+    )
     wrapped = OSError("cannot connect")
     wrapped.__cause__ = ConnectionRefusedError()
     assert never_connected(wrapped)
@@ -107,3 +113,28 @@ async def test_once_reached_a_refused_connection_stays_a_transient_error():
     with pytest.raises(LLMConnectionError) as caught:
         await client.generate([Message.task("again")])
     assert not isinstance(caught.value, EndpointUnreachableError)
+
+
+async def test_a_server_still_starting_is_waited_for_past_max_attempts():
+    # vLLM binds its port once the model is loaded: refusals for a while, then answers.
+    waits: list[float] = []
+    client = retrying([refused()] * 5 + ["hello"], window=60.0, waits=waits)
+    reply = await client.generate([Message.task("hi")])
+    assert reply.text == "hello" and len(waits) == 5
+
+
+async def test_an_endpoint_is_unreachable_only_once_it_refused_for_the_whole_window():
+    waits: list[float] = []
+    client = retrying([refused()] * 50, window=60.0, waits=waits)
+    with pytest.raises(EndpointUnreachableError) as caught:
+        await client.generate([Message.task("hi")])
+    assert sum(waits) >= 60.0 > sum(waits[:-1])
+    assert "No call from this process" in str(caught.value)
+    assert "llm.retry.unreachable_after_seconds" in str(caught.value)
+
+
+def test_the_config_default_window_is_the_policys():
+    from deepledger.config import RetryConfig
+
+    assert RetryPolicy.from_config(RetryConfig()) == RetryPolicy()
+    assert RetryPolicy().unreachable_after_seconds == UNREACHABLE_AFTER_SECONDS == 60.0

@@ -17,7 +17,7 @@ from deepledger.records.results import (
 )
 from deepledger.store.files import read_jsonl
 from deepledger.store.layout import attempt_journals, memory_folder, subagents_folder
-from deepledger.store.lock import run_is_live
+from deepledger.store.lock import claim, discard_claimed, run_is_live
 from deepledger.store.run_config import config_breakdown
 from deepledger.store.run_store import RunStore, load_manifest
 from deepledger.tools.memory import MemoryStore
@@ -176,3 +176,29 @@ def test_a_progress_file_a_kill_left_torn_goes_on_a_new_line_and_is_read_back_on
     assert len(lines) == 3 and lines[0].endswith("retry_fin")
     assert [r["event"] for r in read_jsonl(progress)] == ["retry_finished", "attempt_finished"]
     run_dir.close()
+
+
+def test_a_refusal_before_the_start_removes_the_new_folder_its_store_let_go(tmp_path):
+    root = tmp_path / "made" / "run"
+    claim(root)
+    RunStore(root).close()  # opened, refused before start: its lock is let go
+    discard_claimed(root)
+    assert not (tmp_path / "made").exists()
+
+
+def test_a_folder_whose_run_started_is_never_removed(tmp_path):
+    root = tmp_path / "run"
+    claim(root)
+    store = RunStore(root)
+    store.start({"benchmark": {"name": "x"}}, ["bench"], tasks=1)
+    store.close()
+    discard_claimed(root)  # a refusal met after the start: nothing is undone
+    assert (root / "manifest.json").exists()
+
+
+def test_an_old_folder_refused_before_the_start_loses_only_what_the_claim_made(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    claim(tmp_path)
+    RunStore(tmp_path).close()  # made tasks/ and the lock file
+    discard_claimed(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]

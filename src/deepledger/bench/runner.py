@@ -865,10 +865,11 @@ def _say_budget_spent(hit: LimitHit, not_started: int, stopped: int) -> None:
 
 def _unreachable(whose: str, said: str, not_done: int) -> RunRejectedError:
     """The one message of a suite stopped because its model could not be reached before
-    any call of the run reached it (``llm/retry.py``)."""
+    any call of the process that met it reached it (``llm/retry.py``)."""
     return RunRejectedError(
-        f"the model endpoint could not be reached, for {whose}, and no call of the run "
-        f"has reached it. The suite stopped after the first task's retries: "
+        f"the model endpoint could not be reached, for {whose}, and no call from the "
+        "process that met it (with backend=ray: one worker) had reached it. The suite "
+        "stopped after the first task's retries: "
         f"{plural(not_done, 'task')} {'is' if not_done == 1 else 'are'} not done and none "
         "of them was recorded. Check the URL (and that its server is running), then run "
         "the same command again (same hydra.run.dir) to resume.\n"

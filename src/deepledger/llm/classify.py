@@ -218,13 +218,24 @@ def connection_error(
     return error
 
 
+# Name look-ups that say the host does not exist (NXDOMAIN), or has no address: not a
+# resolver that failed for now (EAI_AGAIN "Temporary failure in name resolution",
+# EAI_FAIL), which a retry may get past.
+_NO_SUCH_HOST = frozenset(
+    code for code in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None)) if code is not None
+)
+
+
 def never_connected(exc: BaseException) -> bool:
     """Whether ``exc`` (or what it was raised from) says no connection could be made:
-    refused, or the host name does not resolve. A reset or a dropped connection met a
-    server; a connect timeout may be a busy one."""
+    refused, or there is no such host. A reset or a dropped connection met a server; a
+    connect timeout may be a busy one; a look-up that failed for now may succeed."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, ConnectionRefusedError | socket.gaierror):
+        if isinstance(seen, socket.gaierror):
+            if seen.errno in _NO_SUCH_HOST:
+                return True
+        elif isinstance(seen, ConnectionRefusedError):
             return True
         if isinstance(seen, OSError) and seen.errno == errno.ECONNREFUSED:
             return True  # aiohttp's ClientConnectorError carries the refusal's errno

@@ -9,11 +9,15 @@
   — the same request would fail the same way.
 - Gives up after ``max_attempts`` attempts in all and raises the last error; when that
   is a connection that could not be made at all (refused, no such host:
-  ``LLMConnectionError.never_connected``) and no call of this client has ever reached
-  the server, it raises :class:`EndpointUnreachableError`
-  instead: the address is wrong or the server is down, and every other call of the run
-  would fail the same way (a suite stops on it, as on a 401). Once one call has been
-  answered, a lost connection is the passing trouble it is retried as.
+  ``LLMConnectionError.never_connected``) and no call of this client (one per process:
+  the driver's, or one Ray worker's) has ever reached the server, it raises
+  :class:`EndpointUnreachableError` instead: the address is wrong or the server is down,
+  and every other call would fail the same way (a suite stops on it, as on a 401). Such
+  a call is first retried past ``max_attempts`` until the waits between its attempts add
+  up to ``unreachable_after_seconds`` (:data:`UNREACHABLE_AFTER_SECONDS`): a server
+  still starting (vLLM binds its port only once the model is loaded) is waited for, not
+  taken as down. Once one call has been answered, a lost connection is the passing
+  trouble it is retried as.
 
 Providers turn their SDK's retries off; nothing else in deepledger retries model calls.
 """
@@ -30,7 +34,6 @@ from tenacity import (
     AsyncRetrying,
     RetryCallState,
     retry_if_exception_type,
-    stop_after_attempt,
     wait_exponential_jitter,
 )
 
@@ -50,6 +53,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# How long a server never reached must have refused connections (counted in the waits
+# between a call's attempts) before it is taken as unreachable: long enough for a local
+# server to load its model and bind its port (llm.retry.unreachable_after_seconds).
+UNREACHABLE_AFTER_SECONDS = 60.0
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -58,6 +66,7 @@ class RetryPolicy:
     max_wait_seconds: float = 60.0
     jitter_seconds: float = 1.0
     max_retry_after_seconds: float = 120.0
+    unreachable_after_seconds: float = UNREACHABLE_AFTER_SECONDS
 
     @classmethod
     def from_config(cls, cfg: RetryConfig) -> RetryPolicy:
@@ -67,6 +76,7 @@ class RetryPolicy:
             max_wait_seconds=cfg.max_wait_seconds,
             jitter_seconds=cfg.jitter_seconds,
             max_retry_after_seconds=cfg.max_retry_after_seconds,
+            unreachable_after_seconds=cfg.unreachable_after_seconds,
         )
 
     def wait_seconds(self, state: RetryCallState) -> float:
@@ -121,8 +131,10 @@ class RetryingClient(LLMClient):
             if self.reached or not error.never_connected:
                 raise
             raise EndpointUnreachableError(
-                f"{error} No call of this run has reached it, so it is taken as "
-                "unreachable rather than busy.",
+                f"{error} No call from this process (with backend=ray: this worker) has "
+                f"reached it, and it refused for {self.policy.unreachable_after_seconds:g}s "
+                "(llm.retry.unreachable_after_seconds), so it is taken as unreachable "
+                "rather than busy or starting.",
                 provider=error.provider,
             ) from error
         return response
@@ -154,7 +166,7 @@ class RetryingClient(LLMClient):
         """The call retried after ``first_failure`` as tenacity's first attempt."""
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(TransientLLMError),
-            stop=stop_after_attempt(self.policy.max_attempts),
+            stop=self._stop,
             wait=self.policy.wait_seconds,
             before_sleep=self._note_retry,
             sleep=self._sleep,
@@ -168,6 +180,22 @@ class RetryingClient(LLMClient):
                 return await self._once(messages, tools, settings)
         raise AssertionError("unreachable: tenacity either returns or reraises")
 
+    def _stop(self, state: RetryCallState) -> bool:
+        """Whether to give up (tenacity's ``stop`` callback): after ``max_attempts``,
+        unless the server may still be starting (``_may_be_starting``)."""
+        return state.attempt_number >= self.policy.max_attempts and not self._may_be_starting(state)
+
+    def _may_be_starting(self, state: RetryCallState) -> bool:
+        """A server no call has reached that refuses connections (or whose name does not
+        resolve), for less than ``unreachable_after_seconds`` of waits so far."""
+        error = state.outcome.exception() if state.outcome else None
+        return (
+            not self.reached
+            and isinstance(error, LLMConnectionError)
+            and error.never_connected
+            and state.idle_for < self.policy.unreachable_after_seconds
+        )
+
     async def _call(  # pragma: no cover
         self, messages: list[Message], tools: list[ToolSpec], settings: GenerationSettings
     ) -> LLMResponse:
@@ -177,6 +205,17 @@ class RetryingClient(LLMClient):
         self.retries += 1
         error = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
+        if state.attempt_number >= self.policy.max_attempts:  # waiting for it to start
+            log.warning(
+                "%s call failed (attempt %d; the server may be starting: retried until it "
+                "has refused for %gs): %s; retrying in %.1fs",
+                self.provider,
+                state.attempt_number,
+                self.policy.unreachable_after_seconds,
+                error,
+                wait,
+            )
+            return
         log.warning(
             "%s call failed (attempt %d of %d): %s; retrying in %.1fs",
             self.provider,

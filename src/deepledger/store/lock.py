@@ -56,6 +56,7 @@ class _Before:
     made: Path | None  # the outermost folder the claim made (root or a parent); None: none
     lock: bool  # the lock file was there
     hydra: bool  # so was .hydra/
+    tasks: bool  # and tasks/ (a RunStore makes it on opening)
 
 
 _before: dict[Path, _Before] = {}
@@ -76,7 +77,12 @@ def claim(root: Path, key: str = "hydra.run.dir") -> None:
     root = Path(os.path.abspath(root))
     if root not in _claimed:
         layout = RunLayout(root)
-        before = _Before(_outermost_missing(root), layout.lock.exists(), layout.hydra.exists())
+        before = _Before(
+            _outermost_missing(root),
+            layout.lock.exists(),
+            layout.hydra.exists(),
+            layout.tasks.exists(),
+        )
         _claimed[root] = _take_lock(root, key)
         _before[root] = before
 
@@ -100,28 +106,75 @@ def release(root: Path) -> None:
         handle.close()  # closing the file releases its lock
 
 
+def started(root: Path) -> None:
+    """``root``'s run starts writing (its manifest, then results and journals): from now
+    on a refused command leaves the folder alone (``discard_claimed`` does nothing)."""
+    _before.pop(Path(os.path.abspath(root)), None)
+
+
 def discard_claimed(root: Path) -> None:
     """Give back ``root``'s lock and undo what claiming it did, for a command refused
-    before its run started: a folder the claim made is removed (with the parents it made
-    for it), so no new folder is left behind; a folder that was there is left as it was
-    (the lock file and ``.hydra/`` written since are removed)."""
+    before its run started (``started``): a folder the claim made is removed (with the
+    parents it made for it), so no new folder is left behind; a folder that was there is
+    left as it was (the lock file, ``.hydra/`` and empty ``tasks/`` written since are
+    removed). A RunStore may have adopted the lock and let it go already: it is taken
+    again, and a folder another process holds by then is left to it."""
     root = Path(os.path.abspath(root))
     before = _before.pop(root, None)
-    if before is None or root not in _claimed:
+    if before is None:  # not claimed by this process, or its run started
         return
-    layout = RunLayout(root)
-    if before.made is not None:  # while locked: no other deepledger process wrote here
-        shutil.rmtree(root)
-    elif not before.hydra:
-        shutil.rmtree(layout.hydra, ignore_errors=True)
-    if before.made is None and not before.lock:
-        layout.lock.unlink(missing_ok=True)
-    release(root)
+    handle = _claimed.pop(root, None) or _lock_again(RunLayout(root).lock)
+    if handle is None:
+        return
+    try:
+        _undo_claim(root, before)
+    finally:
+        handle.close()  # closing the file releases its lock
     folder = root
     while before.made is not None and folder != before.made:
         folder = folder.parent
         with contextlib.suppress(OSError):  # not empty: something else is in it now
             folder.rmdir()
+
+
+def _lock_again(lock: Path) -> BinaryIO | None:
+    """The lock of a folder this process claimed and let go, if no one took it since."""
+    try:
+        handle = os.fdopen(os.open(lock, os.O_RDWR | os.O_CLOEXEC), "rb+")
+    except OSError:  # gone: nothing of the claim is left to undo
+        return None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
+def _undo_claim(root: Path, before: _Before) -> None:
+    """While holding ``root``'s lock: remove what the claim (and an unstarted RunStore)
+    put there; never a folder a manifest, task result or journal was written in."""
+    layout = RunLayout(root)
+    if before.made is not None:  # while locked: no other deepledger process wrote here
+        if not _holds_run_output(layout):
+            shutil.rmtree(root)
+        return
+    if not before.hydra:
+        shutil.rmtree(layout.hydra, ignore_errors=True)
+    if not before.tasks:
+        with contextlib.suppress(OSError):  # not empty: left as it is
+            layout.tasks.rmdir()
+    if not before.lock:
+        layout.lock.unlink(missing_ok=True)
+
+
+def _holds_run_output(layout: RunLayout) -> bool:
+    tasks = layout.tasks
+    return (
+        layout.manifest.exists()
+        or layout.results.exists()
+        or (tasks.is_dir() and any(tasks.iterdir()))
+    )
 
 
 def _take_lock(root: Path, key: str) -> BinaryIO:

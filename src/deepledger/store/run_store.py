@@ -60,7 +60,7 @@ from deepledger.store.layout import (
     set_aside,
     subagents_folder,
 )
-from deepledger.store.lock import adopt, unusable
+from deepledger.store.lock import adopt, started, unusable
 from deepledger.store.redaction import redact
 from deepledger.store.run_config import (
     config_breakdown,
@@ -209,6 +209,7 @@ class RunStore:
         at the top; each run keeps its own, and its ``config_id``, which every result and
         progress line of this run carries."""
         self._driver_only("the manifest")
+        started(self.root)  # from here on a refusal leaves the folder (store/lock.py)
         redacted: JSONObject = redact(config)
         self.config_id = self.planned_config_id(config)
         manifest = self._manifest() or Manifest(created_at=now(), config=redacted, runs=[])

@@ -275,6 +275,7 @@ FAST_RETRY = (
     "llm.retry.initial_wait_seconds=0.01",
     "llm.retry.max_wait_seconds=0.05",
     "llm.retry.jitter_seconds=0",
+    "llm.retry.unreachable_after_seconds=0",  # a refused port: no wait for it to start
 )
 
 
