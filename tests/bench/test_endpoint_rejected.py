@@ -21,6 +21,7 @@ from deepledger.store.files import read_jsonl
 from deepledger.store.run_store import RunStore
 from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, Reply
 from deepledger.tools.manager import ToolManager
+from tests.support.bench import arithmetic_suite
 from tests.support.config import composed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,13 +30,7 @@ TASKS = 5
 
 
 def suite(folder: Path) -> Path:
-    folder.mkdir()
-    lines = [
-        {"task_id": f"t{n}", "task_question": f"What is {n} + {n}?", "ground_truth": str(2 * n)}
-        for n in range(1, TASKS + 1)
-    ]
-    (folder / "standardized_data.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
-    return folder
+    return arithmetic_suite(folder, TASKS)
 
 
 def bench(base_url: str, data: Path, run_dir: Path, *extra: str) -> subprocess.CompletedProcess:

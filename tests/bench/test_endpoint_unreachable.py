@@ -4,7 +4,6 @@ connection that cannot be made is retried and fails one task only, as before."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -19,6 +18,7 @@ from deepledger.llm.retry import UNREACHABLE_AFTER_SECONDS, RetryingClient, Retr
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import Message
 from deepledger.testing.faults import FAST_RETRY
+from tests.support.bench import arithmetic_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = 3
@@ -32,13 +32,7 @@ def closed_port() -> int:
 
 
 def suite(folder: Path) -> Path:
-    folder.mkdir()
-    lines = [
-        {"task_id": f"t{n}", "task_question": f"What is {n} + {n}?", "ground_truth": str(2 * n)}
-        for n in range(1, TASKS + 1)
-    ]
-    (folder / "standardized_data.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
-    return folder
+    return arithmetic_suite(folder, TASKS)
 
 
 def test_an_unreachable_base_url_stops_the_suite_with_one_message_and_exit_2(tmp_path):

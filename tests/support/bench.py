@@ -43,6 +43,17 @@ def bench_command(base_url: str, run_dir: Path, *extra: str) -> list[str]:
     ]
 
 
+def arithmetic_suite(folder: Path, tasks: int) -> Path:
+    """A data folder of ``tasks`` questions ``What is n + n?`` (ids t1, t2, ...)."""
+    folder.mkdir()
+    lines = [
+        {"task_id": f"t{n}", "task_question": f"What is {n} + {n}?", "ground_truth": str(2 * n)}
+        for n in range(1, tasks + 1)
+    ]
+    (folder / "standardized_data.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
+    return folder
+
+
 def results(run_dir: Path) -> list[dict]:
     """The run's benchmark_results.jsonl lines, every one (none before the first)."""
     path = run_dir / "benchmark_results.jsonl"
