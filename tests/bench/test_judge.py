@@ -350,9 +350,9 @@ async def test_llm_judge_unreadable_reply_quotes_only_the_start():
     assert len(judgement.reason) < 200
 
 
-async def test_llm_judge_skips_the_model_when_normalized_text_already_matches():
+async def test_llm_judge_skips_the_model_only_for_the_same_text():
     llm = ScriptedLLM([])  # any model call would fail: the script is empty
-    judgement = await LLMJudge(llm).judge(Q, "The answer is Paris.", "paris")
+    judgement = await LLMJudge(llm).judge(Q, "  Paris. ", "Paris")
     assert judgement.correct is True
     assert "the model was not asked" in judgement.reason
     assert llm.calls == []
@@ -543,10 +543,11 @@ async def test_deepsearchqa_rule_unreadable_replies_are_incorrect(reply):
 
 
 @pytest.mark.parametrize("rule", sorted(LLM_RULES))
-async def test_every_rule_skips_the_model_when_normalized_text_already_matches(rule):
+async def test_every_rule_skips_the_model_when_the_answer_is_the_ground_truth(rule):
     llm = ScriptedLLM([])
-    judgement = await LLMJudge(llm, rule=rule).judge(Q, "The answer is Paris.", "paris")
+    judgement = await LLMJudge(llm, rule=rule).judge(Q, "Paris.", "Paris")
     assert judgement.correct is True and "the model was not asked" in judgement.reason
+    assert judgement.score == (1.0 if rule == "deepsearchqa" else None)
     assert llm.calls == []
 
 

@@ -120,8 +120,11 @@ incorrect ("not an AIME answer"). Correct iff the two integers are equal. If the
 truth does not read as an integer 0–999, the *normalized* rules decide (the reason
 says so).
 
-**llm** — if the *normalized* rules already say equal, correct without asking a model
-(the reason says the model was not asked). Otherwise the model is sent the prompt of
+**llm** — if the answer cannot differ in meaning from the ground truth (the same text
+once whitespace at the ends and a trailing full stop are removed, or the same plain
+number: ``bench/shortcut.py``), correct without asking a model (the reason says the
+model was not asked; a scored rule scores it 1). Case, brackets, articles, units,
+superscripts and everything else go to the model. Otherwise the model is sent the prompt of
 the judge's *rule* (``benchmark.judge.rule``, below; its part before ``<!-- task -->``
 as the system message, the rest, with question, ground truth and answer filled in, as
 the task). A reply the rule cannot read is incorrect, with a reason that says the reply
@@ -172,6 +175,7 @@ from dataclasses import asdict, dataclass
 import json_repair
 
 from deepledger.agent.boxed import last_boxed
+from deepledger.bench.shortcut import same_beyond_doubt
 from deepledger.config import JUDGES, JudgeName, JudgeRule  # validated with the config
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings, LLMClient
@@ -755,6 +759,7 @@ class LLMRule:
     template: str  # a file in src/deepledger/prompts/
     read: Callable[[str], Reading | None]
     expects: str  # what a readable reply holds, for the reason when it holds none
+    scored: bool = False  # its readings carry a score (partial credit)
 
 
 _VERDICT = "no CORRECT or INCORRECT verdict"
@@ -767,6 +772,7 @@ LLM_RULES: dict[JudgeRule, LLMRule] = {
         "judge_deepsearchqa.md",
         read_checklist,
         "no JSON object with a non-empty 'expected' of true/false and an 'extra' list",
+        scored=True,
     ),
 }
 
@@ -787,10 +793,11 @@ class LLMJudge(Judge):
         self.rule = JudgeRule(rule)
 
     async def _judge(self, question: str, answer: str, ground_truth: str) -> Judgement:
-        text = await NormalizedJudge()._judge(question, answer, ground_truth)
-        if text.correct:
-            return Judgement(True, self.name, f"{text.reason}; the model was not asked")
         rule = LLM_RULES[self.rule]
+        if (same := same_beyond_doubt(answer, ground_truth)) is not None:
+            # A checklist rule scores such an answer as it would: every part, nothing extra.
+            score = 1.0 if rule.scored else None
+            return Judgement(True, self.name, f"{same}; the model was not asked", score)
         system, task = judge_prompt(question, answer, ground_truth, rule.template)
         messages = [Message.system(system), Message.task(task)]
         response = await self.llm.generate(messages, None, self.settings)
