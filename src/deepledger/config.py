@@ -28,6 +28,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from deepledger.blocked_urls import BlockedURLs, clean_patterns
 from deepledger.errors import ConfigError
 from deepledger.messages import JSONObject
 from deepledger.paths import CONFIG_DIR_ENV, looked_in, resolve_data_path
@@ -450,6 +451,13 @@ class WebConfig:
     # directory, the home folder or a folder above them only as its tasks' attached
     # files (tools/roots.py); true opens it whole (secret files are refused anyway).
     allow_working_dir: bool = False
+    # Answer-leak guard (blocked_urls.py): glob patterns on a URL's host/path (no scheme,
+    # www. dropped, any case; `*` also matches `/`) whose pages the search tools drop and
+    # the readers refuse, added to the built-in huggingface.co (and hf.co) datasets/* and
+    # spaces/* rules. A benchmark preset adds its own (its answers' repository).
+    blocked_urls: list[str] = field(default_factory=list)
+    # false turns the built-in huggingface.co rules off (blocked_urls still apply).
+    block_answer_sites: bool = True
 
 
 @dataclass
@@ -573,7 +581,14 @@ def server_environment(cfg: Config) -> dict[str, str]:
         env[ALLOW_PRIVATE_ENV] = "1"
     if extra := secret_rules(cfg).environment_value():
         env[SECRET_FILES_ENV] = extra
+    env.update(leak_rules(cfg).environment())
     return env
+
+
+def leak_rules(cfg: Config) -> BlockedURLs:
+    """The answer-leak rules of this run: the built-in ones (unless
+    ``web.block_answer_sites`` is false) and ``web.blocked_urls``."""
+    return BlockedURLs(clean_patterns(cfg.web.blocked_urls), cfg.web.block_answer_sites)
 
 
 def secret_rules(cfg: Config) -> SecretFiles:
@@ -587,6 +602,8 @@ def share_secret_rules(cfg: Config) -> None:
     meets the same rules: those readers take them from the environment, as the servers do."""
     if extra := secret_rules(cfg).environment_value():
         os.environ[SECRET_FILES_ENV] = extra
+    # The scraper reads pages in this process: it must meet the servers' leak rules too.
+    os.environ.update(leak_rules(cfg).environment())
 
 
 def extract_llm_name(cfg: Config) -> str | None:
