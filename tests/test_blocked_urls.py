@@ -12,6 +12,7 @@ from deepledger.blocked_urls import (
     url_key,
 )
 from deepledger.config import Config, leak_rules, server_environment
+from tests.support.config import composed
 
 BLOCKED = [
     "https://huggingface.co/datasets/gaia-benchmark/GAIA",
@@ -84,3 +85,18 @@ def test_the_config_reaches_the_servers_environment() -> None:
 
 def test_no_environment_means_the_builtin_rules() -> None:
     assert BlockedURLs.from_env({}) == BlockedURLs()
+
+
+def test_a_preset_adds_its_own_patterns_and_the_user_adds_more() -> None:
+    cfg = composed("benchmark=simpleqa", "web.blocked_urls=[github.com/me/answers*]")
+    rules = BlockedURLs.from_env(server_environment(cfg))
+    csv = "https://openaipublic.blob.core.windows.net/simple-evals/simple_qa_test_set.csv"
+    assert rules.rule_for(csv) == "openaipublic.blob.core.windows.net/simple-evals/*"
+    assert rules.rule_for("https://github.com/me/answers/x") == "github.com/me/answers*"
+    assert rules.rule_for("https://huggingface.co/datasets/basicv8vc/SimpleQA")
+    plain = BlockedURLs.from_env(server_environment(composed("benchmark=example")))
+    assert plain.rule_for(csv) is None
+    cleared = composed("benchmark=simpleqa", "web.block_answer_sites=false")
+    rules = BlockedURLs.from_env(server_environment(cleared))
+    assert rules.rule_for("https://huggingface.co/datasets/basicv8vc/SimpleQA") is None
+    assert rules.rule_for(csv) is not None

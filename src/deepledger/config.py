@@ -424,6 +424,9 @@ class BenchmarkConfig:
     # The corpus the `search` tool indexes for this suite instead of its default (a
     # hermetic suite brings its own); relative paths are from the working directory.
     search_corpus: str | None = None
+    # Answer-leak patterns of this suite (where its answers are published), added to
+    # web.blocked_urls; same syntax (blocked_urls.py).
+    blocked_urls: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -454,7 +457,7 @@ class WebConfig:
     # Answer-leak guard (blocked_urls.py): glob patterns on a URL's host/path (no scheme,
     # www. dropped, any case; `*` also matches `/`) whose pages the search tools drop and
     # the readers refuse, added to the built-in huggingface.co (and hf.co) datasets/* and
-    # spaces/* rules. A benchmark preset adds its own (its answers' repository).
+    # spaces/* rules and to the suite's benchmark.blocked_urls.
     blocked_urls: list[str] = field(default_factory=list)
     # false turns the built-in huggingface.co rules off (blocked_urls still apply).
     block_answer_sites: bool = True
@@ -587,8 +590,10 @@ def server_environment(cfg: Config) -> dict[str, str]:
 
 def leak_rules(cfg: Config) -> BlockedURLs:
     """The answer-leak rules of this run: the built-in ones (unless
-    ``web.block_answer_sites`` is false) and ``web.blocked_urls``."""
-    return BlockedURLs(clean_patterns(cfg.web.blocked_urls), cfg.web.block_answer_sites)
+    ``web.block_answer_sites`` is false), the suite's ``benchmark.blocked_urls`` and the
+    user's ``web.blocked_urls``."""
+    patterns = [*cfg.benchmark.blocked_urls, *cfg.web.blocked_urls]
+    return BlockedURLs(clean_patterns(patterns), cfg.web.block_answer_sites)
 
 
 def secret_rules(cfg: Config) -> SecretFiles:
