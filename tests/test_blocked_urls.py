@@ -11,7 +11,7 @@ from deepledger.blocked_urls import (
     clean_patterns,
     url_key,
 )
-from deepledger.config import Config, leak_rules, server_environment
+from deepledger.config import Config, leak_rules, server_environment, share_secret_rules
 from tests.support.config import composed
 
 BLOCKED = [
@@ -100,3 +100,12 @@ def test_a_preset_adds_its_own_patterns_and_the_user_adds_more() -> None:
     rules = BlockedURLs.from_env(server_environment(cleared))
     assert rules.rule_for("https://huggingface.co/datasets/basicv8vc/SimpleQA") is None
     assert rules.rule_for(csv) is not None
+
+
+def test_this_process_gets_the_rules_for_the_scraper(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scraper reads pages in deepledger's own process: the run's rules must be there."""
+    monkeypatch.setenv(BLOCKED_URLS_ENV, "")  # restored after the test, set or not
+    monkeypatch.setenv(BUILTIN_ENV, "1")
+    share_secret_rules(composed("benchmark=browsecomp", "web.block_answer_sites=false"))
+    rules = BlockedURLs.from_env()
+    assert rules == BlockedURLs(("openaipublic.blob.core.windows.net/simple-evals/*",), False)
