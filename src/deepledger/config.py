@@ -425,8 +425,9 @@ class BenchmarkConfig:
     # hermetic suite brings its own); relative paths are from the working directory.
     search_corpus: str | None = None
     # Answer-leak patterns of this suite (where its answers are published), added to
-    # web.blocked_urls; same syntax (blocked_urls.py).
-    blocked_urls: list[str] = field(default_factory=list)
+    # web.blocked_urls; same syntax (blocked_urls.py). Null (none), not [], so that a run
+    # made before the key existed resumes with the same settings.
+    blocked_urls: list[str] | None = None
 
 
 @dataclass
@@ -458,9 +459,11 @@ class WebConfig:
     # www. dropped, any case; `*` also matches `/`) whose pages the search tools drop and
     # the readers refuse, added to the built-in huggingface.co (and hf.co) datasets/* and
     # spaces/* rules and to the suite's benchmark.blocked_urls.
-    blocked_urls: list[str] = field(default_factory=list)
+    # Null (none) rather than [], and null (true) below rather than true, so that a run
+    # made before these keys existed resumes under the guard with the same settings.
+    blocked_urls: list[str] | None = None
     # false turns the built-in huggingface.co rules off (blocked_urls still apply).
-    block_answer_sites: bool = True
+    block_answer_sites: bool | None = None
 
 
 @dataclass
@@ -592,8 +595,8 @@ def leak_rules(cfg: Config) -> BlockedURLs:
     """The answer-leak rules of this run: the built-in ones (unless
     ``web.block_answer_sites`` is false), the suite's ``benchmark.blocked_urls`` and the
     user's ``web.blocked_urls``."""
-    patterns = [*cfg.benchmark.blocked_urls, *cfg.web.blocked_urls]
-    return BlockedURLs(clean_patterns(patterns), cfg.web.block_answer_sites)
+    patterns = [*(cfg.benchmark.blocked_urls or ()), *(cfg.web.blocked_urls or ())]
+    return BlockedURLs(clean_patterns(patterns), cfg.web.block_answer_sites is not False)
 
 
 def secret_rules(cfg: Config) -> SecretFiles:
