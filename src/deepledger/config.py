@@ -605,9 +605,10 @@ def secret_rules(cfg: Config) -> SecretFiles:
 
 
 def share_secret_rules(cfg: Config) -> None:
-    """Make ``web.secret_files`` this process's rules as well as its tool servers', so
-    what it reads itself (the scraper's ``corpus://`` links, members of a zip it fetched)
-    meets the same rules: those readers take them from the environment, as the servers do."""
+    """Make ``web.secret_files`` (and the answer-leak rules) this process's rules as well
+    as its tool servers', so what it reads itself (the scraper's pages and ``corpus://``
+    links, members of a zip it fetched) meets the same rules: those readers take them
+    from the environment, as the servers do."""
     if extra := secret_rules(cfg).environment_value():
         os.environ[SECRET_FILES_ENV] = extra
     # The scraper reads pages in this process: it must meet the servers' leak rules too.
