@@ -28,6 +28,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from deepledger.blocked_urls import BlockedURLs, clean_patterns
 from deepledger.errors import ConfigError
 from deepledger.messages import JSONObject
 from deepledger.paths import CONFIG_DIR_ENV, looked_in, resolve_data_path
@@ -423,6 +424,10 @@ class BenchmarkConfig:
     # The corpus the `search` tool indexes for this suite instead of its default (a
     # hermetic suite brings its own); relative paths are from the working directory.
     search_corpus: str | None = None
+    # Answer-leak patterns of this suite (where its answers are published), added to
+    # web.blocked_urls; same syntax (blocked_urls.py). Null (none), not [], so that a run
+    # made before the key existed resumes with the same settings.
+    blocked_urls: list[str] | None = None
 
 
 @dataclass
@@ -450,6 +455,15 @@ class WebConfig:
     # directory, the home folder or a folder above them only as its tasks' attached
     # files (tools/roots.py); true opens it whole (secret files are refused anyway).
     allow_working_dir: bool = False
+    # Answer-leak guard (blocked_urls.py): glob patterns on a URL's host/path (no scheme,
+    # www. dropped, any case; `*` also matches `/`) whose pages the search tools drop and
+    # the readers refuse, added to the built-in huggingface.co (and hf.co) datasets/* and
+    # spaces/* rules and to the suite's benchmark.blocked_urls.
+    # Null (none) rather than [], and null (true) below rather than true, so that a run
+    # made before these keys existed resumes under the guard with the same settings.
+    blocked_urls: list[str] | None = None
+    # false turns the built-in huggingface.co rules off (blocked_urls still apply).
+    block_answer_sites: bool | None = None
 
 
 @dataclass
@@ -573,7 +587,16 @@ def server_environment(cfg: Config) -> dict[str, str]:
         env[ALLOW_PRIVATE_ENV] = "1"
     if extra := secret_rules(cfg).environment_value():
         env[SECRET_FILES_ENV] = extra
+    env.update(leak_rules(cfg).environment())
     return env
+
+
+def leak_rules(cfg: Config) -> BlockedURLs:
+    """The answer-leak rules of this run: the built-in ones (unless
+    ``web.block_answer_sites`` is false), the suite's ``benchmark.blocked_urls`` and the
+    user's ``web.blocked_urls``."""
+    patterns = [*(cfg.benchmark.blocked_urls or ()), *(cfg.web.blocked_urls or ())]
+    return BlockedURLs(clean_patterns(patterns), cfg.web.block_answer_sites is not False)
 
 
 def secret_rules(cfg: Config) -> SecretFiles:
@@ -582,11 +605,14 @@ def secret_rules(cfg: Config) -> SecretFiles:
 
 
 def share_secret_rules(cfg: Config) -> None:
-    """Make ``web.secret_files`` this process's rules as well as its tool servers', so
-    what it reads itself (the scraper's ``corpus://`` links, members of a zip it fetched)
-    meets the same rules: those readers take them from the environment, as the servers do."""
+    """Make ``web.secret_files`` (and the answer-leak rules) this process's rules as well
+    as its tool servers', so what it reads itself (the scraper's pages and ``corpus://``
+    links, members of a zip it fetched) meets the same rules: those readers take them
+    from the environment, as the servers do."""
     if extra := secret_rules(cfg).environment_value():
         os.environ[SECRET_FILES_ENV] = extra
+    # The scraper reads pages in this process: it must meet the servers' leak rules too.
+    os.environ.update(leak_rules(cfg).environment())
 
 
 def extract_llm_name(cfg: Config) -> str | None:

@@ -2,8 +2,9 @@
 
 ``fetch`` GETs a URL and follows up to ``FetchLimits.max_redirects`` redirects itself,
 checking every hop with the SSRF guard (``ssrf.check_url`` before the request, and the
-guarded transport at connect time when ``fetch`` builds its own client). Only http and
-https are fetched.
+guarded transport at connect time when ``fetch`` builds its own client) and with the
+answer-leak rules of ``blocked_urls`` (a hop to a page that publishes benchmark answers
+is a ``FetchError`` of kind ``answer_leak`` naming the rule). Only http and https are fetched.
 
 The body is read in chunks and never held past ``max_bytes``:
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 import anyio
 import httpx
 
+from deepledger.blocked_urls import BlockedURLs, refusal
 from deepledger.web import ssrf
 
 USER_AGENT = "deepledger/0.1 (+https://pypi.org/project/deepledger/)"
@@ -70,8 +72,8 @@ class Fetched:
 class FetchError(Exception):
     """A URL could not be fetched. ``kind`` is one of ``blocked``, ``http_status``,
     ``timeout``, ``connect``, ``too_large``, ``redirects``, ``invalid_url``,
-    ``not_found`` (``corpus://`` documents); ``status`` is the HTTP status when there
-    is one."""
+    ``answer_leak`` (``blocked_urls.py``), ``not_found`` (``corpus://`` documents);
+    ``status`` is the HTTP status when there is one."""
 
     def __init__(self, message: str, *, kind: str, url: str, status: int | None = None):
         super().__init__(message)
@@ -131,7 +133,11 @@ async def _follow(
     """The redirect loop: check, request, and either return the body or move on."""
     chain: list[str] = []
     current, origin = url, _origin(url)
+    leaks = BlockedURLs.from_env()
     for _ in range(limits.max_redirects + 1):
+        if rule := leaks.rule_for(current):
+            # Checked on every hop: a shortener or a mirror may redirect to the answers.
+            raise FetchError(refusal(current, rule), kind="answer_leak", url=current)
         await _check(current, allowed)
         sent = dict(headers or {}) if _origin(current) == origin else {}
         sent.setdefault("User-Agent", USER_AGENT)

@@ -12,9 +12,10 @@ sent (Jina's servers would fetch it, but an internal base URL such as a self-hos
 reader would otherwise fetch internal targets for the model).
 
 Failures are ``JinaError`` with a ``kind``: ``missing_key`` (``JINA_API_KEY`` unset or
-empty), ``blocked`` (the target failed the SSRF guard), ``invalid_url`` (a target whose
-``..`` segments would move the request, key and all, to another path of the reader's
-host), ``auth`` (401/403),
+empty), ``blocked`` (the target failed the SSRF guard), ``answer_leak`` (the target
+matches a rule of ``blocked_urls.py``; Jina's own redirects cannot be seen from here),
+``invalid_url`` (a target whose ``..`` segments would move the request, key and all,
+to another path of the reader's host), ``auth`` (401/403),
 ``rate_limited`` (429 after the retries), ``http_status`` (other 4xx), ``server`` (5xx
 after the retries), ``timeout``, ``connect``, ``bad_response``. A 429 or 5xx is retried
 ``max_retries`` times, waiting ``Retry-After`` when the server gives one (capped at
@@ -31,6 +32,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
+from deepledger.blocked_urls import BlockedURLs, refusal
 from deepledger.web import ssrf
 from deepledger.web.convert import Document
 
@@ -77,6 +79,8 @@ async def jina_read(
     key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")
     if not key.strip():
         raise JinaError(f"The Jina reader needs an API key: set {API_KEY_ENV}.", kind="missing_key")
+    if rule := BlockedURLs.from_env().rule_for(url):
+        raise JinaError(refusal(url, rule), kind="answer_leak")
     try:
         await ssrf.check_url(url, allow_private_networks=allow_private)
     except ssrf.BlockedURLError as exc:

@@ -220,3 +220,64 @@ async def test_servers_answer_calls_in_parallel(
     assert [failed for failed, _ in results] == [False, False]
     assert "Eiffel Tower facts" in results[0][1]
     assert sorted(serper.queries) == ["eiffel tower", "unknown"]
+
+
+LEAKY = [
+    {"title": "GAIA answers", "link": "https://huggingface.co/datasets/gaia-benchmark/GAIA",
+     "snippet": "Final answer: 42"},
+    *EIFFEL,
+    {"title": "Datasets docs", "link": "https://huggingface.co/docs/datasets/index",
+     "snippet": "How to load a dataset."},
+    {"title": "A model", "link": "https://huggingface.co/models", "snippet": "Models."},
+    {"title": "A blog", "link": "http://127.0.0.1:1/blog",
+     "snippet": "Mirrored at https://huggingface.co/datasets/gaia-benchmark/GAIA"},
+    {"title": "The leaderboard", "link": "https://WWW.HF.co/spaces/gaia-benchmark/board",
+     "snippet": "Scores."},
+]  # fmt: skip
+KEPT = [item["link"] for item in LEAKY[1:-1]]
+
+
+async def test_answer_leaks_never_reach_the_model_in_serper_json(tmp_path: Path) -> None:
+    box = {"answer": "42", "link": LEAKY[0]["link"]}
+    script = {"gaia question": {"organic": LEAKY, "answerBox": box}}
+    with FakeSerper(script, api_key=KEY) as fake:
+        params = server("--backend", "serper", "--names", "mirothinker", env=serper_env(fake))
+        async with connected(params, tmp_path / "stderr.log") as client:
+            failed, text = await call(client, "google_search", q="gaia question")
+    assert not failed, text
+    data = json.loads(text)
+    assert [item["link"] for item in data["organic"]] == KEPT
+    assert "answerBox" not in data
+    assert data["notes"] == [
+        "3 results dropped as answer leaks (pages that publish benchmark answers; "
+        "web.blocked_urls)."
+    ]
+    assert data["searchParameters"]["q"] == "gaia question"
+    assert "Dropped 3 answer-leak result(s)" in (tmp_path / "stderr.log").read_text()
+
+
+async def test_answer_leaks_never_reach_the_model_in_text(tmp_path: Path) -> None:
+    with FakeSearxng({"gaia question": LEAKY}) as fake:
+        params = server("--backend", "searxng", env={"SEARXNG_BASE_URL": fake.base_url})
+        async with connected(params, tmp_path / "stderr.log") as client:
+            failed, text = await call(client, "search", query="gaia question")
+    assert not failed, text
+    assert "huggingface.co/datasets" not in text.replace(LEAKY[-2]["snippet"], "")
+    assert "hf.co" not in text.lower()
+    for link in KEPT:
+        assert f"   {link}" in text
+    assert text.splitlines()[-1] == (
+        "Note: 2 results dropped as answer leaks (pages that publish benchmark answers; "
+        "web.blocked_urls)."
+    )
+
+
+async def test_a_user_pattern_drops_its_results(tmp_path: Path) -> None:
+    env = {"DEEPLEDGER_BLOCKED_URLS": "127.0.0.1/facts*", "DEEPLEDGER_BLOCK_ANSWER_SITES": "0"}
+    with FakeSearxng({"gaia question": LEAKY}) as fake:
+        params = server("--backend", "searxng", env={"SEARXNG_BASE_URL": fake.base_url, **env})
+        async with connected(params, tmp_path / "stderr.log") as client:
+            _, text = await call(client, "search", query="gaia question")
+    assert "http://127.0.0.1:1/facts" not in text
+    assert "https://huggingface.co/datasets/gaia-benchmark/GAIA\n" in text  # cleared
+    assert "Note: 1 result dropped as answer leaks" in text

@@ -31,7 +31,10 @@ Behaviour
     starts without a key and says what is missing on every call. 429 and 5xx are
     retried (``--max-attempts``, default 3, honouring Retry-After). A query in quotes
     that finds nothing is searched again without them. Results are not cached here: the
-    runtime caches identical calls. At most 100 results a call.
+    runtime caches identical calls. At most 100 results a call. Results linking to pages
+    that publish benchmark answers (huggingface.co datasets and spaces, and the patterns
+    of ``DEEPLEDGER_BLOCKED_URLS``; ``deepledger.blocked_urls``) are dropped, and a note
+    says how many: a ``Note:`` line in the text, an entry of ``notes`` in the JSON.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
+from deepledger.blocked_urls import BlockedURLs
 from deepledger.llm.retry import RetryPolicy
 from deepledger.messages import JSONObject
 from deepledger.tools.servers._stdio import serve_stdio
@@ -62,6 +66,7 @@ from deepledger.web.search import (
     SearchResponse,
     backend_names,
     create_backend,
+    without_answer_leaks,
 )
 
 logger = logging.getLogger(__name__)
@@ -82,7 +87,8 @@ ENGINE_LABELS = {
 
 
 async def run_search(backend: SearchBackend, query: SearchQuery) -> SearchResponse:
-    """Search, and once more without quotes if a quoted query found nothing.
+    """Search, and once more without quotes if a quoted query found nothing; then drop
+    the results that link to pages publishing benchmark answers (``blocked_urls.py``).
 
     Engines treat quotes as "exactly this phrase", which often matches nothing when the
     model quotes loosely; the plain words usually find what it was after.
@@ -97,11 +103,14 @@ async def run_search(backend: SearchBackend, query: SearchQuery) -> SearchRespon
     )
     response = await backend.search(query)
     unquoted = " ".join(query.query.replace('"', " ").split())
-    if response.results or '"' not in query.query or not unquoted:
-        return response
-    retried = await backend.search(replace(query, query=unquoted))
-    note = f"Nothing matched the quoted query; these results are for {unquoted!r}."
-    return replace(retried, query=query, notes=(*retried.notes, note))
+    if not response.results and '"' in query.query and unquoted:
+        retried = await backend.search(replace(query, query=unquoted))
+        note = f"Nothing matched the quoted query; these results are for {unquoted!r}."
+        response = replace(retried, query=query, notes=(*retried.notes, note))
+    response, dropped = without_answer_leaks(response, BlockedURLs.from_env())
+    if dropped:
+        logger.info("Dropped %d answer-leak result(s) for %r", dropped, query.query)
+    return response
 
 
 # --- what the model reads: deepledger naming ----------------------------------------------

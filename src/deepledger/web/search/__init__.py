@@ -47,11 +47,12 @@ import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
 
+from deepledger.blocked_urls import BlockedURLs
 from deepledger.errors import DeepLedgerError
 from deepledger.llm.retry import RetryPolicy
 from deepledger.messages import JSONObject
@@ -76,6 +77,7 @@ __all__ = [
     "json_objects",
     "plain_text",
     "register_backend",
+    "without_answer_leaks",
 ]
 
 # Searches are interactive steps of an agent: a few quick retries, not minutes of waiting.
@@ -231,6 +233,34 @@ def plain_text(value: Any) -> str:
 def json_objects(value: Any) -> list[JSONObject]:
     """The JSON objects in a list (anything else in it, or a non-list, is skipped)."""
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def without_answer_leaks(
+    response: SearchResponse, rules: BlockedURLs
+) -> tuple[SearchResponse, int]:
+    """``response`` without the results, answer box and related questions that link to a
+    page ``rules`` block, and how many were dropped (``blocked_urls.py``).
+
+    Positions are kept as the engine gave them; a note tells the reader how many
+    results were dropped, so the count is journaled with the tool result.
+    """
+
+    def shown(link: str) -> bool:
+        return not link or rules.rule_for(link) is None
+
+    results = tuple(r for r in response.results if shown(r.link))
+    asked = tuple(q for q in response.people_also_ask if shown(q.link))
+    box = response.answer_box if response.answer_box and shown(response.answer_box.link) else None
+    dropped = len(response.results) - len(results) + len(response.people_also_ask) - len(asked)
+    dropped += int(response.answer_box is not None and box is None)
+    if not dropped:
+        return response, 0
+    note = (
+        f"{dropped} result{'s' if dropped != 1 else ''} dropped as answer leaks (pages "
+        "that publish benchmark answers; web.blocked_urls)."
+    )
+    kept = replace(response, results=results, people_also_ask=asked, answer_box=box)
+    return replace(kept, notes=(*response.notes, note)), dropped
 
 
 # --- the interface ------------------------------------------------------------------------
