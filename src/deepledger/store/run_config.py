@@ -56,6 +56,11 @@ RESUME_HARMLESS = (
     # from before they existed must resume under them.
     "web.secret_files",
     "web.allow_working_dir",
+    # Which pages count as answer leaks: tightening the guard must not cost a new run
+    # directory either, nor refuse a run from before a preset gained patterns.
+    "web.blocked_urls",
+    "web.block_answer_sites",
+    "benchmark.blocked_urls",
     "resume",
     "hydra",
     "question",
