@@ -176,6 +176,7 @@ import json_repair
 
 from deepledger.agent.boxed import last_boxed
 from deepledger.bench.shortcut import same_beyond_doubt
+from deepledger.bench.verdict import Labels, read_labels, strip_thinking
 from deepledger.config import JUDGES, JudgeName, JudgeRule  # validated with the config
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings, LLMClient
@@ -618,22 +619,29 @@ class AimeJudge(Judge):
 
 _PROMPT = "judge.md"
 _TASK_MARKER = "<!-- task -->"
-_VERDICT_LINE = re.compile(
-    r"^[\s*_#>`\"'-]*(?:(?:final\s+)?verdict\s*[:=-]?\s*)?[*_`\"']*"
-    r"(?P<verdict>correct|incorrect)[*_`\"']*\s*(?P<rest>(?:[.:!,;()\-–—].*)?)$",
-    re.IGNORECASE,
+_REASON_LINE = re.compile(
+    r"^[\s*_#>\"'-]*reason(?:ing)?[*_\"']*\s*[:=-]\s*(?P<reason>.+)$", re.IGNORECASE
 )
-_VERDICT_WORD = re.compile(
-    r"(?<![A-Za-z])(?P<negated>(?i:not)\s+)?(?P<verdict>CORRECT|INCORRECT)(?![A-Za-z])"
-)
-_REASON_LINE = re.compile(r"^[\s*_#>-]*reason[*_]*\s*[:=-]\s*(?P<reason>.+)$", re.IGNORECASE)
+# Our prompt's "Extracted answer:" and the official graders' "extracted_final_answer:",
+# also as a JSON key. A quoted value ends at its closing quote, so the rest of a
+# one-line JSON object (its "correct" key) stays to be read.
 _EXTRACTED_LINE = re.compile(
-    r"^[\s*_#>-]*extracted(?:\s+final)?\s+answer[*_]*\s*[:=-]\s*(?P<answer>.*)$",
+    r"^[\s*_#>{\"'-]*extracted(?:[\s_]+final)?[\s_]+answer[*_\"']*\s*[:=-]\s*"
+    r"(?P<answer>\"(?:[^\"\\\n]|\\.)*\"|.*)",
     re.IGNORECASE | re.MULTILINE,
 )
 _NO_EXTRACTED = {"", "none", "null", "n/a"}
 _JSON_FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL | re.IGNORECASE)
 _REASON_LIMIT = 200
+_JSON_REASON = re.compile(r'"reason(?:ing)?"\s*:\s*"(?P<reason>(?:[^"\\]|\\.)*)"', re.IGNORECASE)
+_NOT_PROSE = re.compile(r"^\s*(?:```\w*|[{}\[\],]*)\s*$")  # a fence or a JSON brace line
+# A verdict at the start of a line, left out when that line's words serve as the reason.
+_LABEL_WORDS = re.compile(
+    r"^[\s*_#>`\"'{-]*(?:(?:final\s+)?verdict[*_`\"']*\s*[:=\-：]?\s*)?[*_`\"']*"
+    r"(?:correct|incorrect|结论)(?![A-Za-z])[*_`\"']*\s*[:=\-：]?\s*[*_`\"']*(?:yes|no|true|false|正确|错误)?"
+    r"(?![A-Za-z])",
+    re.IGNORECASE,
+)
 
 
 def judge_prompt(
@@ -652,30 +660,31 @@ def _one_line(text: str) -> str:
     return flat[: _REASON_LIMIT - 1] + "…" if len(flat) > _REASON_LIMIT else flat
 
 
-def parse_verdict(reply: str) -> tuple[bool, str] | None:
-    """(correct, reason) read from the judge model's reply, or None if it has no verdict."""
-    lines = reply.splitlines()
-    verdict_index, verdict, rest = None, None, ""
-    for index, line in enumerate(lines):
-        if match := _VERDICT_LINE.match(line):
-            verdict_index, verdict, rest = index, match["verdict"].upper(), match["rest"]
-            break
-    if verdict is None:
-        words = list(_VERDICT_WORD.finditer(reply))
-        if any(w["negated"] for w in words) or len({w["verdict"] for w in words}) != 1:
-            return None
-        verdict = words[0]["verdict"]
-    return verdict == "CORRECT", _reason(lines, verdict_index, rest)
+def parse_verdict(
+    reply: str, labels: frozenset[Labels] = frozenset({Labels.VERDICT})
+) -> tuple[bool, str] | None:
+    """(correct, reason) read from the judge model's reply, or None if it has no verdict
+    (rules in :mod:`deepledger.bench.verdict`)."""
+    correct = read_labels(reply, labels)
+    if correct is None:
+        return None
+    return correct, _reason(strip_thinking(reply).splitlines())
 
 
-def _reason(lines: list[str], verdict_index: int | None, rest: str) -> str:
+def _reason(lines: list[str]) -> str:
     for line in lines:
         if match := _REASON_LINE.match(line):
-            return _one_line(match["reason"])
-    if _one_line(rest):
-        return _one_line(rest)
-    others = [line for i, line in enumerate(lines) if i != verdict_index and line.strip()]
-    return _one_line(others[0]) if others else "the judge gave no reason"
+            return _one_line(match["reason"].strip().rstrip(",").strip("\"'"))
+    if match := _JSON_REASON.search("\n".join(lines)):
+        return _one_line(match["reason"])
+    for line in lines:
+        if _NOT_PROSE.match(line):
+            continue
+        # The verdict line's own words after the label, or the first other line.
+        text = _one_line(_LABEL_WORDS.sub("", line, count=1).strip("\"',{} "))
+        if text:
+            return text
+    return "the judge gave no reason"
 
 
 @dataclass(frozen=True)
@@ -694,17 +703,19 @@ def read_verdict(reply: str) -> Reading | None:
 
 
 def read_extracted_verdict(reply: str) -> Reading | None:
-    """The ``hle`` rule: an ``Extracted answer:`` line, then the verdict."""
+    """The ``hle`` rule: an extracted answer, then a CORRECT / INCORRECT or a
+    ``correct: yes | no`` verdict (the official graders' form)."""
+    reply = strip_thinking(reply)
     match = _EXTRACTED_LINE.search(reply)
     # The extracted answer is the candidate's text: a CORRECT inside it is no verdict.
     rest = _EXTRACTED_LINE.sub("", reply) if match else reply
-    verdict = parse_verdict(rest)
+    verdict = parse_verdict(rest, frozenset({Labels.VERDICT, Labels.YES_NO}))
     if verdict is None:
         return None
     correct, why = verdict
     if match is None:
         return Reading(correct, f"no extracted answer given; {why}")
-    extracted = _one_line(match["answer"])
+    extracted = _one_line(match["answer"].strip().rstrip(",").strip("\"'"))
     if extracted.lower() in _NO_EXTRACTED:
         return Reading(False, f"the judge found no final answer in the response; {why}")
     return Reading(correct, f"extracted {_show(extracted)}; {why}")
@@ -762,12 +773,13 @@ class LLMRule:
     scored: bool = False  # its readings carry a score (partial credit)
 
 
-_VERDICT = "no CORRECT or INCORRECT verdict"
+_VERDICT = "no CORRECT or INCORRECT verdict, or two"
+_YES_NO_VERDICT = "no CORRECT / INCORRECT or 'correct: yes / no' verdict, or two"
 # The one registry of llm judge rules: benchmark.judge.rule's value -> its rule.
 LLM_RULES: dict[JudgeRule, LLMRule] = {
     JudgeRule.DEFAULT: LLMRule(_PROMPT, read_verdict, _VERDICT),
     JudgeRule.GAIA_TEXT: LLMRule("judge_gaia_text.md", read_verdict, _VERDICT),
-    JudgeRule.HLE: LLMRule("judge_hle.md", read_extracted_verdict, _VERDICT),
+    JudgeRule.HLE: LLMRule("judge_hle.md", read_extracted_verdict, _YES_NO_VERDICT),
     JudgeRule.DEEPSEARCHQA: LLMRule(
         "judge_deepsearchqa.md",
         read_checklist,
