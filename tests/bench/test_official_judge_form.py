@@ -68,7 +68,7 @@ def test_a_judge_answering_correct_no_scores_zero(tmp_path, preset):
                 "agent.main_agent.tools=[]",
                 "agent.max_final_answer_retries=1",
                 f"hydra.run.dir={run_dir}",
-            ],  # fmt: skip
+            ],
             cwd=ROOT,
             capture_output=True,
             text=True,
