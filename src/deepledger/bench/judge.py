@@ -134,11 +134,14 @@ propagate to the caller. The reason names the judge model and, for a rule other 
 
 - ``default`` — ``prompts/judge.md``: the same answer as the ground truth (formatting
   forgiven; hedges, partial answers and refusals are incorrect). The reply must hold a
-  verdict line ``CORRECT`` or ``INCORRECT`` and a ``Reason:`` line. Reading the verdict:
-  the first line whose first word is the verdict (case-insensitive, markdown such as
-  ``**`` and a "Verdict:" label allowed, followed by nothing or punctuation) decides;
-  failing that, the reply must contain exactly one of the upper-case words ``CORRECT``
-  / ``INCORRECT`` (not after "not"). A reply with no verdict, or both, is unreadable.
+  verdict line ``CORRECT`` or ``INCORRECT`` and a ``Reason:`` line. Reading the verdict
+  (:mod:`deepledger.bench.verdict`, ``<think>`` blocks removed first): every line whose
+  first word is the verdict (case-insensitive, markdown such as ``**``, quotes and a
+  "Verdict:" label allowed, followed by nothing or punctuation), and xbench's
+  ``结论: 正确`` / ``结论: 错误``; failing those, exactly one upper-case ``CORRECT`` /
+  ``INCORRECT`` in the reply (not after "not"). A reply with no verdict, two different
+  ones, or a label followed by a word that contradicts or hedges it ("CORRECT? No.",
+  "correct: no", "correct: maybe") is unreadable.
 - ``gaia_text`` — ``prompts/judge_gaia_text.md``: is the predicted answer *equivalent*
   to the labeled answer. Read as ``default``. MiroThinker's judge for GAIA-Text-103,
   WebWalkerQA, SEAL-0, Frames and the suites without a judge of their own.
@@ -146,10 +149,13 @@ propagate to the caller. The reason names the judge model and, for a rule other 
   the final answer it finds in the response onto an ``Extracted answer:`` line
   (``None`` when there is none), then gives the verdict: correct when the extracted
   answer matches the correct answer, numbers within a small rounding margin, without
-  solving the problem. The verdict is read as for ``default`` from the reply without
-  its ``Extracted answer:`` line; an extracted answer of ``None`` (or empty, ``null``,
-  ``n/a``) makes it incorrect whatever the verdict; a reply without the line is read by
-  its verdict alone (the reason says so). The reason shows the extracted answer.
+  solving the problem. The verdict is read from the reply without its extracted answer
+  (``Extracted answer:`` or the official graders' ``extracted_final_answer:``, also as a
+  JSON key): as for ``default``, and also the official ``correct: yes | no`` (``true`` /
+  ``false``; bold, quoted or a JSON key); two different verdicts are unreadable. An
+  extracted answer of ``None`` (or empty, ``null``, ``n/a``) makes it incorrect whatever
+  the verdict; a reply without the line is read by its verdict alone (the reason says
+  so). The reason shows the extracted answer. ``browsecomp``'s preset uses this rule.
 - ``deepsearchqa`` — ``prompts/judge_deepsearchqa.md`` (DeepSearchQA: single answers
   and sets of items): the model replies with a JSON object ``{"expected": {"<part of
   the ground truth>": true | false, ...}, "extra": ["<answer the ground truth lacks>",
