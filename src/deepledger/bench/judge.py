@@ -643,8 +643,8 @@ _JSON_REASON = re.compile(r'"reason(?:ing)?"\s*:\s*"(?P<reason>(?:[^"\\]|\\.)*)"
 _NOT_PROSE = re.compile(r"^\s*(?:```\w*|[{}\[\],]*)\s*$")  # a fence or a JSON brace line
 # A verdict at the start of a line, left out when that line's words serve as the reason.
 _LABEL_WORDS = re.compile(
-    r"^[\s*_#>`\"'{-]*(?:(?:final\s+)?verdict[*_`\"']*\s*[:=\-：]?\s*)?[*_`\"']*"
-    r"(?:correct|incorrect|结论)(?![A-Za-z])[*_`\"']*\s*[:=\-：]?\s*[*_`\"']*(?:yes|no|true|false|正确|错误)?"
+    r"^[\s*_#>`\"'{-]*(?:(?:final\s+)?(?:verdict|judge?ment|grade)[*_`\"']*\s*[:=\-：]?\s*)?"
+    r"[*_`\"']*(?:correct|incorrect|结论)(?![A-Za-z])[*_`\"']*\s*[:=\-：]?\s*[*_`\"']*(?:yes|no|true|false|正确|错误)?"
     r"(?![A-Za-z])",
     re.IGNORECASE,
 )
