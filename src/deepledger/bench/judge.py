@@ -779,8 +779,11 @@ class LLMRule:
     scored: bool = False  # its readings carry a score (partial credit)
 
 
-_VERDICT = "no CORRECT or INCORRECT verdict, or two"
-_YES_NO_VERDICT = "no CORRECT / INCORRECT or 'correct: yes / no' verdict, or two"
+# Unreadable: no verdict, two different ones, or one followed by a word that says otherwise.
+_VERDICT = "no CORRECT or INCORRECT verdict, or two, or one contradicted"
+_YES_NO_VERDICT = (
+    "no CORRECT / INCORRECT or 'correct: yes / no' verdict, or two, or one contradicted"
+)
 # The one registry of llm judge rules: benchmark.judge.rule's value -> its rule.
 LLM_RULES: dict[JudgeRule, LLMRule] = {
     JudgeRule.DEFAULT: LLMRule(_PROMPT, read_verdict, _VERDICT),
