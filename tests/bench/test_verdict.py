@@ -35,6 +35,13 @@ def _emphasis(kind: str, text: str) -> str:
 EMPHASES = ("plain", "bold", "italics", "underscores", "quotes", "heading", "bullet")
 
 
+def _keyed(emphasis: str, label: str, sep: str) -> str:
+    """``Verdict: label``; a heading or bullet goes before the key, emphasis on the label."""
+    if emphasis in ("heading", "bullet"):
+        return _emphasis(emphasis, f"Verdict{sep} {label}")
+    return f"Verdict{sep} {_emphasis(emphasis, label)}"
+
+
 def _think(opposite: str) -> str:
     return f"<think>\nIt might be {opposite}.\n{opposite}\n</think>\n"
 
@@ -45,10 +52,7 @@ def _label_shapes() -> list[tuple[str, bool]]:
         label = case("correct" if correct else "incorrect")
         opposite = "INCORRECT" if correct else "CORRECT"
         lines = [_emphasis(emphasis, label)]
-        if emphasis in ("heading", "bullet"):  # a line prefix: before the key
-            lines += [_emphasis(emphasis, f"Verdict{sep} {label}") for sep in SEPARATORS]
-        else:
-            lines += [f"Verdict{sep} {_emphasis(emphasis, label)}" for sep in SEPARATORS]
+        lines += [_keyed(emphasis, label, sep) for sep in SEPARATORS]
         for line in lines:
             shapes += [
                 (line, correct),
@@ -116,6 +120,26 @@ def _conclusion_shapes() -> list[tuple[str, bool]]:
                 (f"{line}\n解释: 与标准答案一致。", correct),
                 (f"<think>\n结论: {opposite}\n</think>\n{line}", correct),
             ]
+    return shapes
+
+
+def _unreadable_label_shapes() -> list[str]:
+    """Every verdict line of the battery made unreadable: only inside thinking, followed
+    by a word that says otherwise, negated, or followed by the opposite verdict line."""
+    shapes = []
+    for correct, case, emphasis in itertools.product((True, False), CASINGS, EMPHASES):
+        label = case("correct" if correct else "incorrect")
+        other = case("incorrect" if correct else "correct")
+        no = "No" if correct else "Yes"
+        for line in (_emphasis(emphasis, label), _keyed(emphasis, label, ":")):
+            shapes += [
+                f"<think>{line}</think>",
+                f"<think>\n{line}",
+                f"{line}? {no}.",
+                f"{line} - {no.lower()}, not really",
+                f"{line}\nOn reflection:\n{_emphasis(emphasis, other)}",
+            ]
+        shapes.append(f"Verdict: not {label}")
     return shapes
 
 
@@ -187,6 +211,13 @@ YES_NO_CONTRADICTIONS = [
     "<think>correct: yes</think>",
     "correct: true\nverdict: INCORRECT",
 ]
+
+
+@pytest.mark.parametrize("reply", _unreadable_label_shapes())
+def test_generated_unreadable_shapes(reply):
+    assert read_labels(reply, VERDICT) is None
+    assert read_labels(reply, BOTH) is None
+    assert read_verdict(reply) is None and read_extracted_verdict(reply) is None
 
 
 @pytest.mark.parametrize("reply", CONTRADICTIONS)
