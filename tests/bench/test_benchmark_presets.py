@@ -16,6 +16,7 @@ from tests.support.config import CONF, composed
 PRESETS = {
     "hle-text-500": ("data/hle-text-500", "llm", "hle"),
     "hle-text-2158": ("data/hle-text-2158", "llm", "hle"),
+    "browsecomp": ("data/browsecomp", "llm", "hle"),
     "gaia-validation-text-103": ("data/gaia-2023-validation-text-103", "llm", "gaia_text"),
     "webwalkerqa": ("data/webwalkerqa", "llm", "gaia_text"),
     "seal-0": ("data/seal-0", "llm", "gaia_text"),

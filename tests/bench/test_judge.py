@@ -477,6 +477,36 @@ async def test_hle_rule_reply_shapes(reply, correct, reason):
     assert reason in judgement.reason
 
 
+@pytest.mark.parametrize(
+    ("rule", "reply", "correct", "reason"),
+    [
+        # the official graders' form: "correct: no" is INCORRECT, never CORRECT
+        (
+            "hle",
+            "extracted_final_answer: 12\nreasoning: 12 is not 13\ncorrect: no\nconfidence: 90",
+            False,
+            "says INCORRECT (hle rule): extracted '12'; 12 is not 13",
+        ),
+        ("hle", "extracted_final_answer: None\ncorrect: yes", False, "found no final answer"),
+        ("hle", '```json\n{\n  "correct": "no"\n}\n```', False, "says INCORRECT"),
+        # thinking that names the other verdict is not the verdict
+        ("default", "<think>It is CORRECT.\nCORRECT</think>\nINCORRECT", False, "INCORRECT"),
+        ("default", "<think>\nCORRECT", False, "could not be read"),
+        # a CORRECT label contradicted by the word after it is no verdict
+        ("default", "**Correct:** no", False, "could not be read"),
+        ("default", "CORRECT? No.", False, "could not be read"),
+        ("default", "INCORRECT\nOn reflection:\nCORRECT", False, "could not be read"),
+        # xbench-DeepSearch's grader answers in Chinese, with either colon
+        ("default", "最终答案: 巴黎\n结论：正确", True, "says CORRECT"),
+        ("gaia_text", "结论: 错误", False, "says INCORRECT"),
+    ],
+)
+async def test_replies_that_must_not_flip(rule, reply, correct, reason):
+    judgement = await LLMJudge(ScriptedLLM([reply]), rule=rule).judge(Q, "x", "y")
+    assert judgement.correct is correct
+    assert reason in judgement.reason
+
+
 async def test_hle_rule_reply_without_a_verdict_is_unreadable():
     reply = "Extracted answer: 12\nReason: it matches"
     judgement = await LLMJudge(ScriptedLLM([reply]), rule="hle").judge(Q, "12", "13")

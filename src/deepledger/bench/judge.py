@@ -134,11 +134,14 @@ propagate to the caller. The reason names the judge model and, for a rule other 
 
 - ``default`` — ``prompts/judge.md``: the same answer as the ground truth (formatting
   forgiven; hedges, partial answers and refusals are incorrect). The reply must hold a
-  verdict line ``CORRECT`` or ``INCORRECT`` and a ``Reason:`` line. Reading the verdict:
-  the first line whose first word is the verdict (case-insensitive, markdown such as
-  ``**`` and a "Verdict:" label allowed, followed by nothing or punctuation) decides;
-  failing that, the reply must contain exactly one of the upper-case words ``CORRECT``
-  / ``INCORRECT`` (not after "not"). A reply with no verdict, or both, is unreadable.
+  verdict line ``CORRECT`` or ``INCORRECT`` and a ``Reason:`` line. Reading the verdict
+  (:mod:`deepledger.bench.verdict`, ``<think>`` blocks removed first): every line whose
+  first word is the verdict (case-insensitive, markdown such as ``**``, quotes and a
+  "Verdict:" label allowed, followed by nothing or punctuation), and xbench's
+  ``结论: 正确`` / ``结论: 错误``; failing those, exactly one upper-case ``CORRECT`` /
+  ``INCORRECT`` in the reply (not after "not"). A reply with no verdict, two different
+  ones, or a label followed by a word that contradicts or hedges it ("CORRECT? No.",
+  "correct: no", "correct: maybe") is unreadable.
 - ``gaia_text`` — ``prompts/judge_gaia_text.md``: is the predicted answer *equivalent*
   to the labeled answer. Read as ``default``. MiroThinker's judge for GAIA-Text-103,
   WebWalkerQA, SEAL-0, Frames and the suites without a judge of their own.
@@ -146,10 +149,13 @@ propagate to the caller. The reason names the judge model and, for a rule other 
   the final answer it finds in the response onto an ``Extracted answer:`` line
   (``None`` when there is none), then gives the verdict: correct when the extracted
   answer matches the correct answer, numbers within a small rounding margin, without
-  solving the problem. The verdict is read as for ``default`` from the reply without
-  its ``Extracted answer:`` line; an extracted answer of ``None`` (or empty, ``null``,
-  ``n/a``) makes it incorrect whatever the verdict; a reply without the line is read by
-  its verdict alone (the reason says so). The reason shows the extracted answer.
+  solving the problem. The verdict is read from the reply without its extracted answer
+  (``Extracted answer:`` or the official graders' ``extracted_final_answer:``, also as a
+  JSON key): as for ``default``, and also the official ``correct: yes | no`` (``true`` /
+  ``false``; bold, quoted or a JSON key); two different verdicts are unreadable. An
+  extracted answer of ``None`` (or empty, ``null``, ``n/a``) makes it incorrect whatever
+  the verdict; a reply without the line is read by its verdict alone (the reason says
+  so). The reason shows the extracted answer. ``browsecomp``'s preset uses this rule.
 - ``deepsearchqa`` — ``prompts/judge_deepsearchqa.md`` (DeepSearchQA: single answers
   and sets of items): the model replies with a JSON object ``{"expected": {"<part of
   the ground truth>": true | false, ...}, "extra": ["<answer the ground truth lacks>",
@@ -176,6 +182,7 @@ import json_repair
 
 from deepledger.agent.boxed import last_boxed
 from deepledger.bench.shortcut import same_beyond_doubt
+from deepledger.bench.verdict import Labels, read_labels, strip_thinking
 from deepledger.config import JUDGES, JudgeName, JudgeRule  # validated with the config
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings, LLMClient
@@ -618,22 +625,29 @@ class AimeJudge(Judge):
 
 _PROMPT = "judge.md"
 _TASK_MARKER = "<!-- task -->"
-_VERDICT_LINE = re.compile(
-    r"^[\s*_#>`\"'-]*(?:(?:final\s+)?verdict\s*[:=-]?\s*)?[*_`\"']*"
-    r"(?P<verdict>correct|incorrect)[*_`\"']*\s*(?P<rest>(?:[.:!,;()\-–—].*)?)$",
-    re.IGNORECASE,
+_REASON_LINE = re.compile(
+    r"^[\s*_#>\"'-]*reason(?:ing)?[*_\"']*\s*[:=-]\s*(?P<reason>.+)$", re.IGNORECASE
 )
-_VERDICT_WORD = re.compile(
-    r"(?<![A-Za-z])(?P<negated>(?i:not)\s+)?(?P<verdict>CORRECT|INCORRECT)(?![A-Za-z])"
-)
-_REASON_LINE = re.compile(r"^[\s*_#>-]*reason[*_]*\s*[:=-]\s*(?P<reason>.+)$", re.IGNORECASE)
+# Our prompt's "Extracted answer:" and the official graders' "extracted_final_answer:",
+# also as a JSON key. A quoted value ends at its closing quote, so the rest of a
+# one-line JSON object (its "correct" key) stays to be read.
 _EXTRACTED_LINE = re.compile(
-    r"^[\s*_#>-]*extracted(?:\s+final)?\s+answer[*_]*\s*[:=-]\s*(?P<answer>.*)$",
+    r"^[\s*_#>{\"'-]*extracted(?:[\s_]+final)?[\s_]+answer[*_\"']*\s*[:=-]\s*"
+    r"(?P<answer>\"(?:[^\"\\\n]|\\.)*\"|.*)",
     re.IGNORECASE | re.MULTILINE,
 )
 _NO_EXTRACTED = {"", "none", "null", "n/a"}
 _JSON_FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL | re.IGNORECASE)
 _REASON_LIMIT = 200
+_JSON_REASON = re.compile(r'"reason(?:ing)?"\s*:\s*"(?P<reason>(?:[^"\\]|\\.)*)"', re.IGNORECASE)
+_NOT_PROSE = re.compile(r"^\s*(?:```\w*|[{}\[\],]*)\s*$")  # a fence or a JSON brace line
+# A verdict at the start of a line, left out when that line's words serve as the reason.
+_LABEL_WORDS = re.compile(
+    r"^[\s*_#>`\"'{-]*(?:(?:final\s+)?(?:verdict|judge?ment|grade)[*_`\"']*\s*[:=\-：]?\s*)?"
+    r"[*_`\"']*(?:correct|incorrect|结论)(?![A-Za-z])[*_`\"']*\s*[:=\-：]?\s*[*_`\"']*(?:yes|no|true|false|正确|错误)?"
+    r"(?![A-Za-z])",
+    re.IGNORECASE,
+)
 
 
 def judge_prompt(
@@ -652,30 +666,31 @@ def _one_line(text: str) -> str:
     return flat[: _REASON_LIMIT - 1] + "…" if len(flat) > _REASON_LIMIT else flat
 
 
-def parse_verdict(reply: str) -> tuple[bool, str] | None:
-    """(correct, reason) read from the judge model's reply, or None if it has no verdict."""
-    lines = reply.splitlines()
-    verdict_index, verdict, rest = None, None, ""
-    for index, line in enumerate(lines):
-        if match := _VERDICT_LINE.match(line):
-            verdict_index, verdict, rest = index, match["verdict"].upper(), match["rest"]
-            break
-    if verdict is None:
-        words = list(_VERDICT_WORD.finditer(reply))
-        if any(w["negated"] for w in words) or len({w["verdict"] for w in words}) != 1:
-            return None
-        verdict = words[0]["verdict"]
-    return verdict == "CORRECT", _reason(lines, verdict_index, rest)
+def parse_verdict(
+    reply: str, labels: frozenset[Labels] = frozenset({Labels.VERDICT})
+) -> tuple[bool, str] | None:
+    """(correct, reason) read from the judge model's reply, or None if it has no verdict
+    (rules in :mod:`deepledger.bench.verdict`)."""
+    correct = read_labels(reply, labels)
+    if correct is None:
+        return None
+    return correct, _reason(strip_thinking(reply).splitlines())
 
 
-def _reason(lines: list[str], verdict_index: int | None, rest: str) -> str:
+def _reason(lines: list[str]) -> str:
     for line in lines:
         if match := _REASON_LINE.match(line):
-            return _one_line(match["reason"])
-    if _one_line(rest):
-        return _one_line(rest)
-    others = [line for i, line in enumerate(lines) if i != verdict_index and line.strip()]
-    return _one_line(others[0]) if others else "the judge gave no reason"
+            return _one_line(match["reason"].strip().rstrip(",").strip("\"'"))
+    if match := _JSON_REASON.search("\n".join(lines)):
+        return _one_line(match["reason"])
+    for line in lines:
+        if _NOT_PROSE.match(line):
+            continue
+        # The verdict line's own words after the label, or the first other line.
+        text = _one_line(_LABEL_WORDS.sub("", line, count=1).strip("\"',{} "))
+        if text:
+            return text
+    return "the judge gave no reason"
 
 
 @dataclass(frozen=True)
@@ -694,17 +709,19 @@ def read_verdict(reply: str) -> Reading | None:
 
 
 def read_extracted_verdict(reply: str) -> Reading | None:
-    """The ``hle`` rule: an ``Extracted answer:`` line, then the verdict."""
+    """The ``hle`` rule: an extracted answer, then a CORRECT / INCORRECT or a
+    ``correct: yes | no`` verdict (the official graders' form)."""
+    reply = strip_thinking(reply)
     match = _EXTRACTED_LINE.search(reply)
     # The extracted answer is the candidate's text: a CORRECT inside it is no verdict.
     rest = _EXTRACTED_LINE.sub("", reply) if match else reply
-    verdict = parse_verdict(rest)
+    verdict = parse_verdict(rest, frozenset({Labels.VERDICT, Labels.YES_NO}))
     if verdict is None:
         return None
     correct, why = verdict
     if match is None:
         return Reading(correct, f"no extracted answer given; {why}")
-    extracted = _one_line(match["answer"])
+    extracted = _one_line(match["answer"].strip().rstrip(",").strip("\"'"))
     if extracted.lower() in _NO_EXTRACTED:
         return Reading(False, f"the judge found no final answer in the response; {why}")
     return Reading(correct, f"extracted {_show(extracted)}; {why}")
@@ -762,12 +779,16 @@ class LLMRule:
     scored: bool = False  # its readings carry a score (partial credit)
 
 
-_VERDICT = "no CORRECT or INCORRECT verdict"
+# Unreadable: no verdict, two different ones, or one followed by a word that says otherwise.
+_VERDICT = "no CORRECT or INCORRECT verdict, or two, or one contradicted"
+_YES_NO_VERDICT = (
+    "no CORRECT / INCORRECT or 'correct: yes / no' verdict, or two, or one contradicted"
+)
 # The one registry of llm judge rules: benchmark.judge.rule's value -> its rule.
 LLM_RULES: dict[JudgeRule, LLMRule] = {
     JudgeRule.DEFAULT: LLMRule(_PROMPT, read_verdict, _VERDICT),
     JudgeRule.GAIA_TEXT: LLMRule("judge_gaia_text.md", read_verdict, _VERDICT),
-    JudgeRule.HLE: LLMRule("judge_hle.md", read_extracted_verdict, _VERDICT),
+    JudgeRule.HLE: LLMRule("judge_hle.md", read_extracted_verdict, _YES_NO_VERDICT),
     JudgeRule.DEEPSEARCHQA: LLMRule(
         "judge_deepsearchqa.md",
         read_checklist,
