@@ -72,7 +72,9 @@ result the model sees, a note, a record) or one of the errors above::
      │                               not open, or that does not exist
      ├── ToolRefusal                 [tools/manager.py] an in-process tool turns a call down
      ├── ToolFailure                 [tools/servers/tool_python.py] a call the model can correct
-     └── _StoppedByRunBudget         [bench/runner.py] the run's budget cut a task short
+     ├── _StoppedByRunBudget         [bench/runner.py] the run's budget cut a task short
+     └── _Conflict                   [bench/verdict.py] a judge's verdict followed by a word
+                                     that says otherwise: the reply is unreadable
     AssertionError
      └── ScriptExhaustedError        [llm/scripted.py] the test double got a call it did not plan
 
