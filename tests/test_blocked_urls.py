@@ -11,7 +11,7 @@ from deepledger.blocked_urls import (
     clean_patterns,
     url_key,
 )
-from deepledger.config import Config, leak_rules, server_environment, share_secret_rules
+from deepledger.config import Config, leak_rules, server_environment, share_reading_rules
 from tests.support.config import composed
 
 BLOCKED = [
@@ -106,6 +106,6 @@ def test_this_process_gets_the_rules_for_the_scraper(monkeypatch: pytest.MonkeyP
     """The scraper reads pages in deepledger's own process: the run's rules must be there."""
     monkeypatch.setenv(BLOCKED_URLS_ENV, "")  # restored after the test, set or not
     monkeypatch.setenv(BUILTIN_ENV, "1")
-    share_secret_rules(composed("benchmark=browsecomp", "web.block_answer_sites=false"))
+    share_reading_rules(composed("benchmark=browsecomp", "web.block_answer_sites=false"))
     rules = BlockedURLs.from_env()
     assert rules == BlockedURLs(("openaipublic.blob.core.windows.net/simple-evals/*",), False)

@@ -113,10 +113,10 @@ def test_no_user_rules_no_variable() -> None:
 
 def test_the_commands_own_process_shares_the_users_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     """What deepledger reads itself (the scraper's corpus:// links) meets web.secret_files too."""
-    from deepledger.config import share_secret_rules
+    from deepledger.config import share_reading_rules
 
     monkeypatch.setenv(SECRET_FILES_ENV, "")  # restored after the test
-    share_secret_rules(compose(ROOT / "conf", ["web.secret_files=[vault/]"]))
+    share_reading_rules(compose(ROOT / "conf", ["web.secret_files=[vault/]"]))
     assert SecretFiles.from_environment().rule_for(DATA / "vault" / "notes.md") == "vault/"
 
 

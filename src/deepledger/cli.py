@@ -494,11 +494,11 @@ def hydra_value(text: str) -> str:
 
 
 def _checked(cfg: Config) -> None:
-    from deepledger.config import share_secret_rules, validate
+    from deepledger.config import share_reading_rules, validate
     from deepledger.llm.factory import create_client
 
     validate(cfg)
-    share_secret_rules(cfg)
+    share_reading_rules(cfg)
     # Building the client fails early on a missing key or an unavailable provider.
     asyncio.run(create_client(cfg.llm).aclose())
 

@@ -585,9 +585,16 @@ def server_environment(cfg: Config) -> dict[str, str]:
         env[SEARCH_CORPUS_ENV] = str(resolve_data_path(corpus).resolve())
     if cfg.web.allow_private_networks:
         env[ALLOW_PRIVATE_ENV] = "1"
+    env.update(reading_rules_environment(cfg))
+    return env
+
+
+def reading_rules_environment(cfg: Config) -> dict[str, str]:
+    """The user's secret-file rules and the run's answer-leak rules, as the variables the
+    readers (tool servers and this process alike) take them from."""
+    env = leak_rules(cfg).environment()
     if extra := secret_rules(cfg).environment_value():
         env[SECRET_FILES_ENV] = extra
-    env.update(leak_rules(cfg).environment())
     return env
 
 
@@ -604,15 +611,12 @@ def secret_rules(cfg: Config) -> SecretFiles:
     return SecretFiles(clean_rules(cfg.web.secret_files))
 
 
-def share_secret_rules(cfg: Config) -> None:
-    """Make ``web.secret_files`` (and the answer-leak rules) this process's rules as well
-    as its tool servers', so what it reads itself (the scraper's pages and ``corpus://``
+def share_reading_rules(cfg: Config) -> None:
+    """Make ``web.secret_files`` and the answer-leak rules this process's rules as well as
+    its tool servers', so what it reads itself (the scraper's pages and ``corpus://``
     links, members of a zip it fetched) meets the same rules: those readers take them
     from the environment, as the servers do."""
-    if extra := secret_rules(cfg).environment_value():
-        os.environ[SECRET_FILES_ENV] = extra
-    # The scraper reads pages in this process: it must meet the servers' leak rules too.
-    os.environ.update(leak_rules(cfg).environment())
+    os.environ.update(reading_rules_environment(cfg))
 
 
 def extract_llm_name(cfg: Config) -> str | None:

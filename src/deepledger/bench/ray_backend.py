@@ -75,7 +75,7 @@ from deepledger.bench.metrics import StoppedTasks
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import YOUNG_GENERATION_THRESHOLD, BenchmarkRunner, TaskOutcome
 from deepledger.bench.tasks import Task
-from deepledger.config import Config, RayConfig, share_secret_rules
+from deepledger.config import Config, RayConfig, share_reading_rules
 from deepledger.errors import (
     DeepLedgerError,
     EndpointRejectedError,
@@ -269,7 +269,7 @@ class TaskWorker:
         from deepledger.bench import suite  # the worker builds what an asyncio run builds
 
         cfg, conf_dir = setup.cfg, Path(setup.conf_dir)
-        share_secret_rules(cfg)  # as the driver's command did for its own process
+        share_reading_rules(cfg)  # as the driver's command did for its own process
         try:
             suite.ensure_open_files(cfg.benchmark.execution.max_concurrent)
             judge_llm = suite.llm_judge_model(cfg, conf_dir) if setup.judged else None
