@@ -36,8 +36,8 @@ class Confinement:
     ) -> None:
         self.who = who
         self.secrets = secrets or SecretFiles.from_environment()
-        self.roots = [_existing(root, folder=True) for root in roots]
-        self.files = [_existing(file, folder=False) for file in files]
+        self.roots = [existing_place(root, folder=True) for root in roots]
+        self.files = [existing_place(file, folder=False) for file in files]
         for file in self.files:
             if (rule := self.secrets.rule_for(file)) is not None:
                 raise PermissionError(self.secrets.refusal(str(file), rule))
@@ -86,7 +86,7 @@ class Confinement:
         return self.secrets.rule_for(entry.name) is not None
 
 
-def _existing(place: Path, folder: bool) -> Path:
+def existing_place(place: Path, folder: bool) -> Path:
     """A root folder or single file as its real path; a missing one is a startup error.
     A relative one is read from the working directory, else from the project's root, as
     ``benchmark.data.data_dir`` is (``deepledger.paths``): a run started outside the

@@ -58,9 +58,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
-from deepledger.paths import resolve_data_path
 from deepledger.tools.servers._stdio import serve_stdio
-from deepledger.tools.servers.confinement import Confinement, LocalFileRefused
+from deepledger.tools.servers.confinement import Confinement, LocalFileRefused, existing_place
 from deepledger.tools.servers.python_sandbox import (
     MAX_TRANSFER_BYTES,
     PythonSandbox,
@@ -386,18 +385,10 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, SandboxLimi
         args.root = args.confinement.roots
         if args.download_dir is not None:
             args.download_dir.mkdir(parents=True, exist_ok=True)
-            args.download_dir = _existing_folder(args.download_dir)
+            args.download_dir = existing_place(args.download_dir, folder=True)
     except OSError as exc:
         parser.error(str(exc))
     return args, limits
-
-
-def _existing_folder(folder: Path) -> Path:
-    """A relative --root is read as benchmark.data.data_dir is (deepledger.paths)."""
-    real = resolve_data_path(folder).resolve(strict=True)
-    if not real.is_dir():
-        raise NotADirectoryError(f"{folder} is not a folder")
-    return real
 
 
 def main(argv: list[str] | None = None) -> None:
