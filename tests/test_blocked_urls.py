@@ -73,31 +73,31 @@ def test_the_config_reaches_the_servers_environment() -> None:
     cfg = Config()
     assert leak_rules(cfg) == BlockedURLs()
     env = server_environment(cfg)
-    assert BlockedURLs.from_env(env) == BlockedURLs()
+    assert BlockedURLs.from_environment(env) == BlockedURLs()
     cfg.web.blocked_urls = ["github.com/openai/simple-evals*", "example.org/answers/*"]
     cfg.web.block_answer_sites = False
     env = server_environment(cfg)
     assert env[BUILTIN_ENV] == "0"
     assert env[BLOCKED_URLS_ENV] == "github.com/openai/simple-evals*\nexample.org/answers/*"
-    rules = BlockedURLs.from_env(env)
+    rules = BlockedURLs.from_environment(env)
     assert rules == BlockedURLs(("github.com/openai/simple-evals*", "example.org/answers/*"), False)
 
 
 def test_no_environment_means_the_builtin_rules() -> None:
-    assert BlockedURLs.from_env({}) == BlockedURLs()
+    assert BlockedURLs.from_environment({}) == BlockedURLs()
 
 
 def test_a_preset_adds_its_own_patterns_and_the_user_adds_more() -> None:
     cfg = composed("benchmark=simpleqa", "web.blocked_urls=[github.com/me/answers*]")
-    rules = BlockedURLs.from_env(server_environment(cfg))
+    rules = BlockedURLs.from_environment(server_environment(cfg))
     csv = "https://openaipublic.blob.core.windows.net/simple-evals/simple_qa_test_set.csv"
     assert rules.rule_for(csv) == "openaipublic.blob.core.windows.net/simple-evals/*"
     assert rules.rule_for("https://github.com/me/answers/x") == "github.com/me/answers*"
     assert rules.rule_for("https://huggingface.co/datasets/basicv8vc/SimpleQA")
-    plain = BlockedURLs.from_env(server_environment(composed("benchmark=example")))
+    plain = BlockedURLs.from_environment(server_environment(composed("benchmark=example")))
     assert plain.rule_for(csv) is None
     cleared = composed("benchmark=simpleqa", "web.block_answer_sites=false")
-    rules = BlockedURLs.from_env(server_environment(cleared))
+    rules = BlockedURLs.from_environment(server_environment(cleared))
     assert rules.rule_for("https://huggingface.co/datasets/basicv8vc/SimpleQA") is None
     assert rules.rule_for(csv) is not None
 
@@ -107,5 +107,5 @@ def test_this_process_gets_the_rules_for_the_scraper(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv(BLOCKED_URLS_ENV, "")  # restored after the test, set or not
     monkeypatch.setenv(BUILTIN_ENV, "1")
     share_reading_rules(composed("benchmark=browsecomp", "web.block_answer_sites=false"))
-    rules = BlockedURLs.from_env()
+    rules = BlockedURLs.from_environment()
     assert rules == BlockedURLs(("openaipublic.blob.core.windows.net/simple-evals/*",), False)

@@ -83,7 +83,7 @@ class BlockedURLs:
     builtin: bool = True
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> BlockedURLs:
+    def from_environment(cls, env: Mapping[str, str] | None = None) -> BlockedURLs:
         """The rules :data:`BLOCKED_URLS_ENV` and :data:`BUILTIN_ENV` describe."""
         env = os.environ if env is None else env
         extra = clean_patterns(env.get(BLOCKED_URLS_ENV, "").splitlines())

@@ -133,7 +133,7 @@ async def _follow(
     """The redirect loop: check, request, and either return the body or move on."""
     chain: list[str] = []
     current, origin = url, _origin(url)
-    leaks = BlockedURLs.from_env()
+    leaks = BlockedURLs.from_environment()
     for _ in range(limits.max_redirects + 1):
         if rule := leaks.rule_for(current):
             # Checked on every hop: a shortener or a mirror may redirect to the answers.

@@ -79,7 +79,7 @@ async def jina_read(
     key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")
     if not key.strip():
         raise JinaError(f"The Jina reader needs an API key: set {API_KEY_ENV}.", kind="missing_key")
-    if rule := BlockedURLs.from_env().rule_for(url):
+    if rule := BlockedURLs.from_environment().rule_for(url):
         raise JinaError(refusal(url, rule), kind="answer_leak")
     try:
         await ssrf.check_url(url, allow_private_networks=allow_private)

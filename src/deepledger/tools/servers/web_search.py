@@ -107,7 +107,7 @@ async def run_search(backend: SearchBackend, query: SearchQuery) -> SearchRespon
         retried = await backend.search(replace(query, query=unquoted))
         note = f"Nothing matched the quoted query; these results are for {unquoted!r}."
         response = replace(retried, query=query, notes=(*retried.notes, note))
-    response, dropped = without_answer_leaks(response, BlockedURLs.from_env())
+    response, dropped = without_answer_leaks(response, BlockedURLs.from_environment())
     if dropped:
         logger.info("Dropped %d answer-leak result(s) for %r", dropped, query.query)
     return response
