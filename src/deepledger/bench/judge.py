@@ -194,11 +194,17 @@ from deepledger.prompts import render
 class Judgement:
     """A judge's decision on one answer."""
 
-    correct: bool | None  # None when there is no ground truth (not judged)
+    correct: bool | None  # None when there is no ground truth (not judged), or unjudged
     judge: str  # the judge's name
     reason: str  # one line a human can read: why correct / incorrect
     score: float | None = None  # partial credit in [0, 1] (list judge: F1 or fraction)
     usage: dict[str, int] | None = None  # the judge model's tokens (LLM judge only)
+    # The fields records/results.py's JudgementRecord documents.
+    label: str | None = None
+    confidence: float | None = None
+    extracted_answer: str | None = None
+    unjudged: bool = False
+    asks: int = 0
 
 
 def _show(text: str, limit: int = 80) -> str:

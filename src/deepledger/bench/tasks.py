@@ -49,6 +49,8 @@ class Task:
     digest: str | None = None
     # Its recorded result answered other inputs: this run replaces it (bench/inputs.py).
     inputs_changed: bool = False
+    # The line's fields a grader or a breakdown needs (TaskRecord.metadata).
+    metadata: JSONObject = field(default_factory=dict)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal, Protocol, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 from pydantic.fields import FieldInfo
 
 from deepledger.messages import JSONObject, Usage
@@ -95,11 +95,42 @@ class LimitRecord(Record):
 class JudgementRecord(Record):
     """A judge's decision on one answer (``bench/judge.py``'s Judgement, on disk)."""
 
-    correct: bool | None = None  # None when there is no ground truth (not judged)
+    # None when there is no ground truth (not judged), or when ``unjudged``.
+    correct: bool | None = None
     judge: str = "none"
     reason: str = ""
     score: float | None = None  # partial credit in [0, 1]
     usage: Usage | None = None  # the judge model's tokens (LLM judge only)
+    # The protocol's label, from its label set (e.g. SimpleQA's CORRECT, INCORRECT,
+    # NOT_ATTEMPTED); None: the judge has only correct / incorrect.
+    label: str | None = None
+    # The response's own confidence, 0-100, as the judge read it (BrowseComp, HLE:
+    # calibration error); None when the protocol does not ask for it.
+    confidence: float | None = None
+    extracted_answer: str | None = None  # the final answer the judge found, if asked
+    # The judge was asked but gave no verdict (no readable reply after its re-asks, or
+    # its model failed): not counted in accuracy, counted apart; a resume asks again.
+    unjudged: bool = False
+    asks: int = 0  # the judge model's calls for this answer (re-asks included)
+
+    @model_serializer(mode="wrap")
+    def _said_only_when_set(self, handler: SerializerFunctionWrapHandler) -> JSONObject:
+        """The fields after ``usage`` only when they say something, so a judgement of a
+        judge without labels keeps schema 1's shape."""
+        data: JSONObject = handler(self)
+        for key, unset in _JUDGEMENT_DEFAULTS.items():
+            if key in data and data[key] == unset:
+                del data[key]
+        return data
+
+
+_JUDGEMENT_DEFAULTS: JSONObject = {
+    "label": None,
+    "confidence": None,
+    "extracted_answer": None,
+    "unjudged": False,
+    "asks": 0,
+}
 
 
 class Spent(Protocol):
@@ -249,13 +280,23 @@ class TaskRecord(ResultRecord):
     input_digest: str | None = None
     # This result replaced one whose inputs had changed (the old line is not counted).
     inputs_changed: bool = False
+    # The task line's fields a grader or a breakdown needs besides id, question, ground
+    # truth and file (GAIA's Level, HLE's category, ...), as the task file had them.
+    metadata: JSONObject = Field(default_factory=dict)
 
     def to_json(self) -> JSONObject:
         """As the release before typed records wrote it: ``limit``, ``stopped``,
         ``interrupted_calls``, ``worker_lost`` and ``inputs_changed`` only on the lines
         they say something on."""
         record = super().to_json()
-        for key in ("limit", "stopped", "interrupted_calls", "worker_lost", "inputs_changed"):
+        for key in (
+            "limit",
+            "stopped",
+            "interrupted_calls",
+            "worker_lost",
+            "inputs_changed",
+            "metadata",
+        ):
             if not record.get(key):
                 record.pop(key, None)
         return record
@@ -389,6 +430,8 @@ class TaskCounts(Record):
     errors: int = 0
     judged: int = 0  # had a ground truth and was graded
     expected: int | None = None  # the suite's size, when known
+    # Had a ground truth, but the judge gave no verdict: not in ``judged`` nor accuracy.
+    unjudged: int = 0
 
 
 class Tally(Record):
@@ -569,7 +612,11 @@ class SummaryRecord(ResultRecord):
 
     def to_json(self) -> JSONObject:
         """The summary as written: the sections a run may not have are left out."""
-        absent = {name for name in _OPTIONAL_SECTIONS if getattr(self, name) is None}
+        absent: dict[str, Any] = {
+            name: True for name in _OPTIONAL_SECTIONS if getattr(self, name) is None
+        }
+        if not self.tasks.unjudged:  # said only when some task went unjudged
+            absent["tasks"] = {"unjudged"}
         return self.model_dump(mode="json", by_alias=True, exclude=absent)
 
 
