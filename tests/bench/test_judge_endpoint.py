@@ -21,7 +21,7 @@ from deepledger.bench.tasks import load_tasks
 from deepledger.errors import ConfigError, EndpointUnreachableError, TransientLLMError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.store.run_store import RunStore
-from deepledger.testing.fake_llm_server import Fault, FakeLLMServer, RecordedRequest, Reply
+from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, RecordedRequest, Reply
 from deepledger.tools.manager import ToolManager
 from tests.support.bench import arithmetic_suite, results
 from tests.support.cli import ROOT

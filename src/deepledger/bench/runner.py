@@ -21,8 +21,9 @@ A judge model that fails (unreachable, or an error after its retries) fails no t
 answer is recorded with an unjudged judgement (``correct: null``, the reason), no further
 attempt starts on it, and a resume judges it from the recorded answer without running the
 agent again (``_judged_again``). A task that fails outright (the agent's model unreachable
-after all retries, a bug) is recorded with ``status: error``, its reason and everything it spent (the retry that
-failed included, as the run's budget counted it), and the other tasks go on. Running
+after all retries, a bug) is recorded with ``status: error``, its reason and everything it
+spent (the retry that failed included, as the run's budget counted it), and the other
+tasks go on. Running
 the same command again retries it from its finished retries. A task that ran without a
 tool server given up on for the run is an error too, its answer kept and judged (each
 retry notes the servers it lost: ``tools/given_up.py``).
