@@ -778,19 +778,19 @@ class BenchmarkRunner:
         try:
             return await self.judge.judge(task.question, answer, task.ground_truth)
         except EndpointUnreachableError as exc:
-            return _judge_failed(task, self.judge, exc)
+            return judge_failed(task.task_id, self.judge, exc)
         except EndpointRejectedError as exc:  # named as the judge's in the message
             judge = _JudgeRejectedError(str(exc), provider=exc.provider, status=exc.status)
             judge.endpoint = exc.endpoint
             raise judge from exc
         except LLMError as exc:
-            return _judge_failed(task, self.judge, exc)
+            return judge_failed(task.task_id, self.judge, exc)
 
 
-def _judge_failed(task: Task, judge: Judge, exc: LLMError) -> Judgement:
+def judge_failed(task_id: str, judge: Judge, exc: LLMError) -> Judgement:
     """An unjudged judgement saying why: the judge model's error, in one line."""
     why = " ".join(str(exc).split())
-    log.warning("task %s: unjudged, the judge's model failed: %s", task.task_id, why)
+    log.warning("task %s: unjudged, the judge's model failed: %s", task_id, why)
     return Judgement(
         None, judge.name, f"unjudged: the judge's model failed ({why})", unjudged=True, asks=1
     )

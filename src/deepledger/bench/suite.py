@@ -37,6 +37,7 @@ from deepledger.bench.tasks import Task, TaskFile, load_tasks, require_tasks
 from deepledger.config import (
     Backend,
     Config,
+    JudgeConfig,
     JudgeName,
     LLMConfig,
     StrategyName,
@@ -135,7 +136,8 @@ async def run_suite(
     print(format_summary(summary))
     if report is not None:
         print(f"Report: {report}")
-    if warning := unjudged_warning(summary.tasks.unjudged, root):
+    how = f"run the same command again (same hydra.run.dir), or: deepledger judge {root}"
+    if warning := unjudged_warning(summary.tasks.unjudged, how):
         print(f"deepledger: {warning}", file=sys.stderr)
     if unwritten is not None:
         raise _report_not_written(root, unwritten)
@@ -163,17 +165,17 @@ def unjudged_tasks(records: list[TaskRecord]) -> int:
     return sum(1 for r in records if r.judgement is not None and r.judgement.unjudged)
 
 
-def unjudged_warning(unjudged: int, root: Path) -> str | None:
-    """The line a run with unjudged tasks ends with: its accuracy leaves them out, so
-    the number is not the suite's until they are judged."""
+def unjudged_warning(unjudged: int, how: str) -> str | None:
+    """The line a run (or a judging) with unjudged tasks ends with: its accuracy leaves
+    them out, so the number is not the suite's until they are judged; ``how`` says how
+    to judge them."""
     if not unjudged:
         return None
     return (
         f"warning: {plural(unjudged, 'task')} {'was' if unjudged == 1 else 'were'} left "
         "unjudged (the judge gave no verdict; the reason is in each result line) and "
         "the accuracy above leaves them out. Judge them from their recorded answers, "
-        "without running the agent again: run the same command again (same "
-        f"hydra.run.dir), or grade the run apart with: deepledger judge {root}"
+        f"without running the agent again: {how}"
     )
 
 
@@ -553,7 +555,7 @@ def judge_preset(cfg: Config, tasks: list[Task], conf_dir: Path | PresetPath) ->
     judge = cfg.benchmark.judge
     if judge.name != JudgeName.LLM or not judge.llm or all(t.ground_truth is None for t in tasks):
         return None
-    return judge_llm_config(cfg, conf_dir)
+    return judge_llm_config(cfg.benchmark.judge, conf_dir)
 
 
 def llm_judge_model(
@@ -561,12 +563,18 @@ def llm_judge_model(
 ) -> tuple[LLMClient, GenerationSettings]:
     """The model of ``benchmark.judge.name=llm``, from its preset and the judge's own
     ``model`` and ``base_url``."""
-    preset = judge_llm_config(cfg, conf_dir)
+    preset = judge_llm_config(cfg.benchmark.judge, conf_dir)
     return create_client(preset), settings_from_config(preset)
 
 
 def build_judge(cfg: Config, model: tuple[LLMClient, GenerationSettings] | None) -> Judge | None:
-    judge = cfg.benchmark.judge
+    return judge_of(cfg.benchmark.judge, model)
+
+
+def judge_of(
+    judge: JudgeConfig, model: tuple[LLMClient, GenerationSettings] | None
+) -> Judge | None:
+    """The judge ``judge`` configures, with the llm judge's ``model``."""
     if judge.name == JudgeName.LLM and model is None:
         return None  # no task has a ground truth: nothing will be judged
     llm, settings = model if model else (None, None)
@@ -655,11 +663,10 @@ def load_llm_preset(
     return preset
 
 
-def judge_llm_config(cfg: Config, where: Path | PresetPath) -> LLMConfig:
+def judge_llm_config(judge: JudgeConfig, where: Path | PresetPath) -> LLMConfig:
     """The llm judge's model settings: its preset, with ``benchmark.judge.model`` and
     ``benchmark.judge.base_url`` in place of the preset's own when given (checked as the
     preset is)."""
-    judge = cfg.benchmark.judge
     if not judge.llm:
         raise ConfigError(
             "benchmark.judge.name=llm needs benchmark.judge.llm: the name of an llm preset "
