@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def agent_reply(request: RecordedRequest) -> Reply:
 
 def bench(agent: str, data: Path, run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
     command = [
-        "python", "-m", "deepledger", "bench",
+        sys.executable, "-m", "deepledger", "bench",
         f"benchmark.data.data_dir={data}", "benchmark.name=tiny",
         "llm=openai_compatible", f"llm.base_url={agent}",
         "agent.main_agent.tools=[]", "agent.max_final_answer_retries=1",
@@ -68,20 +69,20 @@ def bench(agent: str, data: Path, run_dir: Path, *extra: str) -> subprocess.Comp
         f"hydra.run.dir={run_dir}", *extra,
     ]  # fmt: skip
     env = {**os.environ, "DEEPLEDGER_PLAIN_PROGRESS": "1"}
-    command[0] = os.environ.get("PYTHON", "") or __import__("sys").executable
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_a_preset_in_a_config_dir_is_found_and_model_and_base_url_replace_its_own(tmp_path):
+@pytest.mark.parametrize("where", ["-cd", "hydra.searchpath"])
+def test_a_preset_in_a_config_dir_is_found_and_model_and_base_url_replace_its_own(tmp_path, where):
     conf = user_conf(tmp_path / "mine")
+    found_by = ["-cd", str(conf)] if where == "-cd" else [f"hydra.searchpath=[file://{conf}]"]
     data, run_dir = arithmetic_suite(tmp_path / "data", TASKS), tmp_path / "run"
     with (
         FakeLLMServer(responder=agent_reply) as agent,
         FakeLLMServer(responder=lambda r: Reply("CORRECT\nReason: the same number.")) as judge,
     ):
         run = bench(
-            agent.openai_base_url, data, run_dir,
-            "-cd", str(conf), "benchmark.judge.llm=myjudge",
+            agent.openai_base_url, data, run_dir, *found_by, "benchmark.judge.llm=myjudge",
             "benchmark.judge.model=official-judge-2025",
             f"benchmark.judge.base_url={judge.openai_base_url}",
         )  # fmt: skip

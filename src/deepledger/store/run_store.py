@@ -184,8 +184,10 @@ class RunStore:
                 f"{self.root} holds tasks judged with other settings:\n  "
                 + "\n  ".join(judge)
                 + "\nOne accuracy never mixes two judges, not even with "
-                "resume.allow_config_change=true. Choose a new hydra.run.dir=... for this "
-                "judge; `deepledger report OLD_DIR NEW_DIR` compares the two runs."
+                "resume.allow_config_change=true. To grade these answers with this judge "
+                f"without running the agent again: deepledger judge {self.root} "
+                "benchmark.judge.KEY=VALUE ... (a judging beside the run's own); or choose "
+                "a new hydra.run.dir=... for this judge."
             )
         if counted and not allow_change:
             raise RunDirectoryError(
