@@ -425,8 +425,9 @@ class BenchmarkRunner:
         """The task's record; or the run's budget that stopped it, left unrecorded."""
         try:
             outcome = await self._task_outcome(task)
-            if isinstance(outcome, StoppedTask) or outcome.status != "finished":
-                await self._progress_flushed(task)  # to be resumed: what is done, on disk
+            # To be resumed (unjudged answers are judged again from it): what is done, on disk.
+            if _resumed_later(outcome):
+                await self._progress_flushed(task)
             return outcome
         finally:
             self._unflushed.discard(task.task_id)
@@ -794,6 +795,13 @@ def judge_failed(task_id: str, judge: Judge, exc: LLMError) -> Judgement:
     return Judgement(
         None, judge.name, f"unjudged: the judge's model failed ({why})", unjudged=True, asks=1
     )
+
+
+def _resumed_later(outcome: TaskOutcome) -> bool:
+    """Whether a resume runs (or judges) the task again: its record is not its result."""
+    if isinstance(outcome, StoppedTask) or outcome.status != "finished":
+        return True
+    return _unjudged(outcome.attempts)
 
 
 def _unjudged(attempts: Sequence[AttemptRecord]) -> bool:
