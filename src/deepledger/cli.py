@@ -729,6 +729,9 @@ def _judge(args: list[str]) -> int:
     from deepledger.bench.judging import format_judging, run_judging
     from deepledger.bench.suite import PresetPath, unjudged_warning
 
+    if any(a in ("-h", "--help") for a in args):
+        print(f"{JUDGE_USAGE}\n\n{_judge.__doc__}")
+        return 0
     name, dirs, rest = None, [], list(args)
     positional: list[str] = []
     while rest:
@@ -755,7 +758,15 @@ def _judge(args: list[str]) -> int:
     quiet_http_logs()
     run_dir = Path(positional[0])
     presets = PresetPath((*dirs, config_dir()))  # -cd first, as Hydra's search path has it
-    summary, folder = asyncio.run(run_judging(run_dir, positional[1:], presets, name))
+    try:
+        summary, folder = asyncio.run(run_judging(run_dir, positional[1:], presets, name))
+    except KeyboardInterrupt:
+        print(
+            "\ndeepledger judge: interrupted. The verdicts given are saved; run the same "
+            "command again to go on from them.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     print(format_judging(summary, folder))
     how = "run the same deepledger judge command again"
     if warning := unjudged_warning(summary.unjudged, how):

@@ -40,6 +40,7 @@ from deepledger.bench.suite import PresetPath, judge_llm_config, judge_of
 from deepledger.config import JudgeConfig, JudgeName, LLMConfig
 from deepledger.errors import (
     ConfigError,
+    DeepLedgerError,
     EndpointRejectedError,
     EndpointUnreachableError,
     LLMError,
@@ -75,7 +76,10 @@ class JudgingSetup:
 def judging_setup(run_dir: Path, overrides: Sequence[str]) -> JudgingSetup:
     """The run's recorded judge and concurrency with ``overrides`` applied (types
     checked as the config's are)."""
-    _, config = load_manifest(run_dir)
+    try:
+        _, config = load_manifest(run_dir)
+    except DeepLedgerError as exc:  # not a run directory: a usage error
+        raise ConfigError(str(exc)) from None
     bench = config["benchmark"]
     recorded = {
         k: v for k, v in (bench.get("judge") or {}).items() if k in JudgeConfig.__dataclass_fields__
