@@ -17,8 +17,9 @@ import pytest
 from deepledger.bench.judge import LLMJudge
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import BenchmarkRunner
-from deepledger.bench.suite import PresetPath, load_llm_preset
+from deepledger.bench.suite import PresetPath, judge_llm_config, load_llm_preset
 from deepledger.bench.tasks import load_tasks
+from deepledger.config import JudgeConfig
 from deepledger.errors import ConfigError, EndpointUnreachableError, TransientLLMError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.store.run_store import RunStore
@@ -197,3 +198,27 @@ async def test_an_unreachable_judge_is_no_agent_error_and_the_other_tasks_go_on(
     per_attempt = asked // TASKS
     assert len(verdicts.calls) == 3 * TASKS
     assert len(agent.calls) == asked + 2 * TASKS * per_attempt
+
+
+def test_the_judges_base_url_is_checked_as_llm_base_url_is(tmp_path):
+    presets = PresetPath((user_conf(tmp_path / "mine"), ROOT / "conf"))
+    bad = JudgeConfig(name="llm", llm="myjudge", base_url="127.0.0.1:8000/v1")
+    with pytest.raises(ConfigError) as refused:
+        judge_llm_config(bad, presets)
+    message = str(refused.value)
+    assert "benchmark.judge.base_url=127.0.0.1:8000/v1" in message
+    assert "is not an http(s) URL" in message
+    good = JudgeConfig(name="llm", llm="myjudge", model="o3-mini-2025-01-31")
+    pinned = judge_llm_config(good, presets)
+    assert (pinned.model_name, pinned.base_url) == ("o3-mini-2025-01-31", "http://127.0.0.1:9/v1")
+
+
+def test_the_judges_model_and_server_are_part_of_its_identity():
+    from deepledger.bench.inputs import judge_identity
+    from deepledger.config import LLMConfig
+
+    model = LLMConfig(provider="openai", model_name="m", max_context_length=8192)
+    plain = judge_identity(JudgeConfig(name="llm", llm="x"), model)
+    served = judge_identity(JudgeConfig(name="llm", llm="x", base_url="http://h:1/v1"), model)
+    assert "base_url" not in plain  # earlier runs' digests stay as they were
+    assert served == plain | {"base_url": "http://h:1/v1"}
