@@ -276,15 +276,23 @@ def _xlsx_rows(path: Path, fmt: str) -> Iterator[tuple[int, dict[str, Any]]]:
         book.close()
 
 
-def _browsecomp(number: int, row: dict[str, Any], prefix: str, columns: tuple[str, ...]) -> Row:
-    clear, problem = _decrypted(row, columns, sha256_key_decrypt)
+def _browsecomp(number: int, row: dict[str, Any]) -> Row:
+    """BrowseComp: question and answer encrypted, the topic in clear."""
+    clear, problem = _decrypted(row, ("problem", "answer"), sha256_key_decrypt)
     if problem:
         return number, None, problem
-    question, answer, *kept = (clear[c] for c in columns)
-    if prefix == BROWSECOMP:  # its topic is in clear
-        kept = [str(row.get("problem_topic") or "")]
-    topic = "problem_topic" if prefix == BROWSECOMP else "Topic"
-    entry = Entry(f"{prefix}-{number:04d}", question, answer, metadata=_nonempty(topic, kept[0]))
+    topic = _nonempty("problem_topic", str(row.get("problem_topic") or ""))
+    entry = Entry(f"{BROWSECOMP}-{number:04d}", clear["problem"], clear["answer"], metadata=topic)
+    return number, entry, ""
+
+
+def _browsecomp_zh(number: int, row: dict[str, Any]) -> Row:
+    """BrowseComp-ZH: the topic is encrypted too, with BrowseComp's scheme."""
+    clear, problem = _decrypted(row, ("Question", "Answer", "Topic"), sha256_key_decrypt)
+    if problem:
+        return number, None, problem
+    entry = Entry(f"{BROWSECOMP_ZH}-{number:04d}", clear["Question"], clear["Answer"])
+    entry.metadata = _nonempty("Topic", clear["Topic"])
     return number, entry, ""
 
 
@@ -303,9 +311,11 @@ def _simpleqa(number: int, row: dict[str, Any]) -> Row:
     if not isinstance(described, dict):
         return number, None, "its 'metadata' is not a dict"
     kept = {k: str(described[k]) for k in ("topic", "answer_type") if k in described}
-    entry = Entry(f"{SIMPLEQA}-{number:04d}", row.get("problem"), row.get("answer"), None)
-    entry.metadata = kept
-    return number, entry, ""
+    return (
+        number,
+        Entry(f"{SIMPLEQA}-{number:04d}", row["problem"], row["answer"], None, metadata=kept),
+        "",
+    )
 
 
 def _nonempty(name: str, value: str) -> JSONObject:
@@ -317,9 +327,9 @@ def table_rows(path: Path, fmt: str) -> Iterator[Row]:
     rows = _xlsx_rows(path, fmt) if path.suffix.lower() == ".xlsx" else _csv_rows(path, fmt)
     for number, row in rows:
         if fmt == BROWSECOMP:
-            yield _browsecomp(number, row, BROWSECOMP, ("problem", "answer"))
+            yield _browsecomp(number, row)
         elif fmt == BROWSECOMP_ZH:
-            yield _browsecomp(number, row, BROWSECOMP_ZH, ("Question", "Answer", "Topic"))
+            yield _browsecomp_zh(number, row)
         elif fmt == XBENCH:
             yield _xbench(number, row)
         else:
@@ -362,14 +372,13 @@ def hle_entry(record: JSONObject) -> Entry:
 
 def gaia_entry(record: JSONObject) -> Entry:
     level = record.get("Level")
-    entry = Entry(
+    return Entry(
         record.get("task_id"),
         record.get("Question"),
         record.get("Final answer"),
         record.get("file_name"),
         metadata={} if level is None else {"Level": level},
     )
-    return entry
 
 
 def jsonl_entry(record: JSONObject, mapping: FieldMapping) -> Entry:
