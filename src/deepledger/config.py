@@ -364,7 +364,7 @@ class BenchmarkDataConfig:
     format: str = "auto"
     field_mapping: FieldMapping = field(default_factory=FieldMapping)
     strict: bool = False  # a bad line in the task file stops the run (else: reported, skipped)
-    text_only: bool = False  # skip the tasks that come with an image or an attached file
+    text_only: bool = False  # skip the tasks that come with an image (embedded or attached)
 
 
 @dataclass

@@ -202,6 +202,19 @@ def test_text_only_skips_the_image_questions_and_says_how_many(tmp_path):
     assert not (tmp_path / "test_images").exists()
 
 
+def test_text_only_skips_attached_images_but_not_attached_text(tmp_path):
+    lines = [
+        {"task_id": "pic", "task_question": "Q?", "file_name": "chart.PNG"},
+        {"task_id": "doc", "task_question": "Q?", "file_name": "notes.txt"},
+    ]
+    (tmp_path / "standardized_data.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (tmp_path / "chart.PNG").write_bytes(base64.b64decode(PNG))
+    (tmp_path / "notes.txt").write_text("notes")
+    loaded = load(tmp_path, "standardized_data.jsonl", text_only=True)
+    assert [t.task_id for t in loaded.tasks] == ["doc"]
+    assert loaded.text_only_skipped == 1
+
+
 def test_hle_json_and_jsonl_exports_load_alike(tmp_path):
     (tmp_path / "hle.json").write_text(json.dumps(HLE_ROWS))
     (tmp_path / "hle.jsonl").write_text("".join(json.dumps(r) + "\n" for r in HLE_ROWS))

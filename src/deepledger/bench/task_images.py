@@ -27,6 +27,8 @@ EXTENSIONS = {
     "image/gif": "gif",
     "image/webp": "webp",
 }
+# Attached files that are images (benchmark.data.text_only leaves their tasks out).
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".svg")
 # The first bytes of each, for an image given as bytes rather than as a data: URI.
 MAGIC = ((b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpg"), (b"GIF8", "gif"))
 DATA_URI = re.compile(r"data:(?P<type>[\w/+.-]+)(?:;[\w=.-]+)*?;base64,(?P<data>.*)", re.S)

@@ -16,7 +16,7 @@ is reported with its line (or row) number and skipped — or stops the run when
 accepted. A missing data folder or task file, or a file in no format we read, is always
 an error naming the path; so is a suite that leaves no task to run
 (:func:`require_tasks`). ``benchmark.data.text_only`` skips the tasks that come with an
-image or an attached file, and says how many.
+image (embedded, or an attached image file), and says how many.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class TaskFile:
     mapping: FieldMapping = field(default_factory=FieldMapping)
     # (field, why) -> rows whose field was not kept as the task's metadata
     unkept: Counter[tuple[str, str]] = field(default_factory=Counter)
-    text_only_skipped: int = 0  # tasks with an image or a file, left out by text_only
+    text_only_skipped: int = 0  # tasks with an image, left out by text_only
 
     def notices(self) -> list[str]:
         """What to tell the user before the run: each skipped line, then the warnings."""
@@ -118,7 +118,7 @@ def load_tasks(
     if loaded.text_only_skipped:
         loaded.warnings.append(
             f"benchmark.data.text_only: skipped {loaded.text_only_skipped} task(s) of "
-            f"{path} that come with an image or an attached file."
+            f"{path} that come with an image."
         )
     return loaded
 
@@ -138,7 +138,7 @@ def _read_rows(
             break
         loaded.lines += 1
         task = None
-        if entry is not None and data.text_only and (_has(entry.image) or _has(entry.file_name)):
+        if entry is not None and data.text_only and _with_image(entry):
             loaded.text_only_skipped += 1
             continue
         if entry is not None:
@@ -193,6 +193,12 @@ def _json_records(path: Path) -> Iterator[tuple[int, JSONObject | None, str]]:
 def _starts_list(path: Path) -> bool:
     with path.open("rb") as text:
         return text.read(64).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"[")
+
+
+def _with_image(entry: formats.Entry) -> bool:
+    """Whether the task comes with an image: embedded (HLE), or an attached image file."""
+    name = str(entry.file_name or "").lower()
+    return _has(entry.image) or name.endswith(task_images.IMAGE_SUFFIXES)
 
 
 def _has(value: Any) -> bool:
