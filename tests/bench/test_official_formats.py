@@ -283,6 +283,28 @@ def test_gaia_metadata_keeps_level_and_attachments(tmp_path):
     assert two.file_path == str((tmp_path / "g2.txt").resolve())
 
 
+def test_gaia_test_split_hidden_answers_are_not_judged(tmp_path):
+    hidden = dict(GAIA_LINES[0], **{"Final answer": "?"})
+    (tmp_path / "metadata.jsonl").write_text(json.dumps(hidden) + "\n")
+    [task] = load(tmp_path, "metadata.jsonl").tasks
+    assert task.ground_truth is None
+
+
+def test_a_file_in_no_format_we_read_exits_2_naming_it(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "tasks.txt").write_text("What?\n")
+    command = [sys.executable, "-m", "deepledger", "bench", f"benchmark.data.data_dir={tmp_path}"]
+    command += ["benchmark.data.metadata_file=tasks.txt", f"hydra.run.dir={tmp_path / 'run'}"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert (
+        f"{tmp_path / 'tasks.txt'}: .txt is no format we read. The formats read: jsonl"
+        in done.stderr
+    )
+
+
 def test_standardized_jsonl_keeps_short_scalars_and_names_the_rest_once(tmp_path):
     lines = [
         {

@@ -8,7 +8,8 @@ from the first record's fields:
   ``ground_truth``, ``file_name``; ``benchmark.data.field_mapping`` renames them). The
   line's other scalar fields are kept as the task's metadata.
 - ``gaia``: GAIA's ``metadata.jsonl`` (``task_id``, ``Question``, ``Final answer``,
-  ``file_name``, ``Level``, ``Annotator Metadata``); ``Level`` is kept.
+  ``file_name``, ``Level``, ``Annotator Metadata``); ``Level`` is kept. The test
+  split's hidden answers (``?``) are no ground truth: those tasks are answered, not judged.
 - ``hle``: Humanity's Last Exam as parquet, JSON (a list of records) or JSONL (``id``,
   ``question``, ``image``, ``answer``, ``answer_type``, ``category``, ``raw_subject``,
   ...); ``answer_type``, ``category`` and ``raw_subject`` are kept, and a question's
@@ -76,6 +77,7 @@ CSV_HEADERS = {
     SIMPLEQA: ("metadata", "problem", "answer"),
 }
 GAIA_FIELDS = ("task_id", "Question", "Final answer")
+GAIA_HIDDEN = "?"  # GAIA's test split publishes this for the answers it keeps hidden
 HLE_FIELDS = ("id", "question", "answer")
 # Where each format other than jsonl reads a task's id and question.
 ID_AND_QUESTION = {
@@ -372,10 +374,11 @@ def hle_entry(record: JSONObject) -> Entry:
 
 def gaia_entry(record: JSONObject) -> Entry:
     level = record.get("Level")
+    truth = record.get("Final answer")
     return Entry(
         record.get("task_id"),
         record.get("Question"),
-        record.get("Final answer"),
+        None if truth == GAIA_HIDDEN else truth,
         record.get("file_name"),
         metadata={} if level is None else {"Level": level},
     )
