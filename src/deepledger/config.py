@@ -358,8 +358,13 @@ class BenchmarkDataConfig:
     source: str = "jsonl"
     data_dir: str = MISSING
     metadata_file: str = "standardized_data.jsonl"
+    # The task file's layout (bench/formats.py): auto (by its extension, CSV header or
+    # first record) | jsonl | gaia | hle | browsecomp | browsecomp-zh |
+    # xbench-deepsearch | simpleqa
+    format: str = "auto"
     field_mapping: FieldMapping = field(default_factory=FieldMapping)
     strict: bool = False  # a bad line in the task file stops the run (else: reported, skipped)
+    text_only: bool = False  # skip the tasks that come with an image (embedded or attached)
 
 
 @dataclass

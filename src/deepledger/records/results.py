@@ -366,6 +366,7 @@ class TaskRecord(ResultRecord):
             file_path=task.file_path,
             input_digest=task.digest,
             inputs_changed=task.inputs_changed,
+            metadata=dict(task.metadata),
             extraction_usage=sum_usage(r.extraction_usage for r in retries),
             turns=sum(r.turns for r in retries),
             tool_calls=sum(r.tool_calls for r in retries),
@@ -398,6 +399,8 @@ class TaskFacts(Protocol):
     def digest(self) -> str | None: ...  # of its inputs (bench/inputs.py); None: not known
     @property
     def inputs_changed(self) -> bool: ...  # it replaces a result of other inputs
+    @property
+    def metadata(self) -> JSONObject: ...  # the task file's fields kept (bench/tasks.py)
 
 
 def sum_usage(usages: Iterable[Usage | None]) -> Usage:

@@ -36,6 +36,10 @@ RESUME_HARMLESS = (
     "benchmark.execution.backend",  # where tasks run, not what they do: resume on either
     "benchmark.execution.ray",
     "benchmark.execution.resume",  # how an unfinished retry goes on, not what it does
+    # How the task file is read and which of its tasks run: what each task asks is in its
+    # input digest (bench/inputs.py), which a resume checks task by task.
+    "benchmark.data.format",
+    "benchmark.data.text_only",
     "llm.base_url",
     "llm.endpoints",  # where the servers are, like llm.base_url
     "llm.endpoint_max_concurrent",
