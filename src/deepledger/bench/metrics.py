@@ -92,13 +92,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from deepledger.bench.economics import UNREADABLE, economics_line
+from deepledger.bench.protocol_metrics import protocol_metrics, protocol_rows
 from deepledger.config import BUDGET_KEYS
 from deepledger.messages import JSONObject, Usage
 from deepledger.records.codec import read_journal
@@ -165,12 +166,16 @@ def summarize(
     tasks_expected: int | None = None,
     execution: Any = None,
     stopped: StoppedTasks | None = None,
+    metrics: Sequence[str] = (),
+    breakdown: Sequence[str] = (),
 ) -> SummaryRecord:
     """The summary of a run (written as ``summary.json``); see the module docstring.
     ``records``: task records, or their lines as read.
     ``execution``: the run's ``benchmark.execution`` (config or dict), for its budget.
     ``stopped``: the tasks the run's budget cut short, unrecorded, and what they spent
-    (from the runner)."""
+    (from the runner).
+    ``metrics`` / ``breakdown``: the preset's ``benchmark.metrics`` and
+    ``benchmark.breakdown`` (``bench/protocol_metrics.py``)."""
     tasks = [r if isinstance(r, TaskRecord) else TaskRecord.load(r) for r in records]
     judged = [r for r in tasks if r.correct is not None]
     first_correct = sum(1 for r in judged if _first_attempt_correct(r))
@@ -187,6 +192,7 @@ def summarize(
             errors=sum(1 for r in tasks if r.status == "error"),
             judged=len(judged),
             expected=tasks_expected,
+            unjudged=sum(1 for r in tasks if _unjudged(r)),
         ),
         accuracy=ratio(first_correct, len(judged)),
         correct_first_attempt=first_correct,
@@ -214,7 +220,13 @@ def summarize(
         extra=dict(extra or {}),
         tool_servers_given_up=_given_up(tasks),
         inputs_changed=_inputs_changed(tasks),
+        protocol_metrics=protocol_metrics(tasks, metrics, breakdown, pass_at_k),
     )
+
+
+def _unjudged(record: TaskRecord) -> bool:
+    """The judge was asked but gave no verdict (not in ``judged`` nor accuracy)."""
+    return record.correct is None and record.judgement is not None and record.judgement.unjudged
 
 
 def _given_up(records: list[TaskRecord]) -> dict[str, GivenUpServer] | None:
@@ -408,6 +420,8 @@ def format_summary(read: SummaryRecord) -> str:
         f"{tasks.judged} judged"
     )
     first = _rate(read.accuracy, read.correct_first_attempt, tasks.judged)
+    if tasks.unjudged:  # the judge gave no verdict: said, never counted as wrong
+        first += f", {tasks.unjudged} unjudged (not in accuracy)"
     any_ = _rate(read.pass_at_k, read.correct_any_attempt, tasks.judged)
     post_mortems = read.post_mortems
     rows = [
@@ -422,6 +436,7 @@ def format_summary(read: SummaryRecord) -> str:
     if read.judge_score.scored and read.judge_score.mean is not None:
         score = read.judge_score
         rows.append(("judge score", f"mean {score.mean:.3f} over {score.scored}"))
+    rows += protocol_rows(read.protocol_metrics, read.k)
     extraction = read.extraction_tokens
     rows.append(("tokens", _tokens_line(read.tokens)))
     if extraction.input:
