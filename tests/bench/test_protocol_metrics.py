@@ -143,11 +143,18 @@ def test_calibration_error_by_hand():
 
 
 def test_an_answer_without_confidence_takes_the_official_100():
-    records = [judged(f"a{i}", i < 70) for i in range(100)]
+    records = [judged(f"a{i}", i < 70) for i in range(99)]
+    records.append(judged("stated", False, confidence=100))
     c = section(records, "calibration_error")["calibration_error"]
     assert c["value"] == pytest.approx(30.0)  # one bin: |1.0 - 0.7|
     assert c["as_published"] == 0.0  # HLE's script: its only bin is its last
-    assert c["without_confidence"] == 100
+    assert c["without_confidence"] == 99
+
+
+def test_no_confidence_anywhere_means_the_judge_was_not_asked():
+    records = [judged(f"a{i}", i < 70) for i in range(100)]
+    c = section(records, "calibration_error")["calibration_error"]
+    assert c["value"] is None and "no judgement carries a confidence" in c["reason"]
 
 
 def test_fewer_than_100_answers_gives_null_with_a_reason():

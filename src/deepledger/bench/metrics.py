@@ -10,7 +10,10 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   ``judged`` (task-level ``correct`` is not null — it had a ground truth and was graded),
   and ``expected`` (the suite's size, when the caller knows it; else null).
   An errored task whose ``correct`` is null is *not* judged, so it does not lower
-  ``accuracy``; ``tasks.errors`` says how many such tasks there were.
+  ``accuracy``; ``tasks.errors`` says how many such tasks there were. ``unjudged``
+  (written only when > 0): tasks whose judge was asked but gave no verdict
+  (``judgement.unjudged``; their ``correct`` is null): in neither ``judged`` nor
+  accuracy, and printed beside accuracy so they are never silently wrong.
 - ``accuracy``: pass@1 — among judged tasks, the share whose FIRST attempt was correct
   (a task without attempt records counts its task-level ``correct`` as its first
   attempt). Later attempts never raise it.
@@ -60,6 +63,13 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   retries kept), ``tasks_not_started`` (expected, neither recorded nor stopped) — a
   resume with a raised budget runs both — and ``limits_hit``: recorded tasks stopped by
   each limit.
+- ``protocol_metrics`` (absent unless the preset's ``benchmark.metrics`` or
+  ``benchmark.breakdown`` chose some): the numbers the suite's official grader publishes
+  — ``simpleqa`` (label counts, accuracy given attempted, F1, not-attempted rate),
+  ``calibration_error`` (HLE's binned RMS, in percent), ``confidence_interval`` (HLE's
+  95 % half-width), ``deepsearchqa`` (outcome rates, F1 over every task), ``avg_at_k``
+  (mean accuracy over attempts) and ``breakdown`` (accuracy per value of a task field);
+  each defined in ``bench/protocol_metrics.py``.
 - ``extra``: whatever the caller passed (config digest, run dir...), unchanged.
 - ``token_economics`` (added by the bench and report commands, from the journals): the
   prompt per turn, its growth against the quadratic arithmetic, the cache-read share

@@ -27,7 +27,8 @@ accuracy always equals the summary's. Ratios over nothing are null, never NaN.
   figure): the graded answers sorted by the response's confidence (``judgement.confidence``
   in 0-100, divided by 100 as HLE does; a judgement without one takes 100, the value HLE's
   judge is told to write when the response states none; ``without_confidence`` counts
-  them), cut into bins of 100 answers (the last bin takes the remainder), and the square
+  them; when none has one, the judge was not asked and the value is null with a
+  ``reason``), cut into bins of 100 answers (the last bin takes the remainder), and the square
   root of the sum over bins of (bin size / answers) · (mean confidence − accuracy)²,
   written in percent. Fewer than 100 answers: null with a ``reason`` (HLE's script fails
   there: it has no bin). HLE's script leaves its last bin out of the sum (it loops over
@@ -159,6 +160,12 @@ def calibration_error(graded: Sequence[TaskRecord]) -> CalibrationError:
         without += confidence is None
         pairs.append(((NO_CONFIDENCE if confidence is None else confidence) / 100, right))
     n = len(pairs)
+    if n and without == n:  # the judge was not asked for one: 100 each would mean nothing
+        return CalibrationError(
+            answers=n,
+            without_confidence=without,
+            reason="no judgement carries a confidence (the judge rule asks for none)",
+        )
     if n < CALIBRATION_BIN:
         return CalibrationError(
             answers=n,
