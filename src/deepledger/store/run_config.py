@@ -36,6 +36,11 @@ RESUME_HARMLESS = (
     "benchmark.execution.backend",  # where tasks run, not what they do: resume on either
     "benchmark.execution.ray",
     "benchmark.execution.resume",  # how an unfinished retry goes on, not what it does
+    # Which published numbers the summary computes from the results. avg_at_k also runs
+    # every attempt of the tasks still to run; tasks that stopped early make it null, with
+    # the reason, rather than a mean over missing attempts.
+    "benchmark.metrics",
+    "benchmark.breakdown",
     "llm.base_url",
     "llm.endpoints",  # where the servers are, like llm.base_url
     "llm.endpoint_max_concurrent",
