@@ -3,8 +3,10 @@ against numbers computed by hand (bench/protocol_metrics.py)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
+import numpy as np
 import pytest
 
 from deepledger.bench.metrics import format_summary, summarize
@@ -292,3 +294,27 @@ def test_an_unknown_metric_name_is_refused_at_config_time():
     cfg = composed("benchmark=simpleqa", "benchmark.metrics=[simpleqa,f2]")
     with pytest.raises(ConfigError, match=r"benchmark.metrics: 'f2' is not a metric; use some of"):
         validate(cfg)
+
+
+@pytest.mark.parametrize("n", [100, 150, 199, 200, 257, 431])
+def test_calibration_bins_match_a_direct_numpy_reading_of_the_method(n):
+    """Bins of 100 over the answers sorted by confidence, the last taking the remainder;
+    ``as_published`` sums every bin but the last, as HLE's script does."""
+    rng = np.random.default_rng(n)
+    confidence = rng.integers(0, 101, n)  # many ties
+    right = rng.random(n) < confidence / 100
+    records = [
+        judged(f"t{i}", bool(r), confidence=int(c))
+        for i, (c, r) in enumerate(zip(confidence, right, strict=True))
+    ]
+    c = section(records, "calibration_error")["calibration_error"]
+    order = np.argsort(confidence, kind="stable")
+    conf, ok = confidence[order] / 100, right[order].astype(float)
+    edges = [*range(0, n // 100 * 100, 100), n]
+    terms = [
+        (end - start) / n * (conf[start:end].mean() - ok[start:end].mean()) ** 2
+        for start, end in itertools.pairwise(edges)
+    ]
+    assert c["bins"] == len(terms) == n // 100
+    assert c["value"] == pytest.approx(100 * np.sqrt(sum(terms)))
+    assert c["as_published"] == pytest.approx(100 * np.sqrt(sum(terms[:-1])))
