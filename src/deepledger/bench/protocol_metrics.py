@@ -253,7 +253,8 @@ def average_at_k(graded: Sequence[TaskRecord], k: int) -> AverageAtK:
             k=k,
             tasks=len(graded),
             reason=f"{short} of {len(graded)} graded tasks have fewer than {k} judged "
-            "attempts (a task stops at its first correct attempt unless avg_at_k is chosen)",
+            "attempts (stopped by a correct one before avg_at_k was chosen, by a limit, "
+            "or left unjudged)",
         )
     return AverageAtK(k=k, tasks=len(graded), value=statistics.fmean(shares) if shares else None)
 
