@@ -433,6 +433,11 @@ class BenchmarkConfig:
     # web.blocked_urls; same syntax (blocked_urls.py). Null (none), not [], so that a run
     # made before the key existed resumes with the same settings.
     blocked_urls: list[str] | None = None
+    # The metrics this suite's official protocol publishes, beside accuracy and pass@k
+    # (names in PROTOCOL_METRICS; bench/protocol_metrics.py). Null, not [], as above.
+    metrics: list[str] | None = None
+    # Task fields (the task line's metadata, e.g. GAIA's Level) to break accuracy down by.
+    breakdown: list[str] | None = None
 
 
 @dataclass
@@ -645,6 +650,7 @@ def validate(cfg: Config) -> None:
             f"{looked_in(corpus)})."
         )
     problems += _web_problems(cfg)
+    problems += _metrics_problems(cfg.benchmark)
     if cfg.resume.on_changed_tasks not in CHANGED_TASKS:
         problems.append(
             f"resume.on_changed_tasks={cfg.resume.on_changed_tasks!r}: use one of "
@@ -662,6 +668,17 @@ def validate(cfg: Config) -> None:
         )
     if problems:
         raise ConfigError("Invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def _metrics_problems(benchmark: BenchmarkConfig) -> list[str]:
+    unknown = [name for name in benchmark.metrics or () if name not in PROTOCOL_METRICS]
+    if not unknown:
+        return []
+    return [
+        f"benchmark.metrics: {', '.join(map(repr, unknown))} "
+        f"{'is not a metric' if len(unknown) == 1 else 'are not metrics'}; "
+        f"use some of {', '.join(PROTOCOL_METRICS)}."
+    ]
 
 
 def check_llm_preset(preset: LLMConfig, key: str) -> None:
@@ -1095,6 +1112,15 @@ TASK_LIMITS = ("task_time_limit_seconds", "task_token_limit", "task_cost_limit_u
 RUN_BUDGETS = ("max_cost_usd", "max_tokens")
 BUDGET_KEYS = (*TASK_LIMITS, *RUN_BUDGETS)
 COST_LIMITS = ("task_cost_limit_usd", "max_cost_usd")
+
+# benchmark.metrics' names: the published metrics a preset may choose.
+PROTOCOL_METRICS = (
+    "simpleqa",  # SimpleQA: labels, accuracy given attempted, F1, not-attempted rate
+    "calibration_error",  # BrowseComp, HLE: binned RMS calibration error
+    "confidence_interval",  # HLE: the 95 % half-width of the accuracy
+    "deepsearchqa",  # DeepSearchQA: its outcome rates and the F1 over every task
+    "avg_at_k",  # xbench-DeepSearch: the mean accuracy over pass@k's attempts
+)
 
 # The variable `llm.api_key=KEY` on the command line moves the key to (cli.py), named by
 # llm.api_key_env from then on, so that the key itself is never written anywhere.

@@ -20,6 +20,8 @@ def test_which_differences_count_for_a_resume():
     harmless["llm"] |= {"base_url": "http://b/v1", "timeout_seconds": 5}
     harmless["benchmark"]["execution"] |= {"max_concurrent": 1, "max_cost_usd": 9.0}
     harmless["benchmark"]["execution"]["max_tokens"] = None  # a key a newer version added
+    # A preset that came to choose its published metrics: the results mean the same.
+    harmless["benchmark"] |= {"metrics": ["simpleqa"], "breakdown": ["Level"]}
     assert resume_changes(before, harmless) == ([], [])
     assert config_id(before) == config_id(harmless)
     counted = json.loads(json.dumps(before))

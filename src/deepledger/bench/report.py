@@ -30,6 +30,9 @@ def rebuild_summary(root: Path) -> SummaryRecord:
         tasks_expected=manifest.get("tasks_expected"),
         extra={"run_dir": str(root), "rebuilt": True, **_kept_from_last_summary(root)},
         execution=config["benchmark"]["execution"],  # its budget
+        # The protocol's metrics, as the run chose them (a run from before: none).
+        metrics=config["benchmark"].get("metrics") or (),
+        breakdown=config["benchmark"].get("breakdown") or (),
     )
     summary.token_economics = token_economics(root)
     summary.endpoints = endpoint_counts(root)  # llm.endpoints: each server's counts

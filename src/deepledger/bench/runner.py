@@ -5,7 +5,8 @@
   ``benchmark.execution.backend=ray`` this runner is the driver and the per-task work
   (``task_outcome`` and below) runs in Ray workers: see ``bench/ray_backend.py``.
 - A task gets up to ``pass_at_k`` attempts and stops at the first correct one (a task
-  without ground truth gets one attempt: there is nothing to retry for).
+  without ground truth gets one attempt: there is nothing to retry for); with
+  ``avg_at_k`` in ``benchmark.metrics`` it gets all of them (their mean is the metric).
 - Inside an attempt, the **format-retry loop**: while the answer has no box, up to
   ``agent.context_compress_limit`` more runs, each task text rebuilt from the original
   question plus the post-mortems of the retries before it; the last one is the final
@@ -219,6 +220,8 @@ class BenchmarkRunner:
         self._stopped_spent = Spending()  # what they spent: in the run's total, not in a record
         self.retry_limit = cfg.agent.context_compress_limit
         self.pass_at_k = cfg.benchmark.execution.pass_at_k
+        # avg@k (xbench's mean over repeats) needs every attempt, a correct one included.
+        self.every_attempt = "avg_at_k" in (cfg.benchmark.metrics or ())
         self.price = find_price(cfg.llm.model_name, cfg.pricing)
         self.clock = clock  # read by the task time limits; tests pass a fake one
         self.limits = TaskLimits.from_execution(self.cfg.benchmark.execution)
@@ -602,7 +605,7 @@ class BenchmarkRunner:
         # File work (reading what earlier runs left, opening journals) happens on worker
         # threads: hundreds of tasks start at once, and the event loop serves them all.
         attempts: list[AttemptRecord] = list(done.attempts)
-        if any(a.correct for a in attempts) or _gave_up(attempts):
+        if (any(a.correct for a in attempts) and not self.every_attempt) or _gave_up(attempts):
             return attempts, None
         first = len(attempts) + 1
         tries = self.pass_at_k if task.ground_truth is not None else 1
@@ -615,7 +618,7 @@ class BenchmarkRunner:
             attempt = await self._attempt(task, number, carried, budget)
             await self._progress_written(task, attempt)
             attempts.append(attempt)
-            if attempt.correct or attempt.limit or _gave_up(attempts):
+            if (attempt.correct and not self.every_attempt) or attempt.limit or _gave_up(attempts):
                 break
         return attempts, attempts[-1].limit
 

@@ -223,6 +223,8 @@ async def _final_summary(
         extra={"run_dir": str(root), "skipped_lines": models.skipped_lines},
         execution=cfg.benchmark.execution,  # its budget
         stopped=stopped,  # tasks the run's budget cut short: unrecorded
+        metrics=cfg.benchmark.metrics or (),  # the protocol's published metrics
+        breakdown=cfg.benchmark.breakdown or (),
     )
     summary.token_economics = await asyncio.to_thread(token_economics, root)
     summary.endpoints = await asyncio.to_thread(endpoint_counts, root)  # llm.endpoints
@@ -276,6 +278,8 @@ async def _report_while_running(
             tasks_expected=expected,
             extra={"run_dir": str(root)},
             execution=execution,  # its budget
+            metrics=cfg.benchmark.metrics or (),
+            breakdown=cfg.benchmark.breakdown or (),
         )
         summary.token_economics = EconomicsUnavailable(unavailable="computed when the run ends")
         return _write_report(root, summary, ended)

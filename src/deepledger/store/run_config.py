@@ -40,6 +40,11 @@ RESUME_HARMLESS = (
     # input digest (bench/inputs.py), which a resume checks task by task.
     "benchmark.data.format",
     "benchmark.data.text_only",
+    # Which published numbers the summary computes from the results. avg_at_k also runs
+    # every attempt of the tasks still to run; tasks that stopped early make it null, with
+    # the reason, rather than a mean over missing attempts.
+    "benchmark.metrics",
+    "benchmark.breakdown",
     "llm.base_url",
     "llm.endpoints",  # where the servers are, like llm.base_url
     "llm.endpoint_max_concurrent",
