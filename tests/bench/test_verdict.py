@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 
-from deepledger.bench.judge import read_extracted_verdict, read_verdict
+from deepledger.bench.judge_rules import read_extracted_verdict, read_verdict
 from deepledger.bench.verdict import Labels, read_labels, strip_thinking
 
 VERDICT = frozenset({Labels.VERDICT})
