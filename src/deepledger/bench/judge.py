@@ -124,48 +124,22 @@ says so).
 once whitespace at the ends and a trailing full stop are removed, or the same plain
 number: ``bench/shortcut.py``), correct without asking a model (the reason says the
 model was not asked; a scored rule scores it 1). Case, brackets, articles, units,
-superscripts and everything else go to the model. Otherwise the model is sent the prompt of
-the judge's *rule* (``benchmark.judge.rule``, below; its part before ``<!-- task -->``
-as the system message, the rest, with question, ground truth and answer filled in, as
-the task). A reply the rule cannot read is incorrect, with a reason that says the reply
-could not be read and quotes its start. Model errors (:class:`~deepledger.errors.LLMError`)
-propagate to the caller. The reason names the judge model and, for a rule other than
-``default``, the rule. The rules (``LLM_RULES``):
+superscripts and everything else go to the model. Otherwise the model is asked by the
+judge's *rule* (``benchmark.judge.rule``): one benchmark's grading protocol, its prompt,
+reply reader, label set, fields and official placeholders all in
+:mod:`deepledger.bench.judge_rules` (``LLM_RULES``: ``default``, ``gaia_text``, ``hle``,
+``browsecomp``, ``simpleqa``, ``xbench``, ``frames``, ``deepsearchqa``). Our prompt's
+part before ``<!-- task -->`` is the system message, the rest, with question, ground
+truth and answer filled in, the task; a user's template (``benchmark.judge.template``)
+is sent whole as one user message. The judgement carries what the rule read: ``label``
+(SimpleQA's three), ``confidence``, ``extracted_answer``.
 
-- ``default`` — ``prompts/judge.md``: the same answer as the ground truth (formatting
-  forgiven; hedges, partial answers and refusals are incorrect). The reply must hold a
-  verdict line ``CORRECT`` or ``INCORRECT`` and a ``Reason:`` line. Reading the verdict
-  (:mod:`deepledger.bench.verdict`, ``<think>`` blocks removed first): every line whose
-  first word is the verdict (case-insensitive, markdown such as ``**``, quotes and a
-  "Verdict:" label allowed, followed by nothing or punctuation), and xbench's
-  ``结论: 正确`` / ``结论: 错误``; failing those, exactly one upper-case ``CORRECT`` /
-  ``INCORRECT`` in the reply (not after "not"). A reply with no verdict, two different
-  ones, or a label followed by a word that contradicts or hedges it ("CORRECT? No.",
-  "correct: no", "correct: maybe") is unreadable.
-- ``gaia_text`` — ``prompts/judge_gaia_text.md``: is the predicted answer *equivalent*
-  to the labeled answer. Read as ``default``. MiroThinker's judge for GAIA-Text-103,
-  WebWalkerQA, SEAL-0, Frames and the suites without a judge of their own.
-- ``hle`` — ``prompts/judge_hle.md`` (Humanity's Last Exam): the model first copies
-  the final answer it finds in the response onto an ``Extracted answer:`` line
-  (``None`` when there is none), then gives the verdict: correct when the extracted
-  answer matches the correct answer, numbers within a small rounding margin, without
-  solving the problem. The verdict is read from the reply without its extracted answer
-  (``Extracted answer:`` or the official graders' ``extracted_final_answer:``, also as a
-  JSON key): as for ``default``, and also the official ``correct: yes | no`` (``true`` /
-  ``false``; bold, quoted or a JSON key); two different verdicts are unreadable. An
-  extracted answer of ``None`` (or empty, ``null``, ``n/a``) makes it incorrect whatever
-  the verdict; a reply without the line is read by its verdict alone (the reason says
-  so). The reason shows the extracted answer. ``browsecomp``'s preset uses this rule.
-- ``deepsearchqa`` — ``prompts/judge_deepsearchqa.md`` (DeepSearchQA: single answers
-  and sets of items): the model replies with a JSON object ``{"expected": {"<part of
-  the ground truth>": true | false, ...}, "extra": ["<answer the ground truth lacks>",
-  ...], "reason": "..."}``, one ``expected`` entry per item of a set answer (one for a
-  single answer). It is read from a fenced code block if there is one, else from the
-  first ``{`` to the last ``}``, forgiving small JSON slips (trailing commas, single
-  quotes). ``expected`` must be a non-empty object of ``true`` / ``false`` values and
-  ``extra`` a list of strings (missing or ``null``: none); otherwise the reply is
-  unreadable. Correct iff every expected part is found and there is no extra answer;
-  ``score`` is the F1 of the parts, 2·found / (expected + found + extra).
+A reply the rule cannot read (no verdict, two, one contradicted, an unknown label) is
+asked again, up to ``benchmark.judge.max_asks`` asks (default 3). Still unreadable:
+``correct=None``, ``unjudged=True``, the reason quoting each reply's first line — never
+INCORRECT. ``asks`` counts the model's calls and ``usage`` sums their tokens. Model
+errors (:class:`~deepledger.errors.LLMError`) propagate to the caller. The reason names
+the judge model and, for a rule other than ``default``, the rule.
 """
 
 from __future__ import annotations
