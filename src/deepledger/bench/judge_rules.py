@@ -395,9 +395,11 @@ def check_protocol(judge: JudgeConfig) -> None:
     ):
         unknown = [str(item) for item in claimed or [] if str(item) not in known]
         if unknown:
+            # YAML reads an unquoted yes / no / true / false as a boolean.
+            hint = " (quote them in YAML)" if {"True", "False"} & set(unknown) else ""
             raise ConfigError(
                 f"benchmark.judge.{key}: {', '.join(map(repr, unknown))} cannot be read by "
-                f"benchmark.judge.rule={judge.rule}, whose {key} are {', '.join(known)}."
+                f"benchmark.judge.rule={judge.rule}, whose {key} are {', '.join(known)}{hint}."
             )
     if judge.template is not None:
         load_template(judge.template, rule)
@@ -436,7 +438,8 @@ def fill_template(text: str, rule: LLMRule, values: dict[str, str]) -> str:
             return match.group(0)[0]
         return values[rule.slots[match["name"]]]
 
-    return _SLOT.sub(one, text)
+    # The official templates are stripped before filling; a file's final newline is not text.
+    return _SLOT.sub(one, text.strip())
 
 
 def template_digest(path: str) -> str:
