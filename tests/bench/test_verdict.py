@@ -210,6 +210,9 @@ YES_NO_CONTRADICTIONS = [
     "correct: no not",
     "<think>correct: yes</think>",
     "correct: true\nverdict: INCORRECT",
+    '{"correct": "perhaps"}',  # a key whose value is no verdict: not CORRECT
+    "correct: unknown",
+    "**Correct:** probably",
 ]
 
 

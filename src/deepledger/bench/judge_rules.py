@@ -316,6 +316,12 @@ class LLMRule:
     slots: dict[str, str] = field(default_factory=lambda: dict(_OFFICIAL_SLOTS))
     scored: bool = False  # its readings carry a score (partial credit)
 
+    def label_of(self, reading: Reading) -> str:
+        """The reading as one of this protocol's labels (the first is the correct one)."""
+        if reading.label is not None:
+            return reading.label
+        return self.labels[0] if reading.correct else self.labels[1]
+
 
 # Unreadable: no verdict, two different ones, or one followed by a word that says otherwise.
 _VERDICT = "no CORRECT or INCORRECT verdict, or two, or one contradicted"

@@ -59,7 +59,13 @@ _FIRST_WORD = re.compile(r"[A-Za-z]+")
 _MEANS_TRUE = {"yes", "true", "correct", "right"}
 _MEANS_FALSE = {"no", "false", "incorrect", "wrong"}
 # Words that leave a verdict in doubt when they follow it ("correct: maybe").
-_HEDGES = {"not", "maybe", "partially", "partly", "unclear", "uncertain", "unsure", "possibly"}
+_HEDGES = {
+    "not", "maybe", "partially", "partly", "unclear", "uncertain", "unsure", "possibly",
+    "perhaps", "probably", "likely", "unknown", "undetermined", "undecided", "ambiguous",
+    "somewhat", "mostly", "depends", "none", "null",
+}  # fmt: skip
+# "correct": "<value>" — a JSON key whose value must itself be a verdict word.
+_JSON_VALUE = re.compile(r'^["\'`]?\s*[:=：]\s*"(?P<value>[^"]*)"')
 _Reader = Callable[[str, str], bool]  # (value, rest of the line) -> verdict
 
 
@@ -145,6 +151,9 @@ def _verdict_lines(text: str, found: set[bool]) -> None:
         # "correct: no" is the yes/no label set: in this one it contradicts the label.
         if _contradicts(verdict, match["rest"]):
             raise _Conflict
+        value = _JSON_VALUE.match(match["rest"])
+        if value and value["value"].strip().lower() not in {*_MEANS_TRUE, *_MEANS_FALSE}:
+            raise _Conflict  # {"correct": "perhaps"}: a key with no verdict for its value
         found.add(verdict)
 
 
