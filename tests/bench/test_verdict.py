@@ -211,6 +211,7 @@ YES_NO_CONTRADICTIONS = [
     "<think>correct: yes</think>",
     "correct: true\nverdict: INCORRECT",
     '{"correct": "perhaps"}',  # a key whose value is no verdict: not CORRECT
+    '{"Correct": "in part"}',
     "correct: unknown",
     "**Correct:** probably",
 ]
