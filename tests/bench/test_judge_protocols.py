@@ -272,6 +272,7 @@ def test_a_label_the_rule_cannot_read_is_a_config_error_naming_the_key():
 OFFICIAL = {
     "simpleqa": ("simpleqa", ["CORRECT", "INCORRECT", "NOT_ATTEMPTED"]),
     "browsecomp": ("browsecomp", ["yes", "no"]),
+    "browsecomp-zh": ("browsecomp", ["yes", "no"]),
     "hle": ("hle", ["yes", "no"]),
     "hle-text-500": ("hle", ["yes", "no"]),
     "xbench-deepsearch": ("xbench", ["正确", "错误"]),
