@@ -530,7 +530,10 @@ async def test_deepsearchqa_rule_sends_the_parts_and_reads_the_checklist():
         "Which countries border Luxembourg to the west?", "France and Belgium", "Belgium, France"
     )
     assert (judgement.correct, judgement.score) == (True, 1.0)
-    assert judgement.reason == "scripted says CORRECT (deepsearchqa rule): 2 of 2 parts found: both"
+    assert (
+        judgement.reason
+        == "scripted says FULLY_CORRECT (deepsearchqa rule): 2 of 2 parts found: both"
+    )
     system, task = llm.calls[0].messages
     assert '"expected"' in system.content and '"extra"' in system.content
     assert "Which countries border Luxembourg to the west?" in task.content

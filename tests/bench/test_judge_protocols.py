@@ -277,6 +277,10 @@ OFFICIAL = {
     "hle-text-500": ("hle", ["yes", "no"]),
     "xbench-deepsearch": ("xbench", ["正确", "错误"]),
     "frames": ("frames", ["TRUE", "FALSE"]),
+    "deepsearchqa": (
+        "deepsearchqa",
+        ["FULLY_CORRECT", "CORRECT_WITH_EXTRANEOUS", "PARTIALLY_CORRECT", "FULLY_INCORRECT"],
+    ),
 }
 
 
@@ -307,3 +311,19 @@ def test_bench_with_a_missing_template_exits_2_naming_the_file_before_any_work(t
     assert done.returncode == 2, done.stderr
     assert f"benchmark.judge.template={missing}" in done.stderr
     assert not (tmp_path / "run" / "benchmark_results.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("reply", "label"),
+    [
+        ('{"expected": {"a": true, "b": true}, "extra": []}', "FULLY_CORRECT"),
+        ('{"expected": {"a": true, "b": true}, "extra": ["c"]}', "CORRECT_WITH_EXTRANEOUS"),
+        ('{"expected": {"a": true, "b": false}, "extra": []}', "PARTIALLY_CORRECT"),
+        ('{"expected": {"a": true, "b": false}, "extra": ["c"]}', "PARTIALLY_CORRECT"),
+        ('{"expected": {"a": false, "b": false}, "extra": ["c"]}', "FULLY_INCORRECT"),
+    ],
+)
+async def test_deepsearchqa_labels_its_outcome_category(reply, label):
+    judgement, _ = await judged("deepsearchqa", reply)
+    assert judgement.label == label
+    assert judgement.correct is (label == "FULLY_CORRECT")

@@ -49,7 +49,8 @@ a contradicting word is unreadable, and unreadable is never a guess):
   "extra": ["<answer the truth lacks>", ...], "reason": "..."}`` read from a fenced
   block or the first ``{`` to the last ``}`` (small JSON slips forgiven); correct iff
   every part is found and nothing is extra; ``score`` = 2·found / (expected + found +
-  extra).
+  extra); the label is DeepSearchQA's outcome: FULLY_CORRECT, CORRECT_WITH_EXTRANEOUS
+  (every part and extra answers), PARTIALLY_CORRECT (some parts), FULLY_INCORRECT (none).
 
 A user's template (``benchmark.judge.template=<path>``) is sent whole as one user
 message, as the official graders send theirs, with the placeholders its rule's official
@@ -288,7 +289,16 @@ def read_checklist(reply: str) -> Reading | None:
     parts += [f"extra {_show_texts(extra)}"] if extra else []
     why = data.get("reason")
     reason = "; ".join(parts) + (f": {_one_line(why)}" if isinstance(why, str) and why else "")
-    return Reading(not missing and not extra, reason, score)
+    return Reading(not missing and not extra, reason, score, label=_outcome(found, missing, extra))
+
+
+def _outcome(found: int, missing: list[str], extra: list[str]) -> str:
+    """DeepSearchQA's outcome category of a checklist."""
+    if not found:
+        return "FULLY_INCORRECT"
+    if missing:
+        return "PARTIALLY_CORRECT"
+    return "CORRECT_WITH_EXTRANEOUS" if extra else "FULLY_CORRECT"
 
 
 def _show_texts(texts: list[str], limit: int = 3) -> str:
@@ -372,7 +382,7 @@ LLM_RULES: dict[JudgeRule, LLMRule] = {
         "judge_deepsearchqa.md",
         read_checklist,
         "no JSON object with a non-empty 'expected' of true/false and an 'extra' list",
-        ("true", "false"),
+        ("FULLY_CORRECT", "CORRECT_WITH_EXTRANEOUS", "PARTIALLY_CORRECT", "FULLY_INCORRECT"),
         ("expected", "extra", "reasoning"),
         scored=True,
     ),
