@@ -132,7 +132,7 @@ reply reader, label set, fields and official placeholders all in
 part before ``<!-- task -->`` is the system message, the rest, with question, ground
 truth and answer filled in, the task; a user's template (``benchmark.judge.template``)
 is sent whole as one user message. The judgement carries what the rule read: ``label``
-(SimpleQA's three), ``confidence``, ``extracted_answer``.
+(SimpleQA's three, DeepSearchQA's outcome), ``confidence``, ``extracted_answer``.
 
 A reply the rule cannot read (no verdict, two, one contradicted, an unknown label) is
 asked again, up to ``benchmark.judge.max_asks`` asks (default 3). Still unreadable:
