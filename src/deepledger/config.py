@@ -77,11 +77,15 @@ class JudgeName(StrEnum):
 
 class JudgeRule(StrEnum):
     """``benchmark.judge.rule``: how the llm judge asks its model and reads the reply
-    (``bench/judge.py``'s ``LLM_RULES``, keyed by these)."""
+    (``bench/judge_rules.py``'s ``LLM_RULES``, keyed by these)."""
 
     DEFAULT = "default"
     GAIA_TEXT = "gaia_text"
     HLE = "hle"
+    BROWSECOMP = "browsecomp"
+    SIMPLEQA = "simpleqa"
+    XBENCH = "xbench"
+    FRAMES = "frames"
     DEEPSEARCHQA = "deepsearchqa"
 
 
@@ -376,9 +380,23 @@ class JudgeConfig:
     abs_tol: float = 0.0  # numeric: absolute tolerance
     ordered: bool = False  # list: order matters
     llm: str | None = None  # llm: the llm preset (conf/llm/<name>.yaml) the judge uses
-    # llm: how the model is asked and its reply read, a JudgeRule:
-    # default | gaia_text | hle | deepsearchqa
+    # llm: how the model is asked and its reply read, a JudgeRule (one grading protocol
+    # each, bench/judge_rules.py): default | gaia_text | hle | browsecomp | simpleqa |
+    # xbench | frames | deepsearchqa
     rule: str = "default"
+    # llm: the label set and the fields the preset's protocol returns, as data (e.g.
+    # [CORRECT, INCORRECT, NOT_ATTEMPTED]; [extracted_answer, reasoning, verdict,
+    # confidence]); each must be one the rule reads, else the run stops before any work.
+    # null: not stated.
+    labels: list[str] | None = None
+    fields: list[str] | None = None
+    # llm: a file holding the user's own copy of an official judge template, sent in
+    # place of our prompt with the official placeholders filled ({question},
+    # {correct_answer}, {response}; SimpleQA: {question}, {target}, {predicted_answer}).
+    template: str | None = None
+    # llm: how many times the model is asked for one answer when its replies have no
+    # readable verdict; then the answer is unjudged (not counted in accuracy). null: 3.
+    max_asks: int | None = None
 
 
 @dataclass
@@ -662,6 +680,8 @@ def validate(cfg: Config) -> None:
             f"benchmark.judge.rule={cfg.benchmark.judge.rule!r}: use one of "
             f"{', '.join(JUDGE_RULES)}."
         )
+    if (asks := cfg.benchmark.judge.max_asks) is not None and asks < 1:
+        problems.append(f"benchmark.judge.max_asks={asks} must be at least 1 (or null: 3).")
     if cfg.benchmark.judge.name not in JUDGES:
         problems.append(
             f"benchmark.judge.name={cfg.benchmark.judge.name!r}: use one of {', '.join(JUDGES)}."

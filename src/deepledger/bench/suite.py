@@ -23,6 +23,7 @@ from deepledger.bench.inputs import (
     with_digests,
 )
 from deepledger.bench.judge import Judge, make_judge
+from deepledger.bench.judge_rules import check_protocol
 from deepledger.bench.metrics import StoppedTasks, endpoint_counts, format_summary, summarize
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import BenchmarkRunner
@@ -135,6 +136,7 @@ async def run_suite(
 async def _suite_models(cfg: Config, conf_dir: Path) -> SuiteModels:
     """The tasks (what the task file skipped said on stderr; no task: exit 2, saying
     why), with what each result will have answered, and the models built early."""
+    check_protocol(cfg.benchmark.judge)  # a preset's labels, fields and template: exit 2 now
     loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks, secret_rules(cfg))
     for notice in shown_notices(loaded):  # skipped lines, a mapping that finds no ground truth
         print(f"deepledger: {notice}", file=sys.stderr)
@@ -554,6 +556,8 @@ def build_judge(cfg: Config, model: tuple[LLMClient, GenerationSettings] | None)
         rule=judge.rule,
         llm=llm,
         llm_settings=settings,
+        template=judge.template,
+        max_asks=judge.max_asks,
     )
 
 
