@@ -1094,8 +1094,8 @@ def _unpriced_cost_limits(cfg: Config) -> list[str]:
         return []
     return [
         f"benchmark.execution.{keys[0]} is set, but llm.model_name={model!r} has no price, "
-        f"so its cost is unknown. Add one (+pricing.{model}.input=USD "
-        f"+pricing.{model}.output=USD per million tokens) or limit tokens instead "
+        f"so its cost is unknown. Add one ('+pricing={{{model}: {{input: USD, output: USD}}}}' "
+        "per million tokens) or limit tokens instead "
         "(benchmark.execution.task_token_limit, .max_tokens)."
     ]
 

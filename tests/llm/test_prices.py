@@ -119,6 +119,14 @@ def test_a_conf_pricing_entry_wins_over_the_library():
     assert cheaper.cost(Usage(1_000_000, 1_000_000)) == 2.0  # not the library's 10.0
 
 
+def test_a_price_given_on_the_command_line_wins_over_the_library():
+    cfg = composed("llm=openai", "+pricing={gpt-4.1: {input: 1.0, output: 1.0}}")
+    price = price_of(cfg.llm, cfg.pricing)
+    assert price is not None and price.source == "conf/pricing: gpt-4.1"
+    assert price.cost(Usage(1_000_000, 1_000_000)) == 2.0
+    assert price_sources(cfg, CONF) == {"gpt-4.1": "conf/pricing: gpt-4.1"}
+
+
 def test_the_bundled_local_model_is_free_and_says_so():
     cfg = composed("llm=local")
     price = price_of(cfg.llm, cfg.pricing)
