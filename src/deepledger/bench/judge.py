@@ -195,6 +195,7 @@ import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import json_repair
 
@@ -660,9 +661,7 @@ def math_verify_integer(expression: str, truth: int) -> tuple[int | None, bool]:
     (a Float must have no fractional part at its written precision: "42.0" yes,
     "42.0000000000000000001" no), and whether math-verify's ``verify`` accepts it for
     ``truth``. Blocking: called in a worker thread."""
-    import sympy
-    from math_verify import parse, verify
-
+    sympy, parse, verify = _load_math_verify()
     with _MATH_VERIFY_LOCK:
         _quiet_math_verify()
         parsed = parse(f"${expression}$", parsing_timeout=None)
@@ -676,6 +675,14 @@ def math_verify_integer(expression: str, truth: int) -> tuple[int | None, bool]:
             return None, False
         gold = parse(f"${truth}$", parsing_timeout=None)
         return int(exact), bool(verify(gold, parsed, timeout_seconds=None))
+
+
+def _load_math_verify() -> tuple[Any, Any, Any]:
+    """sympy and math-verify's parse and verify, imported (seconds, the first time)."""
+    import sympy
+    from math_verify import parse, verify
+
+    return sympy, parse, verify
 
 
 class _OwnTimeout(logging.Filter):
@@ -704,6 +711,7 @@ class AimeJudge(Judge):
         expression = aime_expression(answer)
         if expression is None:
             return Judgement(False, self.name, f"answer {_show(answer)} is not an integer")
+        await asyncio.to_thread(_load_math_verify)  # the import is not the reading's time
         try:
             value, accepted = await asyncio.wait_for(
                 asyncio.to_thread(math_verify_integer, expression, truth), _AIME_SECONDS
