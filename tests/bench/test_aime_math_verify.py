@@ -54,6 +54,11 @@ def wrong_forms(t: int) -> list[str]:
     forms += [f"{t} \\pm 1", f"{t} or {t + 1}", f"{t + 1} or {t}", f"{t}i", f"{t}x"]
     forms += [f"{t} \\times 10^3", f"\\sqrt{{{t}}}", f"{t}^2", f"{str(t)[0]} {str(t)[1:] or 0}"]
     forms += [f"\\boxed{{{t}}} is wrong; it is \\boxed{{{t + 3}}}", f"{{{t}, {t + 1}}}"]
+    # juxtaposed groups and dangling operators: math-verify adds "{41}{1}" up to 42
+    forms += [f"{{{t - 1}}}{{1}}", f"({t - 1})(1)", f"{t - 1} 1", f"{t}*", f"{t}+"]
+    forms += [f"\\times {t}", f"{t}}}", f"\\frac{{{2 * t}}}{{2}}{{1}}"]
+    if t > 1:  # t**2 is another value; math-verify reads "8**2" as 8
+        forms += [f"{t}**2", f"{t}^{{2}}"]
     if t > 2:  # 1! = 1 and 2! = 2
         forms += [f"{t}!", f"\\boxed{{{t}!}}"]
     return forms

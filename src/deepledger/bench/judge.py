@@ -124,10 +124,14 @@ leading zeros allowed: "042" is 42). An answer is read with HuggingFace's
    and ``\frac`` ``\dfrac`` ``\tfrac`` ``\cdot`` ``\times``, no two numbers side by side
    ("4 2"), at most 64 characters. Words, units, ``%``, subscripts, powers, roots, ``<``,
    ``≠``, ``±`` and commas make it not an integer (math-verify alone reads "42k", "x < 42",
-   "42_8" or "42!" as 42);
+   "42_8" or "42!" as 42); and it must be one well-formed expression of those, whose
+   exact value we compute too: juxtaposed groups ("2(21)", "{41}{1}"), a dangling or
+   doubled operator ("42*", "84//2", "8**2") make it not an integer (math-verify reads
+   them as 23, 42, 42, 84 and 8);
 4. math-verify parses it as LaTeX; its value must be exactly an integer ("42.0", "84/2",
    ``\frac{84}{2}``, "6 * 7" are 42; "42.5", "42.0000000000000000001" and "85/2" are
-   not), and ``math_verify.verify`` must accept it for the ground truth.
+   not) and the value we computed, and ``math_verify.verify`` must accept it for the
+   ground truth.
 
 A value outside 0–999 is incorrect ("not an AIME answer"). Correct iff the two integers
 are equal. math-verify runs off the event loop, one reading at a time, without its
@@ -185,9 +189,11 @@ propagate to the caller. The reason names the judge model and, for a rule other 
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import logging
 import math
+import operator
 import re
 import string
 import threading
@@ -195,6 +201,7 @@ import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any
 
 import json_repair
@@ -626,6 +633,14 @@ _AIME_MAX = 999
 _AIME_ASSIGNMENT = re.compile(r"^[a-z][a-z0-9]*\s*=\s*")
 _AIME_ARITHMETIC = re.compile(r"(?:[0-9.+\-*/(){} ]|\\[dt]?frac|\\cdot|\\times)+")
 _AIME_FACTORIAL = re.compile(r"[0-9)}]\s*!")
+_AIME_FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}")
+_LEADING_ZEROS = re.compile(r"(?<![0-9.])0+(?=[0-9])")
+_AIME_OPERATIONS: dict[type, Callable[[Fraction, Fraction], Fraction]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
 _AIME_LONGEST = 64
 _AIME_SECONDS = 10.0  # math-verify's reading of one answer; over it: unjudged
 # math-verify's own timeouts use SIGALRM, which only the main thread may set, and its
@@ -652,8 +667,38 @@ def aime_expression(text: str) -> str | None:
     core = _AIME_ASSIGNMENT.sub("", normalize(scope))
     if len(core) > _AIME_LONGEST or not _AIME_ARITHMETIC.fullmatch(core):
         return None
-    # "4 2" is no number (math-verify reads it as 6)
-    return None if re.search(r"[0-9.]\s+[0-9.]", core) else core
+    return core if arithmetic_value(core) is not None else None
+
+
+def arithmetic_value(core: str) -> Fraction | None:
+    """The exact value of numbers joined by ``+ - * /``, brackets and fractions, or None
+    when the text is not one such expression: math-verify reads "4 2" as 6, "2(21)" as
+    23, "42*" as 42 and "84//2" as 84, so its value is only taken when it is this one."""
+    python = core
+    while (plain := _AIME_FRAC.sub(r"((\1)/(\2))", python)) != python:
+        python = plain
+    python = python.replace("\\cdot", "*").replace("\\times", "*")
+    python = python.replace("{", "(").replace("}", ")")
+    python = _LEADING_ZEROS.sub("", python)  # "042" is 42 (Python reads no leading zero)
+    try:
+        tree = ast.parse(python, mode="eval")
+        return _exact(tree.body, python)
+    except (SyntaxError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _exact(node: ast.expr, source: str) -> Fraction | None:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return Fraction(ast.get_source_segment(source, node) or "")
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        inner = _exact(node.operand, source)
+        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+    if isinstance(node, ast.BinOp) and type(node.op) in _AIME_OPERATIONS:
+        left, right = _exact(node.left, source), _exact(node.right, source)
+        if left is None or right is None:
+            return None
+        return _AIME_OPERATIONS[type(node.op)](left, right)
+    return None  # a call ("2(21)"), a power, a floor division...
 
 
 def math_verify_integer(expression: str, truth: int) -> tuple[int | None, bool]:
@@ -671,7 +716,7 @@ def math_verify_integer(expression: str, truth: int) -> tuple[int | None, bool]:
         if not (value.is_Rational or value.is_Float):
             return None, False
         exact = sympy.Rational(value)
-        if exact.q != 1:
+        if exact.q != 1 or Fraction(int(exact.p)) != arithmetic_value(expression):
             return None, False
         gold = parse(f"${truth}$", parsing_timeout=None)
         return int(exact), bool(verify(gold, parsed, timeout_seconds=None))
