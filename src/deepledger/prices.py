@@ -20,7 +20,7 @@ token of a call whose input passes a threshold) where the library has one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from importlib.metadata import version
@@ -46,7 +46,9 @@ class LibraryPrice:
     output: float
     cache_read: float
     cache_write: float
-    model_price: Any  # genai_prices.types.ModelPrice: computes the cost of a call
+    # genai_prices.types.ModelPrice, which computes the cost of a call (unhashable: the
+    # figures above and the source say which price this is)
+    model_price: Any = field(compare=False, hash=False)
 
     def cost(
         self, input_tokens: int, output_tokens: int, cache_read: int, cache_write: int

@@ -3,6 +3,7 @@ them, conf/pricing's entry first, and every price says which of the two it is.""
 
 from __future__ import annotations
 
+import pickle
 from decimal import Decimal
 
 import genai_prices
@@ -181,3 +182,12 @@ def test_a_tier_applies_to_each_call_not_to_their_sum():
     # two calls under the 200k threshold: base price each, as the provider bills them
     assert price.cost(small) * 2 == pytest.approx(float(Decimal("0.9")))
     assert price.cost(small + small) == pytest.approx(1.8)  # one call over it: the tier
+
+
+def test_a_library_price_hashes_and_travels_to_a_worker():
+    # Ray sends what a worker needs by pickle; a frozen dataclass must hash
+    price = find_price("claude-sonnet-4-5", {}, "anthropic")
+    assert price is not None
+    again = pickle.loads(pickle.dumps(price))
+    assert again == price and hash(again) == hash(price)
+    assert again.cost(CALLS[-1]) == price.cost(CALLS[-1])

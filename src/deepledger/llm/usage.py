@@ -66,7 +66,8 @@ class Price:
     cache_read: float
     cache_write: float
     source: str = "pricing"  # "pricing.gpt-4.1" (the config's table) or the library's
-    library: LibraryPrice | None = None  # the library's price computes each call's cost
+    # the library's price computes each call's cost
+    library: LibraryPrice | None = field(default=None, compare=False)
 
     @classmethod
     def from_config(cls, cfg: PriceConfig, source: str = "pricing") -> Price:
