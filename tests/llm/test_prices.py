@@ -3,7 +3,9 @@ them, conf/pricing's entry first, and every price says which of the two it is.""
 
 from __future__ import annotations
 
+import json
 import pickle
+import subprocess
 from decimal import Decimal
 
 import genai_prices
@@ -17,7 +19,11 @@ from deepledger.llm.usage import UsageLedger, find_price, price_of, priced_by, s
 from deepledger.messages import LLMResponse, Message, StopReason, Usage
 from deepledger.prices import library_price, library_version
 from deepledger.records.results import SummaryRecord
+from deepledger.testing.bench_model import respond_http
+from deepledger.testing.fake_llm_server import FakeLLMServer
 from tests.llm.test_usage import table
+from tests.support.bench import bench_command
+from tests.support.cli import ROOT
 from tests.support.config import CONF, composed
 
 LIBRARY = f"genai-prices {genai_prices.__version__}"
@@ -191,3 +197,20 @@ def test_a_library_price_hashes_and_travels_to_a_worker():
     again = pickle.loads(pickle.dumps(price))
     assert again == price and hash(again) == hash(price)
     assert again.cost(CALLS[-1]) == price.cost(CALLS[-1])
+
+
+def test_a_run_says_who_priced_it_in_its_summary_and_printout(tmp_path):
+    run_dir = tmp_path / "run"
+    with FakeLLMServer(responder=respond_http) as server:
+        command = bench_command(
+            server.openai_base_url,
+            run_dir,
+            "benchmark.execution.report=false",
+            "+pricing={served-model: {input: 1.0, output: 2.0}}",
+        )
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["prices"] == {"served-model": "conf/pricing: served-model"}
+    assert summary["cost_total"] > 0
+    assert "/task · priced by conf/pricing: served-model" in done.stdout + done.stderr
