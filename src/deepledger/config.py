@@ -32,6 +32,7 @@ from deepledger.blocked_urls import BlockedURLs, clean_patterns
 from deepledger.errors import ConfigError
 from deepledger.messages import JSONObject
 from deepledger.paths import CONFIG_DIR_ENV, looked_in, resolve_data_path
+from deepledger.prices import library_price
 from deepledger.prompts import prompt_exists
 from deepledger.secret_files import SECRET_FILES_ENV, SecretFiles, clean_rules, rule_problem
 
@@ -1109,10 +1110,12 @@ def _unpriced_cost_limits(cfg: Config) -> list[str]:
     model = cfg.llm.model_name
     if not keys or price_entry(model, cfg.pricing) is not None:
         return []
+    if library_price(model, cfg.llm.provider, cfg.llm.base_url) is not None:
+        return []
     return [
         f"benchmark.execution.{keys[0]} is set, but llm.model_name={model!r} has no price, "
-        f"so its cost is unknown. Add one (+pricing.{model}.input=USD "
-        f"+pricing.{model}.output=USD per million tokens) or limit tokens instead "
+        f"so its cost is unknown. Add one ('+pricing={{{model}: {{input: USD, output: USD}}}}' "
+        "per million tokens) or limit tokens instead "
         "(benchmark.execution.task_token_limit, .max_tokens)."
     ]
 
@@ -1120,10 +1123,16 @@ def _unpriced_cost_limits(cfg: Config) -> list[str]:
 def price_entry(model: str, pricing: Mapping[str, PriceConfig]) -> PriceConfig | None:
     """``pricing``'s entry for ``model``, or for the longest listed prefix of it (dated
     variants: ``gpt-4o`` prices ``gpt-4o-2024-08-06``)."""
+    key = price_key(model, pricing)
+    return None if key is None else pricing[key]
+
+
+def price_key(model: str, pricing: Mapping[str, PriceConfig]) -> str | None:
+    """The key of ``price_entry``'s entry, or None."""
     if model in pricing:
-        return pricing[model]
+        return model
     prefixes = [name for name in pricing if model.startswith(name)]
-    return pricing[max(prefixes, key=len)] if prefixes else None
+    return max(prefixes, key=len) if prefixes else None
 
 
 # Task limits and run budgets under benchmark.execution (agent/limits.py); null: none.

@@ -392,12 +392,16 @@ async def test_llm_judge_lets_model_errors_through(error):
         ("\\boxed{42} is wrong; it is \\boxed{17}", "42", False),
         ("0", "0", True),
         ("43", "42", False),
-        ("42.0", "42", False),  # not written as an integer
+        ("42.0", "42", True),  # math-verify reads it as 42
+        ("x = 42", "42", True),
+        ("84/2", "42", True),
+        ("42.5", "42", False),
         ("-42", "42", False),
         ("42 apples", "42", False),
         ("forty-two", "42", False),
         ("1042", "42", False),
-        ("\\frac{84}{2}", "42", False),
+        ("\\frac{84}{2}", "42", True),
+        ("42!", "42", False),  # a factorial
     ],
 )
 async def test_aime(answer, truth, correct):
@@ -408,7 +412,7 @@ async def test_aime_reasons():
     judge = AimeJudge()
     assert (await judge.judge(Q, "\\boxed{042}", "42")).reason == "42 = 42"
     assert (await judge.judge(Q, "41", "42")).reason == "41 ≠ 42"
-    assert (await judge.judge(Q, "42.0", "42")).reason == "answer '42.0' is not an integer"
+    assert (await judge.judge(Q, "42.5", "42")).reason == "answer '42.5' is not an integer"
     assert (await judge.judge(Q, "1000", "42")).reason == "1000 is not an AIME answer (0-999)"
 
 

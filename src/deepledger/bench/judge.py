@@ -110,15 +110,34 @@ compared as sets (``ordered=False``, the default) or as sequences (``ordered=Tru
   ASCII punctuation (``string.punctuation``) and lowercasing. No Unicode folding,
   no article or preamble removal.
 
-**aime** — AIME answers are whole numbers from 0 to 999. Reading one: if the text
-holds a complete ``\boxed{…}``, the content of the last one is taken; it is normalized
-as above (so "$042$", "The answer is 42." and ``\boxed{\text{42}}`` lose their
-wrappers); what is left must be ASCII digits only, read as an integer (leading zeros
-allowed: "042" is 42). A sign, a decimal point ("42.0"), a fraction, a unit or words
-make it not an integer, and the answer incorrect. An integer answer above 999 is
-incorrect ("not an AIME answer"). Correct iff the two integers are equal. If the ground
-truth does not read as an integer 0–999, the *normalized* rules decide (the reason
-says so).
+**aime** — AIME answers are whole numbers from 0 to 999. The ground truth is read as
+digits only (the last complete ``\boxed{…}``'s content if any, normalized as above;
+leading zeros allowed: "042" is 42). An answer is read with HuggingFace's
+``math-verify``, within bounds that keep it from reading another value:
+
+1. the content of the last complete ``\boxed{…}`` is taken if there is one (so
+   ``\boxed{17}, not \boxed{42}`` states 42), else the whole text; a ``!`` after a
+   number (a factorial) makes it not an integer;
+2. it is normalized as above (preamble, ``$…$``, ``\text``, trailing period gone) and a
+   leading variable assignment (``x =``, ``n=``) is dropped;
+3. what is left may hold only numbers (digits, a decimal point), ``+ - * /``, brackets
+   and ``\frac`` ``\dfrac`` ``\tfrac`` ``\cdot`` ``\times``, no two numbers side by side
+   ("4 2"), at most 64 characters. Words, units, ``%``, subscripts, powers, roots, ``<``,
+   ``≠``, ``±`` and commas make it not an integer (math-verify alone reads "42k", "x < 42",
+   "42_8" or "42!" as 42); and it must be one well-formed expression of those, whose
+   exact value we compute too: juxtaposed groups ("2(21)", "{41}{1}"), a dangling or
+   doubled operator ("42*", "84//2", "8**2") make it not an integer (math-verify reads
+   them as 23, 42, 42, 84 and 8);
+4. math-verify parses it as LaTeX; its value must be exactly an integer ("42.0", "84/2",
+   ``\frac{84}{2}``, "6 * 7" are 42; "42.5", "42.0000000000000000001" and "85/2" are
+   not) and the value we computed, and ``math_verify.verify`` must accept it for the
+   ground truth.
+
+A value outside 0–999 is incorrect ("not an AIME answer"). Correct iff the two integers
+are equal. math-verify runs off the event loop, one reading at a time, without its
+signal-based timeouts (they only work in the main thread); a reading that takes over
+10 s is ``unjudged``. If the ground truth does not read as an integer 0–999, the
+*normalized* rules decide (the reason says so).
 
 **llm** — if the answer cannot differ in meaning from the ground truth (the same text
 once whitespace at the ends and a trailing full stop are removed, or the same plain
@@ -144,13 +163,20 @@ the judge model and, for a rule other than ``default``, the rule.
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import logging
 import math
+import operator
 import re
 import string
+import threading
 import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from fractions import Fraction
+from typing import Any
 
 from deepledger.agent.boxed import last_boxed
 from deepledger.bench.judge_rules import (
@@ -571,13 +597,122 @@ class GaiaJudge(Judge):
 
 _AIME_DIGITS = re.compile(r"[0-9]+")
 _AIME_MAX = 999
+# What is left of an answer once normalized and a leading "x =" is dropped may hold only
+# numbers joined by arithmetic (no powers, roots, units, subscripts, "%", "!", "±" or
+# words): math-verify reads "42k", "x < 42", "42_8" and "42!" as 42, which state other
+# values. Short, so reading it cannot take long.
+_AIME_ASSIGNMENT = re.compile(r"^[a-z][a-z0-9]*\s*=\s*")
+_AIME_ARITHMETIC = re.compile(r"(?:[0-9.+\-*/(){} ]|\\[dt]?frac|\\cdot|\\times)+")
+_AIME_FACTORIAL = re.compile(r"[0-9)}]\s*!")
+_AIME_FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}")
+_LEADING_ZEROS = re.compile(r"(?<![0-9.])0+(?=[0-9])")
+_AIME_OPERATIONS: dict[type, Callable[[Fraction, Fraction], Fraction]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+_AIME_LONGEST = 64
+_AIME_SECONDS = 10.0  # math-verify's reading of one answer; over it: unjudged
+# math-verify's own timeouts use SIGALRM, which only the main thread may set, and its
+# LaTeX parsing is not documented as thread-safe: ours run one at a time, off the
+# event loop, with the timeout above.
+_MATH_VERIFY_LOCK = threading.Lock()
 
 
 def aime_integer(text: str) -> int | None:
-    """The integer an AIME answer states, or None (rules in the module docstring)."""
+    """The ground truth's integer, or None: digits only once normalized (rules in the
+    module docstring)."""
     boxed = last_boxed(text)
     text = normalize(boxed if boxed is not None else text)
     return int(text) if _AIME_DIGITS.fullmatch(text) else None
+
+
+def aime_expression(text: str) -> str | None:
+    """The arithmetic an AIME answer states (the last box's content, normalized, a
+    leading ``x =`` dropped), or None when anything else is left."""
+    boxed = last_boxed(text)
+    scope = boxed if boxed is not None else text
+    if _AIME_FACTORIAL.search(scope):  # normalize would drop a trailing "!"
+        return None
+    core = _AIME_ASSIGNMENT.sub("", normalize(scope))
+    if len(core) > _AIME_LONGEST or not _AIME_ARITHMETIC.fullmatch(core):
+        return None
+    return core if arithmetic_value(core) is not None else None
+
+
+def arithmetic_value(core: str) -> Fraction | None:
+    """The exact value of numbers joined by ``+ - * /``, brackets and fractions, or None
+    when the text is not one such expression: math-verify reads "4 2" as 6, "2(21)" as
+    23, "42*" as 42 and "84//2" as 84, so its value is only taken when it is this one."""
+    python = core
+    while (plain := _AIME_FRAC.sub(r"((\1)/(\2))", python)) != python:
+        python = plain
+    python = python.replace("\\cdot", "*").replace("\\times", "*")
+    python = python.replace("{", "(").replace("}", ")")
+    python = _LEADING_ZEROS.sub("", python)  # "042" is 42 (Python reads no leading zero)
+    try:
+        tree = ast.parse(python, mode="eval")
+        return _exact(tree.body, python)
+    except (SyntaxError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _exact(node: ast.expr, source: str) -> Fraction | None:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return Fraction(ast.get_source_segment(source, node) or "")
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        inner = _exact(node.operand, source)
+        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+    if isinstance(node, ast.BinOp) and type(node.op) in _AIME_OPERATIONS:
+        left, right = _exact(node.left, source), _exact(node.right, source)
+        if left is None or right is None:
+            return None
+        return _AIME_OPERATIONS[type(node.op)](left, right)
+    return None  # a call ("2(21)"), a power, a floor division...
+
+
+def math_verify_integer(expression: str, truth: int) -> tuple[int | None, bool]:
+    """math-verify's reading of ``expression``: its value if that is exactly an integer
+    (a Float must have no fractional part at its written precision: "42.0" yes,
+    "42.0000000000000000001" no), and whether math-verify's ``verify`` accepts it for
+    ``truth``. Blocking: called in a worker thread."""
+    sympy, parse, verify = _load_math_verify()
+    with _MATH_VERIFY_LOCK:
+        _quiet_math_verify()
+        parsed = parse(f"${expression}$", parsing_timeout=None)
+        if not parsed or not isinstance(parsed[0], sympy.Basic):
+            return None, False
+        value = parsed[0].doit()
+        if not (value.is_Rational or value.is_Float):
+            return None, False
+        exact = sympy.Rational(value)
+        if exact.q != 1 or Fraction(int(exact.p)) != arithmetic_value(expression):
+            return None, False
+        gold = parse(f"${truth}$", parsing_timeout=None)
+        return int(exact), bool(verify(gold, parsed, timeout_seconds=None))
+
+
+def _load_math_verify() -> tuple[Any, Any, Any]:
+    """sympy and math-verify's parse and verify, imported (seconds, the first time)."""
+    import sympy
+    from math_verify import parse, verify
+
+    return sympy, parse, verify
+
+
+class _OwnTimeout(logging.Filter):
+    """Drops math-verify's warning that its timeouts are off: ours is in AimeJudge."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Timeout is disabled")
+
+
+def _quiet_math_verify() -> None:
+    for name in ("math_verify.parser", "math_verify.grader"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _OwnTimeout) for f in logger.filters):
+            logger.addFilter(_OwnTimeout())
 
 
 class AimeJudge(Judge):
@@ -589,11 +724,23 @@ class AimeJudge(Judge):
             text = await NormalizedJudge()._judge(question, answer, ground_truth)
             reason = f"the ground truth is not an integer 0-999, compared as text: {text.reason}"
             return Judgement(text.correct, self.name, reason)
-        value = aime_integer(answer)
+        expression = aime_expression(answer)
+        if expression is None:
+            return Judgement(False, self.name, f"answer {_show(answer)} is not an integer")
+        await asyncio.to_thread(_load_math_verify)  # the import is not the reading's time
+        try:
+            value, accepted = await asyncio.wait_for(
+                asyncio.to_thread(math_verify_integer, expression, truth), _AIME_SECONDS
+            )
+        except TimeoutError:
+            reason = f"math-verify did not read {_show(expression)} in {_AIME_SECONDS:g} s"
+            return Judgement(None, self.name, reason, unjudged=True)
         if value is None:
             return Judgement(False, self.name, f"answer {_show(answer)} is not an integer")
-        if value > _AIME_MAX:
+        if not 0 <= value <= _AIME_MAX:
             return Judgement(False, self.name, f"{value} is not an AIME answer (0-999)")
+        if value == truth and not accepted:  # never seen; math-verify has the last word
+            return Judgement(False, self.name, f"math-verify does not accept {value} for {truth}")
         relation = "=" if value == truth else "≠"
         return Judgement(value == truth, self.name, f"{value} {relation} {truth}")
 

@@ -106,7 +106,7 @@ from deepledger.errors import (
 )
 from deepledger.llm.base import LLMClient
 from deepledger.llm.endpoints import routed_as
-from deepledger.llm.usage import find_price
+from deepledger.llm.usage import price_of
 from deepledger.records.base import build_in_background
 from deepledger.records.events import ResumeFellBack, RetryStarted
 from deepledger.records.results import (
@@ -222,7 +222,7 @@ class BenchmarkRunner:
         self.pass_at_k = cfg.benchmark.execution.pass_at_k
         # avg@k (xbench's mean over repeats) needs every attempt, a correct one included.
         self.every_attempt = "avg_at_k" in (cfg.benchmark.metrics or ())
-        self.price = find_price(cfg.llm.model_name, cfg.pricing)
+        self.price = price_of(cfg.llm, cfg.pricing)
         self.clock = clock  # read by the task time limits; tests pass a fake one
         self.limits = TaskLimits.from_execution(self.cfg.benchmark.execution)
         self.budget = RunBudget()  # the run's, set up by run() from what is recorded

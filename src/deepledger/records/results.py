@@ -689,6 +689,10 @@ class SummaryRecord(ResultRecord):
     inputs_changed: InputsChanged | None = None
     # Only when the preset chose metrics (benchmark.metrics) or a breakdown.
     protocol_metrics: ProtocolMetrics | None = None
+    # Who priced each model of the run, by model name: "genai-prices 0.2.5
+    # (openai/gpt-4.1)", "conf/pricing: gpt-4.1" (the config's table), or "unpriced";
+    # left out when no model has a price (every cost unknown).
+    prices: dict[str, str] | None = None
 
     def to_json(self) -> JSONObject:
         """The summary as written: the sections a run may not have are left out."""
@@ -707,4 +711,5 @@ _OPTIONAL_SECTIONS = (
     "tool_servers_given_up",
     "inputs_changed",
     "protocol_metrics",
+    "prices",
 )
