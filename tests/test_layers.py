@@ -20,7 +20,17 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "deepledger"
 
 # The top-level modules and packages of deepledger, by floor ("" is deepledger/__init__).
 FLOORS = {
-    0: ("", "messages", "errors", "paths", "processes", "prompts", "secret_files", "blocked_urls"),
+    0: (
+        "",
+        "messages",
+        "errors",
+        "paths",
+        "processes",
+        "prompts",
+        "secret_files",
+        "blocked_urls",
+        "prices",
+    ),
     1: ("config", "records"),
     2: ("store",),
     3: ("llm",),

@@ -66,7 +66,8 @@ For run, an argument is an override when its key is a config key or group (or hy
 Exit codes: 0 done, 1 some tasks failed, 2 a usage or configuration error, 130 Ctrl-C,
   141 the output pipe was closed.
 
-Config groups: llm=local|local_qwen1.5b|openai_compatible|openai|azure_openai|anthropic|qwen-3,
+Config groups:
+  llm=local|local_qwen1.5b|openai_compatible|openai|azure_openai|anthropic|gemini|qwen-3,
   agent=default|keep5_compress5|keep5_compress5_300turns|multi_agent|
     mirothinker_1.7_keep5_max200|mirothinker_1.7_keep5_max300|mirothinker_v1.5_keep5_max400,
   benchmark=example|worldfacts|gaia-validation|gaia-validation-text-103|browsecomp|

@@ -32,6 +32,7 @@ from deepledger.blocked_urls import BlockedURLs, clean_patterns
 from deepledger.errors import ConfigError
 from deepledger.messages import JSONObject
 from deepledger.paths import CONFIG_DIR_ENV, looked_in, resolve_data_path
+from deepledger.prices import library_price
 from deepledger.prompts import prompt_exists
 from deepledger.secret_files import SECRET_FILES_ENV, SecretFiles, clean_rules, rule_problem
 
@@ -77,11 +78,15 @@ class JudgeName(StrEnum):
 
 class JudgeRule(StrEnum):
     """``benchmark.judge.rule``: how the llm judge asks its model and reads the reply
-    (``bench/judge.py``'s ``LLM_RULES``, keyed by these)."""
+    (``bench/judge_rules.py``'s ``LLM_RULES``, keyed by these)."""
 
     DEFAULT = "default"
     GAIA_TEXT = "gaia_text"
     HLE = "hle"
+    BROWSECOMP = "browsecomp"
+    SIMPLEQA = "simpleqa"
+    XBENCH = "xbench"
+    FRAMES = "frames"
     DEEPSEARCHQA = "deepsearchqa"
 
 
@@ -358,8 +363,13 @@ class BenchmarkDataConfig:
     source: str = "jsonl"
     data_dir: str = MISSING
     metadata_file: str = "standardized_data.jsonl"
+    # The task file's layout (bench/formats.py): auto (by its extension, CSV header or
+    # first record) | jsonl | gaia | hle | browsecomp | browsecomp-zh |
+    # xbench-deepsearch | simpleqa
+    format: str = "auto"
     field_mapping: FieldMapping = field(default_factory=FieldMapping)
     strict: bool = False  # a bad line in the task file stops the run (else: reported, skipped)
+    text_only: bool = False  # skip the tasks that come with an image (embedded or attached)
 
 
 @dataclass
@@ -379,9 +389,23 @@ class JudgeConfig:
     # llm: the judge's OpenAI-compatible server (a local or proxy one), replacing the
     # preset's base_url; null: the preset's
     base_url: str | None = None
-    # llm: how the model is asked and its reply read, a JudgeRule:
-    # default | gaia_text | hle | deepsearchqa
+    # llm: how the model is asked and its reply read, a JudgeRule (one grading protocol
+    # each, bench/judge_rules.py): default | gaia_text | hle | browsecomp | simpleqa |
+    # xbench | frames | deepsearchqa
     rule: str = "default"
+    # llm: the label set and the fields the preset's protocol returns, as data (e.g.
+    # [CORRECT, INCORRECT, NOT_ATTEMPTED]; [extracted_answer, reasoning, verdict,
+    # confidence]); each must be one the rule reads, else the run stops before any work.
+    # null: not stated.
+    labels: list[str] | None = None
+    fields: list[str] | None = None
+    # llm: a file holding the user's own copy of an official judge template, sent in
+    # place of our prompt with the official placeholders filled ({question},
+    # {correct_answer}, {response}; SimpleQA: {question}, {target}, {predicted_answer}).
+    template: str | None = None
+    # llm: how many times the model is asked for one answer when its replies have no
+    # readable verdict; then the answer is unjudged (not counted in accuracy). null: 3.
+    max_asks: int | None = None
 
 
 @dataclass
@@ -436,6 +460,11 @@ class BenchmarkConfig:
     # web.blocked_urls; same syntax (blocked_urls.py). Null (none), not [], so that a run
     # made before the key existed resumes with the same settings.
     blocked_urls: list[str] | None = None
+    # The metrics this suite's official protocol publishes, beside accuracy and pass@k
+    # (names in PROTOCOL_METRICS; bench/protocol_metrics.py). Null, not [], as above.
+    metrics: list[str] | None = None
+    # Task fields (the task line's metadata, e.g. GAIA's Level) to break accuracy down by.
+    breakdown: list[str] | None = None
 
 
 @dataclass
@@ -648,6 +677,7 @@ def validate(cfg: Config) -> None:
             f"{looked_in(corpus)})."
         )
     problems += _web_problems(cfg)
+    problems += _metrics_problems(cfg.benchmark)
     if cfg.resume.on_changed_tasks not in CHANGED_TASKS:
         problems.append(
             f"resume.on_changed_tasks={cfg.resume.on_changed_tasks!r}: use one of "
@@ -659,12 +689,25 @@ def validate(cfg: Config) -> None:
             f"benchmark.judge.rule={cfg.benchmark.judge.rule!r}: use one of "
             f"{', '.join(JUDGE_RULES)}."
         )
+    if (asks := cfg.benchmark.judge.max_asks) is not None and asks < 1:
+        problems.append(f"benchmark.judge.max_asks={asks} must be at least 1 (or null: 3).")
     if cfg.benchmark.judge.name not in JUDGES:
         problems.append(
             f"benchmark.judge.name={cfg.benchmark.judge.name!r}: use one of {', '.join(JUDGES)}."
         )
     if problems:
         raise ConfigError("Invalid configuration:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def _metrics_problems(benchmark: BenchmarkConfig) -> list[str]:
+    unknown = [name for name in benchmark.metrics or () if name not in PROTOCOL_METRICS]
+    if not unknown:
+        return []
+    return [
+        f"benchmark.metrics: {', '.join(map(repr, unknown))} "
+        f"{'is not a metric' if len(unknown) == 1 else 'are not metrics'}; "
+        f"use some of {', '.join(PROTOCOL_METRICS)}."
+    ]
 
 
 def check_llm_preset(preset: LLMConfig, key: str) -> None:
@@ -1075,10 +1118,12 @@ def _unpriced_cost_limits(cfg: Config) -> list[str]:
     model = cfg.llm.model_name
     if not keys or price_entry(model, cfg.pricing) is not None:
         return []
+    if library_price(model, cfg.llm.provider, cfg.llm.base_url) is not None:
+        return []
     return [
         f"benchmark.execution.{keys[0]} is set, but llm.model_name={model!r} has no price, "
-        f"so its cost is unknown. Add one (+pricing.{model}.input=USD "
-        f"+pricing.{model}.output=USD per million tokens) or limit tokens instead "
+        f"so its cost is unknown. Add one ('+pricing={{{model}: {{input: USD, output: USD}}}}' "
+        "per million tokens) or limit tokens instead "
         "(benchmark.execution.task_token_limit, .max_tokens)."
     ]
 
@@ -1086,10 +1131,16 @@ def _unpriced_cost_limits(cfg: Config) -> list[str]:
 def price_entry(model: str, pricing: Mapping[str, PriceConfig]) -> PriceConfig | None:
     """``pricing``'s entry for ``model``, or for the longest listed prefix of it (dated
     variants: ``gpt-4o`` prices ``gpt-4o-2024-08-06``)."""
+    key = price_key(model, pricing)
+    return None if key is None else pricing[key]
+
+
+def price_key(model: str, pricing: Mapping[str, PriceConfig]) -> str | None:
+    """The key of ``price_entry``'s entry, or None."""
     if model in pricing:
-        return pricing[model]
+        return model
     prefixes = [name for name in pricing if model.startswith(name)]
-    return pricing[max(prefixes, key=len)] if prefixes else None
+    return max(prefixes, key=len) if prefixes else None
 
 
 # Task limits and run budgets under benchmark.execution (agent/limits.py); null: none.
@@ -1098,6 +1149,15 @@ TASK_LIMITS = ("task_time_limit_seconds", "task_token_limit", "task_cost_limit_u
 RUN_BUDGETS = ("max_cost_usd", "max_tokens")
 BUDGET_KEYS = (*TASK_LIMITS, *RUN_BUDGETS)
 COST_LIMITS = ("task_cost_limit_usd", "max_cost_usd")
+
+# benchmark.metrics' names: the published metrics a preset may choose.
+PROTOCOL_METRICS = (
+    "simpleqa",  # SimpleQA: labels, accuracy given attempted, F1, not-attempted rate
+    "calibration_error",  # BrowseComp, HLE: binned RMS calibration error
+    "confidence_interval",  # HLE: the 95 % half-width of the accuracy
+    "deepsearchqa",  # DeepSearchQA: its outcome rates and the F1 over every task
+    "avg_at_k",  # xbench-DeepSearch: the mean accuracy over pass@k's attempts
+)
 
 # The variable `llm.api_key=KEY` on the command line moves the key to (cli.py), named by
 # llm.api_key_env from then on, so that the key itself is never written anywhere.

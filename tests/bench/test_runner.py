@@ -56,6 +56,17 @@ async def test_pass_at_k_stops_at_the_first_correct_attempt(tmp_path):
     assert record["correct"] is True
 
 
+async def test_with_avg_at_k_chosen_every_attempt_runs(tmp_path):
+    answers = iter(["\\boxed{Lyon}", "\\boxed{Paris}", "\\boxed{Paris}"])
+
+    def decider(contents):
+        return next(answers) if "The work on this task is over" in contents[-1] else "Hmm."
+
+    cfg = config("benchmark.execution.pass_at_k=3", "benchmark.metrics=[avg_at_k]")
+    (record,) = await run(cfg, model(decider), tmp_path, ("easy/1",))
+    assert [a["correct"] for a in record["attempts"]] == [False, True, True]
+
+
 async def test_tasks_without_ground_truth_get_one_unjudged_attempt(tmp_path):
     cfg = config("benchmark.execution.pass_at_k=3")
     (record,) = await run(cfg, model(), tmp_path, ("open-4",))

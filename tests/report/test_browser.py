@@ -8,6 +8,12 @@ import time
 from pathlib import Path
 
 from deepledger.bench.report import rebuild_summary
+from deepledger.records.results import (
+    CalibrationError,
+    ProtocolMetrics,
+    ProvenanceTally,
+    SimpleQAMetrics,
+)
 from deepledger.report.compare import write_comparison
 from deepledger.report.page import write_run_report
 from deepledger.testing.synthetic_run import make_run
@@ -143,4 +149,44 @@ def test_the_task_view_shows_a_lost_worker_and_a_closing_call_s_move(finished_ru
     assert "turn 6: a cycle of 2 turns gone round 3 times in a row from turn 1" in text
     assert "turn 1 · assistant · in the cycle that ended the loop" in text
     assert "null" not in text
+    assert visit.problems == []
+
+
+def test_the_published_metrics_and_the_unjudged_are_shown_apart(finished_run):
+    summary = rebuild_summary(finished_run)
+    summary.tasks.unjudged = 2
+    summary.protocol_metrics = ProtocolMetrics(
+        simpleqa=SimpleQAMetrics(
+            graded=5,
+            correct=3,
+            incorrect=1,
+            not_attempted=1,
+            accuracy=0.6,
+            not_attempted_rate=0.2,
+            accuracy_given_attempted=0.75,
+            f1=0.9 / 1.35,
+        ),
+        calibration_error=CalibrationError(answers=5, reason="5 graded answers: too few"),
+        breakdown={"Level": {"1": ProvenanceTally(tasks=2, judged=2, correct=1, accuracy=0.5)}},
+    )
+    report = write_run_report(finished_run, summary)
+    with open_report(report) as visit:
+        page = visit.page
+        page.wait_for_selector("#protocol-metrics")
+        shown = page.inner_text("#protocol-metrics")
+        assert "SimpleQA F1" in shown and "0.667" in shown
+        assert "0.200 (1/5)" in shown  # not attempted
+        assert "n/a: 5 graded answers: too few" in shown
+        assert "Accuracy by Level" in shown
+        assert "not in accuracy" in page.inner_text("#unjudged-card")
+    assert visit.problems == []
+
+
+def test_the_cost_card_says_who_priced_the_run(finished_run):
+    summary = rebuild_summary(finished_run)
+    summary.prices = {"gpt-4.1": "genai-prices 0.2.5 (openai/gpt-4.1)", "mystery": "unpriced"}
+    report = write_run_report(finished_run, summary)
+    with open_report(report) as visit:
+        card = visit.page.locator("#run-cards").inner_text()
+        assert "gpt-4.1 priced by genai-prices 0.2.5 (openai/gpt-4.1); unpriced: mystery" in card
     assert visit.problems == []

@@ -17,7 +17,7 @@ from deepledger.report import page as page_module
 from deepledger.report.collect import RESULT_LIMIT, collect, compact_event, wall_seconds
 from deepledger.report.compare import _labels, default_output
 from deepledger.report.page import write_run_report
-from deepledger.store.layout import REPORT
+from deepledger.store.layout import REPORT, RunLayout
 from deepledger.store.run_store import RunStore
 from tests.support.cli import deepledger
 from tests.support.report import embedded
@@ -264,3 +264,19 @@ def test_a_live_report_that_comes_after_the_end_of_the_run_writes_nothing(finish
     assert _write_report(root, rebuild_summary(root), ended) is None
     assert not (root / REPORT).exists()
     assert _write_report(root, rebuild_summary(root)) == root / REPORT
+
+
+def test_a_task_whose_judge_gave_no_verdict_is_shown_apart(finished_run):
+    results = RunLayout(finished_run).results
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    first = lines[0]
+    first["correct"] = None
+    first["judgement"] = {"correct": None, "judge": "llm", "reason": "unreadable", "unjudged": True}
+    for attempt in first["attempts"]:
+        attempt["correct"], attempt["judgement"] = None, first["judgement"]
+    results.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    summary = rebuild_summary(finished_run)
+    assert summary.tasks.unjudged == 1
+    data, _ = embedded(write_run_report(finished_run, summary))
+    assert data["tasks"][0]["status"] == "no-verdict"
+    assert data["run"]["summary"]["tasks"]["unjudged"] == 1

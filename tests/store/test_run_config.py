@@ -20,6 +20,8 @@ def test_which_differences_count_for_a_resume():
     harmless["llm"] |= {"base_url": "http://b/v1", "timeout_seconds": 5}
     harmless["benchmark"]["execution"] |= {"max_concurrent": 1, "max_cost_usd": 9.0}
     harmless["benchmark"]["execution"]["max_tokens"] = None  # a key a newer version added
+    # A preset that came to choose its published metrics: the results mean the same.
+    harmless["benchmark"] |= {"metrics": ["simpleqa"], "breakdown": ["Level"]}
     assert resume_changes(before, harmless) == ([], [])
     assert config_id(before) == config_id(harmless)
     counted = json.loads(json.dumps(before))
@@ -32,6 +34,20 @@ def test_which_differences_count_for_a_resume():
     ]
     assert judge == ["benchmark.judge.name: 'normalized' -> 'exact'"]
     assert config_id(before) != config_id(counted)
+
+
+def test_a_judge_s_stated_protocol_and_its_asks_do_not_change_the_judge():
+    """A preset that gains its protocol's labels and fields, or more asks for unreadable
+    replies, resumes its runs; a template is another judge."""
+    before = {"benchmark": {"judge": {"name": "llm", "rule": "hle"}}}
+    stated = json.loads(json.dumps(before))
+    stated["benchmark"]["judge"] |= {"labels": ["yes", "no"], "fields": ["verdict"], "max_asks": 5}
+    assert resume_changes(before, stated) == ([], [])
+    templated = json.loads(json.dumps(before))
+    templated["benchmark"]["judge"]["template"] = "grader.txt"
+    assert resume_changes(before, templated)[1] == [
+        "benchmark.judge.template: '(absent)' -> 'grader.txt'"
+    ]
 
 
 def test_every_difference_is_listed_for_the_manifest_harmless_ones_too():

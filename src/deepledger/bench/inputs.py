@@ -36,6 +36,7 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from deepledger.bench.judge_rules import template_digest
 from deepledger.bench.metrics import plural
 from deepledger.bench.tasks import Task
 from deepledger.config import ChangedTasks, JudgeConfig, JudgeName, LLMConfig
@@ -74,6 +75,8 @@ def judge_identity(judge: JudgeConfig, model: LLMConfig | None = None) -> JSONOb
         identity["ordered"] = judge.ordered
     if judge.name == JudgeName.LLM:
         identity["rule"] = judge.rule
+        if judge.template is not None:  # another template text is another judge
+            identity["template"] = template_digest(judge.template)
         identity["model"] = (
             {key: getattr(model, key) for key in JUDGE_MODEL_KEYS} if model else judge.llm
         )

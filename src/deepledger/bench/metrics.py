@@ -10,7 +10,10 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   ``judged`` (task-level ``correct`` is not null — it had a ground truth and was graded),
   and ``expected`` (the suite's size, when the caller knows it; else null).
   An errored task whose ``correct`` is null is *not* judged, so it does not lower
-  ``accuracy``; ``tasks.errors`` says how many such tasks there were.
+  ``accuracy``; ``tasks.errors`` says how many such tasks there were. ``unjudged``
+  (written only when > 0): tasks whose judge was asked but gave no verdict
+  (``judgement.unjudged``; their ``correct`` is null): in neither ``judged`` nor
+  accuracy, and printed beside accuracy so they are never silently wrong.
 - ``accuracy``: pass@1 — among judged tasks, the share whose FIRST attempt was correct
   (a task without attempt records counts its task-level ``correct`` as its first
   attempt). Later attempts never raise it.
@@ -60,6 +63,13 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   retries kept), ``tasks_not_started`` (expected, neither recorded nor stopped) — a
   resume with a raised budget runs both — and ``limits_hit``: recorded tasks stopped by
   each limit.
+- ``protocol_metrics`` (absent unless the preset's ``benchmark.metrics`` or
+  ``benchmark.breakdown`` chose some): the numbers the suite's official grader publishes
+  — ``simpleqa`` (label counts, accuracy given attempted, F1, not-attempted rate),
+  ``calibration_error`` (HLE's binned RMS, in percent), ``confidence_interval`` (HLE's
+  95 % half-width), ``deepsearchqa`` (outcome rates, F1 over every task), ``avg_at_k``
+  (mean accuracy over attempts) and ``breakdown`` (accuracy per value of a task field);
+  each defined in ``bench/protocol_metrics.py``.
 - ``extra``: whatever the caller passed (config digest, run dir...), unchanged.
 - ``token_economics`` (added by the bench and report commands, from the journals): the
   prompt per turn, its growth against the quadratic arithmetic, the cache-read share
@@ -92,14 +102,16 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from deepledger.bench.economics import UNREADABLE, economics_line
+from deepledger.bench.protocol_metrics import protocol_metrics, protocol_rows
 from deepledger.config import BUDGET_KEYS
+from deepledger.llm.usage import sources_line
 from deepledger.messages import JSONObject, Usage
 from deepledger.records.codec import read_journal
 from deepledger.records.events import ClosingCall, EndpointMoved, LLMCall, LLMCallFailed
@@ -165,12 +177,16 @@ def summarize(
     tasks_expected: int | None = None,
     execution: Any = None,
     stopped: StoppedTasks | None = None,
+    metrics: Sequence[str] = (),
+    breakdown: Sequence[str] = (),
 ) -> SummaryRecord:
     """The summary of a run (written as ``summary.json``); see the module docstring.
     ``records``: task records, or their lines as read.
     ``execution``: the run's ``benchmark.execution`` (config or dict), for its budget.
     ``stopped``: the tasks the run's budget cut short, unrecorded, and what they spent
-    (from the runner)."""
+    (from the runner).
+    ``metrics`` / ``breakdown``: the preset's ``benchmark.metrics`` and
+    ``benchmark.breakdown`` (``bench/protocol_metrics.py``)."""
     tasks = [r if isinstance(r, TaskRecord) else TaskRecord.load(r) for r in records]
     judged = [r for r in tasks if r.correct is not None]
     first_correct = sum(1 for r in judged if _first_attempt_correct(r))
@@ -187,6 +203,7 @@ def summarize(
             errors=sum(1 for r in tasks if r.status == "error"),
             judged=len(judged),
             expected=tasks_expected,
+            unjudged=sum(1 for r in tasks if _unjudged(r)),
         ),
         accuracy=ratio(first_correct, len(judged)),
         correct_first_attempt=first_correct,
@@ -214,7 +231,13 @@ def summarize(
         extra=dict(extra or {}),
         tool_servers_given_up=_given_up(tasks),
         inputs_changed=_inputs_changed(tasks),
+        protocol_metrics=protocol_metrics(tasks, metrics, breakdown, pass_at_k),
     )
+
+
+def _unjudged(record: TaskRecord) -> bool:
+    """The judge was asked but gave no verdict (not in ``judged`` nor accuracy)."""
+    return record.correct is None and record.judgement is not None and record.judgement.unjudged
 
 
 def _given_up(records: list[TaskRecord]) -> dict[str, GivenUpServer] | None:
@@ -408,6 +431,8 @@ def format_summary(read: SummaryRecord) -> str:
         f"{tasks.judged} judged"
     )
     first = _rate(read.accuracy, read.correct_first_attempt, tasks.judged)
+    if tasks.unjudged:  # the judge gave no verdict: said, never counted as wrong
+        first += f", {tasks.unjudged} unjudged (not in accuracy)"
     any_ = _rate(read.pass_at_k, read.correct_any_attempt, tasks.judged)
     post_mortems = read.post_mortems
     rows = [
@@ -422,6 +447,7 @@ def format_summary(read: SummaryRecord) -> str:
     if read.judge_score.scored and read.judge_score.mean is not None:
         score = read.judge_score
         rows.append(("judge score", f"mean {score.mean:.3f} over {score.scored}"))
+    rows += protocol_rows(read.protocol_metrics, read.k)
     extraction = read.extraction_tokens
     rows.append(("tokens", _tokens_line(read.tokens)))
     if extraction.input:
@@ -550,11 +576,13 @@ def _not_done(budget: BudgetSummary) -> str:
 
 
 def _cost_line(summary: SummaryRecord) -> str:
+    sources = sources_line(summary.prices)  # who priced it (llm/usage.py)
+    said = f" · {sources}" if sources else ""
     unknown = summary.cost_unknown_tasks
     if summary.cost_total is None:
-        return f"unknown ({plural(unknown, 'task')} without a price)" if unknown else "-"
+        return f"unknown ({plural(unknown, 'task')} without a price){said}" if unknown else "-"
     total, mean = summary.cost_total, summary.cost_mean_per_task
-    return f"${total:.4f} total" + ("" if mean is None else f" · ${mean:.4f}/task")
+    return f"${total:.4f} total" + ("" if mean is None else f" · ${mean:.4f}/task") + said
 
 
 # -- per-endpoint counts (llm.endpoints) -------------------------------------------------

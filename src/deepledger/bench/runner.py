@@ -5,7 +5,8 @@
   ``benchmark.execution.backend=ray`` this runner is the driver and the per-task work
   (``task_outcome`` and below) runs in Ray workers: see ``bench/ray_backend.py``.
 - A task gets up to ``pass_at_k`` attempts and stops at the first correct one (a task
-  without ground truth gets one attempt: there is nothing to retry for).
+  without ground truth gets one attempt: there is nothing to retry for); with
+  ``avg_at_k`` in ``benchmark.metrics`` it gets all of them (their mean is the metric).
 - Inside an attempt, the **format-retry loop**: while the answer has no box, up to
   ``agent.context_compress_limit`` more runs, each task text rebuilt from the original
   question plus the post-mortems of the retries before it; the last one is the final
@@ -110,7 +111,7 @@ from deepledger.errors import (
 )
 from deepledger.llm.base import LLMClient
 from deepledger.llm.endpoints import routed_as
-from deepledger.llm.usage import find_price
+from deepledger.llm.usage import price_of
 from deepledger.records.base import build_in_background
 from deepledger.records.events import ResumeFellBack, RetryStarted
 from deepledger.records.results import (
@@ -224,7 +225,9 @@ class BenchmarkRunner:
         self._stopped_spent = Spending()  # what they spent: in the run's total, not in a record
         self.retry_limit = cfg.agent.context_compress_limit
         self.pass_at_k = cfg.benchmark.execution.pass_at_k
-        self.price = find_price(cfg.llm.model_name, cfg.pricing)
+        # avg@k (xbench's mean over repeats) needs every attempt, a correct one included.
+        self.every_attempt = "avg_at_k" in (cfg.benchmark.metrics or ())
+        self.price = price_of(cfg.llm, cfg.pricing)
         self.clock = clock  # read by the task time limits; tests pass a fake one
         self.limits = TaskLimits.from_execution(self.cfg.benchmark.execution)
         self.budget = RunBudget()  # the run's, set up by run() from what is recorded
@@ -608,7 +611,11 @@ class BenchmarkRunner:
         # File work (reading what earlier runs left, opening journals) happens on worker
         # threads: hundreds of tasks start at once, and the event loop serves them all.
         attempts: list[AttemptRecord] = await self._judged_again(task, list(done.attempts))
-        if any(a.correct for a in attempts) or _gave_up(attempts) or _unjudged(attempts):
+        if (
+            (any(a.correct for a in attempts) and not self.every_attempt)
+            or _gave_up(attempts)
+            or self._awaits_verdict(attempts)
+        ):
             return attempts, None
         first = len(attempts) + 1
         tries = self.pass_at_k if task.ground_truth is not None else 1
@@ -623,7 +630,12 @@ class BenchmarkRunner:
             attempts.append(attempt)
             # Unjudged: whether another attempt is due is not known until a resume has
             # judged it (_judged_again).
-            if attempt.correct or attempt.limit or _gave_up(attempts) or _unjudged(attempts):
+            if (
+                (attempt.correct and not self.every_attempt)
+                or attempt.limit
+                or _gave_up(attempts)
+                or self._awaits_verdict(attempts)
+            ):
                 break
         return attempts, attempts[-1].limit
 
@@ -750,6 +762,11 @@ class BenchmarkRunner:
         reopen = partial(self.run_dir.journal, task.task_id, attempt, index, resume=True)
         return await reopen_unfinished(reopen, path, config_id=self.run_dir.config_id, task=sent)
 
+    def _awaits_verdict(self, attempts: Sequence[AttemptRecord]) -> bool:
+        """Whether the attempts stop for an unjudged one: whether another is due is not
+        known until a resume judged it. With avg@k every attempt runs anyway."""
+        return not self.every_attempt and _unjudged(attempts)
+
     async def _judged_again(self, task: Task, attempts: list[AttemptRecord]) -> list[AttemptRecord]:
         """Earlier runs' attempts, those left unjudged judged now from their recorded
         answer (the agent is not run again), each written to the task's progress so a
@@ -805,9 +822,8 @@ def _resumed_later(outcome: TaskOutcome) -> bool:
 
 
 def _unjudged(attempts: Sequence[AttemptRecord]) -> bool:
-    """Whether the last attempt was left unjudged."""
-    last = attempts[-1].judgement if attempts else None
-    return last is not None and last.unjudged
+    """Whether an attempt was left unjudged (as RunStore.finished_results tells)."""
+    return any(a.judgement is not None and a.judgement.unjudged for a in attempts)
 
 
 class _JudgeRejectedError(EndpointRejectedError):

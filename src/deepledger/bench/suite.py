@@ -24,6 +24,7 @@ from deepledger.bench.inputs import (
     with_digests,
 )
 from deepledger.bench.judge import Judge, make_judge
+from deepledger.bench.judge_rules import check_protocol
 from deepledger.bench.metrics import (
     StoppedTasks,
     endpoint_counts,
@@ -53,7 +54,7 @@ from deepledger.context.compaction import NoteWriter
 from deepledger.errors import ConfigError, RunDirectoryError
 from deepledger.llm.base import GenerationSettings, LLMCapabilities, LLMClient
 from deepledger.llm.factory import create_client, settings_from_config
-from deepledger.llm.usage import find_price
+from deepledger.llm.usage import UNPRICED, price_of
 from deepledger.messages import JSONObject
 from deepledger.records.economics import EconomicsUnavailable
 from deepledger.records.results import SummaryRecord, TaskRecord
@@ -83,6 +84,7 @@ class SuiteModels:
     judge_llm: tuple[LLMClient, GenerationSettings] | None
     writer: NoteWriter | None
     scraper: PageScraper | None
+    prices: dict[str, str] | None = None  # who prices each model: summary.json's prices
 
 
 async def run_suite(
@@ -147,6 +149,7 @@ async def run_suite(
 async def _suite_models(cfg: Config, conf_dir: PresetPath) -> SuiteModels:
     """The tasks (what the task file skipped said on stderr; no task: exit 2, saying
     why), with what each result will have answered, and the models built early."""
+    check_protocol(cfg.benchmark.judge)  # a preset's labels, fields and template: exit 2 now
     loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks, secret_rules(cfg))
     for notice in shown_notices(loaded):  # skipped lines, a mapping that finds no ground truth
         print(f"deepledger: {notice}", file=sys.stderr)
@@ -155,14 +158,13 @@ async def _suite_models(cfg: Config, conf_dir: PresetPath) -> SuiteModels:
     judge = judge_identity(cfg.benchmark.judge, judge_preset(cfg, loaded.tasks, conf_dir))
     tasks = await with_digests(loaded.tasks, judge)
     return SuiteModels(
-        tasks, loaded.problems, judge_llm, note_writer(cfg, conf_dir), page_scraper(cfg, conf_dir)
+        tasks,
+        loaded.problems,
+        judge_llm,
+        note_writer(cfg, conf_dir),
+        page_scraper(cfg, conf_dir),
+        price_sources(cfg, conf_dir),
     )
-
-
-def unjudged_tasks(records: list[TaskRecord]) -> int:
-    """Tasks whose answer the judge gave no verdict on (its model failed, or its reply
-    could not be read): recorded, left out of accuracy."""
-    return sum(1 for r in records if r.judgement is not None and r.judgement.unjudged)
 
 
 def unjudged_warning(unjudged: int, how: str) -> str | None:
@@ -222,7 +224,8 @@ async def _run_with_live_report(
     """Run the tasks here or on the Ray workers, the report rewritten while they go."""
     ended = threading.Event()
     live_report = asyncio.create_task(
-        _report_while_running(run_dir.root, cfg, len(tasks), ended), name="live report"
+        _report_while_running(run_dir.root, cfg, len(tasks), ended, models.prices),
+        name="live report",
     )
     try:
         if workers is not None:
@@ -255,10 +258,12 @@ async def _final_summary(
         extra={"run_dir": str(root), "skipped_lines": models.skipped_lines},
         execution=cfg.benchmark.execution,  # its budget
         stopped=stopped,  # tasks the run's budget cut short: unrecorded
+        metrics=cfg.benchmark.metrics or (),  # the protocol's published metrics
+        breakdown=cfg.benchmark.breakdown or (),
     )
     summary.token_economics = await asyncio.to_thread(token_economics, root)
     summary.endpoints = await asyncio.to_thread(endpoint_counts, root)  # llm.endpoints
-    summary.tasks.unjudged = summary.tasks.unjudged or unjudged_tasks(records)
+    summary.prices = models.prices
     run_dir.write_summary(summary)
     run_dir.finish()
     return summary
@@ -290,7 +295,11 @@ def _report_not_written(root: Path, refused: RunDirectoryError) -> RunDirectoryE
 
 
 async def _report_while_running(
-    root: Path, cfg: Config, expected: int, ended: threading.Event
+    root: Path,
+    cfg: Config,
+    expected: int,
+    ended: threading.Event,
+    prices: dict[str, str] | None = None,
 ) -> None:
     """Rewrite report.html every ``report_every_seconds`` while tasks finish, so a
     browser refresh follows a long run. The token economics (a replay of every journal)
@@ -309,8 +318,11 @@ async def _report_while_running(
             tasks_expected=expected,
             extra={"run_dir": str(root)},
             execution=execution,  # its budget
+            metrics=cfg.benchmark.metrics or (),
+            breakdown=cfg.benchmark.breakdown or (),
         )
         summary.token_economics = EconomicsUnavailable(unavailable="computed when the run ends")
+        summary.prices = prices
         return _write_report(root, summary, ended)
 
     while every > 0:
@@ -586,6 +598,8 @@ def judge_of(
         rule=judge.rule,
         llm=llm,
         llm_settings=settings,
+        template=judge.template,
+        max_asks=judge.max_asks,
     )
 
 
@@ -699,10 +713,27 @@ def page_scraper(cfg: Config, conf_dir: Path | PresetPath) -> PageScraper | None
     model = ExtractionModel(
         create_client(preset),
         settings_from_config(preset),
-        find_price(preset.model_name, cfg.pricing),
+        price_of(preset, cfg.pricing),
         preset.max_context_length,
     )
     return PageScraper(model, cfg.web.scraper, cfg.web.allow_private_networks, suite_corpus(cfg))
+
+
+def price_sources(cfg: Config, conf_dir: Path | PresetPath) -> dict[str, str] | None:
+    """Who prices each model the run's costs count (the agent's, the page extractor's,
+    the note writer's), by model name: a price's source, or "unpriced". None when no
+    model has a price: every cost is unknown, and the summary keeps schema 1's shape."""
+    presets = [cfg.llm]
+    if name := extract_llm_name(cfg):
+        presets.append(load_llm_preset(name, conf_dir, "tools.extract_llm"))
+    name = cfg.agent.context.summary_llm
+    if name and cfg.agent.context.strategy == StrategyName.COMPACTION:
+        presets.append(load_llm_preset(name, conf_dir, "agent.context.summary_llm"))
+    sources = {}
+    for preset in presets:
+        price = price_of(preset, cfg.pricing)
+        sources[preset.model_name] = UNPRICED if price is None else price.source
+    return None if set(sources.values()) == {UNPRICED} else sources
 
 
 def note_writer(cfg: Config, conf_dir: Path | PresetPath) -> NoteWriter | None:
@@ -715,6 +746,6 @@ def note_writer(cfg: Config, conf_dir: Path | PresetPath) -> NoteWriter | None:
     return NoteWriter(
         create_client(preset),
         settings_from_config(preset),
-        find_price(preset.model_name, cfg.pricing),
+        price_of(preset, cfg.pricing),
         preset.max_context_length,
     )

@@ -366,6 +366,7 @@ class TaskRecord(ResultRecord):
             file_path=task.file_path,
             input_digest=task.digest,
             inputs_changed=task.inputs_changed,
+            metadata=dict(task.metadata),
             extraction_usage=sum_usage(r.extraction_usage for r in retries),
             turns=sum(r.turns for r in retries),
             tool_calls=sum(r.tool_calls for r in retries),
@@ -398,6 +399,8 @@ class TaskFacts(Protocol):
     def digest(self) -> str | None: ...  # of its inputs (bench/inputs.py); None: not known
     @property
     def inputs_changed(self) -> bool: ...  # it replaces a result of other inputs
+    @property
+    def metadata(self) -> JSONObject: ...  # the task file's fields kept (bench/tasks.py)
 
 
 def sum_usage(usages: Iterable[Usage | None]) -> Usage:
@@ -569,6 +572,81 @@ class InputsChanged(Record):
     unverified: int = 0
 
 
+class SimpleQAMetrics(Record):
+    """SimpleQA's published numbers (openai/simple-evals), over the graded tasks."""
+
+    graded: int = 0  # judged tasks (unjudged ones are not graded)
+    correct: int = 0
+    incorrect: int = 0
+    not_attempted: int = 0
+    accuracy: float | None = None  # correct / graded
+    not_attempted_rate: float | None = None  # not_attempted / graded
+    accuracy_given_attempted: float | None = None  # correct / (correct + incorrect)
+    f1: float | None = None  # harmonic mean of the two above
+
+
+class CalibrationError(Record):
+    """HLE's binned RMS calibration error, in percent (``bench/protocol_metrics.py``)."""
+
+    value: float | None = None  # every bin counted
+    as_published: float | None = None  # as HLE's script computes it: its last bin left out
+    answers: int = 0
+    bins: int = 0
+    without_confidence: int = 0  # given the official 100
+    reason: str | None = None  # why a value is null
+
+
+class AccuracyInterval(Record):
+    """HLE's 95 % interval of the accuracy (Wald), in percent."""
+
+    accuracy: float | None = None
+    half_width: float | None = None
+    n: int = 0
+
+
+class DeepSearchQAMetrics(Record):
+    """DeepSearchQA's outcome rates and F1, over every graded task."""
+
+    graded: int = 0
+    fully_correct: int = 0
+    fully_incorrect: int = 0
+    correct_with_extraneous: int = 0
+    # Partly right without an outcome label: partially correct or correct with extraneous
+    # answers, which a score alone cannot tell apart.
+    outcome_unknown: int = 0
+    fully_correct_rate: float | None = None
+    fully_incorrect_rate: float | None = None
+    correct_with_extraneous_rate: float | None = None  # null while outcome_unknown > 0
+    f1_mean: float | None = None
+
+
+class AverageAtK(Record):
+    """xbench's mean over repeats: the mean share of correct attempts per task."""
+
+    k: int = 1
+    tasks: int = 0
+    value: float | None = None
+    reason: str | None = None  # why the value is null
+
+
+class ProtocolMetrics(Record):
+    """The metrics a benchmark's protocol publishes, those ``benchmark.metrics`` chose,
+    and ``benchmark.breakdown``'s accuracy per value of a task field."""
+
+    simpleqa: SimpleQAMetrics | None = None
+    calibration_error: CalibrationError | None = None
+    confidence_interval: AccuracyInterval | None = None
+    deepsearchqa: DeepSearchQAMetrics | None = None
+    avg_at_k: AverageAtK | None = None
+    breakdown: dict[str, dict[str, ProvenanceTally]] | None = None  # field -> value -> tally
+
+    @model_serializer(mode="wrap")
+    def _chosen_only(self, handler: SerializerFunctionWrapHandler) -> JSONObject:
+        """Only the metrics chosen: one not asked for is left out, not null."""
+        data: JSONObject = handler(self)
+        return {key: value for key, value in data.items() if value is not None}
+
+
 class SummaryRecord(ResultRecord):
     """``summary.json``: the numbers of a run; ``bench/metrics.py`` says what each means."""
 
@@ -609,6 +687,12 @@ class SummaryRecord(ResultRecord):
     # Only when a resume ran tasks again because their inputs changed, or kept results
     # written before input digests beside ones written with.
     inputs_changed: InputsChanged | None = None
+    # Only when the preset chose metrics (benchmark.metrics) or a breakdown.
+    protocol_metrics: ProtocolMetrics | None = None
+    # Who priced each model of the run, by model name: "genai-prices 0.2.5
+    # (openai/gpt-4.1)", "conf/pricing: gpt-4.1" (the config's table), or "unpriced";
+    # left out when no model has a price (every cost unknown).
+    prices: dict[str, str] | None = None
 
     def to_json(self) -> JSONObject:
         """The summary as written: the sections a run may not have are left out."""
@@ -626,6 +710,8 @@ _OPTIONAL_SECTIONS = (
     "endpoints",
     "tool_servers_given_up",
     "inputs_changed",
+    "protocol_metrics",
+    "prices",
 )
 
 

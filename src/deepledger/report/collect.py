@@ -46,6 +46,7 @@ RESULT_LIMIT = 2_500  # characters of one tool result kept inline
 FIELD_LIMIT = 1_500  # characters of any other string (arguments, rollback details...)
 QUESTION_LIMIT = 400  # characters of the question in the task table
 _OUTCOMES = {True: "correct", False: "wrong", None: "unjudged"}
+NO_VERDICT = "no-verdict"  # a task whose judge gave no verdict (judgement.unjudged)
 # Recorded for the replay, not for reading: large and the same in every journal.
 _DROPPED_FIELDS = {"system_prompt", "prompts"}
 _SMALLEST_LIMIT = min(TEXT_LIMIT, RESULT_LIMIT, FIELD_LIMIT)
@@ -271,6 +272,8 @@ def _row(
         return _unfinished_row(task_id, trajectory, live, folder)
     usage, attempts, judgement = record.usage, record.attempts, record.judgement
     status = outcome(record.correct) if record.status == "finished" else record.status
+    if record.correct is None and judgement is not None and judgement.unjudged:
+        status = NO_VERDICT  # the judge was asked and gave no verdict: apart from no truth
     return {
         "id": task_id,
         "question": clip(record.question, QUESTION_LIMIT),

@@ -46,7 +46,7 @@ class TaskRow(TypedDict):
     question: str
     ground_truth: str | None
     answer: str | None
-    status: str  # correct / wrong / unjudged / unknown, error, or unfinished
+    status: str  # correct / wrong / unjudged / no-verdict / unknown, error, or unfinished
     judgement: str
     judge: str | None
     attempts: int

@@ -36,6 +36,15 @@ RESUME_HARMLESS = (
     "benchmark.execution.backend",  # where tasks run, not what they do: resume on either
     "benchmark.execution.ray",
     "benchmark.execution.resume",  # how an unfinished retry goes on, not what it does
+    # How the task file is read and which of its tasks run: what each task asks is in its
+    # input digest (bench/inputs.py), which a resume checks task by task.
+    "benchmark.data.format",
+    "benchmark.data.text_only",
+    # Which published numbers the summary computes from the results. avg_at_k also runs
+    # every attempt of the tasks still to run; tasks that stopped early make it null, with
+    # the reason, rather than a mean over missing attempts.
+    "benchmark.metrics",
+    "benchmark.breakdown",
     "llm.base_url",
     "llm.endpoints",  # where the servers are, like llm.base_url
     "llm.endpoint_max_concurrent",
@@ -61,6 +70,12 @@ RESUME_HARMLESS = (
     "web.blocked_urls",
     "web.block_answer_sites",
     "benchmark.blocked_urls",
+    # What a preset states of its judge's protocol (checked against the rule, never read
+    # to decide a verdict), and how often an unreadable reply is asked again (no reply
+    # is read differently: more asks only turn unjudged answers into verdicts).
+    "benchmark.judge.labels",
+    "benchmark.judge.fields",
+    "benchmark.judge.max_asks",
     "resume",
     "hydra",
     "question",

@@ -100,6 +100,13 @@ function runBanners(run) {
   return out;
 }
 
+// Who priced the run's costs (summary.json's prices), as the printed summary says it.
+function pricedBy(prices) {
+  const entries = Object.entries(prices || {});
+  return entries.map(([model, source]) => source === "unpriced" ? `unpriced: ${model}`
+    : entries.length === 1 ? `priced by ${source}` : `${model} priced by ${source}`).join("; ");
+}
+
 function summaryCards(run) {
   const s = run.summary || {};
   const t = s.tasks || {};
@@ -108,6 +115,9 @@ function summaryCards(run) {
   return el("div", { class: "cards", id: "run-cards" },
     card("accuracy (pass@1)", fmtPct(s.accuracy), `${fmtInt(s.correct_first_attempt)} of ${fmtInt(t.judged)} judged`),
     s.k > 1 ? card(`pass@${s.k}`, fmtPct(s.pass_at_k), `${fmtInt(s.correct_any_attempt)} correct in any attempt`) : null,
+    t.unjudged ? el("div", { class: "card", id: "unjudged-card" }, el("div", { class: "label", text: "unjudged" }),
+      el("div", { class: "value", text: fmtInt(t.unjudged) }),
+      el("div", { class: "note", text: "the judge gave no verdict: not in accuracy (a resume asks again)" })) : null,
     card("tasks", `${fmtInt(t.finished)} finished`,
       `${fmtInt(t.errors)} errors · ${t.expected ? fmtInt(t.expected) + " expected" : "expected unknown"}`),
     card("input tokens", fmtTokens(tokens.input), `cache read ${fmtTokens(tokens.cache_read)} · cache write ${fmtTokens(tokens.cache_write)}`),
@@ -115,7 +125,7 @@ function summaryCards(run) {
       ? `the judge's model: ${fmtTokens(s.judge_tokens.input)} in · ${fmtTokens(s.judge_tokens.output)} out` : "the judge used no model"),
     (s.extraction_tokens || {}).input ? card("page extraction", fmtTokens(s.extraction_tokens.input),
       `input tokens of scrape_and_extract_info's model (${fmtTokens(s.extraction_tokens.output)} out, ${fmtInt(s.extraction_tokens.tasks)} tasks); included above`) : null,
-    card("cost", fmtCost(s.cost_total), s.cost_unknown_tasks ? `${s.cost_unknown_tasks} tasks unpriced` : `${fmtCost(s.cost_mean_per_task)} per task`),
+    card("cost", fmtCost(s.cost_total), [s.cost_unknown_tasks ? `${s.cost_unknown_tasks} tasks unpriced` : `${fmtCost(s.cost_mean_per_task)} per task`, pricedBy(s.prices)].filter(Boolean).join(" · ")),
     card("turns per task", isNum(turns.mean) ? turns.mean.toFixed(1) : "–", `median ${turns.median ?? "–"} · max ${turns.max ?? "–"}`),
     card("tool calls per task", isNum(calls.mean) ? calls.mean.toFixed(1) : "–", `median ${calls.median ?? "–"} · max ${calls.max ?? "–"}`),
     card("wall time", fmtSeconds(run.wall_seconds), run.sessions > 1 ? `over ${run.sessions} sessions (resumed)` : run.state),
@@ -196,7 +206,46 @@ function runSection(run) {
           "no post-mortem carried": pm.without || {}, "post-mortem(s) carried": pm.with || {} }, "attempts"),
         el("h3", { text: "End reasons" }), kvTable(ends)),
       el("div", { class: "panel" }, el("h3", { text: "Token economics" }), kvTable(economicsRows(s.token_economics))),
-      endpointsPanel(s.endpoints)));
+      endpointsPanel(s.endpoints),
+      protocolPanel(s.protocol_metrics)));
+}
+
+const fmtRate = (v) => (isNum(v) ? v.toFixed(3) : "n/a");
+const fmtShare = (v, n, of) => `${fmtRate(v)} (${fmtInt(n)}/${fmtInt(of)})`;
+
+// The numbers the suite's official grader publishes (summary.protocol_metrics, absent
+// when the preset chose none); bench/protocol_metrics.py defines each.
+function protocolRows(p) {
+  const rows = [];
+  const q = p.simpleqa;
+  if (q) rows.push(["SimpleQA F1", fmtRate(q.f1)],
+    ["SimpleQA accuracy given attempted", fmtShare(q.accuracy_given_attempted, q.correct, q.correct + q.incorrect)],
+    ["SimpleQA not attempted", fmtShare(q.not_attempted_rate, q.not_attempted, q.graded)],
+    ["SimpleQA correct / incorrect / not attempted", `${q.correct} / ${q.incorrect} / ${q.not_attempted}`]);
+  const c = p.calibration_error;
+  if (c) rows.push(["calibration error (RMS, %)", isNum(c.value)
+    ? `${c.value.toFixed(0)} over ${fmtInt(c.answers)} answers in ${c.bins} bins; as HLE's script prints it (last bin left out): ${c.as_published.toFixed(0)}`
+      + (c.without_confidence ? `; ${fmtInt(c.without_confidence)} without a confidence, taken as 100` : "")
+    : `n/a: ${c.reason}`]);
+  const i = p.confidence_interval;
+  if (i) rows.push(["HLE accuracy, 95 % interval", isNum(i.accuracy) ? `${i.accuracy.toFixed(2)}% +/- ${i.half_width.toFixed(2)}% (n = ${fmtInt(i.n)})` : "n/a"]);
+  const d = p.deepsearchqa;
+  if (d) rows.push(["DeepSearchQA F1 (every task)", `${fmtRate(d.f1_mean)} over ${fmtInt(d.graded)}`],
+    ["fully correct", fmtShare(d.fully_correct_rate, d.fully_correct, d.graded)],
+    ["fully incorrect", fmtShare(d.fully_incorrect_rate, d.fully_incorrect, d.graded)],
+    ["correct with extraneous answers", d.correct_with_extraneous_rate === null && d.outcome_unknown
+      ? `n/a (${d.outcome_unknown} partly right without an outcome label)` : fmtShare(d.correct_with_extraneous_rate, d.correct_with_extraneous, d.graded)]);
+  const a = p.avg_at_k;
+  if (a) rows.push([`avg@${a.k} (mean accuracy over attempts)`, isNum(a.value) ? fmtRate(a.value) : `n/a: ${a.reason || "nothing graded"}`]);
+  return rows;
+}
+
+function protocolPanel(p) {
+  if (!p) return null;
+  const rows = protocolRows(p);
+  return el("div", { class: "panel", id: "protocol-metrics" }, el("h3", { text: "Published metrics" }),
+    rows.length ? kvTable(rows) : null,
+    Object.entries(p.breakdown || {}).map(([field, groups]) => groupTable(`Accuracy by ${field}`, groups, "tasks")));
 }
 
 // llm.endpoints: one row per server (summary.endpoints, absent with one server).
