@@ -34,6 +34,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from deepledger.bench.inputs import judge_identity
 from deepledger.bench.judge import Judge, Judgement
+from deepledger.bench.judge_rules import check_protocol
 from deepledger.bench.metrics import plural, ratio
 from deepledger.bench.runner import judge_failed
 from deepledger.bench.suite import PresetPath, judge_llm_config, judge_of
@@ -125,6 +126,8 @@ def judging_name(judge: JudgeConfig, model: LLMConfig | None) -> str:
     parts = [judge.name]
     if model is not None:
         parts += [judge.rule, model.model_name]
+    if judge.template:  # the user's own template text: its file's name
+        parts.append(Path(judge.template).stem)
     return _NAME_UNSAFE.sub("_", "-".join(parts))
 
 
@@ -138,6 +141,7 @@ async def run_judging(
     if not records:
         raise ConfigError(f"{run_dir} has no result lines ({RESULTS}) to judge.")
     judge_cfg = setup.judge
+    check_protocol(judge_cfg)  # labels, fields and a template: refused before any call
     model_cfg = judge_llm_config(judge_cfg, presets) if judge_cfg.name == JudgeName.LLM else None
     identity = judge_identity(judge_cfg, model_cfg)
     name = name or judging_name(judge_cfg, model_cfg)
