@@ -133,6 +133,7 @@ def test_a_second_judge_grades_the_run_beside_its_own_and_resumes(tmp_path):
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["tasks"] == 9 and summary["judged"] == 8 and summary["ungraded"] == 1
     assert summary["correct"] == 4 and summary["unjudged"] == 0
+    assert summary["judge_tokens"]["input"] > 0  # every call the judging made, in all
     agreement = summary["agreement"]
     assert agreement["kappa"] == 0.25 and agreement["percent"] == 62.5
     assert agreement["compared"] == 8 and agreement["agree"] == 5

@@ -55,6 +55,7 @@ from deepledger.records.results import (
     JudgementRecord,
     JudgingSummary,
     TaskRecord,
+    TokenPair,
 )
 from deepledger.store.files import append_encoded, encode_lines, read_jsonl, write_json_atomic
 from deepledger.store.layout import JUDGING, RESULTS, SUMMARY, RunLayout
@@ -262,6 +263,12 @@ def judging_summary(
         accuracy=ratio(correct, len(graded)),
         unjudged=verdicts.count("unjudged"),
         ungraded=verdicts.count("ungraded"),
+        judge_tokens=TokenPair(
+            input=sum(line.judgement.usage.input_tokens for line in lines if line.judgement.usage),
+            output=sum(
+                line.judgement.usage.output_tokens for line in lines if line.judgement.usage
+            ),
+        ),
         agreement=agreement(records, judged) if run_judged else None,
     )
 
@@ -318,6 +325,8 @@ def format_judging(summary: JudgingSummary, folder: Path) -> str:
         f"judging {summary.name}: {plural(summary.tasks, 'task')}, {judged} judged, "
         f"{summary.unjudged} unjudged, {summary.ungraded} without a ground truth",
         f"  accuracy       {accuracy} ({summary.correct}/{judged})",
+        f"  judge tokens   {summary.judge_tokens.input:,} input · "
+        f"{summary.judge_tokens.output:,} output (this judging's calls)",
     ]
     if (agreed := summary.agreement) is not None:
         lines += _agreement_lines(agreed)

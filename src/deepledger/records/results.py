@@ -775,5 +775,6 @@ class JudgingSummary(ResultRecord):
     accuracy: float | None = None  # correct / judged
     unjudged: int = 0
     ungraded: int = 0  # no ground truth
+    judge_tokens: TokenPair = Field(default_factory=TokenPair)  # the judge model's, in all
     # None: the run has no judgement of its own to compare with.
     agreement: Agreement | None = None
