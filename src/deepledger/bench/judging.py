@@ -56,6 +56,7 @@ from deepledger.records.results import (
     JudgingSummary,
     TaskRecord,
     TokenPair,
+    VerdictRow,
 )
 from deepledger.store.files import append_encoded, encode_lines, read_jsonl, write_json_atomic
 from deepledger.store.layout import JUDGING, RESULTS, SUMMARY, RunLayout
@@ -339,15 +340,16 @@ def format_judging(summary: JudgingSummary, folder: Path) -> str:
 def _agreement_lines(agreed: Agreement) -> list[str]:
     percent = f"{agreed.percent:.1f}%" if agreed.percent is not None else "n/a"
     kappa = f"{agreed.kappa:.3f}" if agreed.kappa is not None else "n/a"
-    table = agreed.table
+    rows = (("correct", agreed.table.correct), ("incorrect", agreed.table.incorrect))
     return [
         f"  agreement      {percent} ({agreed.agree}/{agreed.compared}) with the run's own "
         f"judgement · Cohen's kappa {kappa}",
-        "                          this judging: correct  incorrect",
-        f"    run's own: correct                {table.correct.correct:>7}  "
-        f"{table.correct.incorrect:>9}",
-        f"    run's own: incorrect              {table.incorrect.correct:>7}  "
-        f"{table.incorrect.incorrect:>9}",
+        f"{'this judging:':>36}{'correct':>9}{'incorrect':>11}",
+        *(_table_row(f"    run's own: {name}", row) for name, row in rows),
         f"  left out       {agreed.left_out_unjudged} unjudged · "
         f"{agreed.left_out_ungraded} without a ground truth",
     ]
+
+
+def _table_row(label: str, row: VerdictRow) -> str:
+    return f"{label:<36}{row.correct:>9}{row.incorrect:>11}"
