@@ -138,7 +138,10 @@ async def run_suite(
     print(format_summary(summary))
     if report is not None:
         print(f"Report: {report}")
-    how = f"run the same command again (same hydra.run.dir), or: deepledger judge {root}"
+    how = (
+        "run the same command again (same hydra.run.dir); or grade them apart, in a "
+        f"judging beside the run's results: deepledger judge {root}"
+    )
     if warning := unjudged_warning(summary.tasks.unjudged, how):
         print(f"deepledger: {warning}", file=sys.stderr)
     if unwritten is not None:
