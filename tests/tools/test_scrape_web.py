@@ -92,6 +92,9 @@ async def test_jina_serving_the_page_is_journaled_and_no_direct_fetch_follows(
         outcome = await _scraper().scrape_and_extract(url, "diet", {}, journal, UsageLedger())
     assert outcome["success"] is True
     assert site.paths_requested() == []
+    assert list(outcome["scrape_stats"]) == [
+        "line_count", "char_count", "last_char_line", "all_content_displayed"
+    ]  # MiroThinker's, in its order  # fmt: skip
     event = _read_by(journal)
     assert (event.reader, event.jina_error) == ("jina", None)
 

@@ -100,8 +100,12 @@ DESCRIPTION = (
 
 
 class ScrapeStats(TypedDict, total=False):
+    """MiroThinker's four: the whole page's lines and characters, the line the part
+    read ends on, and whether that part is all of it."""
+
     line_count: int
     char_count: int
+    last_char_line: int
     all_content_displayed: bool  # False: the page, or the part extracted from, was cut
 
 
@@ -212,10 +216,13 @@ class PageScraper:
         page = replace(page, dropped_headers=dropped)
         why = f" after the Jina reader failed: {page.jina_error}" if page.jina_error else ""
         log.info("%s read by %s%s", url, page.reader, why)
-        text = page.text
-        whole = len(text) <= MAX_PAGE_CHARS
-        text = text[:MAX_PAGE_CHARS]
-        outcome["scrape_stats"] = {"line_count": text.count("\n") + 1, "char_count": len(text)}
+        text = page.text[:MAX_PAGE_CHARS]
+        whole = len(page.text) <= MAX_PAGE_CHARS
+        outcome["scrape_stats"] = {
+            "line_count": page.text.count("\n") + 1,
+            "char_count": len(page.text),
+            "last_char_line": text.count("\n") + 1 if text else 0,
+        }
         if not info.strip():
             outcome["success"], outcome["extracted_info"] = True, text
             outcome["scrape_stats"]["all_content_displayed"] = whole
