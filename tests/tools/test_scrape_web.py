@@ -151,7 +151,8 @@ async def test_custom_headers_go_to_jina_but_never_replace_its_key(
     with FakeJinaServer({url: ("Herons", "Herons eat fish.")}, api_key=KEY) as jina:
         monkeypatch.setenv("JINA_API_KEY", KEY)
         monkeypatch.setenv("JINA_BASE_URL", jina.base_url)
-        headers = {"authorization": "Bearer other", "X-Timeout": "20", "X-Set-Cookie": "a=b"}
+        headers = {"authorization": "Bearer other", "X-Timeout": "20", "X-Set-Cookie": "a=b",
+                   "x-return-format": "text"}  # fmt: skip
         outcome = await _scraper().scrape_and_extract(
             url, "diet", headers, Journal(None), UsageLedger()
         )
@@ -159,6 +160,7 @@ async def test_custom_headers_go_to_jina_but_never_replace_its_key(
     assert outcome["success"] is True
     assert sent["Authorization"] == f"Bearer {KEY}" and sent["X-Timeout"] == "20"
     assert "X-Set-Cookie" not in sent
+    assert sent["x-return-format"] == "text" and "X-Return-Format" not in sent
 
 
 async def test_a_pasted_jina_address_is_read_once_not_prefixed_twice(

@@ -98,10 +98,10 @@ async def jina_read(
         raise JinaError(f"Could not read {url}: its host does not resolve", kind="connect") from exc
     base = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
     endpoint = reader_endpoint(base, url)
-    sent = {"X-Return-Format": "markdown", **dict(headers or {})}
-    for name in [n for n in sent if n.lower() in _OURS]:
-        del sent[name]  # ours below, whatever the case the model wrote them in
-    sent |= {"Authorization": f"Bearer {key.strip()}", "Accept": "application/json"}
+    model = {name: value for name, value in (headers or {}).items() if name.lower() not in _OURS}
+    asked = {name.lower() for name in model}
+    sent = {} if "x-return-format" in asked else {"X-Return-Format": "markdown"}
+    sent |= model | {"Authorization": f"Bearer {key.strip()}", "Accept": "application/json"}
     if client is not None:
         return await _with_retries(client, endpoint, sent, url, limits)
     async with httpx.AsyncClient(timeout=httpx.Timeout(limits.timeout_seconds)) as own:
