@@ -656,6 +656,44 @@ def share_reading_rules(cfg: Config) -> None:
     os.environ.update(reading_rules_environment(cfg))
 
 
+# MiroThinker's summary model, named by its .env variables (apps/miroflow-agent/.env.example).
+SUMMARY_BASE_URL_ENV = "SUMMARY_LLM_BASE_URL"
+SUMMARY_MODEL_ENV = "SUMMARY_LLM_MODEL_NAME"
+SUMMARY_KEY_ENV = "SUMMARY_LLM_API_KEY"
+SUMMARY_WINDOW = 131_072  # assumed: the variables say nothing of the model's window
+SUMMARY_MAX_TOKENS = 8192  # the reply budget MiroThinker gives its summary calls
+
+
+def summary_llm_config(env: Mapping[str, str]) -> LLMConfig | None:
+    """MiroThinker's summary model (``SUMMARY_LLM_BASE_URL``, ``SUMMARY_LLM_MODEL_NAME``,
+    ``SUMMARY_LLM_API_KEY``) as an OpenAI-compatible llm preset; None when neither the
+    URL nor the model is set. The URL may be the full ``.../chat/completions`` address
+    (as MiroThinker's .env example gives it) or the API base (``.../v1``)."""
+    base = env.get(SUMMARY_BASE_URL_ENV, "").strip()
+    name = env.get(SUMMARY_MODEL_ENV, "").strip()
+    if not base and not name:
+        return None
+    if not base or not name:
+        missing = SUMMARY_MODEL_ENV if base else SUMMARY_BASE_URL_ENV
+        given = SUMMARY_BASE_URL_ENV if base else SUMMARY_MODEL_ENV
+        raise ConfigError(
+            f"{given} is set but {missing} is not: MiroThinker's summary model needs both "
+            f"(or unset {given} to let the agent's own model, or tools.extract_llm, read pages)."
+        )
+    base = re.sub(r"/chat/completions$", "", base.rstrip("/"))
+    return LLMConfig(
+        provider="openai",
+        model_name=name,
+        base_url=base,
+        api_key_env=SUMMARY_KEY_ENV,
+        api_key_required=False,  # optional in MiroThinker: self-hosted servers take none
+        max_context_length=SUMMARY_WINDOW,
+        max_tokens=SUMMARY_MAX_TOKENS,
+        temperature=1.0,
+        top_p=None,
+    )
+
+
 def extract_llm_name(cfg: Config) -> str | None:
     """``tools.extract_llm``: the llm preset the scrape-and-extract tool uses (None: the
     agent's own model)."""
@@ -1047,6 +1085,11 @@ def _web_problems(cfg: Config) -> list[str]:
         problems.append(
             f"tools.extract_llm={extract!r}: name an llm preset (conf/llm/<name>.yaml) or null."
         )
+    if not extract:
+        try:  # half of MiroThinker's summary-model variables: said before any task runs
+            summary_llm_config(os.environ)
+        except ConfigError as exc:
+            problems.append(str(exc))
     return problems
 
 
