@@ -56,6 +56,8 @@ RUN_FILE_NAMES = frozenset(
         layout.PROGRESS,
         layout.TOOL_SERVER_LOGS,
         layout.REPLAY,
+        layout.JUDGINGS,
+        layout.JUDGING,
         layout.REPORT,
         layout.RUN_JOURNAL,
         layout.SUBAGENTS,

@@ -380,7 +380,15 @@ class JudgeConfig:
     rel_tol: float = 1e-6  # numeric: relative tolerance
     abs_tol: float = 0.0  # numeric: absolute tolerance
     ordered: bool = False  # list: order matters
-    llm: str | None = None  # llm: the llm preset (conf/llm/<name>.yaml) the judge uses
+    # llm: the llm preset the judge uses (llm/<name>.yaml on Hydra's search path: the
+    # packaged conf/, -cd/--config-dir, hydra.searchpath)
+    llm: str | None = None
+    # llm: a model id that replaces the preset's model_name (e.g. a benchmark's official
+    # judge model, pinned); null: the preset's
+    model: str | None = None
+    # llm: the judge's OpenAI-compatible server (a local or proxy one), replacing the
+    # preset's base_url; null: the preset's
+    base_url: str | None = None
     # llm: how the model is asked and its reply read, a JudgeRule (one grading protocol
     # each, bench/judge_rules.py): default | gaia_text | hle | browsecomp | simpleqa |
     # xbench | frames | deepsearchqa

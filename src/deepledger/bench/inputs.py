@@ -66,7 +66,8 @@ IDS_SHOWN = 10  # task ids named in a message before "and N more"
 
 def judge_identity(judge: JudgeConfig, model: LLMConfig | None = None) -> JSONObject:
     """What decides a verdict: the judge's kind, the keys that kind reads, and for the
-    llm judge its rule and the model of its preset (``model``)."""
+    llm judge its rule, the model of its preset (``model``, with
+    ``benchmark.judge.model`` in place) and ``benchmark.judge.base_url``."""
     identity: JSONObject = {"name": judge.name}
     if judge.name in (JudgeName.NUMERIC, JudgeName.LIST):
         identity |= {"rel_tol": judge.rel_tol, "abs_tol": judge.abs_tol}
@@ -79,6 +80,11 @@ def judge_identity(judge: JudgeConfig, model: LLMConfig | None = None) -> JSONOb
         identity["model"] = (
             {key: getattr(model, key) for key in JUDGE_MODEL_KEYS} if model else judge.llm
         )
+        # benchmark.judge.model is in model_name already. A server the judge is pointed
+        # at (a local one, a proxy) may serve another model under the same name: it
+        # counts too, said only when given so that earlier runs' digests stay as they were.
+        if judge.base_url:
+            identity["base_url"] = judge.base_url
     return identity
 
 
