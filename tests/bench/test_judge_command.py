@@ -178,3 +178,39 @@ def test_another_judge_under_a_judgings_name_and_a_bad_key_are_refused(tmp_path)
     assert not_a_run.returncode == 2 and "nowhere is not a folder" in not_a_run.stderr
     assert helped.returncode == 0 and "usage: deepledger judge RUN_DIR" in helped.stdout
     assert "Traceback" not in other.stderr + bad_key.stderr + missing.stderr + not_a_run.stderr
+
+
+def test_a_judging_computes_the_runs_published_metrics_from_its_own_verdicts():
+    from deepledger.bench.judging import JudgingSetup, format_judging, judging_summary
+    from deepledger.config import JudgeConfig
+    from deepledger.records.results import JudgedAnswer, JudgementRecord, TaskRecord
+
+    # The run's judge said all four correct; the judging says 1 correct, 1 incorrect and
+    # 2 not attempted: SimpleQA's numbers must be the judging's, not the run's.
+    said = {"a": "CORRECT", "b": "INCORRECT", "c": "NOT_ATTEMPTED", "d": "NOT_ATTEMPTED"}
+    records = [
+        TaskRecord(
+            task_id=task,
+            ground_truth="x",
+            final_answer="x",
+            correct=True,
+            judgement=JudgementRecord(correct=True, judge="llm", label="CORRECT"),
+        )
+        for task in said
+    ]
+    judged = {
+        task: JudgedAnswer(
+            task_id=task,
+            correct=label == "CORRECT",
+            judgement=JudgementRecord(correct=label == "CORRECT", judge="llm", label=label),
+        )
+        for task, label in said.items()
+    }
+    setup = JudgingSetup(JudgeConfig(name="llm"), 1, ("simpleqa",), ())
+    summary = judging_summary("second", {}, records, judged, setup)
+    simpleqa = summary.protocol_metrics.simpleqa
+    assert (simpleqa.correct, simpleqa.incorrect, simpleqa.not_attempted) == (1, 1, 2)
+    assert simpleqa.accuracy_given_attempted == 0.5 and simpleqa.not_attempted_rate == 0.5
+    assert "SimpleQA" in format_judging(summary, Path("j"))
+    # Without metrics chosen by the run, the judging has none either.
+    assert judging_summary("second", {}, records, judged).protocol_metrics is None

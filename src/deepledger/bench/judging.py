@@ -36,6 +36,7 @@ from deepledger.bench.inputs import judge_identity
 from deepledger.bench.judge import Judge, Judgement
 from deepledger.bench.judge_rules import check_protocol
 from deepledger.bench.metrics import plural, ratio
+from deepledger.bench.protocol_metrics import protocol_metrics, protocol_rows
 from deepledger.bench.runner import judge_failed
 from deepledger.bench.suite import PresetPath, judge_llm_config, judge_of
 from deepledger.config import JudgeConfig, JudgeName, LLMConfig
@@ -54,6 +55,7 @@ from deepledger.records.results import (
     JudgedAnswer,
     JudgementRecord,
     JudgingSummary,
+    ProtocolMetrics,
     TaskRecord,
     TokenPair,
     VerdictRow,
@@ -74,6 +76,10 @@ class JudgingSetup:
 
     judge: JudgeConfig
     max_concurrent: int
+    # The run's published metrics, computed again from this judging's verdicts (avg@k
+    # needs every attempt judged; a judging judges each task's final answer only).
+    metrics: tuple[str, ...] = ()
+    breakdown: tuple[str, ...] = ()
 
 
 def judging_setup(run_dir: Path, overrides: Sequence[str]) -> JudgingSetup:
@@ -110,7 +116,8 @@ def judging_setup(run_dir: Path, overrides: Sequence[str]) -> JudgingSetup:
     except OmegaConfBaseException as exc:
         raise ConfigError(f"deepledger judge: {str(exc).splitlines()[0]}") from None
     assert isinstance(judge, JudgeConfig)
-    return JudgingSetup(judge, concurrent)
+    metrics = tuple(m for m in bench.get("metrics") or () if m != "avg_at_k")
+    return JudgingSetup(judge, concurrent, metrics, tuple(bench.get("breakdown") or ()))
 
 
 def _positive_int(key: str, raw: str) -> int:
@@ -160,7 +167,7 @@ async def run_judging(
     finally:
         if model is not None:
             await model[0].aclose()
-    summary = judging_summary(name, identity, list(records.values()), done)
+    summary = judging_summary(name, identity, list(records.values()), done, setup)
     await asyncio.to_thread(write_json_atomic, folder / SUMMARY, summary.to_json())
     return summary, folder
 
@@ -245,10 +252,15 @@ def _verdict(correct: bool | None, judgement: JudgementRecord | None) -> bool | 
 
 
 def judging_summary(
-    name: str, identity: JSONObject, records: list[TaskRecord], judged: dict[str, JudgedAnswer]
+    name: str,
+    identity: JSONObject,
+    records: list[TaskRecord],
+    judged: dict[str, JudgedAnswer],
+    setup: JudgingSetup | None = None,
 ) -> JudgingSummary:
-    """The judging's counts and accuracy, and its agreement with the run's own verdicts
-    (None when the run judged no task itself)."""
+    """The judging's counts and accuracy, its agreement with the run's own verdicts
+    (None when the run judged no task itself), and the run's published metrics computed
+    from this judging's verdicts (``setup``'s; none: None)."""
     lines = [judged[r.task_id] for r in records if r.task_id in judged]
     verdicts = [_verdict(line.correct, line.judgement) for line in lines]
     graded = [v for v in verdicts if isinstance(v, bool)]
@@ -271,7 +283,25 @@ def judging_summary(
             ),
         ),
         agreement=agreement(records, judged) if run_judged else None,
+        protocol_metrics=_published(records, judged, setup),
     )
+
+
+def _published(
+    records: list[TaskRecord], judged: dict[str, JudgedAnswer], setup: JudgingSetup | None
+) -> ProtocolMetrics | None:
+    """The run's chosen metrics over this judging's verdicts: each task as if its one
+    attempt had been judged so (its final answer is what was judged)."""
+    if setup is None:
+        return None
+    rejudged = [
+        record.model_copy(
+            update={"correct": line.correct, "judgement": line.judgement, "attempts": []}
+        )
+        for record in records
+        if (line := judged.get(record.task_id)) is not None
+    ]
+    return protocol_metrics(rejudged, setup.metrics, setup.breakdown, 1)
 
 
 def agreement(records: list[TaskRecord], judged: dict[str, JudgedAnswer]) -> Agreement:
@@ -329,6 +359,7 @@ def format_judging(summary: JudgingSummary, folder: Path) -> str:
         f"  judge tokens   {summary.judge_tokens.input:,} input · "
         f"{summary.judge_tokens.output:,} output (this judging's calls)",
     ]
+    lines += [f"  {label:<14} {text}" for label, text in protocol_rows(summary.protocol_metrics, 1)]
     if (agreed := summary.agreement) is not None:
         lines += _agreement_lines(agreed)
     else:

@@ -778,3 +778,6 @@ class JudgingSummary(ResultRecord):
     judge_tokens: TokenPair = Field(default_factory=TokenPair)  # the judge model's, in all
     # None: the run has no judgement of its own to compare with.
     agreement: Agreement | None = None
+    # The run's benchmark.metrics / breakdown over this judging's verdicts (avg@k left
+    # out: a judging judges final answers only); None: the run chose none.
+    protocol_metrics: ProtocolMetrics | None = None
