@@ -67,6 +67,7 @@ class _OpenAIProtocolSettings(TypedDict):
     continue_final_message: bool
     reasoning_model: bool | None
     accepts_images: bool
+    send_back_reasoning: bool
 
 
 def _openai_protocol_settings(cfg: LLMConfig) -> _OpenAIProtocolSettings:
@@ -78,6 +79,7 @@ def _openai_protocol_settings(cfg: LLMConfig) -> _OpenAIProtocolSettings:
         "continue_final_message": cfg.assistant_prefill,
         "reasoning_model": cfg.reasoning_model,
         "accepts_images": cfg.accepts_images,
+        "send_back_reasoning": cfg.send_back_reasoning,
     }
 
 

@@ -31,7 +31,11 @@ in the API's own error shape, listed in ``unexpected`` and in ``rejected`` with 
 - ``openai_reasoning_models``: for reasoning model names (o1, o3, o4-mini, gpt-5...),
   ``max_tokens``, ``stop`` and a ``temperature``/``top_p`` other than 1 are refused.
 - ``reject_reasoning_content``: a message carrying ``reasoning_content`` (or
-  ``reasoning``) is refused, as DeepSeek and vLLM do.
+  ``reasoning``) is refused, as vLLM does.
+- ``require_reasoning_content``: DeepSeek's thinking mode. Every reply carries
+  ``reasoning_content`` (the scripted ``reasoning``, else a line of its own), and a request
+  is refused when an assistant message with ``tool_calls`` lacks the field, or carries
+  other text than the server issued with those calls.
 - ``azure``: :class:`AzureDeployment` serves ``/openai/deployments/NAME/chat/completions``
   and checks the deployment, the ``api-version`` parameter and the ``api-key`` header.
 """
@@ -412,6 +416,31 @@ def reasoning_content_problem(body: JSONObject) -> str | None:
     return None
 
 
+def reasoning_missing_problem(body: JSONObject, issued: dict[str, str]) -> str | None:
+    """What DeepSeek's thinking mode refuses: an assistant message with tool calls that
+    does not carry back the reasoning it came with (``issued``: by tool call id)."""
+    messages = body.get("messages")
+    for index, message in enumerate(messages if isinstance(messages, list) else ()):
+        if not (isinstance(message, dict) and message.get("role") == "assistant"):
+            continue
+        calls = message.get("tool_calls") or []
+        if not calls:
+            continue
+        if not isinstance(message.get("reasoning_content"), str):
+            return (
+                "Missing `reasoning_content` field in the assistant message at message "
+                f"index {index}."
+            )
+        ids = [call.get("id") for call in calls if isinstance(call, dict)]
+        expected = {issued[i] for i in ids if i in issued}
+        if expected and message["reasoning_content"] not in expected:
+            return (
+                f"messages[{index}]: The reasoning_content in the thinking mode must be "
+                "passed back to the API."
+            )
+    return None
+
+
 def azure_problem(
     azure: AzureDeployment, path: str, query: str, headers: dict[str, str]
 ) -> tuple[int, str]:
@@ -778,12 +807,15 @@ class FakeLLMServer:
         anthropic_thinking: bool = False,
         openai_reasoning_models: bool = False,
         reject_reasoning_content: bool = False,
+        require_reasoning_content: bool = False,
         azure: AzureDeployment | None = None,
     ) -> None:
         self.responder = responder
         self.thinking = ThinkingLedger() if anthropic_thinking else None
         self.openai_reasoning_models = openai_reasoning_models
         self.reject_reasoning_content = reject_reasoning_content
+        # require_reasoning_content: the reasoning issued with each tool call, by its id
+        self.reasoning_issued: dict[str, str] | None = {} if require_reasoning_content else None
         self.azure = azure
         self.requests: list[RecordedRequest] = []
         self.unexpected: list[RecordedRequest] = []
@@ -944,6 +976,9 @@ class FakeLLMServer:
                 why = openai_reasoning_problem(body)
             if not why and self.reject_reasoning_content:
                 why = reasoning_content_problem(body)
+            if not why and self.reasoning_issued is not None:
+                with self._lock:
+                    why = reasoning_missing_problem(body, self.reasoning_issued)
         if not why and protocol == "anthropic" and self.thinking is not None:
             why = self.thinking.problem(body)
         return (400, why) if why else (0, "")
@@ -1027,6 +1062,15 @@ class FakeLLMServer:
     def _render(
         self, protocol: str, reply: Reply, request: RecordedRequest, request_no: int
     ) -> JSONObject:
+        if protocol == "openai" and self.reasoning_issued is not None:
+            text = reply.reasoning or f"Thinking about request {request_no}."
+            rendered = _render_openai(
+                dataclasses.replace(reply, reasoning=text), request_no, self._new_id
+            )
+            with self._lock:
+                for call in rendered["choices"][0]["message"].get("tool_calls") or ():
+                    self.reasoning_issued[call["id"]] = text
+            return rendered
         if protocol == "openai":
             return _render_openai(reply, request_no, self._new_id)
         if self.thinking is None or not thinking_requested(request.body):
