@@ -50,6 +50,7 @@ class Provider(StrEnum):
     OPENAI = "openai"  # any OpenAI-compatible server
     ANTHROPIC = "anthropic"
     AZURE_OPENAI = "azure_openai"
+    OPENAI_RESPONSES = "openai_responses"  # the OpenAI Responses API (llm/openai_responses.py)
     LOCAL = "local"  # the bundled llama.cpp server (llm/local.py)
     # MiroThinker's name for its models behind an OpenAI-compatible endpoint
     # (llm.provider=qwen in its scripts), so those command lines carry over.
@@ -165,7 +166,8 @@ class RetryConfig:
 
 @dataclass
 class LLMConfig:
-    provider: str = MISSING  # a Provider: openai | anthropic | azure_openai | local | qwen
+    # a Provider: openai | anthropic | azure_openai | openai_responses | local | qwen
+    provider: str = MISSING
     model_name: str = MISSING
     base_url: str | None = None  # None: the provider's public API
     api_key_env: str | None = None  # variable holding the key; None: the provider's usual one

@@ -8,10 +8,11 @@ mapping and retry behaviour without any network access beyond 127.0.0.1::
         ...
         server.assert_all_consumed()
 
-Supported endpoints: ``POST /v1/chat/completions`` (OpenAI) and
-``POST /v1/messages`` (Anthropic). Each request consumes exactly one scripted
-step, in order; when the script is empty an optional ``responder`` is asked.
-Streaming is not supported.
+Supported endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages``
+(Anthropic) and ``POST /v1/responses`` (OpenAI's Responses API, protocol ``responses``:
+its shapes and the rules it enforces are in :mod:`testing.fake_responses`). Each request
+consumes exactly one scripted step, in order; when the script is empty an optional
+``responder`` is asked. Streaming is not supported.
 
 Content given as a list (OpenAI content parts, Anthropic blocks) is checked against the
 rules the real APIs enforce for images: OpenAI takes ``image_url`` parts (``data:`` or
@@ -63,7 +64,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-if TYPE_CHECKING:  # the fake imports nothing of deepledger at run time
+from deepledger.testing.fake_responses import RESPONSES_PATH, ResponsesLedger
+
+if TYPE_CHECKING:  # the fake imports nothing of deepledger at run time (but its own parts)
     from deepledger.messages import JSONObject
 
 __all__ = [
@@ -200,7 +203,8 @@ def _format_seconds(value: float) -> str:
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """A request as received: ``protocol`` is ``"openai"``, ``"anthropic"`` or ``"unknown"``.
+    """A request as received: ``protocol`` is ``"openai"``, ``"anthropic"``, ``"responses"``
+    or ``"unknown"``.
 
     ``headers`` have lower-cased keys; ``body`` is the parsed JSON object (for an
     unparsable body: ``{"_invalid_json": <raw text>}``).
@@ -706,7 +710,7 @@ def _render_anthropic(
 
 
 def _error_body(protocol: str, status: int, message: str) -> JSONObject:
-    if protocol == "openai":
+    if protocol in ("openai", "responses"):
         error_type, code = _OPENAI_ERROR_TYPES.get(status, ("server_error", None))
         return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
     error_type = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
@@ -817,6 +821,7 @@ class FakeLLMServer:
         # require_reasoning_content: the reasoning issued with each tool call, by its id
         self.reasoning_issued: dict[str, str] | None = {} if require_reasoning_content else None
         self.azure = azure
+        self.responses = ResponsesLedger()
         self.requests: list[RecordedRequest] = []
         self.unexpected: list[RecordedRequest] = []
         # Requests a strict mode refused, with why (they are in ``unexpected`` too).
@@ -960,7 +965,8 @@ class FakeLLMServer:
             r"/openai/deployments/[^/]+/chat/completions", path
         ):
             return "openai"
-        return {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic"}.get(path, "unknown")
+        paths = {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic", RESPONSES_PATH: "responses"}
+        return paths.get(path, "unknown")
 
     def _refusal(
         self, protocol: str, path: str, query: str, headers: dict[str, str], body: JSONObject
@@ -981,6 +987,8 @@ class FakeLLMServer:
                     why = reasoning_missing_problem(body, self.reasoning_issued)
         if not why and protocol == "anthropic" and self.thinking is not None:
             why = self.thinking.problem(body)
+        if not why and protocol == "responses":
+            why = self.responses.problem(body)
         return (400, why) if why else (0, "")
 
     def _handle(self, handler: _Handler, raw: bytes, arrived: float) -> None:
@@ -1062,6 +1070,8 @@ class FakeLLMServer:
     def _render(
         self, protocol: str, reply: Reply, request: RecordedRequest, request_no: int
     ) -> JSONObject:
+        if protocol == "responses":
+            return self.responses.render(reply, request.body, request_no, self._new_id)
         if protocol == "openai" and self.reasoning_issued is not None:
             text = reply.reasoning or f"Thinking about request {request_no}."
             rendered = _render_openai(
@@ -1097,7 +1107,8 @@ class FakeLLMServer:
         headers = {"content-type": "application/json"}
         if request_no:
             request_id = f"req_fake_{request_no}"
-            headers["x-request-id" if protocol == "openai" else "request-id"] = request_id
+            openai = protocol in ("openai", "responses")
+            headers["x-request-id" if openai else "request-id"] = request_id
         headers.update({key.lower(): value for key, value in extra_headers.items()})
         headers["content-length"] = str(len(payload))
         try:
