@@ -820,7 +820,24 @@ def _llm_problems(llm: LLMConfig) -> list[str]:
             f"llm.reasoning_effort={llm.reasoning_effort!r}: use one of "
             f"{', '.join(REASONING_EFFORTS)}, or null for the model's default."
         )
-    return problems + _thinking_problems(llm)
+    return problems + _thinking_problems(llm) + _openai_protocol_problems(llm)
+
+
+def _openai_protocol_problems(llm: LLMConfig) -> list[str]:
+    """Settings of the OpenAI protocols that another provider would silently ignore."""
+    problems = []
+    if llm.send_back_reasoning and llm.provider in (Provider.ANTHROPIC, Provider.LOCAL):
+        problems.append(
+            "llm.send_back_reasoning is a setting of the OpenAI protocol (DeepSeek-style "
+            f"servers); llm.provider={llm.provider!r} would ignore it (Anthropic's thinking "
+            "blocks always go back)."
+        )
+    if llm.assistant_prefill and llm.provider == Provider.OPENAI_RESPONSES:
+        problems.append(
+            "llm.assistant_prefill: the Responses API continues no trailing assistant "
+            "message; set it false with llm.provider=openai_responses."
+        )
+    return problems
 
 
 def _endpoint_problems(llm: LLMConfig) -> list[str]:

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from deepledger.config import compose
+from deepledger.config import compose, validate
 from deepledger.errors import (
+    ConfigError,
     ContextOverflowError,
     FatalLLMError,
     RateLimitedError,
@@ -319,3 +320,9 @@ def test_deepledger_run_answers_a_tool_task_on_a_responses_fake(tmp_path, monkey
         assert "function_call" not in json.dumps(second)
         output = second[-1]["content"]
     assert "UTC" in output  # the time tool's result reached the model
+
+
+def test_a_prefill_asked_of_the_responses_api_is_refused():
+    cfg = compose(CONF, ["llm=openai_responses", "llm.assistant_prefill=true"])
+    with pytest.raises(ConfigError, match="continues no trailing assistant message"):
+        validate(cfg)

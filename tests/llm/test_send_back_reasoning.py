@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from deepledger.config import compose
-from deepledger.errors import FatalLLMError
+from deepledger.config import compose, validate
+from deepledger.errors import ConfigError, FatalLLMError
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.factory import create_client
 from deepledger.llm.openai import OpenAIChatClient
@@ -132,3 +132,9 @@ def test_a_deepseek_style_run_with_native_tools_end_to_end(tmp_path, monkeypatch
     assistant = next(m for m in second if m["role"] == "assistant")
     assert assistant["reasoning_content"] == "Check the clock."
     assert "noon" in run.stdout
+
+
+def test_the_setting_on_a_provider_that_would_ignore_it_is_refused():
+    cfg = compose(CONF, ["llm=anthropic", "llm.send_back_reasoning=true"])
+    with pytest.raises(ConfigError, match="is a setting of the OpenAI protocol"):
+        validate(cfg)
