@@ -227,8 +227,9 @@ class LLMConfig:
     reasoning_effort: str | None = None  # sent as reasoning_effort (none, low, medium, high...)
     # openai: the reasoning_content a reply came with goes back on its assistant message
     # when that message's tool calls are sent (DeepSeek's thinking mode requires it and
-    # answers 400 without); false: never sent (vLLM and SGLang refuse it).
-    send_back_reasoning: bool = False
+    # answers 400 without); null or false: never sent (vLLM and SGLang refuse it). Null,
+    # not false, so runs made before this key resume unchanged.
+    send_back_reasoning: bool | None = None
     # azure_openai: the api-version query parameter (null: none, for the /openai/v1 API).
     api_version: str | None = None
     # openai: a prompt_cache_key per task (a digest of its system prompt and task), so the

@@ -88,7 +88,7 @@ def _openai_protocol_settings(cfg: LLMConfig) -> _OpenAIProtocolSettings:
         "continue_final_message": cfg.assistant_prefill,
         "reasoning_model": cfg.reasoning_model,
         "accepts_images": cfg.accepts_images,
-        "send_back_reasoning": cfg.send_back_reasoning,
+        "send_back_reasoning": bool(cfg.send_back_reasoning),
     }
 
 
