@@ -182,6 +182,20 @@ async def test_the_fake_refuses_chat_shaped_requests_and_unanswered_calls():
     assert "No tool call found" in reasons[4]
 
 
+async def test_reasoning_without_encrypted_content_is_kept_but_not_sent_back():
+    """A model not asked for encrypted content (not a reasoning model by name) may still
+    return a reasoning item: its bare id would be looked up in a store that holds
+    nothing, so it stays on the message and off the wire."""
+    with FakeLLMServer(search_then_answer(reasoning="Plain.")) as server:
+        async with client_for(server, "gpt-4.1") as client:
+            first, second = await two_turns(client)
+        server.assert_all_consumed()
+    (block,) = first.message.thinking
+    assert (block.text, block.redacted_data) == ("Plain.", None)
+    assert second.text == "\\boxed{4}"
+    assert "reasoning" not in [i.get("type") for i in server.requests[1].body["input"]]
+
+
 async def test_earlier_turns_reasoning_is_left_out_and_xml_calls_stay_text():
     with FakeLLMServer([Reply("ok")]) as server:
         async with client_for(server, "gpt-4.1") as client:

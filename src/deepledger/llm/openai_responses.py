@@ -22,7 +22,8 @@ Wire mapping (one request carries the whole history; nothing is stored on the se
   ``signature``, its ``encrypted_content`` as ``redacted_data``; the journal keeps them
   as it keeps Anthropic's blocks) and sent back unchanged, before the message's other
   items, for every assistant message since the last user message: the API needs a
-  tool-using turn's reasoning to go on, and ignores earlier turns'. Reasoning models
+  tool-using turn's reasoning to go on, and ignores earlier turns'. An item without
+  encrypted content is not sent: nothing is stored to look its id up by. Reasoning models
   (told as by the chat client: the model's name or ``llm.reasoning_model``) are asked
   for ``reasoning.encrypted_content``, which is what lets a request that stores nothing
   send their reasoning back; they get ``reasoning.effort`` and no sampling settings.
@@ -264,7 +265,9 @@ def to_input_items(messages: list[Message]) -> list[JSONObject]:
 def _assistant_items(m: Message, *, native: bool, with_reasoning: bool) -> list[JSONObject]:
     items: list[JSONObject] = []
     if with_reasoning:
-        items += [reasoning_item(b) for b in m.thinking if b.signature]
+        # Only items with their encrypted content: with nothing stored, the API looks a
+        # bare id up and answers 404 (not found), which would read as a wrong endpoint.
+        items += [reasoning_item(b) for b in m.thinking if b.signature and b.redacted_data]
     if m.content or not (native and m.tool_calls):
         items.append({"role": "assistant", "content": m.content})
     if native:

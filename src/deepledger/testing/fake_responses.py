@@ -14,9 +14,9 @@ would refuse:
 - every function call in the input has its output, and every output its call;
 - a ``reasoning`` item must be one the server issued; with ``store: false`` it must
   carry the ``encrypted_content`` issued with it (nothing was stored to look it up by);
-- a function call after the last user message whose reply came with a reasoning item
-  must be preceded by that item (a reasoning model's tool-using turn goes on from its
-  reasoning).
+- a function call after the last user message whose reply came with an encrypted
+  reasoning item must be preceded by that item (a reasoning model's tool-using turn goes
+  on from its reasoning).
 
 A reply carries a reasoning item when it scripts ``reasoning``, or when the request
 asks for ``reasoning.encrypted_content`` (a reasoning model): then the fake writes a
@@ -96,7 +96,7 @@ class ResponsesLedger:
                     "status": "completed",
                 }
             )
-            if reasoning is not None:
+            if reasoning is not None and "encrypted_content" in reasoning:
                 with self._lock:
                     self._reasoning_of_call[call_id] = reasoning["id"]
         return _response(reply, request_no, output)
