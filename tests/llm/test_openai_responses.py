@@ -20,7 +20,15 @@ from deepledger.llm.base import GenerationSettings
 from deepledger.llm.factory import create_client
 from deepledger.llm.openai_responses import OpenAIResponsesClient
 from deepledger.llm.retry import RetryingClient, RetryPolicy
-from deepledger.messages import Message, StopReason, ThinkingBlock, ToolResult, ToolSpec, Usage
+from deepledger.messages import (
+    ImagePart,
+    Message,
+    StopReason,
+    ThinkingBlock,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
 from deepledger.testing.fake_llm_server import (
     FakeLLMServer,
     FakeToolCall,
@@ -31,7 +39,7 @@ from deepledger.testing.fake_llm_server import (
 )
 from tests.support.cli import deepledger
 from tests.support.config import CONF
-from tests.support.providers import xml_history
+from tests.support.providers import PNG, xml_history
 
 TASK = [Message.system("You research."), Message.task("What is 2+2?")]
 TOOLS = [ToolSpec("search", "Search", {"type": "object", "properties": {"q": {"type": "string"}}})]
@@ -340,3 +348,26 @@ def test_a_prefill_asked_of_the_responses_api_is_refused():
     cfg = compose(CONF, ["llm=openai_responses", "llm.assistant_prefill=true"])
     with pytest.raises(ConfigError, match="continues no trailing assistant message"):
         validate(cfg)
+
+
+async def test_images_go_as_input_image_parts_in_user_messages_only():
+    chart = ImagePart("image/png", PNG, "chart.png")
+    results = Message.native_tool_results(
+        [ToolResult("call_a", "a chart", name="shot", images=(chart,))]
+    )
+    with FakeLLMServer(search_then_answer()) as server:
+        async with client_for(server, "gpt-4.1", accepts_images=True) as client:
+            task = [TASK[0], Message.task("What does it show?", [chart])]
+            first = await client.generate(task, TOOLS, SETTINGS)
+            await client.generate([*task, first.message, results], TOOLS, SETTINGS)
+        server.assert_all_consumed()
+    items = server.requests[1].body["input"]
+    assert items[1]["content"] == [
+        {"type": "input_text", "text": "What does it show?"},
+        {"type": "input_image", "image_url": chart.data_url},
+    ]
+    output, shown = items[-2:]
+    assert output == {"type": "function_call_output", "call_id": "call_a", "output": "a chart"}
+    assert shown["role"] == "user"
+    assert [p["type"] for p in shown["content"]] == ["input_text", "input_image"]
+    assert "call_a" in shown["content"][0]["text"]
