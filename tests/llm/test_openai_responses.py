@@ -371,3 +371,10 @@ async def test_images_go_as_input_image_parts_in_user_messages_only():
     assert shown["role"] == "user"
     assert [p["type"] for p in shown["content"]] == ["input_text", "input_image"]
     assert "call_a" in shown["content"][0]["text"]
+
+
+def test_the_responses_provider_is_priced_as_the_openai_api():
+    from deepledger.prices import library_price
+
+    price = library_price("o3-pro", "openai_responses", None)
+    assert price is not None and price == library_price("o3-pro", "openai", None)
