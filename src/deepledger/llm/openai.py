@@ -196,6 +196,11 @@ class OpenAIChatClient(LLMClient):
         fields: JSONObject = {"max_completion_tokens": settings.max_tokens}
         if settings.reasoning_effort is not None:
             fields["reasoning_effort"] = settings.reasoning_effort
+        self.say_sampling_left_out(settings)
+        return fields | dict(settings.extra_body)
+
+    def say_sampling_left_out(self, settings: GenerationSettings) -> None:
+        """Log, once per setting, the sampling settings a reasoning model is not sent."""
         left_out = {
             "llm.temperature": settings.temperature not in (None, 1, 1.0),
             "llm.top_p": settings.top_p not in (None, 1, 1.0),
@@ -210,7 +215,6 @@ class OpenAIChatClient(LLMClient):
                     self.model,
                     name,
                 )
-        return fields | dict(settings.extra_body)
 
     async def post(self, url: str, request: JSONObject) -> JSONObject:
         """Send one request to ``url``; the decoded completion object, or a classified

@@ -107,8 +107,7 @@ class OpenAIResponsesClient(OpenAIChatClient):
             request["include"] = [ENCRYPTED_REASONING]
             if settings.reasoning_effort is not None:
                 request["reasoning"] = {"effort": settings.reasoning_effort}
-            # what the chat client logs once about sampling settings left out
-            self._reasoning_fields(settings)
+            self.say_sampling_left_out(settings)
             request |= dict(settings.extra_body)
         else:
             if settings.reasoning_effort is not None:
