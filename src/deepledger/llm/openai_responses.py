@@ -41,6 +41,7 @@ Wire mapping (one request carries the whole history; nothing is stored on the se
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from deepledger.errors import LLMError
@@ -62,6 +63,8 @@ from deepledger.messages import (
     ToolSpec,
     Usage,
 )
+
+log = logging.getLogger(__name__)
 
 RESPONSES_PATH = "/responses"
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
@@ -113,7 +116,9 @@ class OpenAIResponsesClient(OpenAIChatClient):
             if settings.reasoning_effort is not None:
                 request["reasoning"] = {"effort": settings.reasoning_effort}
             sampling = sampling_fields(settings)
-            sampling.pop("stop", None)  # the Responses API has no stop sequences
+            if sampling.pop("stop", None) and "stop" not in self._said:
+                self._said.add("stop")
+                log.warning("the Responses API takes no stop sequences: not sent")
             request |= sampling
         if sends_prompt_cache_key(settings.prompt_cache_key, self.base_url):
             request.setdefault("prompt_cache_key", prompt_cache_key(messages))
