@@ -186,3 +186,17 @@ async def test_a_refused_turn_ends_the_task_cleanly_over_http(
     events = read_jsonl(tmp_path / "run" / record["attempts"][0]["retries"][0]["journal"])
     overflow = next(e for e in events if e["event"] == "context_overflow")
     assert (overflow["server_limit"], overflow["action"]) == (window, "ended_loop")
+
+
+def test_llama_servers_error_type_is_an_overflow_whatever_its_words():
+    """A later build may word it otherwise; its error type stays."""
+    from deepledger.llm.openai import error_message
+
+    body = {
+        "error": {"code": 400, "message": "prompt too big", "type": "exceed_context_size_error"}
+    }
+    said = error_message(json.dumps(body).encode(), "")
+    assert said == "prompt too big (exceed_context_size_error)"
+    assert type(status_error("openai", 400, {}, said)) is ContextOverflowError
+    plain = {"error": {"code": 400, "message": "prompt too big", "type": "invalid_request_error"}}
+    assert error_message(json.dumps(plain).encode(), "") == "prompt too big"

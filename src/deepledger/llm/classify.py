@@ -52,6 +52,7 @@ _OVERFLOW_HINTS = (
     "context limit",
     "maximum model length",
     "reduce the length of the messages",
+    "exceed_context_size_error",  # llama-server's error type (llm/openai.py adds it)
 )
 
 

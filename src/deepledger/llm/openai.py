@@ -369,7 +369,8 @@ def sampling_fields(settings: GenerationSettings) -> JSONObject:
 
 def error_message(raw: bytes, fallback: str) -> str:
     """The server's own words from an error body: OpenAI's ``{"error": {"message"}}``,
-    FastAPI's ``{"detail"}`` (vLLM), a bare ``{"message"}``, else the start of the text."""
+    FastAPI's ``{"detail"}`` (vLLM), a bare ``{"message"}``, else the start of the text;
+    an overflow's type or code (:data:`OVERFLOW_CODES`) is added when the words lack it."""
     text = raw.decode("utf-8", errors="replace").strip()
     try:
         body = json.loads(text)
@@ -382,8 +383,22 @@ def error_message(raw: bytes, fallback: str) -> str:
         if isinstance(error, dict):
             for key in ("message", "detail"):
                 if error.get(key):
-                    return str(error[key])
+                    return _with_overflow_code(str(error[key]), error)
     return text[:500] or fallback
+
+
+# Error types and codes that say a prompt did not fit, whatever the message's words:
+# llama.cpp's llama-server and the OpenAI API.
+OVERFLOW_CODES = ("exceed_context_size_error", "context_length_exceeded")
+
+
+def _with_overflow_code(said: str, error: dict[str, Any]) -> str:
+    """``said``, with the overflow type or code the error carries when its words do not
+    name it: the words change between a server's builds, the code does not."""
+    for value in (error.get("type"), error.get("code")):
+        if value in OVERFLOW_CODES and str(value) not in said:
+            return f"{said} ({value})"
+    return said
 
 
 def proxy_for(url: str) -> str | None:
