@@ -67,7 +67,8 @@ Exit codes: 0 done, 1 some tasks failed, 2 a usage or configuration error, 130 C
   141 the output pipe was closed.
 
 Config groups:
-  llm=local|local_qwen1.5b|openai_compatible|openai|azure_openai|anthropic|gemini|qwen-3,
+  llm=local|local_qwen1.5b|openai_compatible|openai|azure_openai|anthropic|gemini|qwen-3|
+    deepseek|openai_responses,
   agent=default|keep5_compress5|keep5_compress5_300turns|multi_agent|
     mirothinker_1.7_keep5_max200|mirothinker_1.7_keep5_max300|mirothinker_v1.5_keep5_max400,
   benchmark=example|worldfacts|gaia-validation|gaia-validation-text-103|browsecomp|

@@ -50,6 +50,7 @@ class Provider(StrEnum):
     OPENAI = "openai"  # any OpenAI-compatible server
     ANTHROPIC = "anthropic"
     AZURE_OPENAI = "azure_openai"
+    OPENAI_RESPONSES = "openai_responses"  # the OpenAI Responses API (llm/openai_responses.py)
     LOCAL = "local"  # the bundled llama.cpp server (llm/local.py)
     # MiroThinker's name for its models behind an OpenAI-compatible endpoint
     # (llm.provider=qwen in its scripts), so those command lines carry over.
@@ -165,7 +166,8 @@ class RetryConfig:
 
 @dataclass
 class LLMConfig:
-    provider: str = MISSING  # a Provider: openai | anthropic | azure_openai | local | qwen
+    # a Provider: openai | anthropic | azure_openai | openai_responses | local | qwen
+    provider: str = MISSING
     model_name: str = MISSING
     base_url: str | None = None  # None: the provider's public API
     api_key_env: str | None = None  # variable holding the key; None: the provider's usual one
@@ -223,6 +225,11 @@ class LLMConfig:
     # (a gateway's or an Azure deployment's own name).
     reasoning_model: bool | None = None
     reasoning_effort: str | None = None  # sent as reasoning_effort (none, low, medium, high...)
+    # openai: the reasoning_content a reply came with goes back on its assistant message
+    # when that message's tool calls are sent (DeepSeek's thinking mode requires it and
+    # answers 400 without); null or false: never sent (vLLM and SGLang refuse it). Null,
+    # not false, so runs made before this key resume unchanged.
+    send_back_reasoning: bool | None = None
     # azure_openai: the api-version query parameter (null: none, for the /openai/v1 API).
     api_version: str | None = None
     # openai: a prompt_cache_key per task (a digest of its system prompt and task), so the
@@ -822,7 +829,24 @@ def _llm_problems(llm: LLMConfig) -> list[str]:
             f"llm.reasoning_effort={llm.reasoning_effort!r}: use one of "
             f"{', '.join(REASONING_EFFORTS)}, or null for the model's default."
         )
-    return problems + _thinking_problems(llm)
+    return problems + _thinking_problems(llm) + _openai_protocol_problems(llm)
+
+
+def _openai_protocol_problems(llm: LLMConfig) -> list[str]:
+    """Settings of the OpenAI protocols that another provider would silently ignore."""
+    problems = []
+    if llm.send_back_reasoning and llm.provider in (Provider.ANTHROPIC, Provider.LOCAL):
+        problems.append(
+            "llm.send_back_reasoning is a setting of the OpenAI protocol (DeepSeek-style "
+            f"servers); llm.provider={llm.provider!r} would ignore it (Anthropic's thinking "
+            "blocks always go back)."
+        )
+    if llm.assistant_prefill and llm.provider == Provider.OPENAI_RESPONSES:
+        problems.append(
+            "llm.assistant_prefill: the Responses API continues no trailing assistant "
+            "message; set it false with llm.provider=openai_responses."
+        )
+    return problems
 
 
 def _endpoint_problems(llm: LLMConfig) -> list[str]:

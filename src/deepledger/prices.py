@@ -8,8 +8,9 @@ Which provider's price applies: a model served from ``llm.base_url`` is priced b
 provider whose API that URL is (genai-prices knows them by URL: api.openai.com,
 api.anthropic.com, *.openai.azure.com, ...); a self-hosted server (localhost, a GPU
 box) matches none and stays unpriced. Without a ``base_url`` the provider's public API
-is meant: ``openai``, ``anthropic`` and ``azure_openai`` are looked up by name; the
-``local`` and ``qwen`` providers are self-hosted and never priced here. With neither
+is meant: ``openai`` (and ``openai_responses``), ``anthropic`` and ``azure_openai`` are
+looked up by name; the ``local`` and ``qwen`` providers are self-hosted and never
+priced here. With neither
 (``deepledger replay --price MODEL``: "at that model's price") the library finds the
 provider from the model's name.
 
@@ -28,7 +29,12 @@ from typing import Any
 
 LIBRARY = "genai-prices"
 # Our providers (config's Provider) whose public API genai-prices names.
-_PROVIDER_IDS = {"openai": "openai", "anthropic": "anthropic", "azure_openai": "azure"}
+_PROVIDER_IDS = {
+    "openai": "openai",
+    "openai_responses": "openai",  # the same API's other endpoint, the same prices
+    "anthropic": "anthropic",
+    "azure_openai": "azure",
+}
 _SELF_HOSTED = frozenset({"local", "qwen"})
 
 

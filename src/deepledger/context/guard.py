@@ -175,13 +175,17 @@ def drop_last_exchange(
 
 
 # How servers state their window when they refuse a prompt: OpenAI, vLLM ("maximum
-# context length is 32768 tokens"), SGLang ("... maximum context length of 32768
-# tokens"), Anthropic ("prompt is too long: 210000 tokens > 200000 maximum", "exceed
-# context limit: 198000 + 8192 > 200000").
+# context length is 32768 tokens"; its V1 engine: "longer than the maximum model length
+# of 32768"), SGLang ("... maximum context length of 32768 tokens"), Anthropic ("prompt
+# is too long: 210000 tokens > 200000 maximum", "exceed context limit: 198000 + 8192 >
+# 200000"), llama.cpp's llama-server ("exceeds the available context size (4096
+# tokens)", older: "larger than the max context size (4096 tokens)").
 _STATED_LIMITS = (
     re.compile(r"maximum context length (?:is|of) (\d[\d,]*)", re.IGNORECASE),
     re.compile(r"\d[\d,]* tokens? > (\d[\d,]*) maximum", re.IGNORECASE),
     re.compile(r"context limit: \d[\d,]* \+ \d[\d,]* > (\d[\d,]*)", re.IGNORECASE),
+    re.compile(r"maximum model length of (\d[\d,]*)", re.IGNORECASE),
+    re.compile(r"context size \((\d[\d,]*) tokens\)", re.IGNORECASE),
 )
 
 

@@ -58,6 +58,10 @@ class LLMCapabilities:
     images: bool = False
     # ``token_counter`` is the model's own tokenizer, not an estimate.
     exact_counting: bool = False
+    # The model's reasoning text goes back to the server on the assistant messages whose
+    # tool calls it came with (DeepSeek's thinking mode refuses a tool-call turn without
+    # it); False: reasoning is kept on the message and never sent (vLLM refuses it).
+    send_back_reasoning: bool = False
     # Requests may run at once; False: one server answering one request at a time, so
     # concurrent tasks only interleave (and each re-reads its whole prompt).
     parallel_requests: bool = True

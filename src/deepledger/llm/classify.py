@@ -32,13 +32,27 @@ from deepledger.errors import (
 # Statuses worth retrying besides 429 and 5xx: request timeout, conflict (lock contention).
 _RETRYABLE_4XX = {408, 409}
 _EXHAUSTED_HINTS = ("insufficient_quota", "exceeded your current quota", "spend limit")
+# Words of a refused prompt, as each server writes them: OpenAI and vLLM ("This model's
+# maximum context length is N tokens. However, you requested ... Please reduce the length
+# of the messages or completion."), vLLM's V1 engine ("The decoder prompt (length N) is
+# longer than the maximum model length of M."), SGLang ("... the model's context
+# length"), llama.cpp's llama-server ("request (N tokens) exceeds the available context
+# size (M tokens), try increasing it"; older builds: "the request exceeds the available
+# context size, try increasing it", "input (N tokens) is larger than the max context
+# size (M tokens)"), Anthropic ("prompt is too long: N tokens > M maximum", "input length
+# and `max_tokens` exceed context limit: N + K > M"), the Responses API ("Your input
+# exceeds the context window of this model").
 _OVERFLOW_HINTS = (
     "context length",
     "context_length",
     "maximum context",
     "too long",
-    "prompt is too long",
     "context window",
+    "context size",
+    "context limit",
+    "maximum model length",
+    "reduce the length of the messages",
+    "exceed_context_size_error",  # llama-server's error type (llm/openai.py adds it)
 )
 
 

@@ -28,6 +28,7 @@ DEFAULT_KEY_VARIABLES: dict[str, str] = {
     Provider.OPENAI: "OPENAI_API_KEY",
     Provider.ANTHROPIC: "ANTHROPIC_API_KEY",
     Provider.AZURE_OPENAI: "AZURE_OPENAI_API_KEY",
+    Provider.OPENAI_RESPONSES: "OPENAI_API_KEY",
 }
 # What self-hosted OpenAI-compatible servers accept when they check no key.
 NO_KEY = "EMPTY"
@@ -60,6 +61,14 @@ def _build_openai(cfg: LLMConfig) -> LLMClient:
     return OpenAIChatClient(cfg.model_name, base_url=cfg.base_url, **_openai_protocol_settings(cfg))
 
 
+def _build_openai_responses(cfg: LLMConfig) -> LLMClient:
+    from deepledger.llm.openai_responses import OpenAIResponsesClient
+
+    return OpenAIResponsesClient(
+        cfg.model_name, base_url=cfg.base_url, **_openai_protocol_settings(cfg)
+    )
+
+
 class _OpenAIProtocolSettings(TypedDict):
     api_key: str
     timeout_seconds: float
@@ -67,6 +76,7 @@ class _OpenAIProtocolSettings(TypedDict):
     continue_final_message: bool
     reasoning_model: bool | None
     accepts_images: bool
+    send_back_reasoning: bool
 
 
 def _openai_protocol_settings(cfg: LLMConfig) -> _OpenAIProtocolSettings:
@@ -78,6 +88,7 @@ def _openai_protocol_settings(cfg: LLMConfig) -> _OpenAIProtocolSettings:
         "continue_final_message": cfg.assistant_prefill,
         "reasoning_model": cfg.reasoning_model,
         "accepts_images": cfg.accepts_images,
+        "send_back_reasoning": bool(cfg.send_back_reasoning),
     }
 
 
@@ -202,6 +213,7 @@ BUILDERS: dict[Provider, Callable[[LLMConfig], LLMClient]] = {
     Provider.OPENAI: _build_openai,
     Provider.ANTHROPIC: _build_anthropic,
     Provider.AZURE_OPENAI: _build_azure_openai,
+    Provider.OPENAI_RESPONSES: _build_openai_responses,
     Provider.LOCAL: _build_local,
     Provider.QWEN: _build_openai,  # MiroThinker's models behind an OpenAI-compatible server
 }

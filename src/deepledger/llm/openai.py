@@ -25,8 +25,12 @@ sampling settings but the defaults: ``temperature``, ``top_p`` and ``stop`` are 
 goes through. Whatever ``extra_body`` sets is sent as is, last.
 
 Reasoning text a server returns (``reasoning_content`` from vLLM, SGLang and DeepSeek's
-reasoning parsers, ``reasoning`` from others) is kept on the message and never sent back:
-those servers refuse it in a request.
+reasoning parsers, ``reasoning`` from others) is kept on the message and by default never
+sent back: vLLM and SGLang refuse it in a request. Servers that require it back
+(DeepSeek's thinking mode answers 400 when an assistant message with tool calls comes
+without it) get it with ``llm.send_back_reasoning`` (the ``send_back_reasoning``
+capability): every assistant message whose native tool calls are sent carries its
+``reasoning_content``, an empty string when the reply had none.
 
 Azure OpenAI (:class:`AzureOpenAIChatClient`): the deployment's URL, the ``api-version``
 query parameter, and the key in an ``api-key`` header instead of a bearer token.
@@ -117,11 +121,17 @@ class OpenAIChatClient(LLMClient):
         continue_final_message: bool = False,
         reasoning_model: bool | None = None,
         accepts_images: bool = False,
+        send_back_reasoning: bool = False,
     ) -> None:
         # vLLM and SGLang continue a trailing assistant message when asked to; the OpenAI
         # API does not, so prefill is opt-in (llm.assistant_prefill).
         super().__init__(
-            model, LLMCapabilities(prefill=continue_final_message, images=accepts_images)
+            model,
+            LLMCapabilities(
+                prefill=continue_final_message,
+                images=accepts_images,
+                send_back_reasoning=send_back_reasoning,
+            ),
         )
         self.timeout_seconds = timeout_seconds
         self.connect_timeout_seconds = connect_timeout_seconds
@@ -141,7 +151,7 @@ class OpenAIChatClient(LLMClient):
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
         self._said: set[str] = set()  # settings already reported as not sent
-        self._wire_cache = WireCache()
+        self._wire_cache = WireCache(send_back_reasoning=send_back_reasoning)
 
     def _http(self) -> aiohttp.ClientSession:
         """The connection pool, made on first use: it belongs to the running event loop."""
@@ -186,6 +196,11 @@ class OpenAIChatClient(LLMClient):
         fields: JSONObject = {"max_completion_tokens": settings.max_tokens}
         if settings.reasoning_effort is not None:
             fields["reasoning_effort"] = settings.reasoning_effort
+        self.say_sampling_left_out(settings)
+        return fields | dict(settings.extra_body)
+
+    def say_sampling_left_out(self, settings: GenerationSettings) -> None:
+        """Log, once per setting, the sampling settings a reasoning model is not sent."""
         left_out = {
             "llm.temperature": settings.temperature not in (None, 1, 1.0),
             "llm.top_p": settings.top_p not in (None, 1, 1.0),
@@ -200,7 +215,6 @@ class OpenAIChatClient(LLMClient):
                     self.model,
                     name,
                 )
-        return fields | dict(settings.extra_body)
 
     async def post(self, url: str, request: JSONObject) -> JSONObject:
         """Send one request to ``url``; the decoded completion object, or a classified
@@ -355,7 +369,8 @@ def sampling_fields(settings: GenerationSettings) -> JSONObject:
 
 def error_message(raw: bytes, fallback: str) -> str:
     """The server's own words from an error body: OpenAI's ``{"error": {"message"}}``,
-    FastAPI's ``{"detail"}`` (vLLM), a bare ``{"message"}``, else the start of the text."""
+    FastAPI's ``{"detail"}`` (vLLM), a bare ``{"message"}``, else the start of the text;
+    an overflow's type or code (:data:`OVERFLOW_CODES`) is added when the words lack it."""
     text = raw.decode("utf-8", errors="replace").strip()
     try:
         body = json.loads(text)
@@ -368,8 +383,22 @@ def error_message(raw: bytes, fallback: str) -> str:
         if isinstance(error, dict):
             for key in ("message", "detail"):
                 if error.get(key):
-                    return str(error[key])
+                    return _with_overflow_code(str(error[key]), error)
     return text[:500] or fallback
+
+
+# Error types and codes that say a prompt did not fit, whatever the message's words:
+# llama.cpp's llama-server and the OpenAI API.
+OVERFLOW_CODES = ("exceed_context_size_error", "context_length_exceeded")
+
+
+def _with_overflow_code(said: str, error: dict[str, Any]) -> str:
+    """``said``, with the overflow type or code the error carries when its words do not
+    name it: the words change between a server's builds, the code does not."""
+    for value in (error.get("type"), error.get("code")):
+        if value in OVERFLOW_CODES and str(value) not in said:
+            return f"{said} ({value})"
+    return said
 
 
 def proxy_for(url: str) -> str | None:
@@ -427,6 +456,12 @@ class WireCache:
     whole request at once gives.
     """
 
+    def __init__(self, *, send_back_reasoning: bool = False) -> None:
+        # Assistant messages with native calls carry their reasoning_content: a wire
+        # form of their own, kept under its own key.
+        self.send_back_reasoning = send_back_reasoning
+        self._native_key = _NATIVE_REASONING_KEY if send_back_reasoning else _NATIVE_KEY
+
     def request_body(self, request: JSONObject, messages: list[Message]) -> bytes:
         """``request`` (no messages in it; ``model`` its first key) with ``messages``
         as its second key, ``messages``, encoded."""
@@ -454,10 +489,11 @@ class WireCache:
             native = (
                 message.role is Role.ASSISTANT and i < last and messages[i + 1].role is Role.TOOL
             )
-            key = _NATIVE_KEY if native else _KEY
+            key = self._native_key if native else _KEY
             encoded = wire_memo(message, key)
             if encoded is None:
-                encoded = b",".join(encode_json(w) for w in wire_message(message, native))
+                wire = wire_message(message, native, reasoning=self.send_back_reasoning)
+                encoded = b",".join(encode_json(w) for w in wire)
                 # Kept as long as the message: copied to its length, since orjson's bytes
                 # keep the buffer it grew (62.8 KB held for a 5 KB message, orjson 3.13),
                 # which was most of a task's memory; a join of one returns that object.
@@ -469,19 +505,23 @@ class WireCache:
 
 # Where a message keeps its encoded OpenAI wire form (messages.remember_wire).
 _KEY, _NATIVE_KEY = "_openai_wire", "_openai_wire_native_calls"
+_NATIVE_REASONING_KEY = "_openai_wire_native_calls_reasoning"
 
 
-def to_wire_messages(messages: list[Message]) -> list[JSONObject]:
+def to_wire_messages(messages: list[Message], *, reasoning: bool = False) -> list[JSONObject]:
     return [
         wire
         for i, m in enumerate(messages)
-        for wire in wire_message(m, m.role is Role.ASSISTANT and answered_natively(messages, i))
+        for wire in wire_message(
+            m, m.role is Role.ASSISTANT and answered_natively(messages, i), reasoning=reasoning
+        )
     ]
 
 
-def wire_message(m: Message, native_calls: bool) -> list[JSONObject]:
+def wire_message(m: Message, native_calls: bool, *, reasoning: bool = False) -> list[JSONObject]:
     """One message's wire messages (a native tool-results message makes several);
-    ``native_calls``: an assistant message's calls are answered by native tool messages."""
+    ``native_calls``: an assistant message's calls are answered by native tool messages;
+    ``reasoning``: such a message carries its ``reasoning_content`` back."""
     if m.role is Role.TOOL:
         wire: list[JSONObject] = [
             {"role": "tool", "tool_call_id": r.call_id, "content": r.content}
@@ -490,7 +530,7 @@ def wire_message(m: Message, native_calls: bool) -> list[JSONObject]:
         images = _tool_images_message(m)
         return wire if images is None else [*wire, images]
     if m.role is Role.ASSISTANT:
-        return [_assistant_to_wire(m, native_calls=native_calls)]
+        return [_assistant_to_wire(m, native_calls=native_calls, reasoning=reasoning)]
     if m.all_images:
         return [{"role": m.role.value, "content": _content_parts(m.content, m.all_images)}]
     return [{"role": m.role.value, "content": m.content}]
@@ -522,11 +562,13 @@ def _tool_images_message(m: Message) -> JSONObject | None:
     return {"role": "user", "content": parts} if parts else None
 
 
-def _assistant_to_wire(m: Message, native_calls: bool) -> JSONObject:
+def _assistant_to_wire(m: Message, native_calls: bool, reasoning: bool = False) -> JSONObject:
     if not (native_calls and m.tool_calls):
         return {"role": "assistant", "content": m.content}
     # An empty string, not null: the OpenAI API takes either, llama.cpp only a string.
     out: JSONObject = {"role": "assistant", "content": m.content}
+    if reasoning:  # DeepSeek refuses a tool-call turn without the field, even empty
+        out["reasoning_content"] = m.reasoning or ""
     if m.tool_calls:
         out["tool_calls"] = [
             {

@@ -8,10 +8,11 @@ mapping and retry behaviour without any network access beyond 127.0.0.1::
         ...
         server.assert_all_consumed()
 
-Supported endpoints: ``POST /v1/chat/completions`` (OpenAI) and
-``POST /v1/messages`` (Anthropic). Each request consumes exactly one scripted
-step, in order; when the script is empty an optional ``responder`` is asked.
-Streaming is not supported.
+Supported endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages``
+(Anthropic) and ``POST /v1/responses`` (OpenAI's Responses API, protocol ``responses``:
+its shapes and the rules it enforces are in :mod:`testing.fake_responses`). Each request
+consumes exactly one scripted step, in order; when the script is empty an optional
+``responder`` is asked. Streaming is not supported.
 
 Content given as a list (OpenAI content parts, Anthropic blocks) is checked against the
 rules the real APIs enforce for images: OpenAI takes ``image_url`` parts (``data:`` or
@@ -31,7 +32,11 @@ in the API's own error shape, listed in ``unexpected`` and in ``rejected`` with 
 - ``openai_reasoning_models``: for reasoning model names (o1, o3, o4-mini, gpt-5...),
   ``max_tokens``, ``stop`` and a ``temperature``/``top_p`` other than 1 are refused.
 - ``reject_reasoning_content``: a message carrying ``reasoning_content`` (or
-  ``reasoning``) is refused, as DeepSeek and vLLM do.
+  ``reasoning``) is refused, as vLLM does.
+- ``require_reasoning_content``: DeepSeek's thinking mode. Every reply carries
+  ``reasoning_content`` (the scripted ``reasoning``, else a line of its own), and a request
+  is refused when an assistant message with ``tool_calls`` lacks the field, or carries
+  other text than the server issued with those calls.
 - ``azure``: :class:`AzureDeployment` serves ``/openai/deployments/NAME/chat/completions``
   and checks the deployment, the ``api-version`` parameter and the ``api-key`` header.
 """
@@ -59,7 +64,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-if TYPE_CHECKING:  # the fake imports nothing of deepledger at run time
+from deepledger.testing.fake_responses import RESPONSES_PATH, ResponsesLedger
+
+if TYPE_CHECKING:  # the fake imports nothing of deepledger at run time (but its own parts)
     from deepledger.messages import JSONObject
 
 __all__ = [
@@ -196,7 +203,8 @@ def _format_seconds(value: float) -> str:
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """A request as received: ``protocol`` is ``"openai"``, ``"anthropic"`` or ``"unknown"``.
+    """A request as received: ``protocol`` is ``"openai"``, ``"anthropic"``, ``"responses"``
+    or ``"unknown"``.
 
     ``headers`` have lower-cased keys; ``body`` is the parsed JSON object (for an
     unparsable body: ``{"_invalid_json": <raw text>}``).
@@ -409,6 +417,31 @@ def reasoning_content_problem(body: JSONObject) -> str | None:
     for index, message in enumerate(messages if isinstance(messages, list) else ()):
         if isinstance(message, dict) and ({"reasoning_content", "reasoning"} & message.keys()):
             return f"messages[{index}]: reasoning_content is not allowed in input messages"
+    return None
+
+
+def reasoning_missing_problem(body: JSONObject, issued: dict[str, str]) -> str | None:
+    """What DeepSeek's thinking mode refuses: an assistant message with tool calls that
+    does not carry back the reasoning it came with (``issued``: by tool call id)."""
+    messages = body.get("messages")
+    for index, message in enumerate(messages if isinstance(messages, list) else ()):
+        if not (isinstance(message, dict) and message.get("role") == "assistant"):
+            continue
+        calls = message.get("tool_calls") or []
+        if not calls:
+            continue
+        if not isinstance(message.get("reasoning_content"), str):
+            return (
+                "Missing `reasoning_content` field in the assistant message at message "
+                f"index {index}."
+            )
+        ids = [call.get("id") for call in calls if isinstance(call, dict)]
+        expected = {issued[i] for i in ids if i in issued}
+        if expected and message["reasoning_content"] not in expected:
+            return (
+                f"messages[{index}]: The reasoning_content in the thinking mode must be "
+                "passed back to the API."
+            )
     return None
 
 
@@ -677,7 +710,7 @@ def _render_anthropic(
 
 
 def _error_body(protocol: str, status: int, message: str) -> JSONObject:
-    if protocol == "openai":
+    if protocol in ("openai", "responses"):
         error_type, code = _OPENAI_ERROR_TYPES.get(status, ("server_error", None))
         return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
     error_type = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
@@ -778,13 +811,17 @@ class FakeLLMServer:
         anthropic_thinking: bool = False,
         openai_reasoning_models: bool = False,
         reject_reasoning_content: bool = False,
+        require_reasoning_content: bool = False,
         azure: AzureDeployment | None = None,
     ) -> None:
         self.responder = responder
         self.thinking = ThinkingLedger() if anthropic_thinking else None
         self.openai_reasoning_models = openai_reasoning_models
         self.reject_reasoning_content = reject_reasoning_content
+        # require_reasoning_content: the reasoning issued with each tool call, by its id
+        self.reasoning_issued: dict[str, str] | None = {} if require_reasoning_content else None
         self.azure = azure
+        self.responses = ResponsesLedger()
         self.requests: list[RecordedRequest] = []
         self.unexpected: list[RecordedRequest] = []
         # Requests a strict mode refused, with why (they are in ``unexpected`` too).
@@ -928,7 +965,8 @@ class FakeLLMServer:
             r"/openai/deployments/[^/]+/chat/completions", path
         ):
             return "openai"
-        return {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic"}.get(path, "unknown")
+        paths = {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic", RESPONSES_PATH: "responses"}
+        return paths.get(path, "unknown")
 
     def _refusal(
         self, protocol: str, path: str, query: str, headers: dict[str, str], body: JSONObject
@@ -944,8 +982,13 @@ class FakeLLMServer:
                 why = openai_reasoning_problem(body)
             if not why and self.reject_reasoning_content:
                 why = reasoning_content_problem(body)
+            if not why and self.reasoning_issued is not None:
+                with self._lock:
+                    why = reasoning_missing_problem(body, self.reasoning_issued)
         if not why and protocol == "anthropic" and self.thinking is not None:
             why = self.thinking.problem(body)
+        if not why and protocol == "responses":
+            why = self.responses.problem(body)
         return (400, why) if why else (0, "")
 
     def _handle(self, handler: _Handler, raw: bytes, arrived: float) -> None:
@@ -1027,6 +1070,17 @@ class FakeLLMServer:
     def _render(
         self, protocol: str, reply: Reply, request: RecordedRequest, request_no: int
     ) -> JSONObject:
+        if protocol == "responses":
+            return self.responses.render(reply, request.body, request_no, self._new_id)
+        if protocol == "openai" and self.reasoning_issued is not None:
+            text = reply.reasoning or f"Thinking about request {request_no}."
+            rendered = _render_openai(
+                dataclasses.replace(reply, reasoning=text), request_no, self._new_id
+            )
+            with self._lock:
+                for call in rendered["choices"][0]["message"].get("tool_calls") or ():
+                    self.reasoning_issued[call["id"]] = text
+            return rendered
         if protocol == "openai":
             return _render_openai(reply, request_no, self._new_id)
         if self.thinking is None or not thinking_requested(request.body):
@@ -1053,7 +1107,8 @@ class FakeLLMServer:
         headers = {"content-type": "application/json"}
         if request_no:
             request_id = f"req_fake_{request_no}"
-            headers["x-request-id" if protocol == "openai" else "request-id"] = request_id
+            openai = protocol in ("openai", "responses")
+            headers["x-request-id" if openai else "request-id"] = request_id
         headers.update({key.lower(): value for key, value in extra_headers.items()})
         headers["content-length"] = str(len(payload))
         try:
