@@ -69,7 +69,7 @@ from deepledger.errors import ContextOverflowError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.endpoints import failed_call, routed_events
 from deepledger.messages import EndReason, LLMResponse, Message, StopReason, ToolSpec
-from deepledger.prompts import render
+from deepledger.prompts import PromptSet
 from deepledger.records.events import (
     AnswerSkipped,
     ClosingCall,
@@ -100,8 +100,13 @@ class AnswerPolicy:
     max_final_answer_retries: int = 3
 
 
-def summary_prompt(format_rules: str = "") -> str:
-    return render("summarize.md", format_rules=format_rules.strip())
+def summary_prompt(
+    format_rules: str = "", question: str = "", prompts: PromptSet | None = None
+) -> str:
+    """The closing prompt: the benchmark's format rules, and (under the mirothinker
+    profile, whose template has the placeholder) the task's question repeated."""
+    prompts = prompts or PromptSet()
+    return prompts.render("summarize.md", format_rules=format_rules.strip(), question=question)
 
 
 def extract_post_mortem(text: str) -> str:
@@ -126,10 +131,12 @@ class AnswerGenerator:
         *,
         summary_prompt: str,
         boxed: bool = True,
+        prompts: PromptSet | None = None,
     ) -> None:
         self.policy = policy
         self.summary_prompt = summary_prompt
         self.boxed = boxed
+        self.prompts = prompts or PromptSet()  # the post-mortem's and retries' templates
 
     async def finalize(
         self,
@@ -194,7 +201,7 @@ class AnswerGenerator:
                 state.provenance = Provenance.SUMMARY if attempt == 0 else Provenance.BOXED_RETRY
                 return
             if attempt == 0:  # the failed reply is dropped; the note rides along from now on
-                prompts.append(Message.injected(render("boxed_missing.md")))
+                prompts.append(Message.injected(self.prompts.render("boxed_missing.md")))
 
     @staticmethod
     def _fall_back(state: RunState) -> None:
@@ -203,8 +210,10 @@ class AnswerGenerator:
             state.provenance = Provenance.INTERMEDIATE_FALLBACK
 
     async def _post_mortem(self, state: RunState, call: _Caller, prefill: bool) -> None:
-        prompt = [Message.injected(render("post_mortem.md"))]
-        prefix = render("post_mortem_prefill.md") if prefill else ""
+        prompt = [Message.injected(self.prompts.render("post_mortem.md"))]
+        # Under the mirothinker profile the prefill is a closed thinking block, as
+        # MiroThinker's; the reply goes on after it.
+        prefix = self.prompts.render("post_mortem_prefill.md") if prefill else ""
         try:
             text = await call.ask(prompt, purpose="post_mortem", prefill=prefix) or ""
         except ContextOverflowError:  # journaled; the attempt's outcome stands without it
@@ -227,7 +236,7 @@ class AnswerGenerator:
         if state.end_reason is EndReason.MODEL_FINISHED:
             text = state.history[-1].content
         else:
-            prompt = [Message.injected(render("report_summarize.md"))]
+            prompt = [Message.injected(self.prompts.render("report_summarize.md"))]
             text = await call.ask(prompt, "report") or ""
         state.final_text = text
         state.final_answer = text.strip() or None
