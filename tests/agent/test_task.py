@@ -22,7 +22,7 @@ TIME_CALL = (
 
 
 def is_subagent(messages) -> bool:
-    return "working on one subtask" in messages[0].content
+    return messages[1].content == "Find the current UTC time."  # its task is the subtask
 
 
 async def test_a_sub_agent_runs_the_same_loop_and_reports_back(tmp_path):
