@@ -11,10 +11,12 @@ import pytest
 
 from deepledger.agent.attachment import MAX_ATTACHMENT_CHARS
 from deepledger.agent.task import task_message
+from deepledger.bench.experience import retry_task_text
 from deepledger.config import validate
 from deepledger.errors import ConfigError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind, Role
+from deepledger.prompts import PromptSet
 from tests.support.agents import solve
 from tests.support.config import composed
 
@@ -130,7 +132,7 @@ def test_a_template_in_prompts_dir_that_does_not_fit_is_refused(tmp_path, name, 
 
 
 def test_an_unknown_profile_and_a_missing_folder_are_refused(tmp_path):
-    with pytest.raises(ConfigError, match="agent.prompt_profile='miro'"):
+    with pytest.raises(ConfigError, match=r"agent\.prompt_profile='miro'"):
         validate(composed("agent.prompt_profile=miro"))
     with pytest.raises(ConfigError, match="no such folder"):
         validate(composed(f"agent.prompts_dir={tmp_path / 'none'}"))
@@ -193,3 +195,10 @@ async def test_an_image_attachment_goes_to_a_vision_model_as_an_image(tmp_path):
     assert len(images) == 1 and "## Image Content" in text and "attached to this message" in text
     text, images = await task_message(cfg, "Read the chart.", str(image))
     assert images == () and "does not see images" in text
+
+
+def test_a_retry_carries_the_post_mortems_in_mirothinkers_frame():
+    text = retry_task_text("Q?", ["Failure type: blocked"], PromptSet("mirothinker"))
+    assert text.startswith("Q?\n\n=== Previous Attempts Analysis ===\n")
+    assert "\n\n[Attempt 1]\nFailure type: blocked\n\n=== End of Analysis ===\n\n" in text
+    assert "boxed" not in text  # the task message asks for the box after it

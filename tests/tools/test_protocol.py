@@ -4,8 +4,8 @@ import json
 import re
 
 from deepledger.messages import LLMResponse, Message, StopReason, ToolCall, ToolResult, Usage
-from deepledger.tools.manager import ToolInfo
 from deepledger.prompts import PromptSet
+from deepledger.tools.manager import ToolInfo
 from deepledger.tools.protocol import NativeProtocol, XmlProtocol, make_protocol, wire_name
 
 SEARCH = ToolInfo(
@@ -234,19 +234,17 @@ def test_mirothinker_lists_servers_in_its_own_order_then_others_then_sub_agents(
 def test_mirothinker_tool_list_form():
     section = mirothinker_section([PYTHON_TOOL, GOOGLE])
     listing = section[section.index("## Server name: tool-python") :]
-    assert (
-        listing
-        == (
-            "## Server name: tool-python\n"
-            "### Tool name: run_python_code\n"
-            "Description: Run code.\n\n"  # the description as the server gave it
-            "Input JSON schema: {'type': 'object', 'required': ['code_block'], "
-            "'additionalProperties': False}\n\n"  # the schema as a Python dict, as MiroThinker prints it
-            "## Server name: search_and_scrape_webpage\n"
-            "### Tool name: google_search\n"
-            "Description: Search.\n"
-            "Input JSON schema: {'type': 'object'}"
-        )
+    assert listing == (
+        "## Server name: tool-python\n"
+        "### Tool name: run_python_code\n"
+        "Description: Run code.\n\n"  # the description as the server gave it
+        "Input JSON schema: {'type': 'object', 'required': ['code_block'], "
+        # the schema as a Python dict, as MiroThinker prints it
+        "'additionalProperties': False}\n\n"
+        "## Server name: search_and_scrape_webpage\n"
+        "### Tool name: google_search\n"
+        "Description: Search.\n"
+        "Input JSON schema: {'type': 'object'}"
     )
     assert "Server description" not in section  # no line MiroThinker does not have
     # Its headers, in its order, the list right after the formatting instructions.

@@ -98,6 +98,7 @@ from deepledger.config import (
     LLMConfig,
     ResumeMode,
     extract_llm_name,
+    prompt_set,
 )
 from deepledger.context.compaction import NoteWriter
 from deepledger.errors import (
@@ -698,7 +699,7 @@ class BenchmarkRunner:
         factory = AgentFactory(
             self.cfg, self.llm, self.tools, policy, self.note_writer, self.scraper, budget
         )
-        text = retry_task_text(task.question, post_mortems)
+        text = retry_task_text(task.question, post_mortems, prompt_set(self.cfg.agent))
         resumable = await self._resume_point(task, attempt, index, text)
         started = self.clock()
         state: RunState | str | None = None
