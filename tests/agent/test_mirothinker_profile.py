@@ -18,6 +18,7 @@ from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind, Role
 from deepledger.prompts import PromptSet
 from tests.support.agents import solve
+from tests.support.cli import deepledger
 from tests.support.config import composed
 
 QUESTION = "What time is it in UTC?"
@@ -202,3 +203,16 @@ def test_a_retry_carries_the_post_mortems_in_mirothinkers_frame():
     assert text.startswith("Q?\n\n=== Previous Attempts Analysis ===\n")
     assert "\n\n[Attempt 1]\nFailure type: blocked\n\n=== End of Analysis ===\n\n" in text
     assert "boxed" not in text  # the task message asks for the box after it
+
+
+def test_the_command_refuses_a_template_without_a_placeholder_with_exit_2(tmp_path):
+    (tmp_path / "summarize.md").write_text("Box the answer.\n")
+    run = deepledger(
+        "run",
+        "What is 2 + 2?",
+        "agent=mirothinker_1.7_keep5_max200",
+        f"agent.prompts_dir={tmp_path}",
+        f"hydra.run.dir={tmp_path}/run",
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert f"{tmp_path / 'summarize.md'} lacks the placeholder $question" in run.stderr
