@@ -349,9 +349,10 @@ class AgentConfig:
     max_final_answer_retries: int | None = None
     # xml (<use_mcp_tool> in text) | native (function calling) | hermes (<tool_call> in text)
     tool_protocol: str = "xml"
-    # The prompt layout (prompts/__init__.py): default | mirothinker (the layout
-    # MiroThinker models are trained on; every MiroThinker preset sets it).
-    prompt_profile: str = "default"
+    # The prompt layout (prompts/__init__.py): null (deepledger's own, "default") |
+    # mirothinker (the layout MiroThinker models are trained on; every MiroThinker preset
+    # sets it). null, not "default", so runs from before the key resume unchanged.
+    prompt_profile: str | None = None
     # A folder of the user's own template files, each replacing ours of the same name.
     prompts_dir: str | None = None
     main_agent: AgentRoleConfig = field(default_factory=AgentRoleConfig)
@@ -717,7 +718,7 @@ def prompt_set(agent: AgentConfig) -> PromptSet:
     """The templates the agent's prompts come from: agent.prompt_profile's, with the
     files of agent.prompts_dir in place of ours."""
     folder = resolve_data_path(agent.prompts_dir) if agent.prompts_dir else None
-    return PromptSet(agent.prompt_profile, folder)
+    return PromptSet(agent.prompt_profile or "default", folder)
 
 
 def validate(cfg: Config) -> None:
@@ -1013,7 +1014,7 @@ def _agent_problems(agent: AgentConfig) -> list[str]:
         problems.append(
             f"agent.tool_protocol={agent.tool_protocol!r}: use one of {', '.join(TOOL_PROTOCOLS)}."
         )
-    if agent.prompt_profile not in PROFILES:
+    if agent.prompt_profile is not None and agent.prompt_profile not in PROFILES:
         problems.append(
             f"agent.prompt_profile={agent.prompt_profile!r}: use one of {', '.join(PROFILES)}."
         )

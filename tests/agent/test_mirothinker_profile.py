@@ -142,7 +142,7 @@ def test_an_unknown_profile_and_a_missing_folder_are_refused(tmp_path):
 def test_every_mirothinker_preset_selects_the_profile():
     for preset in ("mirothinker_1.7_keep5_max200", "mirothinker_v1.5_keep5_max400", "multi_agent"):
         assert composed(f"agent={preset}").agent.prompt_profile == "mirothinker"
-    assert composed().agent.prompt_profile == "default"
+    assert composed().agent.prompt_profile is None  # deepledger's own layout
 
 
 # -- attachments ----------------------------------------------------------------------
