@@ -216,3 +216,34 @@ def test_the_command_refuses_a_template_without_a_placeholder_with_exit_2(tmp_pa
     )
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert f"{tmp_path / 'summarize.md'} lacks the placeholder $question" in run.stderr
+
+
+async def test_a_sub_agent_out_of_turns_is_asked_for_its_report_with_its_subtask(tmp_path):
+    subtask = "Find the current UTC time."
+    delegate = (
+        "<use_mcp_tool>\n<server_name>agent-browsing</server_name>\n<tool_name>run_subtask"
+        f'</tool_name>\n<arguments>\n{{"subtask": "{subtask}"}}\n</arguments>\n</use_mcp_tool>'
+    )
+
+    def respond(messages, tools):
+        if messages[1].content == subtask:  # the sub-agent: always one more look
+            return TIME_CALL
+        done = messages[-1].kind is MessageKind.TOOL_RESULTS
+        return "\\boxed{noon}" if done else delegate
+
+    cfg = composed(
+        "agent=multi_agent",
+        "agent.main_agent.tools=[agent-browsing]",
+        "agent.sub_agents.browsing.tools=[time]",
+        "agent.sub_agents.browsing.max_turns=1",
+        "llm.worked_example=null",
+    )
+    llm = ScriptedLLM(responder=respond)
+    state, _ = await solve(cfg, llm, tmp_path)
+    assert state.final_answer == "noon"
+    sub_calls = [c for c in llm.calls if c.messages[1].content == subtask]
+    system = sub_calls[0].messages[0].content
+    assert "# Agent Specific Objective\n\nA browsing agent" in system
+    report_prompt = sub_calls[-1].messages[-1]
+    assert report_prompt.kind is MessageKind.INJECTED
+    assert f'"{subtask}"' in report_prompt.content and "FINAL RESPONSE" in report_prompt.content

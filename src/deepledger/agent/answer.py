@@ -132,11 +132,13 @@ class AnswerGenerator:
         summary_prompt: str,
         boxed: bool = True,
         prompts: PromptSet | None = None,
+        question: str = "",
     ) -> None:
         self.policy = policy
         self.summary_prompt = summary_prompt
         self.boxed = boxed
         self.prompts = prompts or PromptSet()  # the post-mortem's and retries' templates
+        self.question = question  # the task, as a sub-agent's closing prompt may repeat it
 
     async def finalize(
         self,
@@ -236,7 +238,8 @@ class AnswerGenerator:
         if state.end_reason is EndReason.MODEL_FINISHED:
             text = state.history[-1].content
         else:
-            prompt = [Message.injected(self.prompts.render("report_summarize.md"))]
+            report = self.prompts.render("report_summarize.md", question=self.question)
+            prompt = [Message.injected(report)]
             text = await call.ask(prompt, "report") or ""
         state.final_text = text
         state.final_answer = text.strip() or None

@@ -315,7 +315,11 @@ class AgentFactory:
         specs = protocol.specs(tools.tools)
         context = self._context_policy(settings, summary, journal, ledger, memory, specs)
         finalizer = AnswerGenerator(
-            self.policy, summary_prompt=summary, boxed=prompts.boxed, prompts=self.prompts
+            self.policy,
+            summary_prompt=summary,
+            boxed=prompts.boxed,
+            prompts=self.prompts,
+            question=prompts.question,
         )
         return Orchestrator(
             llm=self.llm,
