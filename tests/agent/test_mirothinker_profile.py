@@ -10,13 +10,15 @@ from datetime import UTC, datetime
 import pytest
 
 from deepledger.agent.attachment import MAX_ATTACHMENT_CHARS
-from deepledger.agent.task import task_message
+from deepledger.agent.task import AgentFactory, task_message
 from deepledger.bench.experience import retry_task_text
-from deepledger.config import validate
+from deepledger.config import tool_servers, validate
 from deepledger.errors import ConfigError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind, Role
 from deepledger.prompts import PromptSet
+from deepledger.store.journal import Journal
+from deepledger.tools.manager import ToolManager
 from tests.support.agents import solve
 from tests.support.cli import deepledger
 from tests.support.config import composed
@@ -247,3 +249,23 @@ async def test_a_sub_agent_out_of_turns_is_asked_for_its_report_with_its_subtask
     report_prompt = sub_calls[-1].messages[-1]
     assert report_prompt.kind is MessageKind.INJECTED
     assert f'"{subtask}"' in report_prompt.content and "FINAL RESPONSE" in report_prompt.content
+
+
+async def test_a_preset_task_with_a_file_sends_its_content_in_the_first_request(tmp_path):
+    table = tmp_path / "sales.csv"
+    table.write_text("region,total\nnorth,12\n")
+    cfg = composed(*PRESET)
+    llm = ScriptedLLM(responder=lambda messages, tools: "\\boxed{12}")
+    manager = ToolManager(tool_servers(cfg))
+    journal = Journal(tmp_path / "journal.jsonl")
+    try:
+        factory = AgentFactory(cfg, llm, manager)
+        state = await factory.solve("Total of north?", journal, file_path=str(table))
+    finally:
+        journal.close()
+        await manager.aclose()
+    assert state.final_answer == "12"
+    task = llm.calls[0].messages[1].content
+    assert task.startswith("Total of north?\nFollow the format")
+    assert task.endswith(f"## CSV File\nFile: {table}\n\n```\nregion,total\nnorth,12\n```")
+    assert "reader" not in task
