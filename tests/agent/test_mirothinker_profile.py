@@ -16,7 +16,7 @@ from deepledger.config import tool_servers, validate
 from deepledger.errors import ConfigError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind, Role
-from deepledger.prompts import PromptSet
+from deepledger.prompts import AGENT_TEMPLATES, PromptSet
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import ToolManager
 from tests.support.agents import solve
@@ -123,7 +123,8 @@ async def test_a_template_in_prompts_dir_is_sent_byte_for_byte(tmp_path):
         ("summarize.md", "Answer in a box.\n$format_rules", "lacks the placeholder $question"),
         ("system.md", "$date $tools_section $when", "has the placeholder $when"),
         ("task.md", "$question costs $5 $attachment", "'$' that is no placeholder"),
-        ("sytem.md", "$date", "replaces no template of ours"),
+        ("sytem.md", "$date", "replaces no template of an agent's"),
+        ("judge.md", "$question", "replaces no template of an agent's"),
     ],
 )
 def test_a_template_in_prompts_dir_that_does_not_fit_is_refused(tmp_path, name, text, named):
@@ -269,3 +270,8 @@ async def test_a_preset_task_with_a_file_sends_its_content_in_the_first_request(
     assert task.startswith("Total of north?\nFollow the format")
     assert task.endswith(f"## CSV File\nFile: {table}\n\n```\nregion,total\nnorth,12\n```")
     assert "reader" not in task
+
+
+def test_every_replaceable_template_is_one_of_ours():
+    for name in AGENT_TEMPLATES:
+        assert PromptSet().exists(name) or PromptSet("mirothinker").exists(name), name

@@ -38,7 +38,7 @@ from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.factory import settings_from_config
 from deepledger.llm.usage import UsageLedger, price_of
 from deepledger.messages import ImagePart, JSONObject, ToolSpec
-from deepledger.prompts import PromptSet, render
+from deepledger.prompts import PromptSet
 from deepledger.records.events import FirstCallSkipped, SubagentFinished, ToolServerUnavailable
 from deepledger.store.journal import Journal
 from deepledger.tools.archive import ARCHIVE_TOOL, ResultArchive, archive_tools
@@ -70,14 +70,6 @@ def policy_from_config(agent: AgentConfig, is_final_retry: bool = False) -> Answ
 # The tool servers that read a task's attached file; without one of them, the file's
 # content goes into the task text (agent/attachment.py).
 READER_TOOLS = frozenset({"reader"})
-
-
-def task_text(question: str, file_path: str | None = None) -> str:
-    """The task as the default profile's model reads it when it has a reader tool: the
-    question, plus where an attached file is (:func:`task_message` for any agent)."""
-    if not file_path:
-        return question
-    return render("task_file.md", question=question, path=str(Path(file_path).resolve()))
 
 
 async def task_message(
@@ -299,7 +291,7 @@ class AgentFactory:
             role_description=prompts.role_description,
         )
         if llm.worked_example and tools.tools:
-            system += "\n\n" + render(llm.worked_example)
+            system += "\n\n" + self.prompts.render(llm.worked_example)
         limits = LoopLimits(
             # llm.max_turns: the model's own cap, whatever the agent preset allows.
             max_turns=min(role.max_turns, llm.max_turns or role.max_turns),

@@ -21,6 +21,19 @@ from pathlib import Path
 from string import Template
 
 PROFILES = ("default", "mirothinker")
+# The templates an agent's requests are written from, which agent.prompts_dir may
+# replace. The judge's own (benchmark.judge.template), compaction's and page
+# extraction's are not among them.
+AGENT_TEMPLATES = frozenset(
+    {
+        "system.md", "subagent_system.md", "xml_tools.md", "xml_no_tools.md",
+        "native_tools.md", "hermes_tools.md", "hermes_template_tools.md", "task.md",
+        "task_file.md", "attachment.md", "attachment_reader.md", "attachment_unreadable.md",
+        "summarize.md", "boxed_missing.md", "post_mortem.md", "post_mortem_prefill.md",
+        "report_summarize.md", "retry_header.md", "retry_item.md", "retry_footer.md",
+        "example_small_model.md", "example_small_model_hermes.md",
+    }
+)  # fmt: skip
 
 
 @cache
@@ -90,9 +103,9 @@ class PromptSet:
 
     def _file_problems(self, path: Path) -> list[str]:
         where = f"agent.prompts_dir: {path}"
-        if not self.exists(path.name):
+        if path.name not in self.names():
             known = ", ".join(self.names())
-            return [f"{where} replaces no template of ours (their names: {known})."]
+            return [f"{where} replaces no template of an agent's (their names: {known})."]
         try:
             template = Template(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
@@ -113,11 +126,4 @@ class PromptSet:
 
     def names(self) -> list[str]:
         """The names of the templates a user's folder may replace under this profile."""
-        names = {p.name for p in _markdown(resources.files(__package__))}
-        if self.profile != "default":
-            names |= {p.name for p in _markdown(_ours(self.profile))}
-        return sorted(names)
-
-
-def _markdown(folder: Traversable) -> list[Traversable]:
-    return [p for p in folder.iterdir() if p.is_file() and p.name.endswith(".md")]
+        return sorted(name for name in AGENT_TEMPLATES if self.exists(name))
