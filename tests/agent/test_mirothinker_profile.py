@@ -98,6 +98,12 @@ async def test_the_post_mortem_prefill_is_a_thinking_block(tmp_path):
     assert prefill.role is Role.ASSISTANT
     assert prefill.content.startswith("<think>\n") and prefill.content.endswith("\n</think>")
     assert "**Failure type**" in prefill.content
+    # As MiroThinker's, the request closes on the model's last reply: the results of the
+    # call its turns left unanswered are not sent.
+    request = llm.calls[-1].messages
+    assert request[-3].role is Role.ASSISTANT and "<use_mcp_tool>" in request[-3].content
+    assert not any(m.kind is MessageKind.TOOL_RESULTS for m in request)
+    assert state.history[-1].kind is MessageKind.TOOL_RESULTS  # kept in the history
 
 
 async def test_a_template_in_prompts_dir_is_sent_byte_for_byte(tmp_path):

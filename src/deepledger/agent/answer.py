@@ -34,6 +34,10 @@ without an answer: it takes the branch of a loop out of turns. No summary reply 
 ``llm.max_tokens`` is taken as the answer, box or not: it is asked again as a reply
 without a box is.
 
+Under the ``mirothinker`` prompt profile a closing request ends on the model's last
+reply, as MiroThinker's do: text tool results the loop left unanswered (its turns ran
+out) are not sent, though the history keeps them.
+
 A sub-agent (``boxed=False``) has no box to find: its last reply is its report, and when
 its turns run out it is asked once for the report.
 
@@ -68,7 +72,15 @@ from deepledger.context.policy import ContextPolicy
 from deepledger.errors import ContextOverflowError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.endpoints import failed_call, routed_events
-from deepledger.messages import EndReason, LLMResponse, Message, StopReason, ToolSpec
+from deepledger.messages import (
+    EndReason,
+    LLMResponse,
+    Message,
+    MessageKind,
+    Role,
+    StopReason,
+    ToolSpec,
+)
 from deepledger.prompts import PromptSet
 from deepledger.records.events import (
     AnswerSkipped,
@@ -163,6 +175,9 @@ class AnswerGenerator:
         as too long and nothing more can be dropped from it.
         """
         call = _Caller(llm, settings, journal, tools, context_policy, state, window)
+        # MiroThinker closes on the model's last reply: results it never answered (its
+        # turns ran out) are left out of the closing requests, not sent before them.
+        call.unanswered_results_out = self.prompts.profile == "mirothinker"
         if not self.boxed:
             await self._report(state, call)
             return
@@ -258,6 +273,7 @@ class _Caller:
     context: ContextPolicy  # the loop's: its strategy and keep_tool_result
     state: RunState
     window: ContextWindow | None = None
+    unanswered_results_out: bool = False  # see AnswerGenerator.finalize
     _refusals: int = field(default=0, init=False)  # context overflows, all calls together
 
     async def ask(self, prompts: list[Message], purpose: str, prefill: str = "") -> str | None:
@@ -322,13 +338,24 @@ class _Caller:
             return None
         while True:
             prepared = await self.context.prepare(self.state.history, closing=prompts)
-            request = prepared.messages
+            request = self._without_unanswered_results(prepared.messages, len(prompts))
             fits, tokens = self._fits(request)
             if fits:
                 return request
             if not self._drop_exchange(purpose, estimate=tokens):
                 self._skip(purpose, tokens, task_alone=False)
                 return None
+
+    def _without_unanswered_results(self, request: list[Message], closing: int) -> list[Message]:
+        """``request`` without the text tool results just before its ``closing`` prompts,
+        when asked to leave them out (native results stay: each pairs with its call)."""
+        index = len(request) - closing - 1
+        if not self.unanswered_results_out or index < 2:
+            return request
+        last = request[index]
+        if last.kind is not MessageKind.TOOL_RESULTS or last.role is not Role.USER:
+            return request
+        return request[:index] + request[index + 1 :]
 
     def _drop_exchange(
         self, purpose: str, *, estimate: int | None = None, provider_said: str | None = None
