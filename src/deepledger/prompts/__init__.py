@@ -53,6 +53,12 @@ def prompt_exists(name: str) -> bool:
     return _ours(name).is_file()
 
 
+@cache
+def _user_template(path: Path) -> Template:
+    """A user's template, read once per run (its checks ran before the run started)."""
+    return Template(path.read_text(encoding="utf-8"))
+
+
 def placeholders(template: Template) -> set[str]:
     return set(template.get_identifiers())
 
@@ -64,18 +70,12 @@ class PromptSet:
     profile: str = "default"
     folder: Path | None = None  # agent.prompts_dir: a user's replacements
 
-    def source(self, name: str) -> str:
-        """Which file ``name`` is read from: ``user:<path>``, or ours (``profile/name``)."""
-        if self.folder is not None and (self.folder / name).is_file():
-            return f"user:{self.folder / name}"
-        return self._shipped(name)
-
     def render(self, name: str, **values: object) -> str:
         """``name`` filled with ``values``; ours are stripped of their edge blank lines,
         a user's file is sent exactly as written."""
         if self.folder is not None and (self.folder / name).is_file():
-            text = (self.folder / name).read_text(encoding="utf-8")
-            return Template(text).substitute({k: str(v) for k, v in values.items()})
+            template = _user_template(self.folder / name)
+            return template.substitute({k: str(v) for k, v in values.items()})
         return render(self._shipped(name), **values)
 
     def exists(self, name: str) -> bool:
