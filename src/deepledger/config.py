@@ -33,7 +33,7 @@ from deepledger.errors import ConfigError
 from deepledger.messages import JSONObject
 from deepledger.paths import CONFIG_DIR_ENV, looked_in, resolve_data_path
 from deepledger.prices import library_price
-from deepledger.prompts import prompt_exists
+from deepledger.prompts import PROFILES, PromptSet, prompt_exists
 from deepledger.secret_files import SECRET_FILES_ENV, SecretFiles, clean_rules, rule_problem
 
 # -- the names a setting may take ----------------------------------------------------
@@ -349,6 +349,12 @@ class AgentConfig:
     max_final_answer_retries: int | None = None
     # xml (<use_mcp_tool> in text) | native (function calling) | hermes (<tool_call> in text)
     tool_protocol: str = "xml"
+    # The prompt layout (prompts/__init__.py): null (deepledger's own, "default") |
+    # mirothinker (the layout MiroThinker models are trained on; every MiroThinker preset
+    # sets it). null, not "default", so runs from before the key resume unchanged.
+    prompt_profile: str | None = None
+    # A folder of the user's own template files, each replacing ours of the same name.
+    prompts_dir: str | None = None
     main_agent: AgentRoleConfig = field(default_factory=AgentRoleConfig)
     sub_agents: dict[str, AgentRoleConfig] = field(default_factory=dict)
 
@@ -708,6 +714,13 @@ def extract_llm_name(cfg: Config) -> str | None:
     return str(name) if name else None
 
 
+def prompt_set(agent: AgentConfig) -> PromptSet:
+    """The templates the agent's prompts come from: agent.prompt_profile's, with the
+    files of agent.prompts_dir in place of ours."""
+    folder = resolve_data_path(agent.prompts_dir) if agent.prompts_dir else None
+    return PromptSet(agent.prompt_profile or "default", folder)
+
+
 def validate(cfg: Config) -> None:
     """Check what the types cannot; raise :class:`ConfigError` naming key and fix."""
     problems = [*_llm_problems(cfg.llm), *_agent_problems(cfg.agent)]
@@ -1001,6 +1014,12 @@ def _agent_problems(agent: AgentConfig) -> list[str]:
         problems.append(
             f"agent.tool_protocol={agent.tool_protocol!r}: use one of {', '.join(TOOL_PROTOCOLS)}."
         )
+    if agent.prompt_profile is not None and agent.prompt_profile not in PROFILES:
+        problems.append(
+            f"agent.prompt_profile={agent.prompt_profile!r}: use one of {', '.join(PROFILES)}."
+        )
+    else:
+        problems += prompt_set(agent).problems()
     if agent.main_agent.max_turns < 1:
         problems.append(f"agent.main_agent.max_turns={agent.main_agent.max_turns} must be >= 1.")
     roles = {"agent.main_agent": agent.main_agent}

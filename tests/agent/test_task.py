@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deepledger.agent.task import task_text
+from deepledger.agent.task import task_message
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
 from deepledger.records.events import FirstCallSkipped, SubagentFinished
@@ -22,7 +22,7 @@ TIME_CALL = (
 
 
 def is_subagent(messages) -> bool:
-    return "working on one subtask" in messages[0].content
+    return messages[1].content == "Find the current UTC time."  # its task is the subtask
 
 
 async def test_a_sub_agent_runs_the_same_loop_and_reports_back(tmp_path):
@@ -59,13 +59,13 @@ async def test_a_sub_agent_runs_the_same_loop_and_reports_back(tmp_path):
     assert state.ledger.last_usage == state.ledger.calls[-1].usage
 
 
-def test_an_attached_file_is_named_in_the_task(tmp_path):
+async def test_an_attached_file_is_named_in_the_task(tmp_path):
     attached = tmp_path / "data.csv"
     attached.write_text("a,b\n")
-    text = task_text("Sum column b.", str(attached))
+    text, _ = await task_message(composed(), "Sum column b.", str(attached))
     assert text.startswith("Sum column b.") and str(attached.resolve()) in text
-    assert "reader" in text
-    assert task_text("Plain question.") == "Plain question."
+    assert "reader" in text and "a,b" not in text
+    assert await task_message(composed(), "Plain question.") == ("Plain question.", ())
 
 
 async def solve_with(tmp_path, *overrides, prefill=True):

@@ -25,7 +25,7 @@ def respond(request) -> Reply:
         return Reply(f"Population: {found.group(1)}" if found else "Not on this page.")
     conversation = "\n".join(map(text_of, messages))
     extracted = re.search(r'"extracted_info": "Population: ([\d,]+)', conversation)
-    if "The work on this task is over" in last or extracted:
+    if "FINAL ANSWER" in last or extracted:
         answer = extracted.group(1).replace(",", "") if extracted else "unknown"
         return Reply(f"\\boxed{{{answer}}}")
     if not any(m.get("role") == "assistant" for m in messages):

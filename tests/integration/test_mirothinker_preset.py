@@ -69,7 +69,7 @@ def respond(request) -> Reply:
     last = text_of(messages[-1])
     if "A research agent is reading a web page" in last:
         return Reply(EXTRACTED)
-    if "The work on this task is over" in last:
+    if "The work on this task is over" in last or "FINAL ANSWER" in last:
         return Reply("\\boxed{330}")
     turn = sum(1 for m in messages if m.get("role") == "assistant")
     conversation = "\n".join(map(text_of, messages))

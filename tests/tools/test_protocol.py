@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 from deepledger.messages import LLMResponse, Message, StopReason, ToolCall, ToolResult, Usage
+from deepledger.prompts import PromptSet
 from deepledger.tools.manager import ToolInfo
-from deepledger.tools.protocol import NativeProtocol, XmlProtocol, wire_name
+from deepledger.tools.protocol import NativeProtocol, XmlProtocol, make_protocol, wire_name
 
 SEARCH = ToolInfo(
     "search",
@@ -202,3 +204,69 @@ def test_xml_forced_call_opens_the_first_argument_and_closes_the_block():
     bare = protocol.forced_call(ToolInfo("kb", "reset", "", {}))
     assert bare.opening.endswith("<arguments>\n{")
     assert NativeProtocol().forced_call(ToolInfo("kb", "reset", "", {})) is None
+
+
+# -- the mirothinker profile ----------------------------------------------------------
+
+MIRO = PromptSet("mirothinker")
+PYTHON_TOOL = ToolInfo(
+    "tool-python",
+    "run_python_code",
+    "Run code.\n",
+    {"type": "object", "required": ["code_block"], "additionalProperties": False},
+    server_description="Sandboxes.",
+)
+GOOGLE = ToolInfo("search_and_scrape_webpage", "google_search", "Search.", {"type": "object"})
+SUBAGENT = ToolInfo("agent-browsing", "run_subtask", "Delegate.", {"type": "object"})
+MINE = ToolInfo("kb", "lookup", "Look up.", {"type": "object"})
+
+
+def mirothinker_section(tools: list[ToolInfo]) -> str:
+    return make_protocol("xml", prompts=MIRO).system_section(tools)
+
+
+def test_mirothinker_lists_servers_in_its_own_order_then_others_then_sub_agents():
+    section = mirothinker_section([SUBAGENT, GOOGLE, MINE, PYTHON_TOOL])
+    names = re.findall(r"^## Server name: (.+)$", section, re.MULTILINE)
+    assert names == ["tool-python", "search_and_scrape_webpage", "kb", "agent-browsing"]
+
+
+def test_mirothinker_tool_list_form():
+    section = mirothinker_section([PYTHON_TOOL, GOOGLE])
+    listing = section[section.index("## Server name: tool-python") :]
+    assert listing == (
+        "## Server name: tool-python\n"
+        "### Tool name: run_python_code\n"
+        "Description: Run code.\n\n"  # the description as the server gave it
+        "Input JSON schema: {'type': 'object', 'required': ['code_block'], "
+        # the schema as a Python dict, as MiroThinker prints it
+        "'additionalProperties': False}\n\n"
+        "## Server name: search_and_scrape_webpage\n"
+        "### Tool name: google_search\n"
+        "Description: Search.\n"
+        "Input JSON schema: {'type': 'object'}"
+    )
+    assert "Server description" not in section  # no line MiroThinker does not have
+    # Its headers, in its order, the list right after the formatting instructions.
+    headers = ["# Tool-Use Formatting Instructions", "Description:", "Parameters:", "Usage:"]
+    headers += ["Important Notes:", "JSONSchema format:\n\n\n## Server name: tool-python"]
+    positions = [section.index(h) for h in headers]
+    assert positions == sorted(positions)
+
+
+def test_mirothinker_results_are_the_raw_texts():
+    protocol = make_protocol("xml", prompts=MIRO)
+    calls = [
+        ToolCall("a", "google_search", {}, "search_and_scrape_webpage"),
+        ToolCall("b", "x", {}, "kb"),
+    ]
+    results = [ToolResult("a", '{"organic": []}'), ToolResult("b", "no such tool", is_error=True)]
+    message = protocol.results_message(results, calls)
+    assert message.content == '{"organic": []}\nThe call to x on kb failed: no such tool'
+    assert message.tool_results == tuple(results)
+
+
+def test_the_default_profile_keeps_its_labelled_results():
+    results = [ToolResult("a", "found x")]
+    message = XmlProtocol().results_message(results, [ToolCall("a", "search", {}, "search")])
+    assert message.content == "[search.search result]\nfound x"

@@ -34,6 +34,10 @@ without an answer: it takes the branch of a loop out of turns. No summary reply 
 ``llm.max_tokens`` is taken as the answer, box or not: it is asked again as a reply
 without a box is.
 
+Under the ``mirothinker`` prompt profile a closing request ends on the model's last
+reply, as MiroThinker's do: text tool results the loop left unanswered (its turns ran
+out) are not sent, though the history keeps them.
+
 A sub-agent (``boxed=False``) has no box to find: its last reply is its report, and when
 its turns run out it is asked once for the report.
 
@@ -68,8 +72,16 @@ from deepledger.context.policy import ContextPolicy
 from deepledger.errors import ContextOverflowError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.endpoints import failed_call, routed_events
-from deepledger.messages import EndReason, LLMResponse, Message, StopReason, ToolSpec
-from deepledger.prompts import render
+from deepledger.messages import (
+    EndReason,
+    LLMResponse,
+    Message,
+    MessageKind,
+    Role,
+    StopReason,
+    ToolSpec,
+)
+from deepledger.prompts import PromptSet
 from deepledger.records.events import (
     AnswerSkipped,
     ClosingCall,
@@ -100,8 +112,13 @@ class AnswerPolicy:
     max_final_answer_retries: int = 3
 
 
-def summary_prompt(format_rules: str = "") -> str:
-    return render("summarize.md", format_rules=format_rules.strip())
+def summary_prompt(
+    format_rules: str = "", question: str = "", prompts: PromptSet | None = None
+) -> str:
+    """The closing prompt: the benchmark's format rules, and (under the mirothinker
+    profile, whose template has the placeholder) the task's question repeated."""
+    prompts = prompts or PromptSet()
+    return prompts.render("summarize.md", format_rules=format_rules.strip(), question=question)
 
 
 def extract_post_mortem(text: str) -> str:
@@ -126,10 +143,14 @@ class AnswerGenerator:
         *,
         summary_prompt: str,
         boxed: bool = True,
+        prompts: PromptSet | None = None,
+        question: str = "",
     ) -> None:
         self.policy = policy
         self.summary_prompt = summary_prompt
         self.boxed = boxed
+        self.prompts = prompts or PromptSet()  # the post-mortem's and retries' templates
+        self.question = question  # the task, as a sub-agent's closing prompt may repeat it
 
     async def finalize(
         self,
@@ -154,6 +175,9 @@ class AnswerGenerator:
         as too long and nothing more can be dropped from it.
         """
         call = _Caller(llm, settings, journal, tools, context_policy, state, window)
+        # MiroThinker closes on the model's last reply: results it never answered (its
+        # turns ran out) are left out of the closing requests, not sent before them.
+        call.unanswered_results_out = self.prompts.profile == "mirothinker"
         if not self.boxed:
             await self._report(state, call)
             return
@@ -194,7 +218,7 @@ class AnswerGenerator:
                 state.provenance = Provenance.SUMMARY if attempt == 0 else Provenance.BOXED_RETRY
                 return
             if attempt == 0:  # the failed reply is dropped; the note rides along from now on
-                prompts.append(Message.injected(render("boxed_missing.md")))
+                prompts.append(Message.injected(self.prompts.render("boxed_missing.md")))
 
     @staticmethod
     def _fall_back(state: RunState) -> None:
@@ -203,8 +227,10 @@ class AnswerGenerator:
             state.provenance = Provenance.INTERMEDIATE_FALLBACK
 
     async def _post_mortem(self, state: RunState, call: _Caller, prefill: bool) -> None:
-        prompt = [Message.injected(render("post_mortem.md"))]
-        prefix = render("post_mortem_prefill.md") if prefill else ""
+        prompt = [Message.injected(self.prompts.render("post_mortem.md"))]
+        # Under the mirothinker profile the prefill is a closed thinking block, as
+        # MiroThinker's; the reply goes on after it.
+        prefix = self.prompts.render("post_mortem_prefill.md") if prefill else ""
         try:
             text = await call.ask(prompt, purpose="post_mortem", prefill=prefix) or ""
         except ContextOverflowError:  # journaled; the attempt's outcome stands without it
@@ -227,7 +253,8 @@ class AnswerGenerator:
         if state.end_reason is EndReason.MODEL_FINISHED:
             text = state.history[-1].content
         else:
-            prompt = [Message.injected(render("report_summarize.md"))]
+            report = self.prompts.render("report_summarize.md", question=self.question)
+            prompt = [Message.injected(report)]
             text = await call.ask(prompt, "report") or ""
         state.final_text = text
         state.final_answer = text.strip() or None
@@ -246,6 +273,7 @@ class _Caller:
     context: ContextPolicy  # the loop's: its strategy and keep_tool_result
     state: RunState
     window: ContextWindow | None = None
+    unanswered_results_out: bool = False  # see AnswerGenerator.finalize
     _refusals: int = field(default=0, init=False)  # context overflows, all calls together
 
     async def ask(self, prompts: list[Message], purpose: str, prefill: str = "") -> str | None:
@@ -310,13 +338,24 @@ class _Caller:
             return None
         while True:
             prepared = await self.context.prepare(self.state.history, closing=prompts)
-            request = prepared.messages
+            request = self._without_unanswered_results(prepared.messages, len(prompts))
             fits, tokens = self._fits(request)
             if fits:
                 return request
             if not self._drop_exchange(purpose, estimate=tokens):
                 self._skip(purpose, tokens, task_alone=False)
                 return None
+
+    def _without_unanswered_results(self, request: list[Message], closing: int) -> list[Message]:
+        """``request`` without the text tool results just before its ``closing`` prompts,
+        when asked to leave them out (native results stay: each pairs with its call)."""
+        index = len(request) - closing - 1
+        if not self.unanswered_results_out or index < 2:
+            return request
+        last = request[index]
+        if last.kind is not MessageKind.TOOL_RESULTS or last.role is not Role.USER:
+            return request
+        return request[:index] + request[index + 1 :]
 
     def _drop_exchange(
         self, purpose: str, *, estimate: int | None = None, provider_said: str | None = None

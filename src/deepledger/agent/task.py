@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
+from deepledger.agent.attachment import Attachment, compose_task, read_attachment
 from deepledger.agent.limits import TaskBudget, TaskLimits
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.resume import ResumePoint, rebuild, stateful_servers
@@ -26,6 +28,7 @@ from deepledger.config import (
     AgentRoleConfig,
     Config,
     ProtocolName,
+    prompt_set,
 )
 from deepledger.context.compaction import NoteWriter
 from deepledger.context.guard import ContextWindow
@@ -35,7 +38,7 @@ from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.factory import settings_from_config
 from deepledger.llm.usage import UsageLedger, price_of
 from deepledger.messages import ImagePart, JSONObject, ToolSpec
-from deepledger.prompts import render
+from deepledger.prompts import PromptSet
 from deepledger.records.events import FirstCallSkipped, SubagentFinished, ToolServerUnavailable
 from deepledger.store.journal import Journal
 from deepledger.tools.archive import ARCHIVE_TOOL, ResultArchive, archive_tools
@@ -64,27 +67,39 @@ def policy_from_config(agent: AgentConfig, is_final_retry: bool = False) -> Answ
     )
 
 
-def task_text(question: str, file_path: str | None = None) -> str:
-    """The task as the model reads it: the question, plus where an attached file is."""
-    if not file_path:
-        return question
-    return render("task_file.md", question=question, path=str(Path(file_path).resolve()))
+# The tool servers that read a task's attached file; without one of them, the file's
+# content goes into the task text (agent/attachment.py).
+READER_TOOLS = frozenset({"reader"})
 
 
-async def attached_images(file_path: str | None) -> tuple[ImagePart, ...]:
-    """An image attachment as images the model sees with the task (models that accept
-    images only; the others read the file's note through the reader)."""
-    if not file_path:
-        return ()
-    from deepledger.web import ContentError, convert_async  # only runs that attach files
+async def task_message(
+    cfg: Config, question: str, file_path: str | None = None, *, sees_images: bool = False
+) -> tuple[str, tuple[ImagePart, ...]]:
+    """The main agent's task message and the images that go with it: the question laid
+    out as agent.prompt_profile lays it out, with the attached file named (a reader
+    tool opens it) or its converted content in the text (no reader tool)."""
+    prompts = prompt_set(cfg.agent)
+    reader = not READER_TOOLS.isdisjoint(cfg.agent.main_agent.tools)
+    attachment: Attachment | None = None
+    if file_path:
+        path = await asyncio.to_thread(Path(file_path).resolve)
+        needed = not reader or sees_images
+        attachment = await read_attachment(path) if needed else Attachment(path)
+    text = compose_task(question, attachment, prompts, reader=reader, sees_images=sees_images)
+    if attachment is None or attachment.kind != "image" or not sees_images:
+        return text, ()
+    return text, attachment.images
 
-    path = Path(file_path)
-    try:
-        data = await asyncio.to_thread(path.read_bytes)
-        document = await convert_async(data, name=path.name, source=path.name)
-    except (OSError, ContentError):  # the reader will say what is wrong with it
-        return ()
-    return document.images if document.kind == "image" else ()
+
+@dataclass(frozen=True)
+class _RolePrompts:
+    """What one agent's prompts are made of: its system template, whether it boxes a
+    final answer, the task as its closing prompt repeats it, its role's description."""
+
+    system: str
+    boxed: bool
+    question: str
+    role_description: str = ""
 
 
 class AgentFactory:
@@ -107,6 +122,7 @@ class AgentFactory:
         self.note_writer = note_writer  # agent.context.summary_llm, built once per run
         self.manager = manager
         self.policy = policy or policy_from_config(cfg.agent)
+        self.prompts: PromptSet = prompt_set(cfg.agent)
         self.price = price_of(cfg.llm, cfg.pricing)
         self._subagent_calls = 0
         # The model's window for every agent of this task: lowered for all of them when
@@ -132,11 +148,14 @@ class AgentFactory:
     async def _solve(
         self, question: str, journal: Journal, file_path: str | None, point: ResumePoint | None
     ) -> RunState | str:
-        images = await attached_images(file_path) if self.llm.capabilities.images else ()
+        text, images = await task_message(
+            self.cfg, question, file_path, sees_images=self.llm.capabilities.images
+        )
         return await self._run_role(
             self.cfg.agent.main_agent,
-            task_text(question, file_path),
+            text,
             journal,
+            question=question,
             prompt="system.md",
             boxed=True,
             task_images=images,
@@ -152,16 +171,20 @@ class AgentFactory:
         *,
         prompt: str,
         boxed: bool,
+        question: str,
         role_description: str = "",
         task_images: tuple[ImagePart, ...] = (),
         main: bool = False,
         point: ResumePoint | None = None,
     ) -> RunState | str:
+        """``text``: the task message; ``question``: the task as the closing prompt
+        repeats it (the mirothinker profile does)."""
         ledger = UsageLedger(self.price)
+        prompts = _RolePrompts(prompt, boxed, question, role_description)
         # A sub-agent's calls are counted while it runs, then in its parent's ledger.
         with self.budget.watch(ledger, keep=main):
             return await self._run_role_counted(
-                role, text, journal, ledger, prompt, boxed, role_description, task_images, point
+                role, text, journal, ledger, prompts, task_images, point
             )
 
     async def _run_role_counted(
@@ -170,9 +193,7 @@ class AgentFactory:
         text: str,
         journal: Journal,
         ledger: UsageLedger,
-        prompt: str,
-        boxed: bool,
-        role_description: str,
+        prompts: _RolePrompts,
         task_images: tuple[ImagePart, ...],
         point: ResumePoint | None = None,
     ) -> RunState | str:
@@ -206,9 +227,7 @@ class AgentFactory:
                 unavailable = ToolServerUnavailable(server=server, reason=why)
                 if point is None or not point.said(unavailable):  # said once, not per resume
                     journal.write(unavailable)
-            orchestrator = self._orchestrator(
-                role, tools, journal, prompt, boxed, role_description, ledger, memory, point
-            )
+            orchestrator = self._orchestrator(role, tools, journal, prompts, ledger, memory, point)
             if point is None:
                 return await orchestrator.run(text, ledger, task_images)
             rebuilt = await rebuild(
@@ -256,23 +275,23 @@ class AgentFactory:
         role: AgentRoleConfig,
         tools: TaskTools,
         journal: Journal,
-        prompt: str,
-        boxed: bool,
-        role_description: str,
+        prompts: _RolePrompts,
         ledger: UsageLedger,
         memory: MemoryStore | None = None,
         point: ResumePoint | None = None,
     ) -> Orchestrator:
         agent, llm = self.cfg.agent, self.cfg.llm
-        protocol = make_protocol(llm.tool_protocol or agent.tool_protocol, self.llm.capabilities)
-        system = render(
-            prompt,
+        protocol = make_protocol(
+            llm.tool_protocol or agent.tool_protocol, self.llm.capabilities, self.prompts
+        )
+        system = self.prompts.render(
+            prompts.system,
             date=datetime.now(UTC).date().isoformat(),
             tools_section=protocol.system_section(tools.tools),
-            role_description=role_description,
+            role_description=prompts.role_description,
         )
         if llm.worked_example and tools.tools:
-            system += "\n\n" + render(llm.worked_example)
+            system += "\n\n" + self.prompts.render(llm.worked_example)
         limits = LoopLimits(
             # llm.max_turns: the model's own cap, whatever the agent preset allows.
             max_turns=min(role.max_turns, llm.max_turns or role.max_turns),
@@ -284,10 +303,16 @@ class AgentFactory:
             ),
         )
         settings = settings_from_config(self.cfg.llm)
-        summary = summary_prompt(self.cfg.benchmark.answer_format)
+        summary = summary_prompt(self.cfg.benchmark.answer_format, prompts.question, self.prompts)
         specs = protocol.specs(tools.tools)
         context = self._context_policy(settings, summary, journal, ledger, memory, specs)
-        finalizer = AnswerGenerator(self.policy, summary_prompt=summary, boxed=boxed)
+        finalizer = AnswerGenerator(
+            self.policy,
+            summary_prompt=summary,
+            boxed=prompts.boxed,
+            prompts=self.prompts,
+            question=prompts.question,
+        )
         return Orchestrator(
             llm=self.llm,
             tools=tools,
@@ -377,6 +402,7 @@ class AgentFactory:
                     journal,
                     prompt="subagent_system.md",
                     boxed=False,
+                    question=arguments["subtask"],
                     role_description=description,
                 )
             finally:

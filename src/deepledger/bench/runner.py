@@ -86,7 +86,7 @@ from deepledger.agent.limits import (
 )
 from deepledger.agent.resume import ResumePoint, reopen_unfinished
 from deepledger.agent.state import RunState
-from deepledger.agent.task import AgentFactory, policy_from_config, task_text
+from deepledger.agent.task import AgentFactory, policy_from_config, task_message
 from deepledger.bench.experience import retry_task_text
 from deepledger.bench.judge import Judge, Judgement
 from deepledger.bench.metrics import StoppedTasks, plural
@@ -98,6 +98,7 @@ from deepledger.config import (
     LLMConfig,
     ResumeMode,
     extract_llm_name,
+    prompt_set,
 )
 from deepledger.context.compaction import NoteWriter
 from deepledger.errors import (
@@ -698,7 +699,7 @@ class BenchmarkRunner:
         factory = AgentFactory(
             self.cfg, self.llm, self.tools, policy, self.note_writer, self.scraper, budget
         )
-        text = retry_task_text(task.question, post_mortems)
+        text = retry_task_text(task.question, post_mortems, prompt_set(self.cfg.agent))
         resumable = await self._resume_point(task, attempt, index, text)
         started = self.clock()
         state: RunState | str | None = None
@@ -758,7 +759,8 @@ class BenchmarkRunner:
             return None
         if any(t.startswith("agent-") for t in self.cfg.agent.main_agent.tools):
             return "sub-agent runs are not rebuilt by resume=turn"
-        sent = task_text(text, task.file_path)
+        sees_images = self.llm is not None and self.llm.capabilities.images
+        sent, _ = await task_message(self.cfg, text, task.file_path, sees_images=sees_images)
         reopen = partial(self.run_dir.journal, task.task_id, attempt, index, resume=True)
         return await reopen_unfinished(reopen, path, config_id=self.run_dir.config_id, task=sent)
 

@@ -39,7 +39,7 @@ from deepledger.messages import (
     ToolSpec,
     parse_arguments,
 )
-from deepledger.prompts import render
+from deepledger.prompts import PromptSet
 from deepledger.tools.manager import ToolInfo
 
 
@@ -71,6 +71,9 @@ class ForcedCall:
 
 class ToolProtocol(ABC):
     name: str
+    # The templates its system section is written from (agent.prompt_profile,
+    # agent.prompts_dir); set by make_protocol.
+    prompts: PromptSet = PromptSet()
 
     @abstractmethod
     def system_section(self, tools: list[ToolInfo]) -> str: ...
@@ -155,12 +158,22 @@ def _blocks(text: str) -> Iterator[str | None]:
 
 
 class XmlProtocol(ToolProtocol):
+    """Under the ``mirothinker`` profile the tool list and the results take MiroThinker's
+    form: servers in MiroThinker's order, no server-description line, each schema as
+    MiroThinker prints it, and each result's raw text (see :func:`_mirothinker_servers`
+    and :meth:`results_message`)."""
+
     name = "xml"
+
+    @property
+    def mirothinker(self) -> bool:
+        return self.prompts.profile == "mirothinker"
 
     def system_section(self, tools: list[ToolInfo]) -> str:
         if not tools:
-            return render("xml_no_tools.md")
-        return render("xml_tools.md", servers=_describe_servers(tools))
+            return self.prompts.render("xml_no_tools.md")
+        listing = _mirothinker_servers(tools) if self.mirothinker else _describe_servers(tools)
+        return self.prompts.render("xml_tools.md", servers=listing)
 
     def specs(self, tools: list[ToolInfo]) -> list[ToolSpec]:
         return []
@@ -195,6 +208,8 @@ class XmlProtocol(ToolProtocol):
 
     def results_message(self, results: list[ToolResult], calls: list[ToolCall]) -> Message:
         by_id = {c.id: c for c in calls}
+        if self.mirothinker:
+            return Message.text_tool_results(_raw_results(results, by_id), results)
         sections = []
         for result in results:
             call = by_id.get(result.call_id)
@@ -242,6 +257,67 @@ def _describe_servers(tools: list[ToolInfo]) -> str:
     return "\n\n".join(blocks)
 
 
+# The order MiroThinker lists its tool servers in, whatever order a preset names them
+# in (its settings build the server list in this order); servers it does not have
+# follow in the preset's order, then sub-agents.
+MIROTHINKER_SERVER_ORDER = (
+    "tool-google-search",
+    "tool-sogou-search",
+    "tool-python",
+    "tool-vqa",
+    "tool-vqa-os",
+    "tool-transcribe",
+    "tool-transcribe-os",
+    "tool-reasoning",
+    "tool-reasoning-os",
+    "tool-reader",
+    "tool-reading",
+    "search_and_scrape_webpage",
+    "jina_scrape_llm_summary",
+    "stateless_python",
+    "task_planner",
+)
+
+
+def _mirothinker_servers(tools: list[ToolInfo]) -> str:
+    """The tool list as MiroThinker writes it: a ``## Server name:`` line per server and,
+    per tool, its name, its description as the server gave it, and its input schema
+    printed as a Python dict (MiroThinker formats the schema object itself, not JSON)."""
+    by_server: dict[str, list[ToolInfo]] = {}
+    for tool in tools:
+        by_server.setdefault(tool.server, []).append(tool)
+
+    def rank(server: str) -> int:
+        if server in MIROTHINKER_SERVER_ORDER:
+            return MIROTHINKER_SERVER_ORDER.index(server)
+        return len(MIROTHINKER_SERVER_ORDER) + server.startswith("agent-")
+
+    blocks = []
+    for server in sorted(by_server, key=rank):  # a stable sort keeps the preset's order
+        lines = [f"## Server name: {server}"]
+        for tool in by_server[server]:
+            lines.append(f"### Tool name: {tool.name}")
+            lines.append(f"Description: {tool.description}")
+            lines.append(f"Input JSON schema: {tool.input_schema!s}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _raw_results(results: list[ToolResult], by_id: dict[str, ToolCall]) -> str:
+    """The results of one turn as MiroThinker sends them: each result's own text, one
+    after another on separate lines, no label; a failed call says which tool failed."""
+    texts = []
+    for result in results:
+        call = by_id.get(result.call_id)
+        if not result.is_error:
+            texts.append(result.content)
+        elif call is not None:
+            texts.append(f"The call to {call.name} on {call.server_name} failed: {result.content}")
+        else:
+            texts.append(f"The tool call failed: {result.content}")
+    return "\n".join(texts)
+
+
 # -- native ---------------------------------------------------------------------------
 
 _WIRE_NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
@@ -260,7 +336,7 @@ class NativeProtocol(ToolProtocol):
         self._by_wire_name: dict[str, ToolInfo] = {}
 
     def system_section(self, tools: list[ToolInfo]) -> str:
-        return render("native_tools.md") if tools else ""
+        return self.prompts.render("native_tools.md") if tools else ""
 
     def specs(self, tools: list[ToolInfo]) -> list[ToolSpec]:
         self._by_wire_name = {wire_name(t): t for t in tools}
@@ -455,11 +531,11 @@ class HermesProtocol(ToolProtocol):
     def system_section(self, tools: list[ToolInfo]) -> str:
         self._learn(tools)
         if not tools:
-            return render("xml_no_tools.md")
+            return self.prompts.render("xml_no_tools.md")
         if self.template_tools:
-            return render("hermes_template_tools.md")
+            return self.prompts.render("hermes_template_tools.md")
         signatures = "\n".join(json.dumps(_function(t), ensure_ascii=False) for t in tools)
-        return render("hermes_tools.md", tools=signatures)
+        return self.prompts.render("hermes_tools.md", tools=signatures)
 
     def specs(self, tools: list[ToolInfo]) -> list[ToolSpec]:
         self._learn(tools)
@@ -570,13 +646,21 @@ PROTOCOLS: dict[ProtocolName, type[ToolProtocol]] = {
 }
 
 
-def make_protocol(name: str, capabilities: LLMCapabilities | None = None) -> ToolProtocol:
+def make_protocol(
+    name: str, capabilities: LLMCapabilities | None = None, prompts: PromptSet | None = None
+) -> ToolProtocol:
     """The protocol ``name`` names (validate() has refused any other name), for a client
-    that can do ``capabilities`` (whether its template writes the tools, for hermes)."""
+    that can do ``capabilities`` (whether its template writes the tools, for hermes),
+    its system section written from ``prompts``."""
     kind = ProtocolName(name)
+    protocol: ToolProtocol
     if kind is ProtocolName.HERMES:
-        return HermesProtocol(template_tools=bool(capabilities and capabilities.template_tools))
-    return PROTOCOLS[kind]()
+        protocol = HermesProtocol(template_tools=bool(capabilities and capabilities.template_tools))
+    else:
+        protocol = PROTOCOLS[kind]()
+    if prompts is not None:
+        protocol.prompts = prompts
+    return protocol
 
 
 def specs_digest(specs: list[ToolSpec]) -> str:
