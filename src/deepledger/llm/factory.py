@@ -28,6 +28,7 @@ DEFAULT_KEY_VARIABLES: dict[str, str] = {
     Provider.OPENAI: "OPENAI_API_KEY",
     Provider.ANTHROPIC: "ANTHROPIC_API_KEY",
     Provider.AZURE_OPENAI: "AZURE_OPENAI_API_KEY",
+    Provider.MINIMAX: "MINIMAX_API_KEY",
 }
 # What self-hosted OpenAI-compatible servers accept when they check no key.
 NO_KEY = "EMPTY"
@@ -204,6 +205,7 @@ BUILDERS: dict[Provider, Callable[[LLMConfig], LLMClient]] = {
     Provider.AZURE_OPENAI: _build_azure_openai,
     Provider.LOCAL: _build_local,
     Provider.QWEN: _build_openai,  # MiroThinker's models behind an OpenAI-compatible server
+    Provider.MINIMAX: _build_openai,  # MiniMax's OpenAI-compatible API
 }
 PROVIDERS = tuple(p.value for p in BUILDERS)
 
