@@ -1,0 +1,78 @@
+"""MiroThinker's gaia-validation-text-103, browsecomp and hle script lines, the program
+name changed and nothing else, run end to end: one `deepledger bench` subprocess each,
+from a folder laid out as MiroThinker's (apps/miroflow-agent, its data in ../../data),
+against a loopback model that answers, and is the judge too (OPENAI_BASE_URL, as
+MiroThinker's .env gives its judge's server).
+
+The agent is the scripts' default, single_agent_keep5: its tool servers start for real
+(search_and_scrape_webpage with no Serper key, tool-python's sandbox per task).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+from tests.integration.test_mirothinker_command_lines import ENV, SCRIPT_LINE, SCRIPTS
+from tests.support.wire import text_of
+
+TASKS = [
+    {"task_id": "eiffel", "task_question": "How tall is the Eiffel Tower, in metres?",
+     "ground_truth": "330"},
+    {"task_id": "moon", "task_question": "In which year did people first walk on the Moon?",
+     "ground_truth": "1969"},
+]  # fmt: skip
+ANSWERS = {"Eiffel": "330", "Moon": "1969"}
+JUDGE_REPLY = (
+    "extracted_final_answer: {answer}\nreasoning: The same value.\ncorrect: yes\nconfidence: 100"
+)
+
+
+def respond(request) -> Reply:
+    """The agent's model, and the judge's when asked to grade."""
+    conversation = "\n".join(text_of(m) for m in request.messages)
+    answer = next(a for key, a in ANSWERS.items() if key in conversation)
+    if (
+        "<use_mcp_tool>" not in conversation
+        and request.messages[0]["role"] == "system"
+        and ("grade" in text_of(request.messages[0]).lower())
+    ):
+        return Reply(JUDGE_REPLY.format(answer=answer))
+    return Reply(f"I know this one. The answer is \\boxed{{{answer}}}.")
+
+
+@pytest.mark.parametrize("script", ["gaia-validation-text-103", "browsecomp", "hle"])
+def test_the_script_line_runs_end_to_end(script, tmp_path):
+    _, benchmark, metadata, data, agent = next(s for s in SCRIPTS if s[0] == script)
+    app = tmp_path / "apps" / "miroflow-agent"
+    app.mkdir(parents=True)
+    data_dir = tmp_path / "data" / data
+    data_dir.mkdir(parents=True)
+    lines = "".join(json.dumps(task) + "\n" for task in TASKS)
+    (data_dir / metadata).write_text(lines)
+    with FakeLLMServer(responder=respond) as llm:
+        values = ENV | {"BASE_URL": llm.openai_base_url, "RESULTS_DIR": "../../logs/run"}
+        line = SCRIPT_LINE.format(benchmark=benchmark, metadata=metadata, data=data, agent=agent)
+        for name, value in sorted(values.items(), key=lambda item: -len(item[0])):
+            line = line.replace(f"${name}", value)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JINA_", "SERPER_"))}
+        env |= {"OPENAI_API_KEY": "sk-test-judge", "OPENAI_BASE_URL": llm.openai_base_url}
+        done = subprocess.run(
+            [sys.executable, "-m", "deepledger", *shlex.split(line)[1:]],
+            cwd=app, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = tmp_path / "logs" / "run" / "run_1"
+    records = [
+        json.loads(x) for x in (run_dir / "benchmark_results.jsonl").read_text().splitlines()
+    ]
+    got = {r["task_id"]: (r["final_answer"], r["correct"]) for r in records}
+    assert got == {"eiffel": ("330", True), "moon": ("1969", True)}
+    manifest = (run_dir / "manifest.json").read_text()
+    assert "single_agent_keep5" in manifest and "MiroThinker-Models" in manifest
