@@ -143,6 +143,7 @@ class SearchBackendName(StrEnum):
     TAVILY = "tavily"
     BRAVE = "brave"
     LOCAL = "local"  # the offline corpus of the `search` tool
+    SOGOU = "sogou"  # Tencent Cloud's web search API (MiroThinker's sogou_search)
 
 
 @dataclass

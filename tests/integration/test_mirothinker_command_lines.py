@@ -223,6 +223,16 @@ def test_agent_presets_keep_mirothinkers_settings(monkeypatch):
     no_code = agent("single_agent_no_code").agent
     assert no_code.main_agent.tools == ["search_and_scrape_webpage", "jina_scrape_llm_summary"]
     assert (no_code.main_agent.max_turns, no_code.keep_tool_result) == (50, -1)
+    for name in (
+        "single_agent_with_sougou",
+        "single_agent_with_sougou_keep5",
+        "single_agent_no_code",
+    ):
+        role = agent(name).agent.main_agent  # sogou_search offered beside google_search
+        assert "search_and_scrape_webpage" in role.tools
+        assert not any("sogou_search" in tool for tool in role.tool_blacklist), name
+    zh = agent("evaluation_os_zh").agent.sub_agents["browsing"]
+    assert zh.tool_blacklist == ["search_and_scrape_webpage.google_search"]
     multi = agent("multi_agent_os").agent
     assert "agent-browsing" in multi.main_agent.tools
     assert (multi.main_agent.max_turns, multi.sub_agents["browsing"].max_turns) == (50, 50)
