@@ -19,8 +19,9 @@ import sys
 import pytest
 
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+from deepledger.testing.fake_search_server import FakeTencentSearch
 from tests.integration.test_mirothinker_command_lines import ENV, SCRIPT_LINE, SCRIPTS
-from tests.support.wire import text_of
+from tests.support.wire import text_of, xml_call
 
 TASKS = [
     {"task_id": "eiffel", "task_question": "How tall is the Eiffel Tower, in metres?",
@@ -76,3 +77,46 @@ def test_the_script_line_runs_end_to_end(script, tmp_path):
     assert got == {"eiffel": ("330", True), "moon": ("1969", True)}
     manifest = (run_dir / "manifest.json").read_text()
     assert "single_agent_keep5" in manifest and "MiroThinker-Models" in manifest
+
+
+def test_a_sogou_preset_searches_sogou_through_tencent_cloud(tmp_path):
+    """agent=single_agent_with_sougou_keep5: the model is offered sogou_search, and its
+    call reaches Tencent Cloud's API (a loopback fake checking the signature) with the
+    credentials the preset passes to the search server."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "standardized_data.jsonl").write_text(json.dumps(TASKS[0]) + "\n")
+    page = {"title": "埃菲尔铁塔", "link": "https://baike.example.cn/eiffel",
+            "snippet": "埃菲尔铁塔高330米。", "site": "百科"}  # fmt: skip
+
+    def model(request) -> Reply:
+        conversation = "\n".join(text_of(m) for m in request.messages)
+        if "埃菲尔铁塔高330米" in conversation:
+            return Reply("Sogou says 330 metres: \\boxed{330}")
+        call = xml_call("search_and_scrape_webpage", "sogou_search", {"Query": "埃菲尔铁塔 高度"})
+        return Reply("Searching in Chinese.\n" + call)
+
+    with (
+        FakeLLMServer(responder=model) as llm,
+        FakeTencentSearch({"埃菲尔铁塔 高度": [page]}, secret_id="AKIDe2e",
+                          secret_key="e2e-secret-key-99") as tencent,
+    ):  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JINA_", "SERPER_"))}
+        env |= {"TENCENTCLOUD_SECRET_ID": "AKIDe2e", "TENCENTCLOUD_SECRET_KEY": "e2e-secret-key-99",
+                "TENCENTCLOUD_WSA_BASE_URL": tencent.base_url, "OPENAI_API_KEY": "sk-judge",
+                "OPENAI_BASE_URL": llm.openai_base_url}  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "deepledger", "bench", "benchmark=debug",
+             f"benchmark.data.data_dir={data}", "agent=single_agent_with_sougou_keep5",
+             "llm=qwen-3", f"llm.base_url={llm.openai_base_url}",
+             f"hydra.run.dir={tmp_path / 'run'}"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        sent = list(tencent.requests)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [r.body for r in sent] == [{"Query": "埃菲尔铁塔 高度", "Mode": 0, "Cnt": 10}]
+    record = json.loads((tmp_path / "run" / "benchmark_results.jsonl").read_text().splitlines()[-1])
+    assert (record["final_answer"], record["correct"]) == ("330", True)
+    assert "e2e-secret-key-99" not in "".join(
+        p.read_text(errors="replace") for p in (tmp_path / "run").rglob("*") if p.is_file()
+    )
