@@ -214,26 +214,9 @@ def _hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
     import hydra
     from dotenv import load_dotenv
 
-    from deepledger.config import (
-        carried_override,
-        register_schemas,
-        typed,
-        unknown_override_keys,
-        unknown_presets,
-    )
+    from deepledger.config import register_schemas, typed
 
-    overrides = flags_first([carried_override(o) for o in take_command_line_key(overrides)])
-    if problems := unknown_override_keys(overrides):
-        raise ConfigError(
-            "not a configuration key: "
-            + ", ".join(problems)
-            + f". Every key is listed by: deepledger {name} --cfg job"
-        )
-    check_override_syntax(overrides)
-    if not _searches_other_folders(overrides) and (
-        missing := unknown_presets(overrides, config_dir())
-    ):
-        raise ConfigError("; ".join(missing) + ".")
+    overrides = checked_overrides(name, overrides)
     # The working directory's .env (not one next to the installed code); it never
     # replaces a variable that is already set.
     load_dotenv(Path.cwd() / ".env", override=False)
@@ -272,6 +255,27 @@ def _hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
     finally:
         sys.argv = saved_argv
     return outcome.get("code", 0)
+
+
+def checked_overrides(name: str, overrides: list[str]) -> list[str]:
+    """The command line's overrides as Hydra gets them (a key on it moved to a variable,
+    MiroThinker's spellings read, flags first), refused with :class:`ConfigError` naming
+    an unknown key, an override that does not parse or a preset that does not exist."""
+    from deepledger.config import carried_override, unknown_override_keys, unknown_presets
+
+    overrides = flags_first([carried_override(o) for o in take_command_line_key(overrides)])
+    if problems := unknown_override_keys(overrides):
+        raise ConfigError(
+            "not a configuration key: "
+            + ", ".join(problems)
+            + f". Every key is listed by: deepledger {name} --cfg job"
+        )
+    check_override_syntax(overrides)
+    if not _searches_other_folders(overrides) and (
+        missing := unknown_presets(overrides, config_dir())
+    ):
+        raise ConfigError("; ".join(missing) + ".")
+    return overrides
 
 
 def _searches_other_folders(overrides: list[str]) -> bool:

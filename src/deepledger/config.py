@@ -1202,7 +1202,7 @@ def unknown_presets(overrides: list[str], conf_dir: Path) -> list[str]:
             continue
         known = {p.stem for p in (conf_dir / group).glob("*.yaml")}
         for name in value.split(","):
-            if name and name not in known:
+            if name and name != "null" and name not in known:  # null: Hydra's own
                 close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.0)
                 hint = f"the closest is {group}={close[0]}" if close else "there is none"
                 problems.append(

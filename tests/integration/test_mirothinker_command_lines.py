@@ -16,13 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.cli import check_override_syntax, config_dir, take_command_line_key
+from deepledger.cli import checked_overrides, config_dir
 from deepledger.config import (
     COMMAND_LINE_KEY_ENV,
     Config,
-    carried_override,
     compose,
-    unknown_override_keys,
     unknown_presets,
     validate,
 )
@@ -157,12 +155,10 @@ def filled(line: str) -> list[str]:
 
 def composed(line: str, monkeypatch: pytest.MonkeyPatch) -> Config:
     """What `deepledger bench|run` composes from the line, with the checks it makes
-    before Hydra runs (cli._hydra_command) and after (validate)."""
-    monkeypatch.delenv(COMMAND_LINE_KEY_ENV, raising=False)
-    overrides = [carried_override(o) for o in take_command_line_key(filled(line))]
-    assert not unknown_override_keys(overrides)
-    assert not unknown_presets(overrides, config_dir())
-    check_override_syntax(overrides)
+    before Hydra runs (cli.checked_overrides) and after (validate)."""
+    monkeypatch.setenv(COMMAND_LINE_KEY_ENV, "")  # restored after the test: the line's
+    monkeypatch.delenv(COMMAND_LINE_KEY_ENV)  # llm.api_key moves into it
+    overrides = checked_overrides("bench", filled(line))
     cfg = compose(config_dir(), [o for o in overrides if not o.startswith("hydra.")])
     validate(cfg)
     return cfg
