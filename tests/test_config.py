@@ -211,7 +211,8 @@ def test_the_built_in_tool_names_are_the_tools_own():
 def test_each_setting_s_names_are_the_names_its_registry_builds():
     """The enum validate() checks a setting against and the registry that builds what it
     names are one list: a name added to one and not the other fails here."""
-    from deepledger.bench.judge import JUDGE_BUILDERS, LLM_RULES
+    from deepledger.bench.judge import JUDGE_BUILDERS
+    from deepledger.bench.judge_rules import LLM_RULES
     from deepledger.config import (
         JudgeName,
         JudgeRule,

@@ -20,7 +20,17 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "deepledger"
 
 # The top-level modules and packages of deepledger, by floor ("" is deepledger/__init__).
 FLOORS = {
-    0: ("", "messages", "errors", "paths", "processes", "prompts", "secret_files", "blocked_urls"),
+    0: (
+        "",
+        "messages",
+        "errors",
+        "paths",
+        "processes",
+        "prompts",
+        "secret_files",
+        "blocked_urls",
+        "prices",
+    ),
     1: ("config", "records"),
     2: ("store",),
     3: ("llm",),
@@ -46,6 +56,8 @@ RUN_FILE_NAMES = frozenset(
         layout.PROGRESS,
         layout.TOOL_SERVER_LOGS,
         layout.REPLAY,
+        layout.JUDGINGS,
+        layout.JUDGING,
         layout.REPORT,
         layout.RUN_JOURNAL,
         layout.SUBAGENTS,

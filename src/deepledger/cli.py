@@ -1,4 +1,4 @@
-"""The ``deepledger`` command: ``bench | run | report | replay``.
+"""The ``deepledger`` command: ``bench | run | report | replay | judge``.
 
 Hydra has no subcommands, so the first argument picks the command and the rest goes
 to Hydra (overrides, ``--cfg job``, ``-m`` sweeps, ``hydra.run.dir=...``); for ``run``,
@@ -51,6 +51,10 @@ usage:
   deepledger replay RUN_DIR [KEY=VALUE...]  a run's cost under other context policies
                                             (agent.context.*, agent.keep_tool_result,
                                             llm.max_context_length; --price MODEL)
+  deepledger judge RUN_DIR [KEY=VALUE...] [--name NAME] [-cd DIR]
+                                            grade a finished run's answers again
+                                            (benchmark.judge.*), beside its own
+                                            judgement, with the agreement between them
   deepledger COMMAND --help                 Hydra's help: config groups and keys
   deepledger bench --cfg job [OVERRIDES]    print the composed config and stop
 
@@ -151,6 +155,7 @@ def _main(argv: list[str] | None) -> int:
         "run": lambda a: _hydra_command("run", split_run_arguments(a).as_hydra_args(), _run),
         "report": _report,
         "replay": _replay,
+        "judge": _judge,
     }
     if command not in handlers:
         print(f"deepledger: unknown command {command!r}.\n\n{USAGE}", file=sys.stderr)
@@ -735,4 +740,63 @@ def _replay(args: list[str]) -> int:
         )
         return EXIT_USAGE
     print(run_replay(Path(args[0]), args[1:], price))
+    return 0
+
+
+JUDGE_USAGE = (
+    "usage: deepledger judge RUN_DIR [benchmark.judge.KEY=VALUE ...] "
+    "[benchmark.execution.max_concurrent=N] [--name NAME] [-cd DIR]"
+)
+
+
+def _judge(args: list[str]) -> int:
+    """Grade a finished run's answers again, without running the agent; the verdicts go
+    to a judging of their own inside the run directory (``bench/judging.py``)."""
+    from dotenv import load_dotenv
+
+    from deepledger.bench.judging import format_judging, run_judging
+    from deepledger.bench.suite import PresetPath, unjudged_warning
+
+    if any(a in ("-h", "--help") for a in args):
+        print(f"{JUDGE_USAGE}\n\n{_judge.__doc__}")
+        return 0
+    name, dirs, rest = None, [], list(args)
+    positional: list[str] = []
+    while rest:
+        arg = rest.pop(0)
+        if arg in ("--name", "-cd", "--config-dir"):
+            if not rest:
+                raise ConfigError(f"{arg} needs a value. {JUDGE_USAGE}")
+            value = rest.pop(0)
+            if arg == "--name":
+                name = value
+            elif not Path(value).is_dir():
+                raise ConfigError(f"{arg} {value}: no such folder.")
+            else:
+                dirs.append(Path(value).resolve())
+        elif arg.startswith("-"):
+            print(f"deepledger judge: unknown flag {arg!r}.\n{JUDGE_USAGE}", file=sys.stderr)
+            return EXIT_USAGE
+        else:
+            positional.append(arg)
+    if not positional or "=" in positional[0]:
+        print(JUDGE_USAGE, file=sys.stderr)
+        return EXIT_USAGE
+    load_dotenv(Path.cwd() / ".env", override=False)  # the judge's key, as bench reads it
+    quiet_http_logs()
+    run_dir = Path(positional[0])
+    presets = PresetPath((*dirs, config_dir()))  # -cd first, as Hydra's search path has it
+    try:
+        summary, folder = asyncio.run(run_judging(run_dir, positional[1:], presets, name))
+    except KeyboardInterrupt:
+        print(
+            "\ndeepledger judge: interrupted. The verdicts given are saved; run the same "
+            "command again to go on from them.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    print(format_judging(summary, folder))
+    how = "run the same deepledger judge command again"
+    if warning := unjudged_warning(summary.unjudged, how):
+        print(f"deepledger: {warning}", file=sys.stderr)
     return 0

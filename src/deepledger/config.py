@@ -32,6 +32,7 @@ from deepledger.blocked_urls import BlockedURLs, clean_patterns
 from deepledger.errors import ConfigError
 from deepledger.messages import JSONObject
 from deepledger.paths import CONFIG_DIR_ENV, looked_in, resolve_data_path
+from deepledger.prices import library_price
 from deepledger.prompts import prompt_exists
 from deepledger.secret_files import SECRET_FILES_ENV, SecretFiles, clean_rules, rule_problem
 
@@ -79,11 +80,15 @@ class JudgeName(StrEnum):
 
 class JudgeRule(StrEnum):
     """``benchmark.judge.rule``: how the llm judge asks its model and reads the reply
-    (``bench/judge.py``'s ``LLM_RULES``, keyed by these)."""
+    (``bench/judge_rules.py``'s ``LLM_RULES``, keyed by these)."""
 
     DEFAULT = "default"
     GAIA_TEXT = "gaia_text"
     HLE = "hle"
+    BROWSECOMP = "browsecomp"
+    SIMPLEQA = "simpleqa"
+    XBENCH = "xbench"
+    FRAMES = "frames"
     DEEPSEARCHQA = "deepsearchqa"
 
 
@@ -380,10 +385,32 @@ class JudgeConfig:
     rel_tol: float = 1e-6  # numeric: relative tolerance
     abs_tol: float = 0.0  # numeric: absolute tolerance
     ordered: bool = False  # list: order matters
-    llm: str | None = None  # llm: the llm preset (conf/llm/<name>.yaml) the judge uses
-    # llm: how the model is asked and its reply read, a JudgeRule:
-    # default | gaia_text | hle | deepsearchqa
+    # llm: the llm preset the judge uses (llm/<name>.yaml on Hydra's search path: the
+    # packaged conf/, -cd/--config-dir, hydra.searchpath)
+    llm: str | None = None
+    # llm: a model id that replaces the preset's model_name (e.g. a benchmark's official
+    # judge model, pinned); null: the preset's
+    model: str | None = None
+    # llm: the judge's OpenAI-compatible server (a local or proxy one), replacing the
+    # preset's base_url; null: the preset's
+    base_url: str | None = None
+    # llm: how the model is asked and its reply read, a JudgeRule (one grading protocol
+    # each, bench/judge_rules.py): default | gaia_text | hle | browsecomp | simpleqa |
+    # xbench | frames | deepsearchqa
     rule: str = "default"
+    # llm: the label set and the fields the preset's protocol returns, as data (e.g.
+    # [CORRECT, INCORRECT, NOT_ATTEMPTED]; [extracted_answer, reasoning, verdict,
+    # confidence]); each must be one the rule reads, else the run stops before any work.
+    # null: not stated.
+    labels: list[str] | None = None
+    fields: list[str] | None = None
+    # llm: a file holding the user's own copy of an official judge template, sent in
+    # place of our prompt with the official placeholders filled ({question},
+    # {correct_answer}, {response}; SimpleQA: {question}, {target}, {predicted_answer}).
+    template: str | None = None
+    # llm: how many times the model is asked for one answer when its replies have no
+    # readable verdict; then the answer is unjudged (not counted in accuracy). null: 3.
+    max_asks: int | None = None
 
 
 @dataclass
@@ -634,6 +661,44 @@ def share_reading_rules(cfg: Config) -> None:
     os.environ.update(reading_rules_environment(cfg))
 
 
+# MiroThinker's summary model, named by its .env variables (apps/miroflow-agent/.env.example).
+SUMMARY_BASE_URL_ENV = "SUMMARY_LLM_BASE_URL"
+SUMMARY_MODEL_ENV = "SUMMARY_LLM_MODEL_NAME"
+SUMMARY_KEY_ENV = "SUMMARY_LLM_API_KEY"
+SUMMARY_WINDOW = 131_072  # assumed: the variables say nothing of the model's window
+SUMMARY_MAX_TOKENS = 8192  # the reply budget MiroThinker gives its summary calls
+
+
+def summary_llm_config(env: Mapping[str, str]) -> LLMConfig | None:
+    """MiroThinker's summary model (``SUMMARY_LLM_BASE_URL``, ``SUMMARY_LLM_MODEL_NAME``,
+    ``SUMMARY_LLM_API_KEY``) as an OpenAI-compatible llm preset; None when neither the
+    URL nor the model is set. The URL may be the full ``.../chat/completions`` address
+    (as MiroThinker's .env example gives it) or the API base (``.../v1``)."""
+    base = env.get(SUMMARY_BASE_URL_ENV, "").strip()
+    name = env.get(SUMMARY_MODEL_ENV, "").strip()
+    if not base and not name:
+        return None
+    if not base or not name:
+        missing = SUMMARY_MODEL_ENV if base else SUMMARY_BASE_URL_ENV
+        given = SUMMARY_BASE_URL_ENV if base else SUMMARY_MODEL_ENV
+        raise ConfigError(
+            f"{given} is set but {missing} is not: MiroThinker's summary model needs both "
+            f"(or unset {given} to let the agent's own model, or tools.extract_llm, read pages)."
+        )
+    base = re.sub(r"/chat/completions$", "", base.rstrip("/"))
+    return LLMConfig(
+        provider="openai",
+        model_name=name,
+        base_url=base,
+        api_key_env=SUMMARY_KEY_ENV,
+        api_key_required=False,  # optional in MiroThinker: self-hosted servers take none
+        max_context_length=SUMMARY_WINDOW,
+        max_tokens=SUMMARY_MAX_TOKENS,
+        temperature=1.0,
+        top_p=None,
+    )
+
+
 def extract_llm_name(cfg: Config) -> str | None:
     """``tools.extract_llm``: the llm preset the scrape-and-extract tool uses (None: the
     agent's own model)."""
@@ -667,6 +732,8 @@ def validate(cfg: Config) -> None:
             f"benchmark.judge.rule={cfg.benchmark.judge.rule!r}: use one of "
             f"{', '.join(JUDGE_RULES)}."
         )
+    if (asks := cfg.benchmark.judge.max_asks) is not None and asks < 1:
+        problems.append(f"benchmark.judge.max_asks={asks} must be at least 1 (or null: 3).")
     if cfg.benchmark.judge.name not in JUDGES:
         problems.append(
             f"benchmark.judge.name={cfg.benchmark.judge.name!r}: use one of {', '.join(JUDGES)}."
@@ -1023,6 +1090,11 @@ def _web_problems(cfg: Config) -> list[str]:
         problems.append(
             f"tools.extract_llm={extract!r}: name an llm preset (conf/llm/<name>.yaml) or null."
         )
+    if not extract:
+        try:  # half of MiroThinker's summary-model variables: said before any task runs
+            summary_llm_config(os.environ)
+        except ConfigError as exc:
+            problems.append(str(exc))
     return problems
 
 
@@ -1094,10 +1166,12 @@ def _unpriced_cost_limits(cfg: Config) -> list[str]:
     model = cfg.llm.model_name
     if not keys or price_entry(model, cfg.pricing) is not None:
         return []
+    if library_price(model, cfg.llm.provider, cfg.llm.base_url) is not None:
+        return []
     return [
         f"benchmark.execution.{keys[0]} is set, but llm.model_name={model!r} has no price, "
-        f"so its cost is unknown. Add one (+pricing.{model}.input=USD "
-        f"+pricing.{model}.output=USD per million tokens) or limit tokens instead "
+        f"so its cost is unknown. Add one ('+pricing={{{model}: {{input: USD, output: USD}}}}' "
+        "per million tokens) or limit tokens instead "
         "(benchmark.execution.task_token_limit, .max_tokens)."
     ]
 
@@ -1105,10 +1179,16 @@ def _unpriced_cost_limits(cfg: Config) -> list[str]:
 def price_entry(model: str, pricing: Mapping[str, PriceConfig]) -> PriceConfig | None:
     """``pricing``'s entry for ``model``, or for the longest listed prefix of it (dated
     variants: ``gpt-4o`` prices ``gpt-4o-2024-08-06``)."""
+    key = price_key(model, pricing)
+    return None if key is None else pricing[key]
+
+
+def price_key(model: str, pricing: Mapping[str, PriceConfig]) -> str | None:
+    """The key of ``price_entry``'s entry, or None."""
     if model in pricing:
-        return pricing[model]
+        return model
     prefixes = [name for name in pricing if model.startswith(name)]
-    return pricing[max(prefixes, key=len)] if prefixes else None
+    return max(prefixes, key=len) if prefixes else None
 
 
 # Task limits and run budgets under benchmark.execution (agent/limits.py); null: none.

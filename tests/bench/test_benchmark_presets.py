@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from deepledger.bench.judge import LLM_RULES, AimeJudge, LLMJudge, make_judge
+from deepledger.bench.judge import AimeJudge, LLMJudge, make_judge
+from deepledger.bench.judge_rules import LLM_RULES
 from deepledger.bench.tasks import load_tasks
 from deepledger.config import validate
 from deepledger.llm.scripted import ScriptedLLM
@@ -16,7 +17,9 @@ from tests.support.config import CONF, composed
 PRESETS = {
     "hle-text-500": ("data/hle-text-500", "llm", "hle"),
     "hle-text-2158": ("data/hle-text-2158", "llm", "hle"),
-    "browsecomp": ("data/browsecomp", "llm", "hle"),
+    "browsecomp": ("data/browsecomp", "llm", "browsecomp"),
+    "xbench-deepsearch": ("data/xbench-deepsearch", "llm", "xbench"),
+    "frames": ("data/frames", "llm", "frames"),
     "gaia-validation-text-103": ("data/gaia-2023-validation-text-103", "llm", "gaia_text"),
     "webwalkerqa": ("data/webwalkerqa", "llm", "gaia_text"),
     "seal-0": ("data/seal-0", "llm", "gaia_text"),

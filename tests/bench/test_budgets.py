@@ -35,7 +35,9 @@ from tests.support.config import composed
 
 SUITE = Path(__file__).with_name("suite")
 PER_CALL = Usage(1000, 0)  # every scripted call costs 1,000 tokens
-PRICED = ("llm.model_name=gpt-4.1",)  # $2 per million input tokens: $0.002 a call
+# The OpenAI API's gpt-4.1, priced by genai-prices' bundled data at $2 per million input
+# tokens: $0.002 a call (the model is scripted: nothing is sent)
+PRICED = ("llm=openai",)
 
 
 def config(*overrides: str):

@@ -70,6 +70,21 @@ def test_the_llm_judges_model_counts_and_where_it_is_served_does_not():
     assert digest(task, judge_identity(other_rule, MODEL)) != first
 
 
+def test_a_judge_template_s_text_counts_and_the_protocol_s_stated_labels_do_not(tmp_path):
+    template = tmp_path / "grader.txt"
+    template.write_text("{question} {response} {correct_answer}")
+    judge = JudgeConfig(name="llm", llm="openai", rule="hle")
+    task = Task("t", "Capital of France?", "Paris")
+    ours = digest(task, judge_identity(judge, MODEL))
+    official = dataclasses.replace(judge, template=str(template))
+    first = digest(task, judge_identity(official, MODEL))
+    assert first != ours
+    template.write_text("Grade it. {question} {response} {correct_answer}")
+    assert digest(task, judge_identity(official, MODEL)) != first  # another text: another judge
+    stated = dataclasses.replace(judge, labels=["yes", "no"], fields=["confidence"], max_asks=5)
+    assert digest(task, judge_identity(stated, MODEL)) == ours
+
+
 def test_on_changed_tasks_takes_rerun_or_refuse():
     assert composed().resume.on_changed_tasks == "rerun"
     validate(composed("resume.on_changed_tasks=refuse"))

@@ -4,7 +4,6 @@ import pytest
 
 from deepledger.bench.judge import (
     JUDGES,
-    LLM_RULES,
     AimeJudge,
     ExactJudge,
     GaiaJudge,
@@ -13,9 +12,9 @@ from deepledger.bench.judge import (
     LLMJudge,
     NormalizedJudge,
     NumericJudge,
-    judge_prompt,
     make_judge,
 )
+from deepledger.bench.judge_rules import LLM_RULES, judge_prompt
 from deepledger.errors import ConfigError, FatalLLMError, RateLimitedError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
@@ -336,18 +335,21 @@ async def test_llm_judge_reads_common_reply_shapes(reply, correct, reason):
         "",
     ],
 )
-async def test_llm_judge_unreadable_reply_is_incorrect_and_quoted(reply):
-    judgement = await LLMJudge(ScriptedLLM([reply])).judge(Q, "London", "Paris")
-    assert judgement.correct is False
-    assert judgement.reason.startswith("the judge's reply could not be read")
+async def test_llm_judge_unreadable_reply_is_asked_again_then_unjudged_and_quoted(reply):
+    llm = ScriptedLLM([reply] * 3)
+    judgement = await LLMJudge(llm).judge(Q, "London", "Paris")
+    assert (judgement.correct, judgement.unjudged, judgement.asks) == (None, True, 3)
+    assert judgement.label is None
+    assert judgement.reason.startswith("unjudged: 3 replies of scripted could not be read")
     assert repr(" ".join(reply.split())) in judgement.reason
+    llm.assert_consumed()
 
 
 async def test_llm_judge_unreadable_reply_quotes_only_the_start():
     reply = "I would rather discuss " + "something else entirely " * 20
-    judgement = await LLMJudge(ScriptedLLM([reply])).judge(Q, "London", "Paris")
+    judgement = await LLMJudge(ScriptedLLM([reply]), max_asks=1).judge(Q, "London", "Paris")
     assert "'I would rather discuss something else" in judgement.reason
-    assert len(judgement.reason) < 200
+    assert len(judgement.reason) < 250
 
 
 async def test_llm_judge_skips_the_model_only_for_the_same_text():
@@ -390,12 +392,16 @@ async def test_llm_judge_lets_model_errors_through(error):
         ("\\boxed{42} is wrong; it is \\boxed{17}", "42", False),
         ("0", "0", True),
         ("43", "42", False),
-        ("42.0", "42", False),  # not written as an integer
+        ("42.0", "42", True),  # math-verify reads it as 42
+        ("x = 42", "42", True),
+        ("84/2", "42", True),
+        ("42.5", "42", False),
         ("-42", "42", False),
         ("42 apples", "42", False),
         ("forty-two", "42", False),
         ("1042", "42", False),
-        ("\\frac{84}{2}", "42", False),
+        ("\\frac{84}{2}", "42", True),
+        ("42!", "42", False),  # a factorial
     ],
 )
 async def test_aime(answer, truth, correct):
@@ -406,7 +412,7 @@ async def test_aime_reasons():
     judge = AimeJudge()
     assert (await judge.judge(Q, "\\boxed{042}", "42")).reason == "42 = 42"
     assert (await judge.judge(Q, "41", "42")).reason == "41 ≠ 42"
-    assert (await judge.judge(Q, "42.0", "42")).reason == "answer '42.0' is not an integer"
+    assert (await judge.judge(Q, "42.5", "42")).reason == "answer '42.5' is not an integer"
     assert (await judge.judge(Q, "1000", "42")).reason == "1000 is not an AIME answer (0-999)"
 
 
@@ -454,7 +460,8 @@ async def test_hle_rule_sends_the_response_and_reads_the_extracted_answer():
     assert judgement.correct is True
     assert judgement.reason == "scripted says CORRECT (hle rule): extracted '3/4'; 3/4 equals 0.75"
     system, task = llm.calls[0].messages
-    assert "Extracted answer:" in system.content and "None" in system.content
+    assert "extracted_final_answer:" in system.content and "None" in system.content
+    assert "correct: yes" in system.content and "confidence:" in system.content
     assert "What is p?" in task.content
     assert "Response:\nso p = 3/4" in task.content and "Correct answer:\n0.75" in task.content
     llm.assert_consumed()
@@ -491,27 +498,28 @@ async def test_hle_rule_reply_shapes(reply, correct, reason):
         ("hle", '```json\n{\n  "correct": "no"\n}\n```', False, "says INCORRECT"),
         # thinking that names the other verdict is not the verdict
         ("default", "<think>It is CORRECT.\nCORRECT</think>\nINCORRECT", False, "INCORRECT"),
-        ("default", "<think>\nCORRECT", False, "could not be read"),
+        ("default", "<think>\nCORRECT", None, "could not be read"),
         # a CORRECT label contradicted by the word after it is no verdict
-        ("default", "**Correct:** no", False, "could not be read"),
-        ("default", "CORRECT? No.", False, "could not be read"),
-        ("default", "INCORRECT\nOn reflection:\nCORRECT", False, "could not be read"),
+        ("default", "**Correct:** no", None, "could not be read"),
+        ("default", "CORRECT? No.", None, "could not be read"),
+        ("default", "INCORRECT\nOn reflection:\nCORRECT", None, "could not be read"),
         # xbench-DeepSearch's grader answers in Chinese, with either colon
         ("default", "最终答案: 巴黎\n结论：正确", True, "says CORRECT"),
         ("gaia_text", "结论: 错误", False, "says INCORRECT"),
     ],
 )
 async def test_replies_that_must_not_flip(rule, reply, correct, reason):
-    judgement = await LLMJudge(ScriptedLLM([reply]), rule=rule).judge(Q, "x", "y")
+    judge = LLMJudge(ScriptedLLM([reply]), rule=rule, max_asks=1)
+    judgement = await judge.judge(Q, "x", "y")
     assert judgement.correct is correct
     assert reason in judgement.reason
 
 
 async def test_hle_rule_reply_without_a_verdict_is_unreadable():
     reply = "Extracted answer: 12\nReason: it matches"
-    judgement = await LLMJudge(ScriptedLLM([reply]), rule="hle").judge(Q, "12", "13")
-    assert judgement.correct is False
-    assert judgement.reason.startswith("the judge's reply could not be read (no CORRECT")
+    judgement = await LLMJudge(ScriptedLLM([reply]), rule="hle", max_asks=1).judge(Q, "12", "13")
+    assert (judgement.correct, judgement.unjudged) == (None, True)
+    assert judgement.reason.startswith("unjudged: 1 reply of scripted could not be read (no")
 
 
 async def test_deepsearchqa_rule_sends_the_parts_and_reads_the_checklist():
@@ -526,7 +534,10 @@ async def test_deepsearchqa_rule_sends_the_parts_and_reads_the_checklist():
         "Which countries border Luxembourg to the west?", "France and Belgium", "Belgium, France"
     )
     assert (judgement.correct, judgement.score) == (True, 1.0)
-    assert judgement.reason == "scripted says CORRECT (deepsearchqa rule): 2 of 2 parts found: both"
+    assert (
+        judgement.reason
+        == "scripted says FULLY_CORRECT (deepsearchqa rule): 2 of 2 parts found: both"
+    )
     system, task = llm.calls[0].messages
     assert '"expected"' in system.content and '"extra"' in system.content
     assert "Which countries border Luxembourg to the west?" in task.content
@@ -566,10 +577,11 @@ async def test_deepsearchqa_rule_checklists(reply, correct, score, reason):
         '["a", "b"]',
     ],
 )
-async def test_deepsearchqa_rule_unreadable_replies_are_incorrect(reply):
-    judgement = await LLMJudge(ScriptedLLM([reply]), rule="deepsearchqa").judge(Q, "x", "y")
-    assert judgement.correct is False
-    assert judgement.reason.startswith("the judge's reply could not be read (no JSON object")
+async def test_deepsearchqa_rule_unreadable_replies_are_unjudged(reply):
+    judge = LLMJudge(ScriptedLLM([reply]), rule="deepsearchqa", max_asks=1)
+    judgement = await judge.judge(Q, "x", "y")
+    assert (judgement.correct, judgement.unjudged) == (None, True)
+    assert "could not be read (no JSON object" in judgement.reason
 
 
 @pytest.mark.parametrize("rule", sorted(LLM_RULES))

@@ -40,7 +40,7 @@ def _tiny_suite(folder: Path) -> Path:
 
 def _judge_or_agent(request: RecordedRequest) -> Reply:
     system = request.messages[0].get("content") or ""
-    if "Extracted answer" in system:  # the hle rule's prompt: the judge is asked
+    if "extracted_final_answer" in system:  # the hle and browsecomp prompts: the judge
         return Reply(OFFICIAL_NO.format(answer="Paris"))
     return respond_http(request)
 
@@ -75,7 +75,10 @@ def test_a_judge_answering_correct_no_scores_zero(tmp_path, preset):
             timeout=300,
             env={**os.environ, "DEEPLEDGER_CONFIG_DIR": str(conf)},
         )
-        judged = [r for r in server.requests if "Extracted answer" in str(r.messages[0])]
+        judged = [r for r in server.requests if "extracted_final_answer" in str(r.messages[0])]
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert len(judged) == 2  # both answers went to the judge model
     assert "accuracy       0.000 (0/2)" in done.stdout
+    lines = [json.loads(x) for x in (run_dir / "benchmark_results.jsonl").read_text().splitlines()]
+    judgements = [r["attempts"][0]["judgement"] for r in lines]
+    assert [(j["confidence"], j["extracted_answer"]) for j in judgements] == [(90.0, "Paris")] * 2

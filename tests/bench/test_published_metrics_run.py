@@ -20,12 +20,14 @@ TASKS = [
      "ground_truth": "Paris"},  # the same text: correct without asking the judge
     {"task_id": "wrong", "task_question": "EASY: Which animal is it?", "ground_truth": "Tiger"},
     {"task_id": "right", "task_question": "EASY: Anything at all?", "ground_truth": "forty-two"},
+    {"task_id": "vague", "task_question": "EASY: Anything else?", "ground_truth": "forty-three"},
 ]  # fmt: skip
-VERDICTS = {"Tiger": "INCORRECT", "forty-two": "CORRECT"}
+# SimpleQA's grader answers with a letter: A CORRECT, B INCORRECT, C NOT_ATTEMPTED.
+VERDICTS = {"Tiger": "B", "forty-two": "A", "forty-three": "C"}
 
 
 def _judge_or_agent(request: RecordedRequest) -> Reply:
-    if "You grade answers" in str(request.messages[0].get("content")):
+    if "Gold target" in str(request.messages[-1].get("content")):  # the simpleqa rule's prompt
         asked = str(request.messages[-1].get("content"))
         return Reply(next(v for truth, v in VERDICTS.items() if truth in asked))
     return respond_http(request)
@@ -67,8 +69,9 @@ def test_a_simpleqa_run_prints_f1_and_the_not_attempted_rate(tmp_path: Path) -> 
             env={**os.environ, "DEEPLEDGER_CONFIG_DIR": str(conf)},
         )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "accuracy       0.667 (2/3)" in done.stdout
-    assert "SimpleQA       F1 0.667 · accuracy given attempted 0.667 (2/3)" in done.stdout
-    assert "not attempted 0.000 (0/3)" in done.stdout
+    assert "accuracy       0.500 (2/4)" in done.stdout, done.stdout
+    # F1 = 2 · (2/3) · (2/4) / (2/3 + 2/4)
+    assert "SimpleQA       F1 0.571 · accuracy given attempted 0.667 (2/3)" in done.stdout
+    assert "not attempted 0.250 (1/4)" in done.stdout
     simpleqa = json.loads((run_dir / "summary.json").read_text())["protocol_metrics"]["simpleqa"]
-    assert (simpleqa["correct"], simpleqa["incorrect"], simpleqa["not_attempted"]) == (2, 1, 0)
+    assert (simpleqa["correct"], simpleqa["incorrect"], simpleqa["not_attempted"]) == (2, 1, 1)

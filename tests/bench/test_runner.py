@@ -139,14 +139,19 @@ async def test_a_judge_failure_keeps_the_work_and_a_resume_only_judges_again(tmp
     cfg = config("agent.context_compress_limit=2")
     judge = FlakyJudge()
     (failed,) = await run(cfg, model(), tmp_path, ("hard #2",), judge=judge)
-    assert failed["status"] == "error" and "judge model unavailable" in failed["error"]
+    # No agent error: the answer is recorded, unjudged, with the judge model's error.
+    assert failed["status"] == "finished" and failed["correct"] is None
+    assert (
+        failed["judgement"]["unjudged"]
+        and "judge model unavailable" in failed["judgement"]["reason"]
+    )
     assert failed["usage"]["input_tokens"] > 0 and failed["turns"] == 3  # work is counted
     again = model()
     (record,) = await run(cfg, again, tmp_path, ("hard #2",), judge=judge)
     assert again.calls == []  # the retries were done: only the judging was repeated
     assert record["status"] == "finished" and record["correct"] is True
     latest = RunStore(tmp_path)
-    assert [r["status"] for r in read_jsonl(latest.results_path)] == ["error", "finished"]
+    assert [r["correct"] for r in read_jsonl(latest.results_path)] == [None, True]
     assert latest.finished_results()["hard #2"].correct is True
     latest.close()
 
@@ -382,8 +387,9 @@ async def test_every_record_of_a_failed_flush_is_told(tmp_path, monkeypatch):
 
 
 async def test_a_task_that_ends_unfinished_has_its_progress_flushed(tmp_path, monkeypatch):
-    """An error record (here the judge is down) is not the task's result: the progress
-    it ends on is flushed, since the task runs again from it."""
+    """A record a resume does not take as the task's result (here the judge is down, so
+    its answer is unjudged) has the progress it ends on flushed: the task goes on from
+    it."""
     from deepledger.bench.judge import Judge
     from deepledger.errors import LLMError
 
@@ -395,7 +401,7 @@ async def test_a_task_that_ends_unfinished_has_its_progress_flushed(tmp_path, mo
 
     flushed = _fsyncs(monkeypatch)
     (record,) = await run(config(), model(), tmp_path, ("easy/1",), judge=DownJudge())
-    assert record["status"] == "error"
+    assert record["judgement"]["unjudged"]
     assert flushed == ["progress.jsonl", "benchmark_results.jsonl"]
 
 

@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 
-from deepledger.bench.judge import read_extracted_verdict, read_verdict
+from deepledger.bench.judge_rules import read_extracted_verdict, read_verdict
 from deepledger.bench.verdict import Labels, read_labels, strip_thinking
 
 VERDICT = frozenset({Labels.VERDICT})
@@ -210,6 +210,10 @@ YES_NO_CONTRADICTIONS = [
     "correct: no not",
     "<think>correct: yes</think>",
     "correct: true\nverdict: INCORRECT",
+    '{"correct": "perhaps"}',  # a key whose value is no verdict: not CORRECT
+    '{"Correct": "in part"}',
+    "correct: unknown",
+    "**Correct:** probably",
 ]
 
 

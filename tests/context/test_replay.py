@@ -9,6 +9,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import genai_prices
 import pytest
 
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
@@ -200,8 +201,18 @@ def test_the_replay_command(tmp_path):
     asyncio.run(record_run(tmp_path, tasks=1, turns=3))
     done = deepledger("replay", str(tmp_path), "--price", "gpt-4.1")
     assert done.returncode == 0, done.stderr
-    assert "costs at gpt-4.1 prices" in done.stdout and "compaction, keep 5 rounds" in done.stdout
-    assert (tmp_path / "replay.json").is_file()
+    assert "compaction, keep 5 rounds" in done.stdout
+    library = f"genai-prices {genai_prices.__version__} (openai/gpt-4.1)"
+    assert f"costs at gpt-4.1 prices: priced by {library}" in done.stdout
+    assert json.loads((tmp_path / "replay.json").read_text())["priced_by"] == library
+    unknown = deepledger("replay", str(tmp_path), "--price", "mystery-model-9000")
+    assert unknown.returncode == 2
+    assert "--price mystery-model-9000: no price for it in the run's pricing table" in (
+        unknown.stderr
+    )
+    own = deepledger("replay", str(tmp_path))  # the run's self-hosted model: nothing prices it
+    assert own.returncode == 0, own.stderr
+    assert "no costs, unpriced: " in own.stdout
     usage = deepledger("replay")
     assert usage.returncode == 2 and "usage: deepledger replay RUN_DIR" in usage.stderr
 

@@ -441,7 +441,7 @@ async def test_the_judges_calls_are_routed_with_their_task(tmp_path):
         llm=agent,
         tools=ToolManager({}),
         run_dir=run_dir,
-        judge=LLMJudge(RoutedClient(judges)),
+        judge=LLMJudge(RoutedClient(judges), max_asks=1),  # one call per task, read or not
         progress=Progress(plain=True),
     )
     try:

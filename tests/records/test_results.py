@@ -31,7 +31,8 @@ SCHEMA1 = Path(__file__).parents[1] / "fixtures" / "runs" / "schema1"
 
 
 async def test_a_failed_and_a_finished_task_are_one_class_with_the_same_fields(tmp_path):
-    cfg, judge = config("agent.context_compress_limit=2"), FlakyJudge()
+    # A judge that crashes (a bug, not its model failing) makes the task an error.
+    cfg, judge = config("agent.context_compress_limit=2"), FlakyJudge(RuntimeError("a bug"))
     await run(cfg, model(), tmp_path, ("hard #2",), judge=judge)
     await run(cfg, model(), tmp_path, ("hard #2",), judge=judge)  # the resume finishes it
     failed, finished = read_jsonl(tmp_path / "benchmark_results.jsonl")

@@ -180,3 +180,13 @@ def test_the_published_metrics_and_the_unjudged_are_shown_apart(finished_run):
         assert "Accuracy by Level" in shown
         assert "not in accuracy" in page.inner_text("#unjudged-card")
     assert visit.problems == []
+
+
+def test_the_cost_card_says_who_priced_the_run(finished_run):
+    summary = rebuild_summary(finished_run)
+    summary.prices = {"gpt-4.1": "genai-prices 0.2.5 (openai/gpt-4.1)", "mystery": "unpriced"}
+    report = write_run_report(finished_run, summary)
+    with open_report(report) as visit:
+        card = visit.page.locator("#run-cards").inner_text()
+        assert "gpt-4.1 priced by genai-prices 0.2.5 (openai/gpt-4.1); unpriced: mystery" in card
+    assert visit.problems == []

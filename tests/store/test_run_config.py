@@ -36,6 +36,20 @@ def test_which_differences_count_for_a_resume():
     assert config_id(before) != config_id(counted)
 
 
+def test_a_judge_s_stated_protocol_and_its_asks_do_not_change_the_judge():
+    """A preset that gains its protocol's labels and fields, or more asks for unreadable
+    replies, resumes its runs; a template is another judge."""
+    before = {"benchmark": {"judge": {"name": "llm", "rule": "hle"}}}
+    stated = json.loads(json.dumps(before))
+    stated["benchmark"]["judge"] |= {"labels": ["yes", "no"], "fields": ["verdict"], "max_asks": 5}
+    assert resume_changes(before, stated) == ([], [])
+    templated = json.loads(json.dumps(before))
+    templated["benchmark"]["judge"]["template"] = "grader.txt"
+    assert resume_changes(before, templated)[1] == [
+        "benchmark.judge.template: '(absent)' -> 'grader.txt'"
+    ]
+
+
 def test_every_difference_is_listed_for_the_manifest_harmless_ones_too():
     before = {"llm": {"base_url": "http://a/v1"}, "agent": {}}
     after = {"llm": {"base_url": "http://b/v1"}, "agent": {"keep_tool_result": 3}}

@@ -90,8 +90,9 @@ def test_a_judge_change_before_any_task_was_judged_is_allowed(tmp_path):
         "benchmark.judge.name: 'exact' -> 'llm'"
     ]
     run_dir.add_result(TaskRecord(task_id="t", judgement=JudgementRecord(correct=True)))
-    with pytest.raises(RunDirectoryError, match="never mixes two judges"):
+    with pytest.raises(RunDirectoryError, match="never mixes two judges") as refused:
         run_dir.check_resume(changed, allow_change=True)
+    assert f"deepledger judge {tmp_path}" in str(refused.value)  # the way to grade apart
     run_dir.close()
 
 

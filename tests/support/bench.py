@@ -104,15 +104,18 @@ def task_texts(llm: ScriptedLLM) -> list[str]:
 
 
 class FlakyJudge(Judge):
-    """Fails its first call (a judge model that is down), then agrees with the truth."""
+    """Fails its first call with ``error`` (by default a judge model that is down: the
+    answer is left unjudged; another exception is a bug: the task is an error), then
+    agrees with the truth."""
 
     name = "flaky"
 
-    def __init__(self) -> None:
+    def __init__(self, error: Exception | None = None) -> None:
         self.calls = 0
+        self.error = error or LLMError("judge model unavailable")
 
     async def _judge(self, question, answer, ground_truth):
         self.calls += 1
         if self.calls == 1:
-            raise LLMError("judge model unavailable")
+            raise self.error
         return Judgement(answer == ground_truth, self.name, "compared")

@@ -423,3 +423,103 @@ def test_registry_names_every_backend() -> None:
 )  # fmt: skip
 def test_time_filter_words(tbs: str | None, expected: str | None) -> None:
     assert SearchQuery("x", tbs=tbs).time_range == expected
+
+
+# --- each engine's own language codes -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("hl", "gl", "language", "accept"),
+    [
+        ("zh-cn", "cn", "zh-CN", "zh-CN,zh;q=0.9"),
+        ("zh_CN", None, "zh-CN", "zh-CN,zh;q=0.9"),
+        ("zh-Hant", None, "zh-TW", "zh-TW,zh;q=0.9"),
+        ("zh", "tw", "zh-TW", "zh-TW,zh;q=0.9"),
+        ("en", "us", "en-US", "en-US,en;q=0.9"),
+        ("de", None, "de", "de"),
+        (None, "us", None, "*"),
+    ],
+)
+async def test_searxng_gets_a_locale_and_an_accept_language(
+    sleeps: Sleeps, hl: str | None, gl: str | None, language: str | None, accept: str
+) -> None:
+    """The fake answers 400 to a language that is not a locale (zh-cn-CN) and 429 to a
+    request without Accept-Language, as SearXNG and its bot limiter do."""
+    with FakeSearxng({"beijing": EIFFEL}) as fake:
+        env = {"SEARXNG_BASE_URL": fake.base_url}
+        async with create_backend("searxng", env=env, options=options(sleeps)) as backend:
+            response = await backend.search(SearchQuery("beijing", hl=hl, gl=gl))
+    assert len(response.results) == 3
+    (request,) = fake.requests
+    assert request.params.get("language") == language
+    assert request.headers["accept-language"] == accept
+
+
+async def test_the_searxng_fake_refuses_what_searxng_refuses(sleeps: Sleeps) -> None:
+    import httpx
+
+    with FakeSearxng({"beijing": EIFFEL}) as fake:
+        url = fake.base_url + "/search"
+        params = {"q": "beijing", "format": "json"}
+        async with httpx.AsyncClient() as client:
+            bare = await client.get(url, params=params)
+            wrong = await client.get(
+                url, params={**params, "language": "zh-cn-CN"}, headers={"Accept-Language": "*"}
+            )
+    assert (bare.status_code, wrong.status_code) == (429, 400)
+
+
+@pytest.mark.parametrize(
+    ("hl", "gl", "search_lang", "country"),
+    [
+        ("zh-cn", "cn", "zh-hans", "CN"),
+        ("zh-TW", "tw", "zh-hant", "TW"),
+        ("ja", "jp", "jp", "JP"),
+        ("pt", "br", "pt-br", "BR"),
+        ("pt-PT", None, "pt-pt", None),
+        ("en", "uk", "en-gb", "GB"),
+        ("en", "us", "en", "US"),
+        ("no", "no", "nb", "NO"),
+        ("sw", "ke", None, None),  # neither is one of Brave's: left to its defaults
+    ],
+)
+async def test_brave_gets_its_own_language_and_country_codes(
+    sleeps: Sleeps, hl: str, gl: str | None, search_lang: str | None, country: str | None
+) -> None:
+    """The fake answers 422 to a search_lang or country Brave does not document."""
+    with FakeBrave({"beijing": EIFFEL}, api_key=KEY) as fake:
+        env = {"BRAVE_API_KEY": KEY, "BRAVE_BASE_URL": fake.base_url}
+        async with create_backend("brave", env=env, options=options(sleeps)) as backend:
+            response = await backend.search(SearchQuery("beijing", hl=hl, gl=gl))
+    assert len(response.results) == 3
+    (request,) = fake.requests
+    assert request.params.get("search_lang") == search_lang
+    assert request.params.get("country") == country
+
+
+async def test_the_brave_fake_refuses_an_undocumented_code(sleeps: Sleeps) -> None:
+    with FakeBrave({"beijing": EIFFEL}, api_key=KEY) as fake:
+        env = {"BRAVE_API_KEY": KEY, "BRAVE_BASE_URL": fake.base_url}
+        async with create_backend("brave", env=env, options=options(sleeps)) as backend:
+            from deepledger.web.search.brave import request_params
+
+            params = request_params(SearchQuery("beijing"))
+            with pytest.raises(SearchRejectedError, match="422"):
+                await backend._http.request(  # type: ignore[attr-defined]
+                    "GET",
+                    fake.base_url + "/res/v1/web/search",
+                    headers={"X-Subscription-Token": KEY},
+                    params={**params, "search_lang": "zh-cn"},
+                )
+
+
+async def test_serper_keeps_sitelinks_and_attributes(sleeps: Sleeps) -> None:
+    rich = {**EIFFEL[0], "sitelinks": [{"title": "History", "link": "https://example.org/h"}],
+            "attributes": {"Height": "330 m", "Empty": ""}}  # fmt: skip
+    with FakeSerper({"eiffel": [rich]}, api_key=KEY) as fake:
+        env = {"SERPER_API_KEY": KEY, "SERPER_BASE_URL": fake.base_url}
+        async with create_backend("serper", env=env, options=options(sleeps)) as backend:
+            response = await backend.search(SearchQuery("eiffel"))
+    (result,) = response.results
+    assert result.sitelinks == (("History", "https://example.org/h"),)
+    assert result.attributes == (("Height", "330 m"),)

@@ -33,7 +33,7 @@ from deepledger.context.policy import ContextPolicy
 from deepledger.context.strategy import make_strategy
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.factory import settings_from_config
-from deepledger.llm.usage import UsageLedger, find_price
+from deepledger.llm.usage import UsageLedger, price_of
 from deepledger.messages import ImagePart, JSONObject, ToolSpec
 from deepledger.prompts import render
 from deepledger.records.events import FirstCallSkipped, SubagentFinished, ToolServerUnavailable
@@ -107,7 +107,7 @@ class AgentFactory:
         self.note_writer = note_writer  # agent.context.summary_llm, built once per run
         self.manager = manager
         self.policy = policy or policy_from_config(cfg.agent)
-        self.price = find_price(cfg.llm.model_name, cfg.pricing)
+        self.price = price_of(cfg.llm, cfg.pricing)
         self._subagent_calls = 0
         # The model's window for every agent of this task: lowered for all of them when
         # the server refuses a request and states a smaller one (context/guard.py).

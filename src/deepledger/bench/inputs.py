@@ -36,6 +36,7 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from deepledger.bench.judge_rules import template_digest
 from deepledger.bench.metrics import plural
 from deepledger.bench.tasks import Task
 from deepledger.config import ChangedTasks, JudgeConfig, JudgeName, LLMConfig
@@ -65,7 +66,8 @@ IDS_SHOWN = 10  # task ids named in a message before "and N more"
 
 def judge_identity(judge: JudgeConfig, model: LLMConfig | None = None) -> JSONObject:
     """What decides a verdict: the judge's kind, the keys that kind reads, and for the
-    llm judge its rule and the model of its preset (``model``)."""
+    llm judge its rule, the model of its preset (``model``, with
+    ``benchmark.judge.model`` in place) and ``benchmark.judge.base_url``."""
     identity: JSONObject = {"name": judge.name}
     if judge.name in (JudgeName.NUMERIC, JudgeName.LIST):
         identity |= {"rel_tol": judge.rel_tol, "abs_tol": judge.abs_tol}
@@ -73,9 +75,16 @@ def judge_identity(judge: JudgeConfig, model: LLMConfig | None = None) -> JSONOb
         identity["ordered"] = judge.ordered
     if judge.name == JudgeName.LLM:
         identity["rule"] = judge.rule
+        if judge.template is not None:  # another template text is another judge
+            identity["template"] = template_digest(judge.template)
         identity["model"] = (
             {key: getattr(model, key) for key in JUDGE_MODEL_KEYS} if model else judge.llm
         )
+        # benchmark.judge.model is in model_name already. A server the judge is pointed
+        # at (a local one, a proxy) may serve another model under the same name: it
+        # counts too, said only when given so that earlier runs' digests stay as they were.
+        if judge.base_url:
+            identity["base_url"] = judge.base_url
     return identity
 
 

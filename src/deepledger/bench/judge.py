@@ -110,84 +110,89 @@ compared as sets (``ordered=False``, the default) or as sequences (``ordered=Tru
   ASCII punctuation (``string.punctuation``) and lowercasing. No Unicode folding,
   no article or preamble removal.
 
-**aime** — AIME answers are whole numbers from 0 to 999. Reading one: if the text
-holds a complete ``\boxed{…}``, the content of the last one is taken; it is normalized
-as above (so "$042$", "The answer is 42." and ``\boxed{\text{42}}`` lose their
-wrappers); what is left must be ASCII digits only, read as an integer (leading zeros
-allowed: "042" is 42). A sign, a decimal point ("42.0"), a fraction, a unit or words
-make it not an integer, and the answer incorrect. An integer answer above 999 is
-incorrect ("not an AIME answer"). Correct iff the two integers are equal. If the ground
-truth does not read as an integer 0–999, the *normalized* rules decide (the reason
-says so).
+**aime** — AIME answers are whole numbers from 0 to 999. The ground truth is read as
+digits only (the last complete ``\boxed{…}``'s content if any, normalized as above;
+leading zeros allowed: "042" is 42). An answer is read with HuggingFace's
+``math-verify``, within bounds that keep it from reading another value:
+
+1. the content of the last complete ``\boxed{…}`` is taken if there is one (so
+   ``\boxed{17}, not \boxed{42}`` states 42), else the whole text; a ``!`` after a
+   number (a factorial) makes it not an integer;
+2. it is normalized as above (preamble, ``$…$``, ``\text``, trailing period gone) and a
+   leading variable assignment (``x =``, ``n=``) is dropped;
+3. what is left may hold only numbers (digits, a decimal point), ``+ - * /``, brackets
+   and ``\frac`` ``\dfrac`` ``\tfrac`` ``\cdot`` ``\times``, no two numbers side by side
+   ("4 2"), at most 64 characters. Words, units, ``%``, subscripts, powers, roots, ``<``,
+   ``≠``, ``±`` and commas make it not an integer (math-verify alone reads "42k", "x < 42",
+   "42_8" or "42!" as 42); and it must be one well-formed expression of those, whose
+   exact value we compute too: juxtaposed groups ("2(21)", "{41}{1}"), a dangling or
+   doubled operator ("42*", "84//2", "8**2") make it not an integer (math-verify reads
+   them as 23, 42, 42, 84 and 8);
+4. math-verify parses it as LaTeX; its value must be exactly an integer ("42.0", "84/2",
+   ``\frac{84}{2}``, "6 * 7" are 42; "42.5", "42.0000000000000000001" and "85/2" are
+   not) and the value we computed, and ``math_verify.verify`` must accept it for the
+   ground truth.
+
+A value outside 0–999 is incorrect ("not an AIME answer"). Correct iff the two integers
+are equal. math-verify runs off the event loop, one reading at a time, without its
+signal-based timeouts (they only work in the main thread); a reading that takes over
+10 s is ``unjudged``. If the ground truth does not read as an integer 0–999, the
+*normalized* rules decide (the reason says so).
 
 **llm** — if the answer cannot differ in meaning from the ground truth (the same text
 once whitespace at the ends and a trailing full stop are removed, or the same plain
 number: ``bench/shortcut.py``), correct without asking a model (the reason says the
 model was not asked; a scored rule scores it 1). Case, brackets, articles, units,
-superscripts and everything else go to the model. Otherwise the model is sent the prompt of
-the judge's *rule* (``benchmark.judge.rule``, below; its part before ``<!-- task -->``
-as the system message, the rest, with question, ground truth and answer filled in, as
-the task). A reply the rule cannot read is incorrect, with a reason that says the reply
-could not be read and quotes its start. Model errors (:class:`~deepledger.errors.LLMError`)
-propagate to the caller. The reason names the judge model and, for a rule other than
-``default``, the rule. The rules (``LLM_RULES``):
+superscripts and everything else go to the model. Otherwise the model is asked by the
+judge's *rule* (``benchmark.judge.rule``): one benchmark's grading protocol, its prompt,
+reply reader, label set, fields and official placeholders all in
+:mod:`deepledger.bench.judge_rules` (``LLM_RULES``: ``default``, ``gaia_text``, ``hle``,
+``browsecomp``, ``simpleqa``, ``xbench``, ``frames``, ``deepsearchqa``). Our prompt's
+part before ``<!-- task -->`` is the system message, the rest, with question, ground
+truth and answer filled in, the task; a user's template (``benchmark.judge.template``)
+is sent whole as one user message. The judgement carries what the rule read: ``label``
+(SimpleQA's three, DeepSearchQA's outcome), ``confidence``, ``extracted_answer``.
 
-- ``default`` — ``prompts/judge.md``: the same answer as the ground truth (formatting
-  forgiven; hedges, partial answers and refusals are incorrect). The reply must hold a
-  verdict line ``CORRECT`` or ``INCORRECT`` and a ``Reason:`` line. Reading the verdict
-  (:mod:`deepledger.bench.verdict`, ``<think>`` blocks removed first): every line whose
-  first word is the verdict (case-insensitive, markdown such as ``**``, quotes and a
-  "Verdict:" label allowed, followed by nothing or punctuation), and xbench's
-  ``结论: 正确`` / ``结论: 错误``; failing those, exactly one upper-case ``CORRECT`` /
-  ``INCORRECT`` in the reply (not after "not"). A reply with no verdict, two different
-  ones, or a label followed by a word that contradicts or hedges it ("CORRECT? No.",
-  "correct: no", "correct: maybe") is unreadable.
-- ``gaia_text`` — ``prompts/judge_gaia_text.md``: is the predicted answer *equivalent*
-  to the labeled answer. Read as ``default``. MiroThinker's judge for GAIA-Text-103,
-  WebWalkerQA, SEAL-0, Frames and the suites without a judge of their own.
-- ``hle`` — ``prompts/judge_hle.md`` (Humanity's Last Exam): the model first copies
-  the final answer it finds in the response onto an ``Extracted answer:`` line
-  (``None`` when there is none), then gives the verdict: correct when the extracted
-  answer matches the correct answer, numbers within a small rounding margin, without
-  solving the problem. The verdict is read from the reply without its extracted answer
-  (``Extracted answer:`` or the official graders' ``extracted_final_answer:``, also as a
-  JSON key): as for ``default``, and also the official ``correct: yes | no`` (``true`` /
-  ``false``; bold, quoted or a JSON key); two different verdicts are unreadable. An
-  extracted answer of ``None`` (or empty, ``null``, ``n/a``) makes it incorrect whatever
-  the verdict; a reply without the line is read by its verdict alone (the reason says
-  so). The reason shows the extracted answer. ``browsecomp``'s preset uses this rule.
-- ``deepsearchqa`` — ``prompts/judge_deepsearchqa.md`` (DeepSearchQA: single answers
-  and sets of items): the model replies with a JSON object ``{"expected": {"<part of
-  the ground truth>": true | false, ...}, "extra": ["<answer the ground truth lacks>",
-  ...], "reason": "..."}``, one ``expected`` entry per item of a set answer (one for a
-  single answer). It is read from a fenced code block if there is one, else from the
-  first ``{`` to the last ``}``, forgiving small JSON slips (trailing commas, single
-  quotes). ``expected`` must be a non-empty object of ``true`` / ``false`` values and
-  ``extra`` a list of strings (missing or ``null``: none); otherwise the reply is
-  unreadable. Correct iff every expected part is found and there is no extra answer;
-  ``score`` is the F1 of the parts, 2·found / (expected + found + extra).
+A reply the rule cannot read (no verdict, two, one contradicted, an unknown label) is
+asked again, up to ``benchmark.judge.max_asks`` asks (default 3). Still unreadable:
+``correct=None``, ``unjudged=True``, the reason quoting each reply's first line — never
+INCORRECT. ``asks`` counts the model's calls and ``usage`` sums their tokens. Model
+errors (:class:`~deepledger.errors.LLMError`) propagate to the caller. The reason names
+the judge model and, for a rule other than ``default``, the rule.
 """
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import logging
 import math
+import operator
 import re
 import string
+import threading
 import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-
-import json_repair
+from fractions import Fraction
+from typing import Any
 
 from deepledger.agent.boxed import last_boxed
+from deepledger.bench.judge_rules import (
+    Reading,
+    fill_template,
+    first_lines,
+    judge_prompt,
+    load_template,
+    rule_of,
+)
+from deepledger.bench.judge_rules import show as _show
 from deepledger.bench.shortcut import same_beyond_doubt
-from deepledger.bench.verdict import Labels, read_labels, strip_thinking
 from deepledger.config import JUDGES, JudgeName, JudgeRule  # validated with the config
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings, LLMClient
-from deepledger.messages import JSONObject, Message
-from deepledger.prompts import render
+from deepledger.messages import Message
 
 
 @dataclass(frozen=True)
@@ -205,14 +210,6 @@ class Judgement:
     extracted_answer: str | None = None
     unjudged: bool = False
     asks: int = 0
-
-
-def _show(text: str, limit: int = 80) -> str:
-    """A value for a one-line reason: whitespace collapsed, long ones cut, quoted."""
-    flat = " ".join(text.split())
-    if len(flat) > limit:
-        flat = flat[: limit - 1] + "…"
-    return repr(flat)
 
 
 def _number_text(value: float) -> str:
@@ -600,13 +597,122 @@ class GaiaJudge(Judge):
 
 _AIME_DIGITS = re.compile(r"[0-9]+")
 _AIME_MAX = 999
+# What is left of an answer once normalized and a leading "x =" is dropped may hold only
+# numbers joined by arithmetic (no powers, roots, units, subscripts, "%", "!", "±" or
+# words): math-verify reads "42k", "x < 42", "42_8" and "42!" as 42, which state other
+# values. Short, so reading it cannot take long.
+_AIME_ASSIGNMENT = re.compile(r"^[a-z][a-z0-9]*\s*=\s*")
+_AIME_ARITHMETIC = re.compile(r"(?:[0-9.+\-*/(){} ]|\\[dt]?frac|\\cdot|\\times)+")
+_AIME_FACTORIAL = re.compile(r"[0-9)}]\s*!")
+_AIME_FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}")
+_LEADING_ZEROS = re.compile(r"(?<![0-9.])0+(?=[0-9])")
+_AIME_OPERATIONS: dict[type, Callable[[Fraction, Fraction], Fraction]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+_AIME_LONGEST = 64
+_AIME_SECONDS = 10.0  # math-verify's reading of one answer; over it: unjudged
+# math-verify's own timeouts use SIGALRM, which only the main thread may set, and its
+# LaTeX parsing is not documented as thread-safe: ours run one at a time, off the
+# event loop, with the timeout above.
+_MATH_VERIFY_LOCK = threading.Lock()
 
 
 def aime_integer(text: str) -> int | None:
-    """The integer an AIME answer states, or None (rules in the module docstring)."""
+    """The ground truth's integer, or None: digits only once normalized (rules in the
+    module docstring)."""
     boxed = last_boxed(text)
     text = normalize(boxed if boxed is not None else text)
     return int(text) if _AIME_DIGITS.fullmatch(text) else None
+
+
+def aime_expression(text: str) -> str | None:
+    """The arithmetic an AIME answer states (the last box's content, normalized, a
+    leading ``x =`` dropped), or None when anything else is left."""
+    boxed = last_boxed(text)
+    scope = boxed if boxed is not None else text
+    if _AIME_FACTORIAL.search(scope):  # normalize would drop a trailing "!"
+        return None
+    core = _AIME_ASSIGNMENT.sub("", normalize(scope))
+    if len(core) > _AIME_LONGEST or not _AIME_ARITHMETIC.fullmatch(core):
+        return None
+    return core if arithmetic_value(core) is not None else None
+
+
+def arithmetic_value(core: str) -> Fraction | None:
+    """The exact value of numbers joined by ``+ - * /``, brackets and fractions, or None
+    when the text is not one such expression: math-verify reads "4 2" as 6, "2(21)" as
+    23, "42*" as 42 and "84//2" as 84, so its value is only taken when it is this one."""
+    python = core
+    while (plain := _AIME_FRAC.sub(r"((\1)/(\2))", python)) != python:
+        python = plain
+    python = python.replace("\\cdot", "*").replace("\\times", "*")
+    python = python.replace("{", "(").replace("}", ")")
+    python = _LEADING_ZEROS.sub("", python)  # "042" is 42 (Python reads no leading zero)
+    try:
+        tree = ast.parse(python, mode="eval")
+        return _exact(tree.body, python)
+    except (SyntaxError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _exact(node: ast.expr, source: str) -> Fraction | None:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return Fraction(ast.get_source_segment(source, node) or "")
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        inner = _exact(node.operand, source)
+        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+    if isinstance(node, ast.BinOp) and type(node.op) in _AIME_OPERATIONS:
+        left, right = _exact(node.left, source), _exact(node.right, source)
+        if left is None or right is None:
+            return None
+        return _AIME_OPERATIONS[type(node.op)](left, right)
+    return None  # a call ("2(21)"), a power, a floor division...
+
+
+def math_verify_integer(expression: str, truth: int) -> tuple[int | None, bool]:
+    """math-verify's reading of ``expression``: its value if that is exactly an integer
+    (a Float must have no fractional part at its written precision: "42.0" yes,
+    "42.0000000000000000001" no), and whether math-verify's ``verify`` accepts it for
+    ``truth``. Blocking: called in a worker thread."""
+    sympy, parse, verify = _load_math_verify()
+    with _MATH_VERIFY_LOCK:
+        _quiet_math_verify()
+        parsed = parse(f"${expression}$", parsing_timeout=None)
+        if not parsed or not isinstance(parsed[0], sympy.Basic):
+            return None, False
+        value = parsed[0].doit()
+        if not (value.is_Rational or value.is_Float):
+            return None, False
+        exact = sympy.Rational(value)
+        if exact.q != 1 or Fraction(int(exact.p)) != arithmetic_value(expression):
+            return None, False
+        gold = parse(f"${truth}$", parsing_timeout=None)
+        return int(exact), bool(verify(gold, parsed, timeout_seconds=None))
+
+
+def _load_math_verify() -> tuple[Any, Any, Any]:
+    """sympy and math-verify's parse and verify, imported (seconds, the first time)."""
+    import sympy
+    from math_verify import parse, verify
+
+    return sympy, parse, verify
+
+
+class _OwnTimeout(logging.Filter):
+    """Drops math-verify's warning that its timeouts are off: ours is in AimeJudge."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Timeout is disabled")
+
+
+def _quiet_math_verify() -> None:
+    for name in ("math_verify.parser", "math_verify.grader"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _OwnTimeout) for f in logger.filters):
+            logger.addFilter(_OwnTimeout())
 
 
 class AimeJudge(Judge):
@@ -618,226 +724,106 @@ class AimeJudge(Judge):
             text = await NormalizedJudge()._judge(question, answer, ground_truth)
             reason = f"the ground truth is not an integer 0-999, compared as text: {text.reason}"
             return Judgement(text.correct, self.name, reason)
-        value = aime_integer(answer)
+        expression = aime_expression(answer)
+        if expression is None:
+            return Judgement(False, self.name, f"answer {_show(answer)} is not an integer")
+        await asyncio.to_thread(_load_math_verify)  # the import is not the reading's time
+        try:
+            value, accepted = await asyncio.wait_for(
+                asyncio.to_thread(math_verify_integer, expression, truth), _AIME_SECONDS
+            )
+        except TimeoutError:
+            reason = f"math-verify did not read {_show(expression)} in {_AIME_SECONDS:g} s"
+            return Judgement(None, self.name, reason, unjudged=True)
         if value is None:
             return Judgement(False, self.name, f"answer {_show(answer)} is not an integer")
-        if value > _AIME_MAX:
+        if not 0 <= value <= _AIME_MAX:
             return Judgement(False, self.name, f"{value} is not an AIME answer (0-999)")
+        if value == truth and not accepted:  # never seen; math-verify has the last word
+            return Judgement(False, self.name, f"math-verify does not accept {value} for {truth}")
         relation = "=" if value == truth else "≠"
         return Judgement(value == truth, self.name, f"{value} {relation} {truth}")
 
 
 # -- llm -------------------------------------------------------------------------------
 
-_PROMPT = "judge.md"
-_TASK_MARKER = "<!-- task -->"
-_REASON_LINE = re.compile(
-    r"^[\s*_#>\"'-]*reason(?:ing)?[*_\"']*\s*[:=-]\s*(?P<reason>.+)$", re.IGNORECASE
-)
-# Our prompt's "Extracted answer:" and the official graders' "extracted_final_answer:",
-# also as a JSON key. A quoted value ends at its closing quote, so the rest of a
-# one-line JSON object (its "correct" key) stays to be read.
-_EXTRACTED_LINE = re.compile(
-    r"^[\s*_#>{\"'-]*extracted(?:[\s_]+final)?[\s_]+answer[*_\"']*\s*[:=-]\s*"
-    r"(?P<answer>\"(?:[^\"\\\n]|\\.)*\"|.*)",
-    re.IGNORECASE | re.MULTILINE,
-)
-_NO_EXTRACTED = {"", "none", "null", "n/a"}
-_JSON_FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL | re.IGNORECASE)
-_REASON_LIMIT = 200
-_JSON_REASON = re.compile(r'"reason(?:ing)?"\s*:\s*"(?P<reason>(?:[^"\\]|\\.)*)"', re.IGNORECASE)
-_NOT_PROSE = re.compile(r"^\s*(?:```\w*|[{}\[\],]*)\s*$")  # a fence or a JSON brace line
-# A verdict at the start of a line, left out when that line's words serve as the reason.
-_LABEL_WORDS = re.compile(
-    r"^[\s*_#>`\"'{-]*(?:(?:final\s+)?(?:verdict|judge?ment|grade)[*_`\"']*\s*[:=\-：]?\s*)?"
-    r"[*_`\"']*(?:correct|incorrect|结论)(?![A-Za-z])[*_`\"']*\s*[:=\-：]?\s*[*_`\"']*(?:yes|no|true|false|正确|错误)?"
-    r"(?![A-Za-z])",
-    re.IGNORECASE,
-)
 
-
-def judge_prompt(
-    question: str, answer: str, ground_truth: str, template: str = _PROMPT
-) -> tuple[str, str]:
-    """(system, task) texts for the model, from ``prompts/<template>``."""
-    text = render(template, question=question, answer=answer, ground_truth=ground_truth)
-    system, marker, task = text.partition(_TASK_MARKER)
-    if not marker:
-        raise RuntimeError(f"prompts/{template} lacks the {_TASK_MARKER} line")
-    return system.strip(), task.strip()
-
-
-def _one_line(text: str) -> str:
-    flat = " ".join(text.split()).strip(" .:-–—*_")
-    return flat[: _REASON_LIMIT - 1] + "…" if len(flat) > _REASON_LIMIT else flat
-
-
-def parse_verdict(
-    reply: str, labels: frozenset[Labels] = frozenset({Labels.VERDICT})
-) -> tuple[bool, str] | None:
-    """(correct, reason) read from the judge model's reply, or None if it has no verdict
-    (rules in :mod:`deepledger.bench.verdict`)."""
-    correct = read_labels(reply, labels)
-    if correct is None:
-        return None
-    return correct, _reason(strip_thinking(reply).splitlines())
-
-
-def _reason(lines: list[str]) -> str:
-    for line in lines:
-        if match := _REASON_LINE.match(line):
-            return _one_line(match["reason"].strip().rstrip(",").strip("\"'"))
-    if match := _JSON_REASON.search("\n".join(lines)):
-        return _one_line(match["reason"])
-    for line in lines:
-        if _NOT_PROSE.match(line):
-            continue
-        # The verdict line's own words after the label, or the first other line.
-        text = _one_line(_LABEL_WORDS.sub("", line, count=1).strip("\"',{} "))
-        if text:
-            return text
-    return "the judge gave no reason"
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What a judge model's reply says, once read by a rule."""
-
-    correct: bool
-    reason: str
-    score: float | None = None
-
-
-def read_verdict(reply: str) -> Reading | None:
-    """The ``default`` and ``gaia_text`` rules: a CORRECT / INCORRECT verdict."""
-    verdict = parse_verdict(reply)
-    return Reading(*verdict) if verdict else None
-
-
-def read_extracted_verdict(reply: str) -> Reading | None:
-    """The ``hle`` rule: an extracted answer, then a CORRECT / INCORRECT or a
-    ``correct: yes | no`` verdict (the official graders' form)."""
-    reply = strip_thinking(reply)
-    match = _EXTRACTED_LINE.search(reply)
-    # The extracted answer is the candidate's text: a CORRECT inside it is no verdict.
-    rest = _EXTRACTED_LINE.sub("", reply) if match else reply
-    verdict = parse_verdict(rest, frozenset({Labels.VERDICT, Labels.YES_NO}))
-    if verdict is None:
-        return None
-    correct, why = verdict
-    if match is None:
-        return Reading(correct, f"no extracted answer given; {why}")
-    extracted = _one_line(match["answer"].strip().rstrip(",").strip("\"'"))
-    if extracted.lower() in _NO_EXTRACTED:
-        return Reading(False, f"the judge found no final answer in the response; {why}")
-    return Reading(correct, f"extracted {_show(extracted)}; {why}")
-
-
-def _json_object(reply: str) -> JSONObject | None:
-    fence = _JSON_FENCE.search(reply)
-    if fence:
-        text = fence.group(1)
-    else:
-        start, end = reply.find("{"), reply.rfind("}")
-        if start == -1 or end < start:
-            return None
-        text = reply[start : end + 1]
-    # Judges copy trailing commas and single quotes from examples; json_repair forgives them.
-    value = json_repair.loads(text)
-    return value if isinstance(value, dict) else None
-
-
-def read_checklist(reply: str) -> Reading | None:
-    """The ``deepsearchqa`` rule: a JSON checklist of expected parts and extra answers."""
-    data = _json_object(reply)
-    if data is None:
-        return None
-    expected, extra = data.get("expected"), data.get("extra") or []
-    if not isinstance(expected, dict) or not expected:
-        return None
-    if not all(isinstance(found, bool) for found in expected.values()):
-        return None
-    if not isinstance(extra, list) or not all(isinstance(item, str) for item in extra):
-        return None
-    missing = [str(part) for part, found in expected.items() if not found]
-    found = len(expected) - len(missing)
-    score = 2 * found / (len(expected) + found + len(extra))
-    parts = [f"{found} of {len(expected)} parts found"]
-    parts += [f"missing {_show_texts(missing)}"] if missing else []
-    parts += [f"extra {_show_texts(extra)}"] if extra else []
-    why = data.get("reason")
-    reason = "; ".join(parts) + (f": {_one_line(why)}" if isinstance(why, str) and why else "")
-    return Reading(not missing and not extra, reason, score)
-
-
-def _show_texts(texts: list[str], limit: int = 3) -> str:
-    shown = ", ".join(_show(text, 40) for text in texts[:limit])
-    return shown + (f" and {len(texts) - limit} more" if len(texts) > limit else "")
-
-
-@dataclass(frozen=True)
-class LLMRule:
-    """A suite's way of asking a judge model: the prompt and how its reply is read."""
-
-    template: str  # a file in src/deepledger/prompts/
-    read: Callable[[str], Reading | None]
-    expects: str  # what a readable reply holds, for the reason when it holds none
-    scored: bool = False  # its readings carry a score (partial credit)
-
-
-# Unreadable: no verdict, two different ones, or one followed by a word that says otherwise.
-_VERDICT = "no CORRECT or INCORRECT verdict, or two, or one contradicted"
-_YES_NO_VERDICT = (
-    "no CORRECT / INCORRECT or 'correct: yes / no' verdict, or two, or one contradicted"
-)
-# The one registry of llm judge rules: benchmark.judge.rule's value -> its rule.
-LLM_RULES: dict[JudgeRule, LLMRule] = {
-    JudgeRule.DEFAULT: LLMRule(_PROMPT, read_verdict, _VERDICT),
-    JudgeRule.GAIA_TEXT: LLMRule("judge_gaia_text.md", read_verdict, _VERDICT),
-    JudgeRule.HLE: LLMRule("judge_hle.md", read_extracted_verdict, _YES_NO_VERDICT),
-    JudgeRule.DEEPSEARCHQA: LLMRule(
-        "judge_deepsearchqa.md",
-        read_checklist,
-        "no JSON object with a non-empty 'expected' of true/false and an 'extra' list",
-        scored=True,
-    ),
-}
+DEFAULT_MAX_ASKS = 3  # benchmark.judge.max_asks=null: asks per answer before unjudged
 
 
 class LLMJudge(Judge):
+    """Asks a model by one grading protocol (``bench/judge_rules.py``); an unreadable
+    reply is asked again up to ``max_asks`` times, then the answer is unjudged."""
+
     name = "llm"
 
     def __init__(
-        self, llm: LLMClient, settings: GenerationSettings | None = None, rule: str = "default"
+        self,
+        llm: LLMClient,
+        settings: GenerationSettings | None = None,
+        rule: str = "default",
+        *,
+        template: str | None = None,
+        max_asks: int | None = None,
     ) -> None:
-        if rule not in LLM_RULES:
-            raise ConfigError(
-                f"benchmark.judge.rule={rule!r} is not a judge rule; use one of "
-                f"{', '.join(LLM_RULES)}."
-            )
+        self.protocol = rule_of(rule)
         self.llm = llm
         self.settings = settings or GenerationSettings(max_tokens=1024, temperature=0.0)
         self.rule = JudgeRule(rule)
+        # The text of the user's official template (benchmark.judge.template), or None.
+        self.template = load_template(template, self.protocol) if template else None
+        self.max_asks = DEFAULT_MAX_ASKS if max_asks is None else max_asks
+        if self.max_asks < 1:
+            raise ConfigError(f"benchmark.judge.max_asks={max_asks} must be at least 1.")
 
     async def _judge(self, question: str, answer: str, ground_truth: str) -> Judgement:
-        rule = LLM_RULES[self.rule]
+        rule = self.protocol
         if (same := same_beyond_doubt(answer, ground_truth)) is not None:
             # A checklist rule scores such an answer as it would: every part, nothing extra.
             score = 1.0 if rule.scored else None
             return Judgement(True, self.name, f"{same}; the model was not asked", score)
-        system, task = judge_prompt(question, answer, ground_truth, rule.template)
-        messages = [Message.system(system), Message.task(task)]
-        response = await self.llm.generate(messages, None, self.settings)
-        reading = rule.read(response.text)
-        usage = asdict(response.usage)
-        if reading is None:
-            reason = f"the judge's reply could not be read ({rule.expects}): {_show(response.text)}"
-            return Judgement(False, self.name, reason, usage=usage)
-        word = "CORRECT" if reading.correct else "INCORRECT"
+        messages = self._messages(question, answer, ground_truth)
+        usage: dict[str, int] = {}
+        unreadable: list[str] = []
+        while len(unreadable) < self.max_asks:
+            response = await self.llm.generate(messages, None, self.settings)
+            for key, value in asdict(response.usage).items():
+                usage[key] = usage.get(key, 0) + value
+            reading = rule.read(response.text)
+            if reading is not None:
+                return self._judgement(reading, usage, asks=len(unreadable) + 1)
+            unreadable.append(response.text)
+        asks = len(unreadable)
+        reason = (
+            f"unjudged: {asks} {'reply' if asks == 1 else 'replies'} of {self.llm.model} "
+            f"could not be read ({rule.expects}): {first_lines(unreadable)}"
+        )
+        return Judgement(None, self.name, reason, usage=usage, unjudged=True, asks=asks)
+
+    def _messages(self, question: str, answer: str, ground_truth: str) -> list[Message]:
+        """Our prompt (system + task), or the user's template whole as one user message,
+        as the official graders send theirs."""
+        if self.template is not None:
+            values = {"question": question, "answer": answer, "ground_truth": ground_truth}
+            return [Message.task(fill_template(self.template, self.protocol, values))]
+        system, task = judge_prompt(question, answer, ground_truth, self.protocol.template)
+        return [Message.system(system), Message.task(task)]
+
+    def _judgement(self, reading: Reading, usage: dict[str, int], asks: int) -> Judgement:
+        word = reading.label or ("CORRECT" if reading.correct else "INCORRECT")
         said = f"{self.llm.model} says {word}"
         said += "" if self.rule == "default" else f" ({self.rule} rule)"
+        said += f" at ask {asks}" if asks > 1 else ""
         return Judgement(
-            reading.correct, self.name, f"{said}: {reading.reason}", reading.score, usage
+            reading.correct,
+            self.name,
+            f"{said}: {reading.reason}",
+            reading.score,
+            usage,
+            label=reading.label,
+            confidence=reading.confidence,
+            extracted_answer=reading.extracted_answer,
+            asks=asks,
         )
 
 
@@ -851,6 +837,8 @@ class JudgeOptions:
     rule: str = "default"
     llm: LLMClient | None = None
     llm_settings: GenerationSettings | None = None
+    template: str | None = None
+    max_asks: int | None = None
 
 
 def _llm_judge(options: JudgeOptions) -> Judge:
@@ -859,7 +847,13 @@ def _llm_judge(options: JudgeOptions) -> Judge:
             "benchmark.judge.name=llm needs a model: benchmark.judge.llm must name an "
             "llm preset (conf/llm/<name>.yaml)."
         )
-    return LLMJudge(options.llm, options.llm_settings, options.rule)
+    return LLMJudge(
+        options.llm,
+        options.llm_settings,
+        options.rule,
+        template=options.template,
+        max_asks=options.max_asks,
+    )
 
 
 # The one registry of judges: benchmark.judge.name's value -> how the judge is built.
@@ -883,11 +877,13 @@ def make_judge(
     rule: str = "default",
     llm: LLMClient | None = None,
     llm_settings: GenerationSettings | None = None,
+    template: str | None = None,
+    max_asks: int | None = None,
 ) -> Judge:
     """The judge ``benchmark.judge.name`` names, configured from the other judge keys."""
     if name not in JUDGES:
         raise ConfigError(
             f"benchmark.judge.name={name!r} is not a judge; use one of {', '.join(JUDGES)}."
         )
-    options = JudgeOptions(rel_tol, abs_tol, ordered, rule, llm, llm_settings)
+    options = JudgeOptions(rel_tol, abs_tol, ordered, rule, llm, llm_settings, template, max_asks)
     return JUDGE_BUILDERS[JudgeName(name)](options)

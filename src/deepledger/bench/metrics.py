@@ -111,6 +111,7 @@ from typing import Any
 from deepledger.bench.economics import UNREADABLE, economics_line
 from deepledger.bench.protocol_metrics import protocol_metrics, protocol_rows
 from deepledger.config import BUDGET_KEYS
+from deepledger.llm.usage import sources_line
 from deepledger.messages import JSONObject, Usage
 from deepledger.records.codec import read_journal
 from deepledger.records.events import ClosingCall, EndpointMoved, LLMCall, LLMCallFailed
@@ -575,11 +576,13 @@ def _not_done(budget: BudgetSummary) -> str:
 
 
 def _cost_line(summary: SummaryRecord) -> str:
+    sources = sources_line(summary.prices)  # who priced it (llm/usage.py)
+    said = f" · {sources}" if sources else ""
     unknown = summary.cost_unknown_tasks
     if summary.cost_total is None:
-        return f"unknown ({plural(unknown, 'task')} without a price)" if unknown else "-"
+        return f"unknown ({plural(unknown, 'task')} without a price){said}" if unknown else "-"
     total, mean = summary.cost_total, summary.cost_mean_per_task
-    return f"${total:.4f} total" + ("" if mean is None else f" · ${mean:.4f}/task")
+    return f"${total:.4f} total" + ("" if mean is None else f" · ${mean:.4f}/task") + said
 
 
 # -- per-endpoint counts (llm.endpoints) -------------------------------------------------

@@ -89,7 +89,7 @@ from deepledger.store.lock import unusable
 from deepledger.store.run_store import RunStore
 
 if TYPE_CHECKING:
-    from deepledger.bench.suite import TaskServices
+    from deepledger.bench.suite import PresetPath, TaskServices
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +231,9 @@ class WorkerSetup:
 
     cfg: Config
     root: str  # the run directory, the same path on every node
-    conf_dir: str  # the config folder, for the judge's and other models' presets
+    # The driver's preset path (suite.PresetPath), for the judge's and other models'
+    # presets: the same folders on every node, as the run directory is.
+    preset_dirs: tuple[str, ...]
     config_id: str  # the driver's run's, which every progress line carries
     judged: bool  # whether the LLM judge's model is needed (some task has a ground truth)
     token: str  # what the driver wrote into the run directory's shared check
@@ -268,7 +270,7 @@ class TaskWorker:
             return WorkerStarted(problem=problem)
         from deepledger.bench import suite  # the worker builds what an asyncio run builds
 
-        cfg, conf_dir = setup.cfg, Path(setup.conf_dir)
+        cfg, conf_dir = setup.cfg, suite.PresetPath(tuple(map(Path, setup.preset_dirs)))
         share_reading_rules(cfg)  # as the driver's command did for its own process
         try:
             suite.ensure_open_files(cfg.benchmark.execution.max_concurrent)
@@ -600,7 +602,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 async def start_workers(
-    cfg: Config, run_dir: RunStore, conf_dir: Path, config_id: str, *, judged: bool
+    cfg: Config, run_dir: RunStore, conf_dir: Path | PresetPath, config_id: str, *, judged: bool
 ) -> RayTasks:
     """Every worker started and its shared-folder check passed — before the manifest
     changes (``config_id``: the one ``run_dir.start`` will give the run). Ray is
@@ -632,7 +634,7 @@ async def run_on_ray(
 
 
 def _worker_setup(
-    cfg: Config, run_dir: RunStore, conf_dir: Path, config_id: str, judged: bool
+    cfg: Config, run_dir: RunStore, conf_dir: Path | PresetPath, config_id: str, judged: bool
 ) -> WorkerSetup:
     """What the workers get, with the token the driver writes for the shared-folder
     check; a run directory that refuses it is refused as the asyncio path refuses it."""
@@ -641,5 +643,8 @@ def _worker_setup(
         run_dir.layout.shared_check.write_text(token, encoding="utf-8")
     except OSError as exc:
         raise unusable(run_dir.root, "hydra.run.dir", exc) from exc
-    root, conf = os.path.abspath(run_dir.root), os.path.abspath(conf_dir)
-    return WorkerSetup(cfg, root, conf, config_id, judged, token)
+    root = os.path.abspath(run_dir.root)
+    from deepledger.bench.suite import preset_path
+
+    dirs = tuple(os.path.abspath(d) for d in preset_path(conf_dir).dirs)
+    return WorkerSetup(cfg, root, dirs, config_id, judged, token)

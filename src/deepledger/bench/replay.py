@@ -41,8 +41,9 @@ from deepledger.context.strategy import make_strategy
 from deepledger.errors import ConfigError
 from deepledger.llm.factory import token_counter_for
 from deepledger.llm.tokens import RememberingCounter, TokenCounter
-from deepledger.llm.usage import Price, find_price
+from deepledger.llm.usage import Price, find_price, priced_by
 from deepledger.messages import JSONObject
+from deepledger.prices import library_version
 from deepledger.store.files import write_text_atomic
 from deepledger.store.layout import MANIFEST, REPLAY, RunLayout
 
@@ -69,6 +70,7 @@ class RecordedModel:
     max_context_length: int
     max_tokens: int
     provider: str = ""
+    base_url: str | None = None  # with provider: who prices the model (deepledger.prices)
     chat_format: str | None = None  # llm=local: a template named instead of the model's
     model_path: str | None = None  # llm=local: its GGUF file (None: the bundled one)
 
@@ -141,10 +143,16 @@ def run_replay(run_dir: Path, overrides: list[str], price_model: str | None = No
             f"A journal in {run_dir} could not be replayed ({type(exc).__name__}: "
             f"{exc}): it was written by another version, or edited."
         ) from exc
-    model = price_model or cfg.llm.model_name
-    price = find_price(model, cfg.pricing)
+    if price_model:  # another model's price: at whichever provider serves it
+        model, price = price_model, find_price(price_model, cfg.pricing)
+    else:
+        model = cfg.llm.model_name
+        price = find_price(model, cfg.pricing, cfg.llm.provider, cfg.llm.base_url)
     if price_model and price is None:
-        raise ConfigError(f"--price {price_model}: no such model in the run's price list.")
+        raise ConfigError(
+            f"--price {price_model}: no price for it in the run's pricing table nor in "
+            f"{library_version()}."
+        )
     error = counting_error(results[0])
     write_json(RunLayout(run_dir).replay, results, error, price, model, counter)
     return format_table(results, error, price, model, len(journals), counter)
@@ -298,7 +306,7 @@ def format_table(
 ) -> str:
     lines = [
         f"Replayed {attempts_count} attempt journals; tokens counted with {counter.name}; "
-        f"costs at {model} prices" + ("" if price else " (not in the price list: no costs)"),
+        f"costs at {model} prices: " + ("" if price else "no costs, ") + priced_by(model, price),
         "",
         f"{'policy':<44} {'calls':>6} {'input tokens':>13} {'cacheable':>9} "
         f"{'cost':>10} {'cost cached':>12} {'guard':>6} {'compact':>7} {'cuts':>5}",
@@ -338,6 +346,7 @@ def write_json(
     payload = {
         "counter": counter.name,
         "priced_as": model,
+        "priced_by": None if price is None else price.source,
         "recorded_policy_error": error,
         "policies": [
             {

@@ -35,6 +35,7 @@ def rebuild_summary(root: Path) -> SummaryRecord:
         breakdown=config["benchmark"].get("breakdown") or (),
     )
     summary.token_economics = token_economics(root)
+    summary.prices = _last_prices(root)  # the run's prices, as it said them
     summary.endpoints = endpoint_counts(root)  # llm.endpoints: each server's counts
     if configs := config_breakdown(root):  # a resume changed settings: counted apart
         summary.configs = ConfigBreakdown.model_validate(configs)
@@ -42,12 +43,23 @@ def rebuild_summary(root: Path) -> SummaryRecord:
     return summary
 
 
+def _last_summary(root: Path) -> SummaryRecord | None:
+    try:
+        return SummaryRecord.load(json.loads(RunLayout(root).summary.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):  # pydantic's ValidationError is a ValueError
+        return None
+
+
+def _last_prices(root: Path) -> dict[str, str] | None:
+    last = _last_summary(root)
+    return None if last is None else last.prices
+
+
 def _kept_from_last_summary(root: Path) -> JSONObject:
     """What only the run knew and its results do not hold: the task file's skipped
     lines (the run printed the first ones and points at this list for the rest)."""
-    try:
-        last = SummaryRecord.load(json.loads(RunLayout(root).summary.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):  # pydantic's ValidationError is a ValueError
+    last = _last_summary(root)
+    if last is None:
         return {}
     kept = last.extra.get("skipped_lines")
     return {"skipped_lines": kept} if isinstance(kept, list) else {}

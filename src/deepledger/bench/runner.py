@@ -18,9 +18,13 @@
   rebuilt, or with ``resume=retry``, it starts afresh and its partial journal is set
   aside (below, "set aside on resume" means this case).
 
-A task that fails outright (the model or the judge unreachable after all retries, a bug)
-is recorded with ``status: error``, its reason and everything it spent (the retry that
-failed included, as the run's budget counted it), and the other tasks go on. Running
+A judge model that fails (unreachable, or an error after its retries) fails no task: the
+answer is recorded with an unjudged judgement (``correct: null``, the reason), no further
+attempt starts on it, and a resume judges it from the recorded answer without running the
+agent again (``_judged_again``). A task that fails outright (the agent's model unreachable
+after all retries, a bug) is recorded with ``status: error``, its reason and everything it
+spent (the retry that failed included, as the run's budget counted it), and the other
+tasks go on. Running
 the same command again retries it from its finished retries. A task that ran without a
 tool server given up on for the run is an error too, its answer kept and judged (each
 retry notes the servers it lost: ``tools/given_up.py``).
@@ -100,13 +104,14 @@ from deepledger.errors import (
     DeepLedgerError,
     EndpointRejectedError,
     EndpointUnreachableError,
+    LLMError,
     RayBackendError,
     RunDirectoryError,
     RunRejectedError,
 )
 from deepledger.llm.base import LLMClient
 from deepledger.llm.endpoints import routed_as
-from deepledger.llm.usage import find_price
+from deepledger.llm.usage import price_of
 from deepledger.records.base import build_in_background
 from deepledger.records.events import ResumeFellBack, RetryStarted
 from deepledger.records.results import (
@@ -222,7 +227,7 @@ class BenchmarkRunner:
         self.pass_at_k = cfg.benchmark.execution.pass_at_k
         # avg@k (xbench's mean over repeats) needs every attempt, a correct one included.
         self.every_attempt = "avg_at_k" in (cfg.benchmark.metrics or ())
-        self.price = find_price(cfg.llm.model_name, cfg.pricing)
+        self.price = price_of(cfg.llm, cfg.pricing)
         self.clock = clock  # read by the task time limits; tests pass a fake one
         self.limits = TaskLimits.from_execution(self.cfg.benchmark.execution)
         self.budget = RunBudget()  # the run's, set up by run() from what is recorded
@@ -423,8 +428,9 @@ class BenchmarkRunner:
         """The task's record; or the run's budget that stopped it, left unrecorded."""
         try:
             outcome = await self._task_outcome(task)
-            if isinstance(outcome, StoppedTask) or outcome.status != "finished":
-                await self._progress_flushed(task)  # to be resumed: what is done, on disk
+            # To be resumed (unjudged answers are judged again from it): what is done, on disk.
+            if _resumed_later(outcome):
+                await self._progress_flushed(task)
             return outcome
         finally:
             self._unflushed.discard(task.task_id)
@@ -604,8 +610,12 @@ class BenchmarkRunner:
         """The task's attempts, and the limit that stopped them (None: none did)."""
         # File work (reading what earlier runs left, opening journals) happens on worker
         # threads: hundreds of tasks start at once, and the event loop serves them all.
-        attempts: list[AttemptRecord] = list(done.attempts)
-        if (any(a.correct for a in attempts) and not self.every_attempt) or _gave_up(attempts):
+        attempts: list[AttemptRecord] = await self._judged_again(task, list(done.attempts))
+        if (
+            (any(a.correct for a in attempts) and not self.every_attempt)
+            or _gave_up(attempts)
+            or self._awaits_verdict(attempts)
+        ):
             return attempts, None
         first = len(attempts) + 1
         tries = self.pass_at_k if task.ground_truth is not None else 1
@@ -618,7 +628,14 @@ class BenchmarkRunner:
             attempt = await self._attempt(task, number, carried, budget)
             await self._progress_written(task, attempt)
             attempts.append(attempt)
-            if (attempt.correct and not self.every_attempt) or attempt.limit or _gave_up(attempts):
+            # Unjudged: whether another attempt is due is not known until a resume has
+            # judged it (_judged_again).
+            if (
+                (attempt.correct and not self.every_attempt)
+                or attempt.limit
+                or _gave_up(attempts)
+                or self._awaits_verdict(attempts)
+            ):
                 break
         return attempts, attempts[-1].limit
 
@@ -745,15 +762,68 @@ class BenchmarkRunner:
         reopen = partial(self.run_dir.journal, task.task_id, attempt, index, resume=True)
         return await reopen_unfinished(reopen, path, config_id=self.run_dir.config_id, task=sent)
 
+    def _awaits_verdict(self, attempts: Sequence[AttemptRecord]) -> bool:
+        """Whether the attempts stop for an unjudged one: whether another is due is not
+        known until a resume judged it. With avg@k every attempt runs anyway."""
+        return not self.every_attempt and _unjudged(attempts)
+
+    async def _judged_again(self, task: Task, attempts: list[AttemptRecord]) -> list[AttemptRecord]:
+        """Earlier runs' attempts, those left unjudged judged now from their recorded
+        answer (the agent is not run again), each written to the task's progress so a
+        kill after it does not ask again."""
+        judged = []
+        for attempt in attempts:
+            if attempt.judgement is not None and attempt.judgement.unjudged:
+                with routed_as(task.task_id, attempt.attempt):
+                    judgement = await self._judge(task, attempt.final_answer)
+                attempt = attempt.model_copy(
+                    update={
+                        "correct": judgement.correct,
+                        "judgement": JudgementRecord.model_validate(asdict(judgement)),
+                    }
+                )
+                await self._progress_written(task, attempt)
+            judged.append(attempt)
+        return judged
+
     async def _judge(self, task: Task, answer: str | None) -> Judgement:
+        """The answer's judgement. A judge model that fails (unreachable, or an error
+        after its retries) leaves the answer unjudged: recorded, not counted, judged
+        again by a resume; only an endpoint that refuses the key or the model stops the
+        run (the same failure would meet every task)."""
         if task.ground_truth is None or self.judge is None:
             return Judgement(None, "none", "no ground truth")
         try:
             return await self.judge.judge(task.question, answer, task.ground_truth)
+        except EndpointUnreachableError as exc:
+            return judge_failed(task.task_id, self.judge, exc)
         except EndpointRejectedError as exc:  # named as the judge's in the message
             judge = _JudgeRejectedError(str(exc), provider=exc.provider, status=exc.status)
             judge.endpoint = exc.endpoint
             raise judge from exc
+        except LLMError as exc:
+            return judge_failed(task.task_id, self.judge, exc)
+
+
+def judge_failed(task_id: str, judge: Judge, exc: LLMError) -> Judgement:
+    """An unjudged judgement saying why: the judge model's error, in one line."""
+    why = " ".join(str(exc).split())
+    log.warning("task %s: unjudged, the judge's model failed: %s", task_id, why)
+    return Judgement(
+        None, judge.name, f"unjudged: the judge's model failed ({why})", unjudged=True, asks=1
+    )
+
+
+def _resumed_later(outcome: TaskOutcome) -> bool:
+    """Whether a resume runs (or judges) the task again: its record is not its result."""
+    if isinstance(outcome, StoppedTask) or outcome.status != "finished":
+        return True
+    return _unjudged(outcome.attempts)
+
+
+def _unjudged(attempts: Sequence[AttemptRecord]) -> bool:
+    """Whether an attempt was left unjudged (as RunStore.finished_results tells)."""
+    return any(a.judgement is not None and a.judgement.unjudged for a in attempts)
 
 
 class _JudgeRejectedError(EndpointRejectedError):

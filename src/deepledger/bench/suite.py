@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import sys
 import threading
@@ -23,13 +24,21 @@ from deepledger.bench.inputs import (
     with_digests,
 )
 from deepledger.bench.judge import Judge, make_judge
-from deepledger.bench.metrics import StoppedTasks, endpoint_counts, format_summary, summarize
+from deepledger.bench.judge_rules import check_protocol
+from deepledger.bench.metrics import (
+    StoppedTasks,
+    endpoint_counts,
+    format_summary,
+    plural,
+    summarize,
+)
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import Task, TaskFile, load_tasks, require_tasks
 from deepledger.config import (
     Backend,
     Config,
+    JudgeConfig,
     JudgeName,
     LLMConfig,
     StrategyName,
@@ -45,7 +54,7 @@ from deepledger.context.compaction import NoteWriter
 from deepledger.errors import ConfigError, RunDirectoryError
 from deepledger.llm.base import GenerationSettings, LLMCapabilities, LLMClient
 from deepledger.llm.factory import create_client, settings_from_config
-from deepledger.llm.usage import find_price
+from deepledger.llm.usage import UNPRICED, price_of
 from deepledger.messages import JSONObject
 from deepledger.records.economics import EconomicsUnavailable
 from deepledger.records.results import SummaryRecord, TaskRecord
@@ -75,6 +84,7 @@ class SuiteModels:
     judge_llm: tuple[LLMClient, GenerationSettings] | None
     writer: NoteWriter | None
     scraper: PageScraper | None
+    prices: dict[str, str] | None = None  # who prices each model: summary.json's prices
 
 
 async def run_suite(
@@ -93,7 +103,8 @@ async def run_suite(
         ray_backend.require_ray()  # one line saying how to install it, before any work
     if not on_ray:  # each Ray worker makes room for its own tasks
         ensure_open_files(cfg.benchmark.execution.max_concurrent)
-    models = await _suite_models(cfg, conf_dir)
+    presets = PresetPath.of(conf_dir)  # Hydra's search path, while the command runs
+    models = await _suite_models(cfg, presets)
     run_dir = RunStore(root)
     cluster, workers = None, None
     unwritten: RunDirectoryError | None = None  # the final report, refused by the disk
@@ -107,7 +118,7 @@ async def run_suite(
             workers = await ray_backend.start_workers(
                 cfg,
                 run_dir,
-                conf_dir,
+                presets,
                 run_dir.planned_config_id(config),
                 judged=models.judge_llm is not None,
             )
@@ -127,14 +138,21 @@ async def run_suite(
     print(format_summary(summary))
     if report is not None:
         print(f"Report: {report}")
+    how = (
+        "run the same command again (same hydra.run.dir); or grade them apart, in a "
+        f"judging beside the run's results: deepledger judge {root}"
+    )
+    if warning := unjudged_warning(summary.tasks.unjudged, how):
+        print(f"deepledger: {warning}", file=sys.stderr)
     if unwritten is not None:
         raise _report_not_written(root, unwritten)
     return summary
 
 
-async def _suite_models(cfg: Config, conf_dir: Path) -> SuiteModels:
+async def _suite_models(cfg: Config, conf_dir: PresetPath) -> SuiteModels:
     """The tasks (what the task file skipped said on stderr; no task: exit 2, saying
     why), with what each result will have answered, and the models built early."""
+    check_protocol(cfg.benchmark.judge)  # a preset's labels, fields and template: exit 2 now
     loaded = load_tasks(cfg.benchmark.data, cfg.benchmark.execution.max_tasks, secret_rules(cfg))
     for notice in shown_notices(loaded):  # skipped lines, a mapping that finds no ground truth
         print(f"deepledger: {notice}", file=sys.stderr)
@@ -143,7 +161,26 @@ async def _suite_models(cfg: Config, conf_dir: Path) -> SuiteModels:
     judge = judge_identity(cfg.benchmark.judge, judge_preset(cfg, loaded.tasks, conf_dir))
     tasks = await with_digests(loaded.tasks, judge)
     return SuiteModels(
-        tasks, loaded.problems, judge_llm, note_writer(cfg, conf_dir), page_scraper(cfg, conf_dir)
+        tasks,
+        loaded.problems,
+        judge_llm,
+        note_writer(cfg, conf_dir),
+        page_scraper(cfg, conf_dir),
+        price_sources(cfg, conf_dir),
+    )
+
+
+def unjudged_warning(unjudged: int, how: str) -> str | None:
+    """The line a run (or a judging) with unjudged tasks ends with: its accuracy leaves
+    them out, so the number is not the suite's until they are judged; ``how`` says how
+    to judge them."""
+    if not unjudged:
+        return None
+    return (
+        f"warning: {plural(unjudged, 'task')} {'was' if unjudged == 1 else 'were'} left "
+        "unjudged (the judge gave no verdict; the reason is in each result line) and "
+        "the accuracy above leaves them out. Judge them from their recorded answers, "
+        f"without running the agent again: {how}"
     )
 
 
@@ -190,7 +227,8 @@ async def _run_with_live_report(
     """Run the tasks here or on the Ray workers, the report rewritten while they go."""
     ended = threading.Event()
     live_report = asyncio.create_task(
-        _report_while_running(run_dir.root, cfg, len(tasks), ended), name="live report"
+        _report_while_running(run_dir.root, cfg, len(tasks), ended, models.prices),
+        name="live report",
     )
     try:
         if workers is not None:
@@ -228,6 +266,7 @@ async def _final_summary(
     )
     summary.token_economics = await asyncio.to_thread(token_economics, root)
     summary.endpoints = await asyncio.to_thread(endpoint_counts, root)  # llm.endpoints
+    summary.prices = models.prices
     run_dir.write_summary(summary)
     run_dir.finish()
     return summary
@@ -259,7 +298,11 @@ def _report_not_written(root: Path, refused: RunDirectoryError) -> RunDirectoryE
 
 
 async def _report_while_running(
-    root: Path, cfg: Config, expected: int, ended: threading.Event
+    root: Path,
+    cfg: Config,
+    expected: int,
+    ended: threading.Event,
+    prices: dict[str, str] | None = None,
 ) -> None:
     """Rewrite report.html every ``report_every_seconds`` while tasks finish, so a
     browser refresh follows a long run. The token economics (a replay of every journal)
@@ -282,6 +325,7 @@ async def _report_while_running(
             breakdown=cfg.benchmark.breakdown or (),
         )
         summary.token_economics = EconomicsUnavailable(unavailable="computed when the run ends")
+        summary.prices = prices
         return _write_report(root, summary, ended)
 
     while every > 0:
@@ -510,7 +554,7 @@ def shown_notices(loaded: TaskFile) -> list[str]:
 
 
 def judge_model(
-    cfg: Config, tasks: list[Task], conf_dir: Path
+    cfg: Config, tasks: list[Task], conf_dir: Path | PresetPath
 ) -> tuple[LLMClient, GenerationSettings] | None:
     """The LLM judge's model, built before any task runs so a missing key fails early —
     and only when some task has a ground truth to judge against."""
@@ -520,29 +564,32 @@ def judge_model(
     return llm_judge_model(cfg, conf_dir)
 
 
-def judge_preset(cfg: Config, tasks: list[Task], conf_dir: Path) -> LLMConfig | None:
-    """The llm judge's preset, for the tasks' input digests (bench/inputs.py); None for
-    another judge, or when no task has a ground truth (nothing is judged)."""
+def judge_preset(cfg: Config, tasks: list[Task], conf_dir: Path | PresetPath) -> LLMConfig | None:
+    """The llm judge's model settings, for the tasks' input digests (bench/inputs.py);
+    None for another judge, or when no task has a ground truth (nothing is judged)."""
     judge = cfg.benchmark.judge
     if judge.name != JudgeName.LLM or not judge.llm or all(t.ground_truth is None for t in tasks):
         return None
-    return load_llm_preset(judge.llm, conf_dir)
+    return judge_llm_config(cfg.benchmark.judge, conf_dir)
 
 
-def llm_judge_model(cfg: Config, conf_dir: Path) -> tuple[LLMClient, GenerationSettings]:
-    """The model of ``benchmark.judge.name=llm``, from its preset."""
-    judge = cfg.benchmark.judge
-    if not judge.llm:
-        raise ConfigError(
-            "benchmark.judge.name=llm needs benchmark.judge.llm: the name of an llm preset "
-            "(e.g. benchmark.judge.llm=openai)."
-        )
-    preset = load_llm_preset(judge.llm, conf_dir)
+def llm_judge_model(
+    cfg: Config, conf_dir: Path | PresetPath
+) -> tuple[LLMClient, GenerationSettings]:
+    """The model of ``benchmark.judge.name=llm``, from its preset and the judge's own
+    ``model`` and ``base_url``."""
+    preset = judge_llm_config(cfg.benchmark.judge, conf_dir)
     return create_client(preset), settings_from_config(preset)
 
 
 def build_judge(cfg: Config, model: tuple[LLMClient, GenerationSettings] | None) -> Judge | None:
-    judge = cfg.benchmark.judge
+    return judge_of(cfg.benchmark.judge, model)
+
+
+def judge_of(
+    judge: JudgeConfig, model: tuple[LLMClient, GenerationSettings] | None
+) -> Judge | None:
+    """The judge ``judge`` configures, with the llm judge's ``model``."""
     if judge.name == JudgeName.LLM and model is None:
         return None  # no task has a ground truth: nothing will be judged
     llm, settings = model if model else (None, None)
@@ -554,25 +601,112 @@ def build_judge(cfg: Config, model: tuple[LLMClient, GenerationSettings] | None)
         rule=judge.rule,
         llm=llm,
         llm_settings=settings,
+        template=judge.template,
+        max_asks=judge.max_asks,
     )
 
 
-def load_llm_preset(name: str, conf_dir: Path, key: str = "benchmark.judge.llm") -> LLMConfig:
-    """``conf/llm/<name>.yaml`` checked against the llm schema and as ``llm`` is checked
-    (a bad ``base_url`` fails here, not at the first judged task); ``key`` names the
-    setting."""
-    path = conf_dir / "llm" / f"{name}.yaml"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in (conf_dir / "llm").glob("*.yaml")))
-        raise ConfigError(f"{key}={name!r} is not an llm preset (known: {known}).")
+@dataclass(frozen=True)
+class PresetPath:
+    """Where llm presets another setting names are looked for, first match wins:
+    ``llm/<name>.yaml`` in each folder of Hydra's search path, in Hydra's order (a
+    ``-cd/--config-dir`` folder first, then the packaged ``conf/``, then
+    ``hydra.searchpath``), so ``benchmark.judge.llm=<name>`` finds what ``llm=<name>``
+    would."""
+
+    dirs: tuple[Path, ...]
+
+    @classmethod
+    def of(cls, conf_dir: Path) -> PresetPath:
+        """Hydra's search path when a Hydra command is running (its file and package
+        sources), else ``conf_dir`` alone."""
+        from hydra.core.hydra_config import HydraConfig
+
+        if not HydraConfig.initialized():
+            return cls((conf_dir,))
+        dirs = [d for s in HydraConfig.get().runtime.config_sources if (d := _source_dir(s))]
+        return cls(tuple(dict.fromkeys([*dirs, conf_dir])))  # in order, each once
+
+    def find(self, name: str) -> Path | None:
+        for folder in self.dirs:
+            if (path := folder / "llm" / f"{name}.yaml").is_file():
+                return path
+        return None
+
+    def known(self) -> list[str]:
+        return sorted({p.stem for folder in self.dirs for p in (folder / "llm").glob("*.yaml")})
+
+
+def _source_dir(source: object) -> Path | None:
+    """The folder of one of Hydra's config sources (``file://`` or ``pkg://``)."""
+    import importlib.resources
+
+    schema, path = getattr(source, "schema", None), str(getattr(source, "path", ""))
+    if schema == "file":
+        return Path(path)
+    if schema == "pkg":
+        try:
+            return Path(str(importlib.resources.files(path.replace("/", "."))))
+        except (ModuleNotFoundError, TypeError):
+            return None  # a source Hydra itself would find empty
+    return None
+
+
+def preset_path(where: Path | PresetPath) -> PresetPath:
+    return where if isinstance(where, PresetPath) else PresetPath.of(where)
+
+
+def load_llm_preset(
+    name: str, where: Path | PresetPath, key: str = "benchmark.judge.llm"
+) -> LLMConfig:
+    """``llm/<name>.yaml`` from the preset path (``where``: a config folder, with Hydra's
+    search path while a command runs), checked against the llm schema and as ``llm`` is
+    checked (a bad ``base_url`` fails here, not at the first judged task); ``key``
+    names the setting."""
+    presets = preset_path(where)
+    path = presets.find(name)
+    if path is None:
+        looked = "\n".join(f"  - {folder / 'llm' / f'{name}.yaml'}" for folder in presets.dirs)
+        raise ConfigError(
+            f"{key}={name!r} is not an llm preset. Looked for it in:\n{looked}\n"
+            f"Known presets: {', '.join(presets.known())}. Add a folder with "
+            "-cd/--config-dir DIR (DIR/llm/<name>.yaml) or hydra.searchpath=[file://DIR]."
+        )
     loaded = OmegaConf.load(path)
-    assert isinstance(loaded, DictConfig)
+    if not isinstance(loaded, DictConfig):
+        raise ConfigError(f"{key}={name}: {path} is not a mapping of llm settings.")
     preset = typed_llm(loaded, f"{key}={name}")
     check_llm_preset(preset, f"{key}={name}")
     return preset
 
 
-def page_scraper(cfg: Config, conf_dir: Path) -> PageScraper | None:
+def judge_llm_config(judge: JudgeConfig, where: Path | PresetPath) -> LLMConfig:
+    """The llm judge's model settings: its preset, with ``benchmark.judge.model`` and
+    ``benchmark.judge.base_url`` in place of the preset's own when given (checked as the
+    preset is)."""
+    if not judge.llm:
+        raise ConfigError(
+            "benchmark.judge.name=llm needs benchmark.judge.llm: the name of an llm preset "
+            "(e.g. benchmark.judge.llm=openai)."
+        )
+    preset = load_llm_preset(judge.llm, where)
+    if judge.model is None and judge.base_url is None:
+        return preset
+    preset = dataclasses.replace(
+        preset,
+        model_name=judge.model or preset.model_name,
+        base_url=judge.base_url or preset.base_url,
+    )
+    given = " ".join(
+        f"benchmark.judge.{k}={v}"
+        for k, v in (("model", judge.model), ("base_url", judge.base_url))
+        if v
+    )
+    check_llm_preset(preset, f"benchmark.judge.llm={judge.llm} {given}")
+    return preset
+
+
+def page_scraper(cfg: Config, conf_dir: Path | PresetPath) -> PageScraper | None:
     """The scrape-and-extract tool's own model (``tools.extract_llm``), built before any
     task runs so a missing key fails early; None: each agent's own model reads pages."""
     name = extract_llm_name(cfg)
@@ -582,13 +716,30 @@ def page_scraper(cfg: Config, conf_dir: Path) -> PageScraper | None:
     model = ExtractionModel(
         create_client(preset),
         settings_from_config(preset),
-        find_price(preset.model_name, cfg.pricing),
+        price_of(preset, cfg.pricing),
         preset.max_context_length,
     )
     return PageScraper(model, cfg.web.scraper, cfg.web.allow_private_networks, suite_corpus(cfg))
 
 
-def note_writer(cfg: Config, conf_dir: Path) -> NoteWriter | None:
+def price_sources(cfg: Config, conf_dir: Path | PresetPath) -> dict[str, str] | None:
+    """Who prices each model the run's costs count (the agent's, the page extractor's,
+    the note writer's), by model name: a price's source, or "unpriced". None when no
+    model has a price: every cost is unknown, and the summary keeps schema 1's shape."""
+    presets = [cfg.llm]
+    if name := extract_llm_name(cfg):
+        presets.append(load_llm_preset(name, conf_dir, "tools.extract_llm"))
+    name = cfg.agent.context.summary_llm
+    if name and cfg.agent.context.strategy == StrategyName.COMPACTION:
+        presets.append(load_llm_preset(name, conf_dir, "agent.context.summary_llm"))
+    sources = {}
+    for preset in presets:
+        price = price_of(preset, cfg.pricing)
+        sources[preset.model_name] = UNPRICED if price is None else price.source
+    return None if set(sources.values()) == {UNPRICED} else sources
+
+
+def note_writer(cfg: Config, conf_dir: Path | PresetPath) -> NoteWriter | None:
     """The model that writes compaction notes (``agent.context.summary_llm``), built
     before any task runs so a missing key fails early."""
     name = cfg.agent.context.summary_llm
@@ -598,6 +749,6 @@ def note_writer(cfg: Config, conf_dir: Path) -> NoteWriter | None:
     return NoteWriter(
         create_client(preset),
         settings_from_config(preset),
-        find_price(preset.model_name, cfg.pricing),
+        price_of(preset, cfg.pricing),
         preset.max_context_length,
     )

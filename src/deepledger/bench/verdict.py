@@ -1,11 +1,14 @@
 """Reading a judge model's verdict from its reply, so that no reply shape can flip it.
 
 A verdict is read per label set (:class:`Labels`): ``CORRECT`` / ``INCORRECT`` (also
-xbench's ``结论: 正确`` / ``结论: 错误``) and ``correct: yes | no`` (BrowseComp's and HLE's
-official output field). :func:`read_labels` returns ``True`` / ``False``, or ``None``
-when the reply holds no verdict, two different ones, or a verdict followed by a word
-that contradicts it — unreadable is never turned into a guess. ``<think>`` blocks are
-removed first: a model's thinking often names both verdicts before it decides.
+xbench's ``结论: 正确`` / ``结论: 错误``), ``correct: yes | no`` (BrowseComp's and HLE's
+official output field), xbench's ``结论`` alone, and the FRAMES autorater's ``Decision:
+TRUE | FALSE``. :func:`read_labels` returns ``True`` / ``False``, or ``None`` when the
+reply holds no verdict, two different ones, or a verdict followed by a word that
+contradicts it — unreadable is never turned into a guess. SimpleQA's letter grades
+(``A`` / ``B`` / ``C``: CORRECT / INCORRECT / NOT_ATTEMPTED) are three labels, not a
+verdict: :func:`read_grade` returns the label. ``<think>`` blocks are removed first: a
+model's thinking often names both verdicts before it decides.
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ _CONCLUSION = re.compile(
     + _DECO
     + r"(?P<rest>[^\n]*)"
 )
+# FRAMES: "Decision:" then "TRUE" or "FALSE", each possibly quoted as the paper writes them.
+_DECISION = re.compile(
+    r"(?:^|[{,])[\s*_#>`\"'~\-•+]*decision[*_`\"'~]*\s*[:=\-：][\s*_`\"'~]*"
+    r"(?P<value>true|false)(?![A-Za-z])" + _DECO + r"(?=(?P<rest>[^\n]*))",
+    re.IGNORECASE | re.MULTILINE,
+)
 _CAPS_WORD = re.compile(
     r"(?<![A-Za-z])(?P<negated>(?i:not)\s+)?(?P<verdict>CORRECT|INCORRECT)(?![A-Za-z])"
 )
@@ -50,7 +59,13 @@ _FIRST_WORD = re.compile(r"[A-Za-z]+")
 _MEANS_TRUE = {"yes", "true", "correct", "right"}
 _MEANS_FALSE = {"no", "false", "incorrect", "wrong"}
 # Words that leave a verdict in doubt when they follow it ("correct: maybe").
-_HEDGES = {"not", "maybe", "partially", "partly", "unclear", "uncertain", "unsure", "possibly"}
+_HEDGES = {
+    "not", "maybe", "partially", "partly", "unclear", "uncertain", "unsure", "possibly",
+    "perhaps", "probably", "likely", "unknown", "undetermined", "undecided", "ambiguous",
+    "somewhat", "mostly", "depends", "none", "null",
+}  # fmt: skip
+# "correct": "<value>" — a JSON key whose value must itself be a verdict word.
+_JSON_VALUE = re.compile(r'^["\'`]?\s*[:=：]\s*"(?P<value>[^"]*)"')
 _Reader = Callable[[str, str], bool]  # (value, rest of the line) -> verdict
 
 
@@ -59,6 +74,8 @@ class Labels(Enum):
 
     VERDICT = "CORRECT / INCORRECT (or 结论: 正确 / 错误)"
     YES_NO = "correct: yes / no"
+    CONCLUSION = "结论: 正确 / 错误"
+    DECISION = "Decision: TRUE / FALSE"
 
 
 class _Conflict(Exception):
@@ -80,8 +97,11 @@ def read_labels(reply: str, labels: frozenset[Labels]) -> bool | None:
     try:
         if Labels.YES_NO in labels:
             text = _take(_YES_NO, text, found, _yes_no)
-        if Labels.VERDICT in labels:
+        if Labels.DECISION in labels:
+            text = _take(_DECISION, text, found, _yes_no)
+        if labels & {Labels.VERDICT, Labels.CONCLUSION}:
             text = _take(_CONCLUSION, text, found, _conclusion)
+        if Labels.VERDICT in labels:
             _verdict_lines(text, found)
             if not found:
                 return _caps_word(text)
@@ -131,6 +151,9 @@ def _verdict_lines(text: str, found: set[bool]) -> None:
         # "correct: no" is the yes/no label set: in this one it contradicts the label.
         if _contradicts(verdict, match["rest"]):
             raise _Conflict
+        value = _JSON_VALUE.match(match["rest"])
+        if value and value["value"].strip().lower() not in {*_MEANS_TRUE, *_MEANS_FALSE}:
+            raise _Conflict  # {"correct": "perhaps"}: a key with no verdict for its value
         found.add(verdict)
 
 
@@ -146,3 +169,39 @@ def _caps_word(text: str) -> bool | None:
         if _contradicts(verdict, rest):
             return None
     return verdict
+
+
+# SimpleQA's grades: the letter its grader asks for, or the label the letter stands for.
+GRADES = {"A": "CORRECT", "B": "INCORRECT", "C": "NOT_ATTEMPTED"}
+_GRADE_LINE = re.compile(
+    _LEAD + r"(?:(?:final\s+)?(?:grade|verdict|answer|label)" + _DECO + _SEP + r"[\s*_`\"'~(\[]*)?"
+    r"[(\[]?(?:(?P<letter>[ABC])(?![A-Za-z0-9])(?:[*_`\"'~)\]]*\s*[:.)\-=]?[\s*_`\"'~]*"
+    r"(?P<named>(?-i:CORRECT|INCORRECT|NOT[_ ]ATTEMPTED)))?"
+    r"|(?P<label>correct|incorrect|not[_ ]attempted))"
+    r"(?![A-Za-z])[*_`\"'~)\]}]*[\s.,;]*$",
+    re.IGNORECASE,
+)
+
+
+def read_grade(reply: str) -> str | None:
+    """SimpleQA's label (CORRECT, INCORRECT or NOT_ATTEMPTED) from a reply that grades
+    with its letter ("A", "**B**", "Grade: C", "A: CORRECT") or the label itself, on a
+    line of its own; None when no line is a grade, two lines differ, or a letter comes
+    with another letter's label ("A: INCORRECT")."""
+    found: set[str] = set()
+    for line in strip_thinking(reply).splitlines():
+        match = _GRADE_LINE.match(line)
+        if match is None:
+            continue
+        letter, named = match["letter"], match["named"]
+        if letter is not None and letter != letter.upper():
+            continue  # a lone "a" or "c" is a word, not a grade
+        grade = GRADES[letter] if letter else _label(match["label"])
+        if named is not None and _label(named) != grade:
+            return None
+        found.add(grade)
+    return found.pop() if len(found) == 1 else None
+
+
+def _label(text: str) -> str:
+    return text.upper().replace(" ", "_")

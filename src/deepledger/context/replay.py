@@ -110,8 +110,17 @@ class PolicyReplay:
     def cost(self, price: Price | None, cached: bool) -> float | None:
         if price is None:
             return None
-        read = self.cached_tokens if cached else 0
-        return price.cost(Usage(self.input_tokens, self.output_tokens, cache_read_tokens=read))
+        # call by call: a long-context tier applies to a call's prompt, not to the sum
+        return sum(
+            price.cost(
+                Usage(
+                    c.input_tokens,
+                    c.output_tokens,
+                    cache_read_tokens=c.cached_tokens if cached else 0,
+                )
+            )
+            for c in self.calls
+        )
 
     def per_turn(self, recorded: bool = False) -> list[float]:
         """Mean prompt tokens of the loop calls at each turn, over the attempts: as

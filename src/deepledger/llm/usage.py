@@ -1,8 +1,11 @@
 """Token and cost accounting, per call and per task.
 
-Prices come from the ``pricing`` table in config (USD per million tokens, by model
-name). A model that is not in the table has an *unknown* cost (``None``), never zero,
-so a report cannot quietly claim a run was free.
+Prices: the ``pricing`` table in config (``conf/pricing/``, USD per million tokens,
+by model name or its longest listed prefix) wins; a model it does not list is priced by
+the genai-prices library's bundled data (``deepledger.prices``: the provider the model
+is served by, never a fetch). A model neither prices has an *unknown* cost (``None``),
+never zero, so a report cannot quietly claim a run was free. Every price says its
+source (``Price.source``), which summaries and reports repeat.
 
 Token counts a server reports are read through :func:`token_count`: anything but a
 non-negative integer (``null``, ``-5``, ``"12"``, ``1.5``, an object) is *unknown*,
@@ -17,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from deepledger.config import PriceConfig, price_entry
+from deepledger.config import LLMConfig, PriceConfig, price_key
 from deepledger.messages import LLMResponse, StopReason, Usage
+from deepledger.prices import LibraryPrice, library_price
 
 log = logging.getLogger(__name__)
 
@@ -55,18 +59,38 @@ def report_unreadable(provider: str, name: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class Price:
+    """USD per million tokens (below any long-context tier), and who says so."""
+
     input: float
     output: float
     cache_read: float
     cache_write: float
+    source: str = "pricing"  # "pricing.gpt-4.1" (the config's table) or the library's
+    # the library's price computes each call's cost
+    library: LibraryPrice | None = field(default=None, compare=False)
 
     @classmethod
-    def from_config(cls, cfg: PriceConfig) -> Price:
+    def from_config(cls, cfg: PriceConfig, source: str = "pricing") -> Price:
         cache_read = cfg.input if cfg.cache_read is None else cfg.cache_read
         cache_write = cfg.input if cfg.cache_write is None else cfg.cache_write
-        return cls(float(cfg.input), float(cfg.output), float(cache_read), float(cache_write))
+        return cls(
+            float(cfg.input), float(cfg.output), float(cache_read), float(cache_write), source
+        )
+
+    @classmethod
+    def from_library(cls, price: LibraryPrice) -> Price:
+        return cls(
+            price.input, price.output, price.cache_read, price.cache_write, price.source, price
+        )
 
     def cost(self, usage: Usage) -> float:
+        if self.library is not None:
+            return self.library.cost(
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
+            )
         return (
             usage.uncached_input_tokens * self.input
             + usage.cache_read_tokens * self.cache_read
@@ -75,10 +99,50 @@ class Price:
         ) / PER_MILLION
 
 
-def find_price(model: str, table: Mapping[str, PriceConfig]) -> Price | None:
-    """The entry for ``model``, or for the longest listed prefix of it (dated variants)."""
-    entry = price_entry(model, table)
-    return None if entry is None else Price.from_config(entry)
+def find_price(
+    model: str,
+    table: Mapping[str, PriceConfig],
+    provider: str | None = None,
+    base_url: str | None = None,
+) -> Price | None:
+    """The table's entry for ``model`` or for its longest listed prefix (dated variants);
+    else, given where the model is served (``provider``, ``base_url``), the library's
+    price; else None (unknown)."""
+    key = price_key(model, table)
+    if key is not None:
+        return Price.from_config(table[key], f"conf/pricing: {key}")
+    found = library_price(model, provider, base_url)
+    return None if found is None else Price.from_library(found)
+
+
+def price_of(llm: LLMConfig, table: Mapping[str, PriceConfig]) -> Price | None:
+    """The price of the model an llm preset serves."""
+    return find_price(llm.model_name, table, llm.provider, llm.base_url)
+
+
+UNPRICED = "unpriced"  # a model's source in summary.json's prices when nothing prices it
+
+
+def priced_by(model: str, price: Price | None) -> str:
+    """What a cost line says of its price: its source, or that there is none."""
+    return said_source(model, UNPRICED if price is None else price.source)
+
+
+def said_source(model: str, source: str) -> str:
+    return f"{UNPRICED}: {model}" if source == UNPRICED else f"priced by {source}"
+
+
+def sources_line(prices: Mapping[str, str] | None) -> str:
+    """What priced a run's costs: one model's source, or each model's."""
+    if not prices:
+        return ""
+    if len(prices) == 1:
+        ((model, source),) = prices.items()
+        return said_source(model, source)
+    return "; ".join(
+        f"{UNPRICED}: {model}" if source == UNPRICED else f"{model} priced by {source}"
+        for model, source in prices.items()
+    )
 
 
 @dataclass(frozen=True)

@@ -409,6 +409,13 @@ class ExtractionCall(Event):
     usage: Usage
     stop_reason: StopReason | None = None
     reply_chars: int
+    # On a page's first part: which reader served it (jina | direct | corpus), why the
+    # Jina reader did not when the page was fetched directly after it failed, and the
+    # model's custom headers that were not sent (web/model_input.py). Left out by
+    # journals of earlier releases.
+    reader: str | None = None
+    jina_error: str | None = None
+    dropped_headers: list[str] | None = None
 
 
 class UnknownEvent(Event):

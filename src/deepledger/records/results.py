@@ -689,6 +689,10 @@ class SummaryRecord(ResultRecord):
     inputs_changed: InputsChanged | None = None
     # Only when the preset chose metrics (benchmark.metrics) or a breakdown.
     protocol_metrics: ProtocolMetrics | None = None
+    # Who priced each model of the run, by model name: "genai-prices 0.2.5
+    # (openai/gpt-4.1)", "conf/pricing: gpt-4.1" (the config's table), or "unpriced";
+    # left out when no model has a price (every cost unknown).
+    prices: dict[str, str] | None = None
 
     def to_json(self) -> JSONObject:
         """The summary as written: the sections a run may not have are left out."""
@@ -707,4 +711,70 @@ _OPTIONAL_SECTIONS = (
     "tool_servers_given_up",
     "inputs_changed",
     "protocol_metrics",
+    "prices",
 )
+
+
+# ------------------------------------------------- judgings (`deepledger judge RUN_DIR`)
+
+
+class JudgedAnswer(ResultRecord):
+    """A line of ``judgings/<name>/results.jsonl``: a task's final answer as the run
+    recorded it, judged again by the judging's judge (the run's own line untouched)."""
+
+    schema_version: int = SCHEMA_VERSION
+    task_id: str
+    final_answer: str | None = None
+    # None: no ground truth (ungraded), or the judge gave no verdict (``judgement.unjudged``).
+    correct: bool | None = None
+    judgement: JudgementRecord = Field(default_factory=JudgementRecord)
+
+
+class VerdictRow(Record):
+    """One row of an agreement table: the run's own verdict was this; the judging's
+    said ``correct`` / ``incorrect``."""
+
+    correct: int = 0
+    incorrect: int = 0
+
+
+class AgreementTable(Record):
+    """The 2x2 table: rows the run's own verdict, columns the judging's."""
+
+    correct: VerdictRow = Field(default_factory=VerdictRow)
+    incorrect: VerdictRow = Field(default_factory=VerdictRow)
+
+
+class Agreement(Record):
+    """How far a judging agrees with the run's own judgement, on correct / incorrect:
+    tasks both judged; ``percent``: the share with the same verdict (0-100); ``kappa``:
+    Cohen's, (p_o - p_e) / (1 - p_e), None when p_e is 1 (both judges gave one verdict
+    to every task) or nothing was compared. Left out: tasks either judge left unjudged,
+    and tasks without a ground truth."""
+
+    compared: int = 0
+    agree: int = 0
+    percent: float | None = None
+    kappa: float | None = None
+    table: AgreementTable = Field(default_factory=AgreementTable)
+    left_out_unjudged: int = 0
+    left_out_ungraded: int = 0
+
+
+class JudgingSummary(ResultRecord):
+    """``judgings/<name>/summary.json``: what a judging decided, and its agreement with
+    the run's own judgement."""
+
+    schema_version: int = SCHEMA_VERSION
+    name: str
+    generated_at: str | None = None
+    judge: JSONObject = Field(default_factory=dict)  # its identity (bench/inputs.py)
+    tasks: int = 0
+    judged: int = 0  # graded correct or incorrect
+    correct: int = 0
+    accuracy: float | None = None  # correct / judged
+    unjudged: int = 0
+    ungraded: int = 0  # no ground truth
+    judge_tokens: TokenPair = Field(default_factory=TokenPair)  # the judge model's, in all
+    # None: the run has no judgement of its own to compare with.
+    agreement: Agreement | None = None

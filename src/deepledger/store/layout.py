@@ -80,6 +80,8 @@ MEMORY = "memory"
 ARCHIVE = "archive"
 TOOL_SERVER_LOGS = "tool_servers"
 REPLAY = "replay.json"
+JUDGINGS = "judgings"  # `deepledger judge`: one folder per judging of the run's answers
+JUDGING = "judging.json"  # a judging's judge and overrides, to resume it with the same
 REPORT = "report.html"
 RUN_JOURNAL = "journal.jsonl"  # `deepledger run`'s one journal, at its folder's root
 SUBAGENTS = ".subagents"
@@ -256,6 +258,10 @@ class RunLayout:
     @property
     def replay(self) -> Path:
         return self.root / REPLAY
+
+    def judging(self, name: str) -> Path:
+        """The folder of the judging ``name`` (``deepledger judge --name``)."""
+        return self.root / JUDGINGS / _UNSAFE.sub("_", name)
 
     @property
     def report(self) -> Path:

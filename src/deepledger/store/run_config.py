@@ -70,6 +70,12 @@ RESUME_HARMLESS = (
     "web.blocked_urls",
     "web.block_answer_sites",
     "benchmark.blocked_urls",
+    # What a preset states of its judge's protocol (checked against the rule, never read
+    # to decide a verdict), and how often an unreadable reply is asked again (no reply
+    # is read differently: more asks only turn unjudged answers into verdicts).
+    "benchmark.judge.labels",
+    "benchmark.judge.fields",
+    "benchmark.judge.max_asks",
     "resume",
     "hydra",
     "question",

@@ -184,8 +184,10 @@ class RunStore:
                 f"{self.root} holds tasks judged with other settings:\n  "
                 + "\n  ".join(judge)
                 + "\nOne accuracy never mixes two judges, not even with "
-                "resume.allow_config_change=true. Choose a new hydra.run.dir=... for this "
-                "judge; `deepledger report OLD_DIR NEW_DIR` compares the two runs."
+                "resume.allow_config_change=true. To grade these answers with this judge "
+                f"without running the agent again: deepledger judge {self.root} "
+                "benchmark.judge.KEY=VALUE ... (a judging beside the run's own); or choose "
+                "a new hydra.run.dir=... for this judge."
             )
         if counted and not allow_change:
             raise RunDirectoryError(
@@ -244,8 +246,14 @@ class RunStore:
         return task_records(self.root)
 
     def finished_results(self) -> dict[str, TaskRecord]:
-        """The tasks that are done: a resume does not run or judge them again."""
-        return {k: r for k, r in self.latest_results().items() if r.status == "finished"}
+        """The tasks that are done: a resume does not run or judge them again. A task
+        whose answer was left unjudged (the judge's model failed) is not: a resume
+        judges it from its recorded answer."""
+        return {
+            k: r
+            for k, r in self.latest_results().items()
+            if r.status == "finished" and not _unjudged(r)
+        }
 
     def set_aside_results(self, task_ids: Iterable[str]) -> int:
         """Move every result line of these tasks (their inputs changed: bench/inputs.py)
@@ -347,7 +355,11 @@ class RunStore:
         done = TaskProgress()
         for line in read_jsonl(self.layout.progress(task_id)):
             if line.get("event") == "attempt_finished":
-                done.attempts.append(AttemptFinished.load(line))
+                attempt = AttemptFinished.load(line)
+                # An attempt judged again (it was unjudged: bench/runner.py) replaces
+                # its earlier line.
+                done.attempts = [a for a in done.attempts if a.attempt != attempt.attempt]
+                done.attempts.append(attempt)
                 done.retries = []
             elif line.get("event") == "retry_finished":
                 done.retries.append(RetryFinished.load(line))
@@ -469,6 +481,10 @@ class RunStore:
 
     def relative(self, path: Path | None) -> str | None:
         return str(path.relative_to(self.root)) if path else None
+
+
+def _unjudged(record: TaskRecord) -> bool:
+    return any(a.judgement is not None and a.judgement.unjudged for a in record.attempts)
 
 
 def _keep_once(path: Path, lines: list[str]) -> None:

@@ -29,11 +29,20 @@ Faults
     :func:`server_error`, :func:`unauthorized`, :func:`garbage` (a 200 whose body is not
     JSON), or any :class:`SearchFault` (with an optional delay, for timeouts). A wrong
     key gets the engine's own rejection. Every request is recorded in ``requests``.
+
+Checks the real engines make
+    SearXNG answers 400 to a ``language`` that is not a locale (``zh-cn-CN``) and, with
+    its bot limiter on (``limiter=True``, the default), 429 to a request without
+    ``Accept-Language``; Brave answers 422 to a ``search_lang`` or ``country`` outside
+    the values it documents. Serper's scripted results are sent as given (with their
+    ``position``), so ``sitelinks``, ``attributes`` and percent-encoded links reach the
+    client as Serper sends them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socketserver
 import sys
 import threading
@@ -364,16 +373,25 @@ class FakeSerper(FakeSearchServer):
         )
 
 
+# SearXNG's check of the language parameter (a locale, or all/auto); else HTTP 400.
+_SEARXNG_LANGUAGE = re.compile(r"^(?:all|auto|[a-z]{2,3}(?:-[a-zA-Z]{2})?)$")
+
+
 class FakeSearxng(FakeSearchServer):
-    """``GET /search?format=json``; pages of ten; 403 unless ``json_enabled``."""
+    """``GET /search?format=json``; pages of ten; 403 unless ``json_enabled``; 400 for a
+    ``language`` that is not a locale; with ``limiter`` (its bot detection, on by
+    default as on public instances), 429 for a request without ``Accept-Language``."""
 
     engine = "searxng"
     page_size = 10
 
-    def __init__(self, *args: Any, json_enabled: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, json_enabled: bool = True, limiter: bool = True, **kwargs: Any
+    ) -> None:
         kwargs.setdefault("api_key", None)
         super().__init__(*args, **kwargs)
         self.json_enabled = json_enabled
+        self.limiter = limiter
 
     def query_of(self, request: RecordedSearch) -> str:
         return request.params.get("q", "")
@@ -383,6 +401,12 @@ class FakeSearxng(FakeSearchServer):
             # What SearXNG does when the format is not enabled in its settings.
             return _Answer(403, "<html><body>403 Forbidden</body></html>",
                            content_type="text/html")  # fmt: skip
+        if self.limiter and not request.headers.get("accept-language", "").strip():
+            return _Answer(429, "Too Many Requests", content_type="text/plain")
+        language = request.params.get("language")
+        if language is not None and not _SEARXNG_LANGUAGE.match(language):
+            error = f'Invalid value "{language}" for parameter language'
+            return _json_answer(400, {"error": error})
         query = self.query_of(request)
         page = max(1, _int(request.params.get("pageno"), 1))
         results, extras = self.scripted(query)
@@ -450,6 +474,10 @@ class FakeBrave(FakeSearchServer):
         return _json_answer(422, {"type": "ErrorResponse", "error": error})
 
     def render(self, request: RecordedSearch) -> _Answer:
+        for name, allowed in (("search_lang", BRAVE_SEARCH_LANGS), ("country", BRAVE_COUNTRIES)):
+            value = request.params.get(name)
+            if value is not None and value not in allowed:
+                return _brave_invalid(name, value)
         query = self.query_of(request)
         count = max(1, min(20, _int(request.params.get("count"), 20)))
         offset = max(0, _int(request.params.get("offset"), 0))
@@ -464,6 +492,30 @@ class FakeBrave(FakeSearchServer):
         answer = {"type": "search", "query": {"original": query},
                   "web": {"type": "search", "results": items}}  # fmt: skip
         return _json_answer(200, {**answer, **extras})
+
+
+# The values Brave's web search documents for search_lang and country ("codes" page).
+BRAVE_SEARCH_LANGS = frozenset(
+    {"ar", "eu", "bn", "bg", "ca", "zh-hans", "zh-hant", "hr", "cs", "da", "nl", "en",
+     "en-gb", "et", "fi", "fr", "gl", "de", "gu", "he", "hi", "hu", "is", "it", "jp", "kn",
+     "ko", "lv", "lt", "ms", "ml", "mr", "nb", "pl", "pt-br", "pt-pt", "pa", "ro", "ru",
+     "sr", "sk", "sl", "es", "sv", "ta", "te", "th", "tr", "uk", "vi"}
+)  # fmt: skip
+BRAVE_COUNTRIES = frozenset(
+    {"ALL", "AR", "AU", "AT", "BE", "BR", "CA", "CL", "DK", "FI", "FR", "DE", "HK", "IN",
+     "ID", "IT", "JP", "KR", "MY", "MX", "NL", "NZ", "NO", "CN", "PL", "PT", "PH", "RU",
+     "SA", "ZA", "ES", "SE", "CH", "TW", "TR", "GB", "US"}
+)  # fmt: skip
+
+
+def _brave_invalid(name: str, value: str) -> _Answer:
+    """Brave's 422 for a parameter outside its documented values."""
+    problem = {"type": "enum", "loc": ["query", name], "input": value,
+               "msg": f"Input should be one of the documented {name} values"}  # fmt: skip
+    error = {"id": "fake", "status": 422, "code": "VALIDATION",
+             "detail": "Unable to validate request parameter(s)",
+             "meta": {"errors": [problem]}}  # fmt: skip
+    return _json_answer(422, {"type": "ErrorResponse", "error": error})
 
 
 class FakeTencentSearch(FakeSearchServer):

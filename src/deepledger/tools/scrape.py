@@ -10,16 +10,29 @@ provider deepledger speaks.
 1. **Read** the page: through the Jina reader when ``web.scraper`` is ``jina`` (or
    ``auto`` with ``JINA_API_KEY`` set), else fetched and converted here
    (``deepledger.web``: HTML main content, PDF, office files, JSON, text; the offline
-   corpus's ``corpus://`` links). Either way the URL passes the SSRF guard.
-   ``custom_headers`` go with a direct fetch (and not to another host on a redirect);
-   through Jina they are not sent, since Jina would pass them to a host we never see.
-2. **Extract**: with ``info_to_extract`` given, the extraction model (``tools.extract_llm``,
-   else the agent's own) reads the page and answers with what was asked, so a
-   40,000-token page enters the window as a few hundred tokens. A page longer than the
-   model's window is cut into chunks that fit (at most ``MAX_CHUNKS``; the rest is not
-   read and the result says so), each read on its own; their answers are joined under
-   ``[part i of n]`` lines. With ``info_to_extract`` empty, the page text itself is the
-   answer (long ones go to the archive like any long result).
+   corpus's ``corpus://`` links). When the Jina reader fails (an error status, a 404
+   for a page that exists, a timeout, no content, no key), the page is fetched
+   directly, as MiroThinker's scraper falls back; only an answer-leak or SSRF refusal
+   is final. The first extraction call's journal line says which reader served the
+   page (``reader``) and why Jina did not (``jina_error``). Either way the URL passes
+   the SSRF guard and the answer-leak rules. The URL is taken as models write it
+   (``web/model_input.py``): a bare ``example.com/a`` gets ``https://``, a pasted
+   ``r.jina.ai/...`` address is unwrapped. ``custom_headers`` go with the request (and
+   not to another host on a redirect), to Jina too, less hop-by-hop and credential
+   headers (``Authorization``, ``Cookie``, ``Proxy-*``, ``Host``, ``Connection``, ...),
+   which are named in the journal line's ``dropped_headers``.
+2. **Extract**: with ``info_to_extract`` given, the extraction model reads the page and
+   answers with what was asked, so a 40,000-token page enters the window as a few
+   hundred tokens. The model is ``tools.extract_llm``'s preset when set; else
+   MiroThinker's summary model when its variables name one (``SUMMARY_LLM_BASE_URL``,
+   the chat-completions address or the API base; ``SUMMARY_LLM_MODEL_NAME``;
+   ``SUMMARY_LLM_API_KEY``, optional), spoken to as an OpenAI-compatible server with
+   an assumed 131,072-token window; else the agent's own. Which one is said on stderr
+   when the first task builds the tool. A page longer than the model's window is cut
+   into chunks that fit (at most ``MAX_CHUNKS``; the rest is not read and the result
+   says so), each read on its own; their answers are joined under ``[part i of n]``
+   lines. With ``info_to_extract`` empty, the page text itself is the answer (long
+   ones go to the archive like any long result).
 
 The result is JSON with MiroThinker's fields: ``success``, ``url``, ``extracted_info``,
 ``error``, ``scrape_stats`` (line and character counts, whether all of the page was
@@ -27,7 +40,8 @@ read), ``model_used``, ``tokens_used``. A page that cannot be read, a model call
 fails: ``success: false`` with the reason, and the task goes on. But an endpoint that
 rejects the key or the model (401/403/404) would reject every page of the run: it is
 raised (:class:`ExtractionModelRejectedError` for ``tools.extract_llm``'s), and the
-runner stops the run naming the model.
+runner stops the run naming the model. (The ``SUMMARY_LLM_*`` model has no preset the
+runner could name: its refusal is each page's ``error``, naming the variables.)
 """
 
 from __future__ import annotations
@@ -35,12 +49,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from deepledger import web
-from deepledger.config import Config
+from deepledger.config import SUMMARY_MODEL_ENV, Config, LLMConfig, summary_llm_config
 from deepledger.errors import ContextOverflowError, EndpointRejectedError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.usage import Price, UsageLedger
@@ -50,6 +66,7 @@ from deepledger.prompts import render
 from deepledger.records.events import ExtractionCall
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo
+from deepledger.web.model_input import page_url, request_headers
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +76,9 @@ MAX_CHUNKS = 8
 MAX_EXTRACTION_TOKENS = 4096  # the reply budget of one extraction call
 PROMPT_RESERVE_TOKENS = 600  # the prompt's own words around the page, with a margin
 MAX_PAGE_CHARS = 2_000_000  # what is read of a page at all
+# Jina failures the direct fetch would meet again: said as they are, no fallback.
+NO_FALLBACK = frozenset({"answer_leak", "blocked"})
+_announced: set[str] = set()  # what this process said on stderr about extraction
 
 SCHEMA = {
     "type": "object",
@@ -80,8 +100,12 @@ DESCRIPTION = (
 
 
 class ScrapeStats(TypedDict, total=False):
+    """MiroThinker's four: the whole page's lines and characters, the line the part
+    read ends on, and whether that part is all of it."""
+
     line_count: int
     char_count: int
+    last_char_line: int
     all_content_displayed: bool  # False: the page, or the part extracted from, was cut
 
 
@@ -112,6 +136,10 @@ class ExtractionModel:
     price: Price | None
     window: int  # its context window in tokens: pages are chunked to fit it
     agents_own: bool = False  # the agent's model, not tools.extract_llm's
+    # Built for one task (MiroThinker's SUMMARY_LLM_* variables): its connections are
+    # released after each page, since no one closes the client at the task's end.
+    close_after_use: bool = False
+    source: str = ""  # how the run's output names it (empty: tools.extract_llm)
 
 
 @dataclass(frozen=True)
@@ -122,14 +150,28 @@ class PageScraper:
     scraper: str = "auto"  # auto | jina | direct (web.scraper)
     allow_private_networks: bool = False
     corpus: Path | None = None  # the suite's search corpus, whose corpus:// links it reads
+    jina_limits: web.JinaLimits | None = None  # None: JinaLimits()
 
     @classmethod
-    def for_agent(cls, cfg: Config, llm: LLMClient, price: Price | None) -> PageScraper:
-        """Pages read by the agent's own model (no ``tools.extract_llm``)."""
+    def for_agent(
+        cls,
+        cfg: Config,
+        llm: LLMClient,
+        price: Price | None,
+        env: Mapping[str, str] | None = None,
+    ) -> PageScraper:
+        """Without ``tools.extract_llm``: pages read by MiroThinker's summary model when
+        its ``SUMMARY_LLM_*`` variables name one, else by the agent's own model."""
         from deepledger.llm.factory import settings_from_config
 
-        model = ExtractionModel(llm, settings_from_config(cfg.llm), price,
-                                cfg.llm.max_context_length, agents_own=True)  # fmt: skip
+        summary = summary_llm_config(os.environ if env is None else env)
+        if summary is not None:
+            model = summary_model(summary, cfg)
+        else:
+            model = ExtractionModel(llm, settings_from_config(cfg.llm), price,
+                                    cfg.llm.max_context_length, agents_own=True,
+                                    source="the agent's own model")  # fmt: skip
+        _announce(model.source)
         return cls(model, cfg.web.scraper, cfg.web.allow_private_networks, suite_corpus(cfg))
 
     async def aclose(self) -> None:
@@ -161,21 +203,35 @@ class PageScraper:
         journal: Journal,
         ledger: UsageLedger,
     ) -> ScrapeOutcome:
+        """Read ``url`` (given as the model wrote it: the outcome names it so) and
+        extract ``info`` from it; see the module docstring."""
         outcome: ScrapeOutcome = {"success": False, "url": url, "extracted_info": "",
                                   "error": "", "scrape_stats": {}, "tokens_used": 0}  # fmt: skip
+        sent, dropped = request_headers(headers)
         try:
-            text = await self._read(url, headers)
-        except (web.FetchError, web.ContentError, web.JinaError) as exc:
+            page = await self._read(page_url(url), sent)
+        except (web.FetchError, web.ContentError, web.JinaError, _UnreadableError) as exc:
             outcome["error"] = f"Could not read the page: {_reason(exc)}"
             return outcome
-        whole = len(text) <= MAX_PAGE_CHARS
-        text = text[:MAX_PAGE_CHARS]
-        outcome["scrape_stats"] = {"line_count": text.count("\n") + 1, "char_count": len(text)}
+        page = replace(page, dropped_headers=dropped)
+        why = f" after the Jina reader failed: {page.jina_error}" if page.jina_error else ""
+        log.info("%s read by %s%s", url, page.reader, why)
+        text = page.text[:MAX_PAGE_CHARS]
+        whole = len(page.text) <= MAX_PAGE_CHARS
+        outcome["scrape_stats"] = {
+            "line_count": page.text.count("\n") + 1,
+            "char_count": len(page.text),
+            "last_char_line": text.count("\n") + 1 if text else 0,
+        }
         if not info.strip():
             outcome["success"], outcome["extracted_info"] = True, text
             outcome["scrape_stats"]["all_content_displayed"] = whole
             return outcome
-        extraction = await self._extract(url, info, text, journal, ledger)
+        try:
+            extraction = await self._extract(url, info, replace(page, text=text), journal, ledger)
+        finally:
+            if self.model.close_after_use:
+                await self.model.llm.aclose()
         outcome["scrape_stats"]["all_content_displayed"] = extraction.read_all and whole
         outcome["success"] = extraction.error is None
         outcome["extracted_info"] = extraction.text
@@ -184,31 +240,55 @@ class PageScraper:
         outcome["tokens_used"] = extraction.tokens
         return outcome
 
-    async def _read(self, url: str, headers: dict[str, str]) -> str:
-        use_jina = self.scraper == "jina" or (
+    def _uses_jina(self, url: str) -> bool:
+        if url.lower().startswith("corpus:"):
+            return False
+        return self.scraper == "jina" or (
             self.scraper == "auto" and bool(os.environ.get("JINA_API_KEY", "").strip())
         )
+
+    async def _read(self, url: str, headers: dict[str, str]) -> _Page:
+        """The page's text and which reader served it: the Jina reader when it is on,
+        else (or when Jina fails, as MiroThinker's scraper falls back) a direct fetch,
+        through the same SSRF and answer-leak guards."""
         allow = self.allow_private_networks
-        if use_jina and not url.strip().lower().startswith("corpus:"):
-            document = await web.jina_read(url, allow_private=allow)
-        else:
+        jina_error = None
+        if self._uses_jina(url):
+            try:
+                document = await web.jina_read(
+                    url, allow_private=allow, headers=headers, limits=self.jina_limits
+                )
+                return _Page(document.text, "jina")
+            except web.JinaError as exc:
+                if exc.kind in NO_FALLBACK:
+                    raise
+                jina_error = _reason(exc)
+        try:
             document = await web.read_url(
                 url, limits=web.FetchLimits(), headers=headers, allow_private=allow,
                 corpus=self.corpus,
             )  # fmt: skip
-        return document.text
+        except (web.FetchError, web.ContentError) as exc:
+            if jina_error is None:
+                raise
+            raise _UnreadableError(
+                f"the Jina reader failed ({jina_error}), and fetching the page directly "
+                f"failed too: {_reason(exc)}"
+            ) from exc
+        reader = "corpus" if document.kind == "corpus" else "direct"
+        return _Page(document.text, reader, jina_error)
 
     async def _extract(
-        self, url: str, info: str, text: str, journal: Journal, ledger: UsageLedger
+        self, url: str, info: str, page: _Page, journal: Journal, ledger: UsageLedger
     ) -> _Extraction:
-        chunks = self._chunks(text, info)
+        chunks = self._chunks(page.text, info)
         read_all = len(chunks) <= MAX_CHUNKS
         chunks = chunks[:MAX_CHUNKS]
         answers: list[str] = []
         tokens = 0
         for index, chunk in enumerate(chunks, 1):
             answer, used, error = await self._extract_chunk(
-                url, info, chunk, (index, len(chunks)), journal, ledger
+                url, info, chunk, (index, len(chunks)), journal, ledger, page
             )
             tokens += used
             if error is not None:
@@ -243,6 +323,7 @@ class PageScraper:
         part: tuple[int, int],
         journal: Journal,
         ledger: UsageLedger,
+        page: _Page,
     ) -> tuple[str, int, str | None]:
         """(the answer, tokens used, an error or None). A chunk the provider finds too
         long is halved once and tried again."""
@@ -260,6 +341,8 @@ class PageScraper:
             except EndpointRejectedError as exc:
                 if self.model.agents_own:
                     raise  # the agent's own model: the run stops on it anyway
+                if self.model.close_after_use:  # SUMMARY_LLM_*: no preset to name
+                    return "", 0, f"{self.model.source} refused the request: {exc}"
                 raise ExtractionModelRejectedError(
                     str(exc), provider=exc.provider, status=exc.status
                 ) from exc
@@ -276,6 +359,7 @@ class PageScraper:
                     usage=response.usage,
                     stop_reason=response.stop_reason,
                     reply_chars=len(response.text),
+                    **(page.journaled() if part[0] == 1 else {}),
                 )
             )
             text = response.text.split("</think>")[-1].strip()
@@ -287,6 +371,48 @@ def suite_corpus(cfg: Config) -> Path | None:
     """``benchmark.search_corpus``: the corpus the suite's search servers index."""
     corpus = cfg.benchmark.search_corpus
     return resolve_data_path(corpus).resolve() if corpus else None
+
+
+@dataclass(frozen=True)
+class _Page:
+    """A page's text and how it was read (journaled with its first extraction call)."""
+
+    text: str
+    reader: str  # jina | direct | corpus
+    jina_error: str | None = None  # why the Jina reader did not serve it
+    dropped_headers: list[str] | None = None
+
+    def journaled(self) -> dict[str, Any]:
+        """The ``ExtractionCall`` fields that say how the page was read."""
+        return {"reader": self.reader, "jina_error": self.jina_error,
+                "dropped_headers": self.dropped_headers or None}  # fmt: skip
+
+
+class _UnreadableError(Exception):
+    """Neither the Jina reader nor a direct fetch could read the page."""
+
+
+def summary_model(preset: LLMConfig, cfg: Config) -> ExtractionModel:
+    """The extraction model a ``summary_llm_config`` preset describes."""
+    from deepledger.llm.factory import create_client, settings_from_config
+    from deepledger.llm.usage import find_price
+
+    return ExtractionModel(
+        create_client(preset),
+        settings_from_config(preset),
+        find_price(preset.model_name, cfg.pricing),
+        preset.max_context_length,
+        close_after_use=True,
+        source=f"{SUMMARY_MODEL_ENV}={preset.model_name} at {preset.base_url}",
+    )
+
+
+def _announce(source: str) -> None:
+    """Say once per process which model extracts from pages (it is not in the config
+    when MiroThinker's variables chose it)."""
+    if source and source not in _announced:
+        _announced.add(source)
+        print(f"deepledger: pages are extracted by {source}", file=sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -309,7 +435,8 @@ def _prompt(url: str, info: str, chunk: str, part: tuple[int, int]) -> str:
 
 
 def _headers(value: Any) -> dict[str, str]:
-    """The model's custom headers, as strings; anything else is ignored."""
+    """The model's custom headers, as strings; anything else is ignored (what may be
+    sent is decided by ``model_input.request_headers``)."""
     if not isinstance(value, dict):
         return {}
     return {str(k): str(v) for k, v in value.items() if isinstance(k, str)}

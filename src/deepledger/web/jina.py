@@ -4,7 +4,9 @@
 ``https://r.jina.ai``) with ``Authorization: Bearer {JINA_API_KEY}``,
 ``Accept: application/json`` and ``X-Return-Format: markdown``, and reads the answer's
 ``data.title`` and ``data.content`` (a plain-text answer is taken as the Markdown
-itself, a leading ``Title:`` line as its title).
+itself, a leading ``Title:`` line as its title). The model's own headers
+(``custom_headers``, filtered by ``model_input.request_headers``) go along, as they do
+in MiroThinker's scraper, except in place of ``Authorization`` or ``Accept``.
 
 Security: the base URL is the user's configuration and is not SSRF-filtered; the
 *target* URL came from the model, so it is checked with the SSRF guard before it is
@@ -17,15 +19,17 @@ matches a rule of ``blocked_urls.py``; Jina's own redirects cannot be seen from 
 ``invalid_url`` (a target whose ``..`` segments would move the request, key and all,
 to another path of the reader's host), ``auth`` (401/403),
 ``rate_limited`` (429 after the retries), ``http_status`` (other 4xx), ``server`` (5xx
-after the retries), ``timeout``, ``connect``, ``bad_response``. A 429 or 5xx is retried
-``max_retries`` times, waiting ``Retry-After`` when the server gives one (capped at
-``max_retry_wait``), else 1 s then 2 s. The key never appears in a message.
+after the retries), ``timeout``, ``connect``, ``bad_response`` (unreadable, or no
+content at all). A 429 or 5xx is retried ``max_retries`` times, waiting
+``Retry-After`` when the server gives one (capped at ``max_retry_wait``), else 1 s
+then 2 s. The key never appears in a message.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -40,6 +44,7 @@ API_KEY_ENV = "JINA_API_KEY"
 BASE_URL_ENV = "JINA_BASE_URL"
 DEFAULT_BASE_URL = "https://r.jina.ai"
 _RETRIED = frozenset({429, 500, 502, 503, 504})
+_OURS = frozenset({"authorization", "accept"})  # what the model's headers may not replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +74,15 @@ async def jina_read(
     limits: JinaLimits | None = None,
     allow_private: bool | None = None,
     client: httpx.AsyncClient | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Document:
     """``url`` as a ``Document`` of kind ``jina`` (Markdown), through the Jina reader.
 
     ``api_key`` and ``base_url`` default to ``JINA_API_KEY`` and ``JINA_BASE_URL``;
-    ``allow_private`` is the SSRF switch for the target (see ``ssrf``).
+    ``allow_private`` is the SSRF switch for the target (see ``ssrf``). ``headers`` are
+    the model's own (already passed through ``model_input.request_headers``): sent
+    along, as MiroThinker's scraper sends them, but never in place of the key or of
+    the answer format this client reads.
     """
     limits = limits or JinaLimits()
     key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")
@@ -89,15 +98,14 @@ async def jina_read(
         raise JinaError(f"Could not read {url}: its host does not resolve", kind="connect") from exc
     base = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
     endpoint = reader_endpoint(base, url)
-    headers = {
-        "Authorization": f"Bearer {key.strip()}",
-        "Accept": "application/json",
-        "X-Return-Format": "markdown",
-    }
+    model = {name: value for name, value in (headers or {}).items() if name.lower() not in _OURS}
+    asked = {name.lower() for name in model}
+    sent = {} if "x-return-format" in asked else {"X-Return-Format": "markdown"}
+    sent |= model | {"Authorization": f"Bearer {key.strip()}", "Accept": "application/json"}
     if client is not None:
-        return await _with_retries(client, endpoint, headers, url, limits)
+        return await _with_retries(client, endpoint, sent, url, limits)
     async with httpx.AsyncClient(timeout=httpx.Timeout(limits.timeout_seconds)) as own:
-        return await _with_retries(own, endpoint, headers, url, limits)
+        return await _with_retries(own, endpoint, sent, url, limits)
 
 
 def reader_endpoint(base: str, url: str) -> str:
@@ -221,6 +229,9 @@ def parse_answer(body: bytes, content_type: str, url: str) -> Document:
     else:
         title, content = _plain_answer(text)
     content = content.strip()
+    if not content:
+        # Jina answers 200 with nothing for pages it could not render: not a page.
+        raise JinaError(f"The Jina reader sent no content for {url}.", kind="bad_response")
     if title and not content.startswith("#"):
         content = f"# {title}\n\n{content}"
     return Document(content + "\n", title=title, kind="jina", notes=("read by the Jina reader",))

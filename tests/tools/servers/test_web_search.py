@@ -106,9 +106,9 @@ async def test_mirothinker_naming_lists_google_search_with_its_arguments(
     assert data["organic"][0] == {**EIFFEL[0], "position": 1}
     assert data["searchParameters"]["q"] == "Eiffel Tower height"
     assert data["searchParameters"]["gl"] == "us" and data["searchParameters"]["num"] == 5
-    assert data["answerBox"]["answer"] == "330 m"
-    assert data["knowledgeGraph"]["attributes"] == {"Height": "330 m"}
-    assert data["relatedSearches"] == [{"query": "eiffel tower tickets"}]
+    # MiroThinker's google_search answers these two fields and no others (its answer box,
+    # knowledge graph and related searches are Serper's, not its tool's).
+    assert set(data) == {"organic", "searchParameters"}
     assert serper.requests[0].body == {"q": "Eiffel Tower height", "gl": "us", "hl": "en",
                                        "num": 5}  # fmt: skip
 
@@ -248,11 +248,7 @@ async def test_answer_leaks_never_reach_the_model_in_serper_json(tmp_path: Path)
     assert not failed, text
     data = json.loads(text)
     assert [item["link"] for item in data["organic"]] == KEPT
-    assert "answerBox" not in data
-    assert data["notes"] == [
-        "3 results dropped as answer leaks (pages that publish benchmark answers; "
-        "web.blocked_urls)."
-    ]
+    assert set(data) == {"organic", "searchParameters"}  # the note goes to the log
     assert data["searchParameters"]["q"] == "gaia question"
     assert "Dropped 3 answer-leak result(s)" in (tmp_path / "stderr.log").read_text()
 
@@ -281,4 +277,62 @@ async def test_a_user_pattern_drops_its_results(tmp_path: Path) -> None:
             _, text = await call(client, "search", query="gaia question")
     assert "http://127.0.0.1:1/facts" not in text
     assert "https://huggingface.co/datasets/gaia-benchmark/GAIA\n" in text  # cleared
+    assert "Note: 1 result dropped as answer leaks" in text
+
+
+SITE = "http://127.0.0.1:1"
+RICH = [
+    {"title": "北京 - 维基百科", "link": f"{SITE}/wiki/%E5%8C%97%E4%BA%AC",
+     "snippet": "Capital of China.", "date": "Jan 1, 2024",
+     "sitelinks": [{"title": "History", "link": f"{SITE}/wiki/%E5%8C%97%E4%BA%AC%23History"},
+                   {"title": "Leak", "link": "https://huggingface.co/datasets/x/y"}],
+     "attributes": {"Population": "21.9 million", "Area": "16,411 km²"}},
+    {"title": "A query page", "link": f"{SITE}/s?q=a%26b%3Dc&x=%E4%B8%AD%20%25",
+     "snippet": "see http://x/%E4%B8%AD"},
+    {"title": "Broken bytes", "link": f"{SITE}/p/%FF%FE"},
+]  # fmt: skip
+
+
+async def test_mirothinker_results_keep_sitelinks_and_attributes_with_decoded_urls(
+    tmp_path: Path,
+) -> None:
+    with FakeSerper({"beijing": RICH}, api_key=KEY) as fake:
+        params = server("--backend", "serper", "--names", "mirothinker", env=serper_env(fake))
+        async with connected(params, tmp_path / "stderr.log") as client:
+            failed, text = await call(client, "google_search", q="beijing")
+    assert not failed, text
+    first, second, third = json.loads(text)["organic"]
+    assert first == {
+        "title": "北京 - 维基百科", "link": f"{SITE}/wiki/北京", "snippet": "Capital of China.",
+        "date": "Jan 1, 2024",
+        "sitelinks": [{"title": "History", "link": f"{SITE}/wiki/北京%23History"}],
+        "attributes": {"Population": "21.9 million", "Area": "16,411 km²"}, "position": 1,
+    }  # fmt: skip
+    # Delimiters, "%" and spaces stay escaped: decoding them would move the link.
+    assert second["link"] == f"{SITE}/s?q=a%26b%3Dc&x=中%20%25"
+    assert second["snippet"] == "see http://x/中"
+    assert third["link"] == f"{SITE}/p/%FF%FE"  # not UTF-8: left as sent
+
+
+async def test_a_quoted_query_retried_names_the_query_searched(
+    serper: FakeSerper, tmp_path: Path
+) -> None:
+    params = server("--backend", "serper", "--names", "mirothinker", env=serper_env(serper))
+    async with connected(params, tmp_path / "stderr.log") as client:
+        failed, text = await call(client, "google_search", q='"eiffel tower"')
+    assert not failed, text
+    data = json.loads(text)
+    assert data["searchParameters"]["q"] == "eiffel tower"
+    assert set(data) == {"organic", "searchParameters"}
+
+
+async def test_deepledger_naming_shows_sitelinks_and_attributes(tmp_path: Path) -> None:
+    with FakeSerper({"beijing": RICH}, api_key=KEY) as fake:
+        params = server("--backend", "serper", env=serper_env(fake))
+        async with connected(params, tmp_path / "stderr.log") as client:
+            _, text = await call(client, "search", query="beijing")
+    lines = text.splitlines()
+    assert "   Population: 21.9 million" in lines
+    assert f"   - History: {SITE}/wiki/%E5%8C%97%E4%BA%AC%23History" in lines
+    assert "huggingface.co" not in text
     assert "Note: 1 result dropped as answer leaks" in text

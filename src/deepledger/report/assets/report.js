@@ -100,6 +100,13 @@ function runBanners(run) {
   return out;
 }
 
+// Who priced the run's costs (summary.json's prices), as the printed summary says it.
+function pricedBy(prices) {
+  const entries = Object.entries(prices || {});
+  return entries.map(([model, source]) => source === "unpriced" ? `unpriced: ${model}`
+    : entries.length === 1 ? `priced by ${source}` : `${model} priced by ${source}`).join("; ");
+}
+
 function summaryCards(run) {
   const s = run.summary || {};
   const t = s.tasks || {};
@@ -118,7 +125,7 @@ function summaryCards(run) {
       ? `the judge's model: ${fmtTokens(s.judge_tokens.input)} in · ${fmtTokens(s.judge_tokens.output)} out` : "the judge used no model"),
     (s.extraction_tokens || {}).input ? card("page extraction", fmtTokens(s.extraction_tokens.input),
       `input tokens of scrape_and_extract_info's model (${fmtTokens(s.extraction_tokens.output)} out, ${fmtInt(s.extraction_tokens.tasks)} tasks); included above`) : null,
-    card("cost", fmtCost(s.cost_total), s.cost_unknown_tasks ? `${s.cost_unknown_tasks} tasks unpriced` : `${fmtCost(s.cost_mean_per_task)} per task`),
+    card("cost", fmtCost(s.cost_total), [s.cost_unknown_tasks ? `${s.cost_unknown_tasks} tasks unpriced` : `${fmtCost(s.cost_mean_per_task)} per task`, pricedBy(s.prices)].filter(Boolean).join(" · ")),
     card("turns per task", isNum(turns.mean) ? turns.mean.toFixed(1) : "–", `median ${turns.median ?? "–"} · max ${turns.max ?? "–"}`),
     card("tool calls per task", isNum(calls.mean) ? calls.mean.toFixed(1) : "–", `median ${calls.median ?? "–"} · max ${calls.max ?? "–"}`),
     card("wall time", fmtSeconds(run.wall_seconds), run.sessions > 1 ? `over ${run.sessions} sessions (resumed)` : run.state),

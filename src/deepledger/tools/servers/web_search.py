@@ -17,10 +17,15 @@ Namings
     the local corpus when ``--backend local``; JSON ``{"Query", "Pages": [{title, url,
     passage, date, site}]}``) and ``google_search(q, gl="us",
     hl="en", location=None, num=None, tbs=None, page=None, autocorrect=None)`` answering
-    with Serper-shaped JSON text (``organic``, ``searchParameters``, then ``answerBox``,
-    ``knowledgeGraph``, ``peopleAlsoAsk`` and ``relatedSearches`` when present): the
-    names, arguments and output MiroThinker models were trained on, whichever engine runs
-    underneath.
+    with the JSON MiroThinker's own tool of that name answers, and nothing else:
+    ``organic`` (Serper's result objects: title, link, snippet, date, sitelinks,
+    attributes, position) and ``searchParameters``. Like MiroThinker's tool, it
+    percent-decodes every string that holds a URL (``%E4%B8%AD`` becomes ``中``), except
+    the escapes whose decoding would change what the URL means (``%2F``, ``%3F``, ``%23``,
+    ``%26``, ``%3D``, ``%25``, ``%20`` and the other RFC 3986 delimiters); and after a
+    quoted query that found nothing, ``searchParameters`` names the unquoted query that
+    was searched. The names, arguments and output MiroThinker models were trained on,
+    whichever engine runs underneath.
 
 Backends and their variables are described in :mod:`deepledger.web.search` and its
 modules: Serper ``SERPER_API_KEY``/``SERPER_BASE_URL``, SearXNG ``SEARXNG_BASE_URL``,
@@ -37,7 +42,8 @@ Behaviour
     runtime caches identical calls. At most 100 results a call. Results linking to pages
     that publish benchmark answers (huggingface.co datasets and spaces, and the patterns
     of ``DEEPLEDGER_BLOCKED_URLS``; ``deepledger.blocked_urls``) are dropped, and a note
-    says how many: a ``Note:`` line in the text, an entry of ``notes`` in the JSON.
+    says how many: a ``Note:`` line in the text; in the MiroThinker naming, whose answer
+    has no field for it, the server's log.
 """
 
 from __future__ import annotations
@@ -45,11 +51,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -92,12 +99,16 @@ ENGINE_LABELS = {
 # --- searching ----------------------------------------------------------------------------
 
 
-async def run_search(backend: SearchBackend, query: SearchQuery) -> SearchResponse:
+async def run_search(
+    backend: SearchBackend, query: SearchQuery, *, as_retried: bool = False
+) -> SearchResponse:
     """Search, and once more without quotes if a quoted query found nothing; then drop
     the results that link to pages publishing benchmark answers (``blocked_urls.py``).
 
     Engines treat quotes as "exactly this phrase", which often matches nothing when the
-    model quotes loosely; the plain words usually find what it was after.
+    model quotes loosely; the plain words usually find what it was after. The response
+    names the query asked, with a note, or (``as_retried``, as MiroThinker's tool
+    reports it) the unquoted query searched.
     """
     if not query.query.strip():
         raise SearchError("The search query is empty: give some words to search for.")
@@ -112,7 +123,9 @@ async def run_search(backend: SearchBackend, query: SearchQuery) -> SearchRespon
     if not response.results and '"' in query.query and unquoted:
         retried = await backend.search(replace(query, query=unquoted))
         note = f"Nothing matched the quoted query; these results are for {unquoted!r}."
-        response = replace(retried, query=query, notes=(*retried.notes, note))
+        response = (
+            retried if as_retried else replace(retried, query=query, notes=(*retried.notes, note))
+        )
     response, dropped = without_answer_leaks(response, BlockedURLs.from_environment())
     if dropped:
         logger.info("Dropped %d answer-leak result(s) for %r", dropped, query.query)
@@ -142,6 +155,8 @@ def format_text(response: SearchResponse) -> str:
         snippet = " — ".join(part for part in (result.date or "", result.snippet) if part)
         lines += [f"{result.position}. {result.title}", f"   {result.link}"]
         lines += [f"   {snippet}"] if snippet else []
+        lines += [f"   {label}: {value}" for label, value in result.attributes]
+        lines += [f"   - {title}: {link}" for title, link in result.sitelinks]
         lines.append("")
     if response.people_also_ask:
         lines.append("People also ask:")
@@ -158,6 +173,15 @@ def format_text(response: SearchResponse) -> str:
 # --- what the model reads: MiroThinker naming ---------------------------------------------
 
 
+def mirothinker_shaped(response: SearchResponse) -> JSONObject:
+    """What MiroThinker's ``google_search`` answers: ``organic`` and ``searchParameters``
+    only, URLs percent-decoded as its tool decodes them."""
+    data = serper_shaped(response)
+    shaped = {key: data[key] for key in ("organic", "searchParameters")}
+    decoded: JSONObject = readable_urls(shaped)
+    return decoded
+
+
 def serper_shaped(response: SearchResponse) -> JSONObject:
     """The response in Serper's JSON vocabulary, keys MiroThinker models expect."""
     query = response.query
@@ -169,6 +193,8 @@ def serper_shaped(response: SearchResponse) -> JSONObject:
                     "link": r.link,
                     "snippet": r.snippet,
                     "date": r.date,
+                    "sitelinks": [{"title": t, "link": link} for t, link in r.sitelinks],
+                    "attributes": dict(r.attributes),
                     "position": r.position,
                 }
             )
@@ -211,6 +237,52 @@ def serper_shaped(response: SearchResponse) -> JSONObject:
     if response.notes:
         data["notes"] = list(response.notes)
     return data
+
+
+# Escapes whose characters delimit a URL's parts (RFC 3986 gen-delims and sub-delims),
+# "%" itself and the space: decoding them would change where the URL points.
+_KEPT_ESCAPES = frozenset(b":/?#[]@!$&'()*+,;=% ")
+_ESCAPE_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+
+
+def readable_urls(value: Any) -> Any:
+    """``value`` with every string that holds a URL (has ``http`` and ``%``) decoded by
+    :func:`decode_escapes`, through lists and objects, as MiroThinker's search tools do."""
+    if isinstance(value, str):
+        return decode_escapes(value) if "%" in value and "http" in value else value
+    if isinstance(value, list):
+        return [readable_urls(item) for item in value]
+    if isinstance(value, dict):
+        return {key: readable_urls(item) for key, item in value.items()}
+    return value
+
+
+def decode_escapes(text: str) -> str:
+    """Percent-escapes turned into the characters they spell, except ``_KEPT_ESCAPES``
+    (left as written) and byte runs that are not UTF-8 (left encoded too)."""
+
+    def decode(run: re.Match[str]) -> str:
+        out: list[str] = []
+        pending: list[str] = []  # escapes of bytes that decode together
+
+        def flush() -> None:
+            raw = bytes(int(escape[1:], 16) for escape in pending)
+            try:
+                out.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                out.append("".join(pending))
+            pending.clear()
+
+        for escape in re.findall(r"%[0-9A-Fa-f]{2}", run.group()):
+            if int(escape[1:], 16) in _KEPT_ESCAPES:
+                flush()
+                out.append(escape)
+            else:
+                pending.append(escape)
+        flush()
+        return "".join(out)
+
+    return _ESCAPE_RUN.sub(decode, text)
 
 
 def _without_empty(fields: JSONObject) -> JSONObject:
@@ -290,13 +362,15 @@ def _add_mirothinker_tool(server: MCPServer, backend: SearchBackend) -> None:
             location=location, tbs=tbs, autocorrect=autocorrect,
         )  # fmt: skip
         try:
-            response = await run_search(backend, request)
+            response = await run_search(backend, request, as_retried=True)
         except SearchError as exc:
             # Returned rather than raised: a raised ToolError reaches the model behind the
             # SDK's "Error executing tool" prefix, and these models expect the bare JSON.
             return CallToolResult(content=[_text(mirothinker_error(str(exc)))], is_error=True)
+        for note in response.notes:  # no field for them in MiroThinker's answer
+            logger.info("google_search %r: %s", q, note)
         return CallToolResult(
-            content=[_text(json.dumps(serper_shaped(response), ensure_ascii=False))]
+            content=[_text(json.dumps(mirothinker_shaped(response), ensure_ascii=False))]
         )
 
 

@@ -164,13 +164,17 @@ class SearchQuery:
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """One ranked result; ``position`` counts from 1 across pages."""
+    """One ranked result; ``position`` counts from 1 across pages. ``sitelinks`` are
+    (title, link) pairs of the site's own pages shown under the result, ``attributes``
+    (label, value) facts the engine put beside it (Serper has both)."""
 
     title: str
     link: str
     snippet: str
     position: int
     date: str | None = None
+    sitelinks: tuple[tuple[str, str], ...] = ()
+    attributes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,10 +253,16 @@ def without_answer_leaks(
     def shown(link: str) -> bool:
         return not link or rules.rule_for(link) is None
 
-    results = tuple(r for r in response.results if shown(r.link))
+    results = tuple(
+        replace(r, sitelinks=tuple(pair for pair in r.sitelinks if shown(pair[1])))
+        for r in response.results
+        if shown(r.link)
+    )
     asked = tuple(q for q in response.people_also_ask if shown(q.link))
     box = response.answer_box if response.answer_box and shown(response.answer_box.link) else None
     dropped = len(response.results) - len(results) + len(response.people_also_ask) - len(asked)
+    dropped += sum(len(r.sitelinks) for r in response.results if shown(r.link))
+    dropped -= sum(len(r.sitelinks) for r in results)
     dropped += int(response.answer_box is not None and box is None)
     if not dropped:
         return response, 0

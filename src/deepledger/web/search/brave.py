@@ -3,7 +3,9 @@
 Request: ``GET {BRAVE_BASE_URL}/res/v1/web/search`` with the key in the
 ``X-Subscription-Token`` header; parameters ``q``, ``count``, ``offset`` (the page, from
 0), ``country`` (``gl``), ``search_lang`` (``hl``), ``freshness`` (from ``tbs``: pd, pw,
-pm, py) and ``text_decorations=false``.
+pm, py) and ``text_decorations=false``. ``hl`` and ``gl`` are sent in Brave's own codes
+(``zh-cn`` as ``zh-hans``, ``ja`` as ``jp``, ``pt`` as ``pt-br``; ``_lang.py``); one
+Brave does not document is left out, since Brave answers 422 to it.
 
 Environment: ``BRAVE_API_KEY`` (required), ``BRAVE_BASE_URL`` (default
 ``https://api.search.brave.com``).
@@ -24,6 +26,7 @@ from deepledger.web.search import (
     SearchQuery,
     SearchResponse,
     SearchResult,
+    _lang,
     json_objects,
     plain_text,
 )
@@ -63,10 +66,11 @@ def request_params(query: SearchQuery) -> dict[str, str | int]:
         "offset": min(query.page_number - 1, MAX_OFFSET),
         "text_decorations": "false",
     }
-    if query.gl:
-        params["country"] = query.gl.upper()
-    if query.hl:
-        params["search_lang"] = query.hl.lower()
+    if country := _lang.brave_country(query.gl):
+        params["country"] = country
+    language = _lang.parse(query.hl, query.gl)
+    if language is not None and (code := _lang.brave_language(language)):
+        params["search_lang"] = code
     if freshness := _FRESHNESS.get(query.time_range or ""):
         params["freshness"] = freshness
     return params

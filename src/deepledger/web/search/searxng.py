@@ -1,8 +1,11 @@
 """Results from a self-hosted SearXNG metasearch instance; no key needed.
 
 Request: ``GET {SEARXNG_BASE_URL}/search?q=...&format=json&pageno=N``, plus
-``language`` (``hl``, or ``hl-GL`` when a region is given too) and ``time_range``
-(from ``tbs``: day, week, month or year; SearXNG has no "past hour").
+``language`` (``hl`` as a SearXNG locale, ``lang`` or ``lang-REGION``: ``zh-cn``,
+``zh_CN`` and ``zh`` with ``gl=cn`` all become ``zh-CN``; see ``_lang.py``) and
+``time_range`` (from ``tbs``: day, week, month or year; SearXNG has no "past hour"),
+with an ``Accept-Language`` header naming the same language (``*`` without ``hl``):
+SearXNG's bot limiter answers 429 to a request without one.
 
 Environment: ``SEARXNG_BASE_URL`` (required; the instance's address, with any path prefix
 it is served under).
@@ -29,6 +32,7 @@ from deepledger.web.search import (
     SearchQuery,
     SearchResponse,
     SearchResult,
+    _lang,
     json_objects,
     plain_text,
 )
@@ -64,7 +68,10 @@ class SearxngBackend(SearchBackend):
                 f"of a SearXNG instance, e.g. {BASE_URL_ENV}=http://localhost:8888."
             )
         data = await self._http.request(
-            "GET", join_url(self.base_url, "search"), params=request_params(query)
+            "GET",
+            join_url(self.base_url, "search"),
+            headers=request_headers(query),
+            params=request_params(query),
         )
         return parse_response(query, data)
 
@@ -79,11 +86,16 @@ def request_params(query: SearchQuery) -> dict[str, str | int]:
         "format": "json",
         "pageno": query.page_number,
     }
-    if query.hl:
-        params["language"] = f"{query.hl}-{query.gl.upper()}" if query.gl else query.hl
+    if (language := _lang.parse(query.hl, query.gl)) is not None:
+        params["language"] = _lang.searxng_locale(language)
     if query.time_range in ("day", "week", "month", "year"):
         params["time_range"] = query.time_range
     return params
+
+
+def request_headers(query: SearchQuery) -> dict[str, str]:
+    """The headers of a SearXNG search: the query's language as ``Accept-Language``."""
+    return {"Accept-Language": _lang.accept_language(_lang.parse(query.hl, query.gl))}
 
 
 def parse_response(query: SearchQuery, data: Mapping[str, Any]) -> SearchResponse:

@@ -7,10 +7,12 @@ JSON body holding ``q`` and whichever of ``gl``, ``hl``, ``location``, ``num``, 
 Environment: ``SERPER_API_KEY`` (required), ``SERPER_BASE_URL`` (default
 ``https://google.serper.dev``; point it at a proxy or a test double).
 
-Parsed: ``organic`` (title, link, snippet, position, date), ``answerBox``,
-``knowledgeGraph`` (its ``attributes`` mapping becomes label/value pairs),
-``peopleAlsoAsk`` and ``relatedSearches``. Other parts of Serper's answer (top stories,
-images, sitelinks) are dropped.
+Parsed: ``organic`` (title, link, snippet, position, date, and the ``sitelinks`` and
+``attributes`` Serper puts under some results), ``answerBox``, ``knowledgeGraph`` (its
+``attributes`` mapping becomes label/value pairs), ``peopleAlsoAsk`` and
+``relatedSearches``. Other parts of Serper's answer (top stories, images) are dropped.
+Links are kept as Serper sends them (percent-encoded); the MiroThinker-named search
+tool decodes them as MiroThinker's does (``tools/servers/web_search.py``).
 """
 
 from __future__ import annotations
@@ -110,9 +112,24 @@ def _organic(query: SearchQuery, items: Any) -> tuple[SearchResult, ...]:
                 snippet=plain_text(item.get("snippet")),
                 position=position if isinstance(position, int) else first + offset,
                 date=plain_text(item.get("date")) or None,
+                sitelinks=tuple(
+                    (plain_text(link.get("title")), plain_text(link.get("link")))
+                    for link in json_objects(item.get("sitelinks"))
+                    if plain_text(link.get("link"))
+                ),
+                attributes=_pairs(item.get("attributes")),
             )
         )
     return tuple(results)
+
+
+def _pairs(attributes: Any) -> tuple[tuple[str, str], ...]:
+    """A Serper ``attributes`` mapping as (label, value) pairs, empty ones left out."""
+    return tuple(
+        (plain_text(label), plain_text(value))
+        for label, value in (attributes.items() if isinstance(attributes, dict) else ())
+        if plain_text(label) and plain_text(value)
+    )
 
 
 def _answer_box(box: Any) -> AnswerBox | None:
@@ -130,12 +147,7 @@ def _answer_box(box: Any) -> AnswerBox | None:
 def _knowledge_graph(graph: Any) -> KnowledgeGraph | None:
     if not isinstance(graph, dict) or not plain_text(graph.get("title")):
         return None
-    attributes = graph.get("attributes")
-    pairs = tuple(
-        (plain_text(label), plain_text(value))
-        for label, value in (attributes.items() if isinstance(attributes, dict) else ())
-        if plain_text(label) and plain_text(value)
-    )
+    pairs = _pairs(graph.get("attributes"))
     return KnowledgeGraph(
         title=plain_text(graph.get("title")),
         type=plain_text(graph.get("type")),
