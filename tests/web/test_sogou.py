@@ -114,6 +114,7 @@ async def test_sogou_search_tool_answers_mirothinkers_fields(tmp_path: Path):
     assert schema["properties"]["Cnt"]["default"] == 10
     assert not failed, text
     data = json.loads(text)
+    assert list(data) == ["Query", "Pages"]  # MiroThinker's fields and no others
     assert data["Query"] == "eiffel tower"
     assert [list(page) for page in data["Pages"]] == [["title", "url", "passage", "date",
                                                        "site"]] * 2  # fmt: skip

@@ -391,10 +391,9 @@ async def sogou_pages(backend: SearchBackend, query: str, count: int) -> JSONObj
                   "site": ""} for r in response.results]  # fmt: skip
     rules = BlockedURLs.from_environment()
     kept = [page for page in pages if rules.rule_for(page["url"]) is None]
-    data: JSONObject = {"Query": engine_query, "Pages": kept}
-    if dropped := len(pages) - len(kept):
-        data["notes"] = [f"{dropped} result(s) dropped as answer leaks (web.blocked_urls)."]
-    return data
+    if dropped := len(pages) - len(kept):  # no field for it in MiroThinker's answer
+        logger.info("sogou_search %r: %d answer-leak result(s) dropped", query, dropped)
+    return {"Query": engine_query, "Pages": kept}
 
 
 def _add_sogou_tool(server: MCPServer, backend: SearchBackend) -> None:
