@@ -29,22 +29,26 @@ TASKS = [
     {"task_id": "moon", "task_question": "In which year did people first walk on the Moon?",
      "ground_truth": "1969"},
 ]  # fmt: skip
-ANSWERS = {"Eiffel": "330", "Moon": "1969"}
-JUDGE_REPLY = (
-    "extracted_final_answer: {answer}\nreasoning: The same value.\ncorrect: yes\nconfidence: 100"
-)
+# The first is the ground truth as written (no judge asked); the second is not, so the
+# judge is asked, through OPENAI_BASE_URL.
+ANSWERS = {"Eiffel": "330", "Moon": "1969, with Apollo 11"}
+# The judge's reply in the form its prompt asks for: two lines for the GAIA-text rule,
+# the four fields for HLE's and BrowseComp's.
+JUDGE_REPLIES = {
+    "exactly two lines": "CORRECT\nReason: The same year.",
+    "extracted_final_answer": "extracted_final_answer: {answer}\nreasoning: The same year.\n"
+    "correct: yes\nconfidence: 100",
+}
 
 
 def respond(request) -> Reply:
     """The agent's model, and the judge's when asked to grade."""
     conversation = "\n".join(text_of(m) for m in request.messages)
     answer = next(a for key, a in ANSWERS.items() if key in conversation)
-    if (
-        "<use_mcp_tool>" not in conversation
-        and request.messages[0]["role"] == "system"
-        and ("grade" in text_of(request.messages[0]).lower())
-    ):
-        return Reply(JUDGE_REPLY.format(answer=answer))
+    system = text_of(request.messages[0]) if request.messages[0]["role"] == "system" else ""
+    for asked, reply in JUDGE_REPLIES.items():
+        if "<use_mcp_tool>" not in system and asked in system:
+            return Reply(reply.format(answer=answer))
     return Reply(f"I know this one. The answer is \\boxed{{{answer}}}.")
 
 
@@ -74,7 +78,10 @@ def test_the_script_line_runs_end_to_end(script, tmp_path):
         json.loads(x) for x in (run_dir / "benchmark_results.jsonl").read_text().splitlines()
     ]
     got = {r["task_id"]: (r["final_answer"], r["correct"]) for r in records}
-    assert got == {"eiffel": ("330", True), "moon": ("1969", True)}
+    assert got == {"eiffel": ("330", True), "moon": ("1969, with Apollo 11", True)}
+    judged = [r for r in llm.requests if "1969, with Apollo 11" in text_of(r.messages[-1])
+              and "<use_mcp_tool>" not in text_of(r.messages[0])]  # fmt: skip
+    assert judged, "the judge was not asked through OPENAI_BASE_URL"
     manifest = (run_dir / "manifest.json").read_text()
     assert "single_agent_keep5" in manifest and "MiroThinker-Models" in manifest
 
