@@ -431,7 +431,7 @@ def test_which_arguments_are_overrides(args, hydra_args, question):
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("llm=nope", "Could not find 'llm/nope'"),
+        ("llm=nope", "llm=nope is not a preset (the closest is llm="),
         ("agent.keep_tool_result=all", "agent.keep_tool_result"),
         ("agent.keep_tool_result=[1,", "agent.keep_tool_result=[1,"),
         ("agent.keep_tool_reslt=5", "did you mean agent.keep_tool_result?"),

@@ -71,6 +71,16 @@ NOT_RUN = {
     "deepledger bench benchmark=worldfacts benchmark.execution.backend=ray "
     "benchmark.execution.ray.address=auto hydra.run.dir=/shared/runs/wf-1": "needs a Ray "
     "cluster and a folder its nodes share",
+    "deepledger bench benchmark=gaia-validation-text-103 "
+    'benchmark.data.metadata_file="standardized_data.jsonl" llm=qwen-3 llm.provider=qwen '
+    "llm.model_name=MiroThinker-Models llm.base_url=https://your-api.com/v1 "
+    "llm.async_client=true llm.temperature=1.0 llm.max_context_length=262144 llm.api_key=xxx "
+    "benchmark.execution.max_tasks=null benchmark.execution.max_concurrent=10 "
+    "benchmark.execution.pass_at_k=1 "
+    "benchmark.data.data_dir=../../data/gaia-2023-validation-text-103 "
+    "agent=single_agent_keep5 hydra.run.dir=../../logs/gaia-validation-text-103/run_1": "needs "
+    "MiroThinker's GAIA files and its model server (tests/integration/"
+    "test_mirothinker_scripts_run.py runs this line on a loopback model)",
 }
 
 SHELL_LANGUAGES = ("bash", "sh", "shell", "console")

@@ -68,12 +68,15 @@ Exit codes: 0 done, 1 some tasks failed, 2 a usage or configuration error, 130 C
 
 Config groups:
   llm=local|local_qwen1.5b|openai_compatible|openai|azure_openai|anthropic|gemini|qwen-3|
-    deepseek|openai_responses,
+    deepseek|openai_responses|qwen3-32b|claude|claude-3-7|gpt-5|minimax|
+    minimax-m2.7-highspeed|minimax-m2.5-highspeed|default,
   agent=default|keep5_compress5|keep5_compress5_300turns|multi_agent|
     mirothinker_1.7_keep5_max200|mirothinker_1.7_keep5_max300|mirothinker_v1.5_keep5_max400,
+    and every other agent preset of MiroThinker's under its name (docs/mirothinker.md),
   benchmark=example|worldfacts|gaia-validation|gaia-validation-text-103|browsecomp|
     browsecomp-zh|hle|hle-text-500|hle-text-2158|simpleqa|freshqa|fanoutqa|frames|
-    xbench-deepsearch|webwalkerqa|seal-0|deepsearchqa|futurex|aime2025.
+    xbench-deepsearch|webwalkerqa|seal-0|deepsearchqa|futurex|aime2025; MiroThinker's
+    browsecomp_zh|xbench_deepsearch|xbench_deepresearch|debug|collect_trace|default.
 Tool servers: tools.<name>.* (search, reader, python, web_search, search_and_scrape_webpage,
   tool-python, time); web.search_backend=serper|searxng|tavily|brave|local.
 API keys are read from the environment (or ./.env), never from config files; a key given
@@ -216,21 +219,9 @@ def _hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
     import hydra
     from dotenv import load_dotenv
 
-    from deepledger.config import (
-        register_schemas,
-        resume_override,
-        typed,
-        unknown_override_keys,
-    )
+    from deepledger.config import register_schemas, typed
 
-    overrides = flags_first([resume_override(o) for o in take_command_line_key(overrides)])
-    if problems := unknown_override_keys(overrides):
-        raise ConfigError(
-            "not a configuration key: "
-            + ", ".join(problems)
-            + f". Every key is listed by: deepledger {name} --cfg job"
-        )
-    check_override_syntax(overrides)
+    overrides = checked_overrides(name, overrides)
     # The working directory's .env (not one next to the installed code); it never
     # replaces a variable that is already set.
     load_dotenv(Path.cwd() / ".env", override=False)
@@ -269,6 +260,41 @@ def _hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
     finally:
         sys.argv = saved_argv
     return outcome.get("code", 0)
+
+
+def checked_overrides(name: str, overrides: list[str]) -> list[str]:
+    """The command line's overrides as Hydra gets them (a key on it moved to a variable,
+    MiroThinker's spellings read, flags first), refused with :class:`ConfigError` naming
+    an unknown key, an override that does not parse or a preset that does not exist."""
+    from deepledger.config import carried_override, unknown_override_keys, unknown_presets
+
+    overrides = flags_first([carried_override(o) for o in take_command_line_key(overrides)])
+    if problems := unknown_override_keys(overrides):
+        raise ConfigError(
+            "not a configuration key: "
+            + ", ".join(problems)
+            + f". Every key is listed by: deepledger {name} --cfg job"
+        )
+    check_override_syntax(overrides)
+    if not _searches_other_folders(overrides) and (
+        missing := unknown_presets(overrides, config_dir())
+    ):
+        raise ConfigError("; ".join(missing) + ".")
+    return overrides
+
+
+def _searches_other_folders(overrides: list[str]) -> bool:
+    """Presets may also come from folders the command line adds (``--config-dir``,
+    ``hydra.searchpath``): Hydra then judges the names itself."""
+    prefixes = (
+        "-cd",
+        "--config-dir",
+        "-cp",
+        "--config-path",
+        "hydra.searchpath",
+        "+hydra.searchpath",
+    )
+    return any(a.startswith(prefixes) for a in overrides)
 
 
 def flags_first(args: list[str]) -> list[str]:

@@ -55,6 +55,8 @@ class Provider(StrEnum):
     # MiroThinker's name for its models behind an OpenAI-compatible endpoint
     # (llm.provider=qwen in its scripts), so those command lines carry over.
     QWEN = "qwen"
+    # MiroThinker's name for MiniMax's OpenAI-compatible API (llm.provider=minimax).
+    MINIMAX = "minimax"
 
 
 class StrategyName(StrEnum):
@@ -147,6 +149,7 @@ class SearchBackendName(StrEnum):
     TAVILY = "tavily"
     BRAVE = "brave"
     LOCAL = "local"  # the offline corpus of the `search` tool
+    SOGOU = "sogou"  # Tencent Cloud's web search API (MiroThinker's sogou_search)
 
 
 @dataclass
@@ -166,7 +169,8 @@ class RetryConfig:
 
 @dataclass
 class LLMConfig:
-    # a Provider: openai | anthropic | azure_openai | openai_responses | local | qwen
+    # a Provider: openai | anthropic | azure_openai | openai_responses | local | qwen |
+    # minimax
     provider: str = MISSING
     model_name: str = MISSING
     base_url: str | None = None  # None: the provider's public API
@@ -1306,6 +1310,30 @@ def unknown_override_keys(overrides: list[str]) -> list[str]:
     return problems
 
 
+def unknown_presets(overrides: list[str], conf_dir: Path) -> list[str]:
+    """Each ``group=name`` override (``llm``, ``agent``, ``benchmark``, ...; a sweep's
+    ``a,b`` too) naming no file of ``conf/<group>/``, with the closest preset there.
+
+    Hydra's own message lists every option of the group; a MiroThinker command line
+    naming a preset deepledger does not carry should name the one to use instead.
+    """
+    problems = []
+    for override in overrides:
+        group, _, value = override.partition("=")
+        if group not in CONFIG_GROUPS or not re.fullmatch(r"[\w.,-]+", value):
+            continue
+        known = {p.stem for p in (conf_dir / group).glob("*.yaml")}
+        for name in value.split(","):
+            if name and name != "null" and name not in known:  # null: Hydra's own
+                close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.0)
+                hint = f"the closest is {group}={close[0]}" if close else "there is none"
+                problems.append(
+                    f"{group}={name} is not a preset ({hint}; all of them: "
+                    f"{', '.join(sorted(known))})"
+                )
+    return problems
+
+
 def compose(conf_dir: str | Path, overrides: list[str]) -> Config:
     """The config ``deepledger`` would run with, for code that is not the CLI (scripts,
     benchmarks, notebooks): the same files, schema and override syntax, typed."""
@@ -1320,7 +1348,7 @@ def compose_node(conf_dir: str | Path, overrides: list[str]) -> DictConfig:
     register_schemas()
     with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
         return hydra_compose(
-            config_name="config", overrides=[resume_override(o) for o in overrides]
+            config_name="config", overrides=[carried_override(o) for o in overrides]
         )
 
 
@@ -1329,6 +1357,20 @@ def resume_override(override: str) -> str:
     was a mapping without keys, so Hydra wanted the ``+``): the same as without it, now
     that its keys have defaults and Hydra refuses to add a key that exists."""
     return override[1:] if override.startswith("+resume.") else override
+
+
+# MiroThinker's llm presets spell the server's address per provider; its command lines
+# set them so (llm.openai_base_url=$BASE_URL in its debug script). Here it is base_url.
+BASE_URL_ALIASES = ("llm.openai_base_url", "llm.anthropic_base_url")
+
+
+def carried_override(override: str) -> str:
+    """An override as deepledger reads it: :func:`resume_override`, and MiroThinker's
+    ``llm.openai_base_url=``/``llm.anthropic_base_url=`` as ``llm.base_url=``."""
+    key, equals, value = override.partition("=")
+    if equals and key.strip() in BASE_URL_ALIASES:
+        return f"llm.base_url={value}"
+    return resume_override(override)
 
 
 def typed(node: DictConfig) -> Config:

@@ -29,6 +29,7 @@ DEFAULT_KEY_VARIABLES: dict[str, str] = {
     Provider.ANTHROPIC: "ANTHROPIC_API_KEY",
     Provider.AZURE_OPENAI: "AZURE_OPENAI_API_KEY",
     Provider.OPENAI_RESPONSES: "OPENAI_API_KEY",
+    Provider.MINIMAX: "MINIMAX_API_KEY",
 }
 # What self-hosted OpenAI-compatible servers accept when they check no key.
 NO_KEY = "EMPTY"
@@ -216,6 +217,7 @@ BUILDERS: dict[Provider, Callable[[LLMConfig], LLMClient]] = {
     Provider.OPENAI_RESPONSES: _build_openai_responses,
     Provider.LOCAL: _build_local,
     Provider.QWEN: _build_openai,  # MiroThinker's models behind an OpenAI-compatible server
+    Provider.MINIMAX: _build_openai,  # MiniMax's OpenAI-compatible API
 }
 PROVIDERS = tuple(p.value for p in BUILDERS)
 

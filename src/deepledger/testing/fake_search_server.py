@@ -1,4 +1,5 @@
-"""Scripted loopback fakes of web search APIs: Serper, SearXNG, Tavily and Brave.
+"""Scripted loopback fakes of web search APIs: Serper, SearXNG, Tavily, Brave and Tencent
+Cloud's web search (Sogou).
 
 Each speaks its engine's real wire protocol (paths, auth headers, parameters, JSON
 shapes), so the real backends and the MCP server can be tested against it::
@@ -116,6 +117,7 @@ class RecordedSearch:
     params: dict[str, str]
     headers: dict[str, str]
     body: JSONObject | None
+    raw: bytes = b""  # the body as sent (a signed request is checked on these bytes)
 
 
 @dataclass(frozen=True)
@@ -313,6 +315,7 @@ class FakeSearchServer:
             params=dict(parse_qsl(parts.query, keep_blank_values=True)),
             headers={name.lower(): value for name, value in headers.items()},
             body=body if isinstance(body, dict) else {"_invalid_json": str(body)},
+            raw=raw,
         )
         with self._lock:
             self.requests.append(request)
@@ -513,3 +516,55 @@ def _brave_invalid(name: str, value: str) -> _Answer:
              "detail": "Unable to validate request parameter(s)",
              "meta": {"errors": [problem]}}  # fmt: skip
     return _json_answer(422, {"type": "ErrorResponse", "error": error})
+
+
+class FakeTencentSearch(FakeSearchServer):
+    """Tencent Cloud's web search API (wsa ``SearchPro``, Sogou's index): ``POST /`` with
+    the API 3.0 headers, signed with TC3-HMAC-SHA256 by ``secret_id``/``secret_key`` over
+    the exact body; the first ``Cnt`` results, each a JSON string in ``Pages``. Errors
+    come as Tencent sends them: HTTP 200 with ``Response.Error``."""
+
+    engine = "sogou"
+    path = ""  # the service's root
+    method = "POST"
+
+    def __init__(
+        self, *args: Any, secret_id: str = "AKIDtest", secret_key: str = "test-secret", **kw: Any
+    ) -> None:
+        super().__init__(*args, **kw)
+        self.secret_id, self.secret_key = secret_id, secret_key
+
+    def query_of(self, request: RecordedSearch) -> str:
+        return str((request.body or {}).get("Query", ""))
+
+    def authorized(self, request: RecordedSearch) -> bool:
+        from deepledger.web.search.sogou import tc3_authorization
+
+        headers = request.headers
+        if headers.get("x-tc-action") != "SearchPro" or headers.get("x-tc-version") != "2025-05-08":
+            return False
+        timestamp = _int(headers.get("x-tc-timestamp"), 0)
+        expected = tc3_authorization(
+            self.secret_id, self.secret_key, headers.get("host", ""), request.raw, timestamp
+        )
+        return headers.get("authorization") == expected
+
+    def rejection(self) -> _Answer:
+        error = {"Code": "AuthFailure.SignatureFailure",
+                 "Message": "The provided credentials could not be validated."}  # fmt: skip
+        return _json_answer(200, {"Response": {"Error": error, "RequestId": "fake-request"}})
+
+    def render(self, request: RecordedSearch) -> _Answer:
+        query = self.query_of(request)
+        count = _int((request.body or {}).get("Cnt"), 10)
+        results, _ = self.scripted(query)
+        pages = [
+            json.dumps({"title": item.get("title", ""), "url": item.get("link", ""),
+                        "passage": item.get("snippet", ""), "date": item.get("date", ""),
+                        "site": item.get("site", ""), "favicon": "", "score": 0.9,
+                        "images": []}, ensure_ascii=False)
+            for item in results[:count]
+        ]  # fmt: skip
+        return _json_answer(
+            200, {"Response": {"Query": query, "Pages": pages, "RequestId": "fake-request"}}
+        )

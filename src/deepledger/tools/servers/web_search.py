@@ -12,7 +12,10 @@ Namings
     gl=None, hl=None)``, answering in compact numbered text (answer box and knowledge
     graph first, then title, link, date and snippet of each result).
 
-    ``mirothinker``: server ``search_and_scrape_webpage``, tool ``google_search(q, gl="us",
+    ``mirothinker``: server ``search_and_scrape_webpage``, tools ``sogou_search(Query,
+    Cnt=10)`` (Sogou through Tencent Cloud's API, ``TENCENTCLOUD_SECRET_ID``/``_KEY``, or
+    the local corpus when ``--backend local``; JSON ``{"Query", "Pages": [{title, url,
+    passage, date, site}]}``) and ``google_search(q, gl="us",
     hl="en", location=None, num=None, tbs=None, page=None, autocorrect=None)`` answering
     with the JSON MiroThinker's own tool of that name answers, and nothing else:
     ``organic`` (Serper's result objects: title, link, snippet, date, sitelinks,
@@ -73,8 +76,10 @@ from deepledger.web.search import (
     SearchResponse,
     backend_names,
     create_backend,
+    plain_text,
     without_answer_leaks,
 )
+from deepledger.web.search.sogou import PAGE_FIELDS, SogouBackend
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +92,7 @@ ENGINE_LABELS = {
     "tavily": "Tavily",
     "brave": "Brave Search",
     "local": "a local document collection; its links are corpus:// addresses to read",
+    "sogou": "Sogou, through Tencent Cloud",
 }
 
 
@@ -368,12 +374,58 @@ def _add_mirothinker_tool(server: MCPServer, backend: SearchBackend) -> None:
         )
 
 
+async def sogou_pages(backend: SearchBackend, query: str, count: int) -> JSONObject:
+    """``sogou_search``'s answer: the query and its pages (title, url, passage, date,
+    site), without pages that publish benchmark answers. Any other engine (``local``,
+    offline) fills the same fields from its results."""
+    if not query.strip():
+        raise SearchError("The search query is empty: give some words to search for.")
+    count = max(1, min(count, 50))
+    if isinstance(backend, SogouBackend):
+        engine_query, found = await backend.search_pages(query.strip(), count)
+        pages = [{field: plain_text(page.get(field)) for field in PAGE_FIELDS} for page in found]
+    else:
+        response = await run_search(backend, SearchQuery(query.strip(), num=count))
+        engine_query = query.strip()
+        pages = [{"title": r.title, "url": r.link, "passage": r.snippet, "date": r.date or "",
+                  "site": ""} for r in response.results]  # fmt: skip
+    rules = BlockedURLs.from_environment()
+    kept = [page for page in pages if rules.rule_for(page["url"]) is None]
+    if dropped := len(pages) - len(kept):  # no field for it in MiroThinker's answer
+        logger.info("sogou_search %r: %d answer-leak result(s) dropped", query, dropped)
+    return {"Query": engine_query, "Pages": kept}
+
+
+def _add_sogou_tool(server: MCPServer, backend: SearchBackend) -> None:
+    @server.tool(
+        name="sogou_search",
+        description=(
+            "Search the web with Sogou (through Tencent Cloud's search API; strongest on "
+            "Chinese-language pages) and get JSON: the query and its pages, each with title, "
+            "url, passage (a summary), date and site."
+        ),
+        structured_output=False,
+    )
+    async def sogou_search(  # MiroThinker's capitalised argument names, as its models call
+        Query: Annotated[str, Field(description="The search query.")],
+        Cnt: Annotated[int, Field(description="How many results: 10, 20, 30, 40 or 50.")] = 10,
+    ) -> CallToolResult:
+        try:
+            data = await sogou_pages(backend, Query, Cnt)
+        except SearchError as exc:
+            return CallToolResult(content=[_text(f"[ERROR]: {exc}")], is_error=True)
+        return CallToolResult(content=[_text(json.dumps(data, ensure_ascii=False))])
+
+
 def _text(text: str) -> TextContent:
     return TextContent(type="text", text=text)
 
 
-def build_server(backend: SearchBackend, names: str = "deepledger") -> MCPServer:
-    """The MCP server offering ``backend`` under the naming ``names``."""
+def build_server(
+    backend: SearchBackend, names: str = "deepledger", sogou: SearchBackend | None = None
+) -> MCPServer:
+    """The MCP server offering ``backend`` under the naming ``names``; in MiroThinker's,
+    ``sogou_search`` too, on ``sogou`` (default: ``backend``)."""
     if names not in NAMINGS:
         raise ValueError(f"names must be one of {NAMINGS}, not {names!r}")
 
@@ -383,6 +435,8 @@ def build_server(backend: SearchBackend, names: str = "deepledger") -> MCPServer
             yield
         finally:
             await backend.aclose()
+            if sogou is not None and sogou is not backend:
+                await sogou.aclose()
 
     server = MCPServer(
         SERVER_NAMES[names],
@@ -391,6 +445,7 @@ def build_server(backend: SearchBackend, names: str = "deepledger") -> MCPServer
     )
     if names == "mirothinker":
         _add_mirothinker_tool(server, backend)
+        _add_sogou_tool(server, sogou or backend)
     else:
         _add_deepledger_tool(server, backend)
     return server
@@ -436,7 +491,11 @@ def main(argv: list[str] | None = None) -> None:
         timeout_seconds=args.timeout, retry=retry, corpus=args.corpus, cache_dir=args.cache_dir
     )
     backend = create_backend(args.backend, options=options)
-    serve_stdio(build_server(backend, args.names))
+    # MiroThinker's sogou_search asks Tencent Cloud's API, unless searches run offline.
+    sogou = (
+        backend if args.backend in ("local", "sogou") else create_backend("sogou", options=options)
+    )
+    serve_stdio(build_server(backend, args.names, sogou if args.names == "mirothinker" else None))
 
 
 if __name__ == "__main__":

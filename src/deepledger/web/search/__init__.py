@@ -10,7 +10,8 @@
 
 Backends
     ``serper`` (Google results through serper.dev), ``searxng`` (a self-hosted metasearch
-    instance), ``tavily``, ``brave`` and ``local`` (the offline full-text corpus of
+    instance), ``tavily``, ``brave``, ``sogou`` (Tencent Cloud's web search API, which
+    MiroThinker's ``sogou_search`` calls) and ``local`` (the offline full-text corpus of
     :mod:`deepledger.web.corpus`, so every web preset also runs without a
     network). Each reads its key and base URL from the environment when it is created
     (see its module); a missing key is reported by the first search, not at creation,
@@ -330,6 +331,7 @@ _BUILTIN: dict[str, str] = {
     "tavily": "deepledger.web.search.tavily:TavilyBackend",
     "brave": "deepledger.web.search.brave:BraveBackend",
     "local": "deepledger.web.search.local:LocalBackend",
+    "sogou": "deepledger.web.search.sogou:SogouBackend",
 }
 _REGISTERED: dict[str, type[SearchBackend]] = {}
 

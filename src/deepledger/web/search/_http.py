@@ -104,9 +104,11 @@ class JsonClient:
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, Any] | None = None,
         body: Any = None,
+        content: bytes | None = None,
     ) -> JSONObject:
         """The JSON object a successful response holds; :class:`SearchError` otherwise
-        (every engine answers with an object: anything else is a broken answer)."""
+        (every engine answers with an object: anything else is a broken answer).
+        ``body`` is sent as JSON; ``content`` as these exact bytes (a signed body)."""
         policy = self.options.retry
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(SearchUnavailableError),
@@ -118,7 +120,7 @@ class JsonClient:
         )
         async for attempt in retrying:
             with attempt:
-                data = await self._attempt(method, url, headers, params, body)
+                data = await self._attempt(method, url, headers, params, body, content)
                 if not isinstance(data, dict):
                     raise SearchUnavailableError(
                         f"{self.service} sent a JSON {type(data).__name__}, not an object."
@@ -133,11 +135,17 @@ class JsonClient:
         headers: Mapping[str, str] | None,
         params: Mapping[str, Any] | None,
         body: Any,
+        content: bytes | None = None,
     ) -> Any:
         try:
-            response = await self._http().request(
-                method, url, headers=headers, params=params, json=body
-            )
+            if content is not None:
+                response = await self._http().request(
+                    method, url, headers=headers, params=params, content=content
+                )
+            else:
+                response = await self._http().request(
+                    method, url, headers=headers, params=params, json=body
+                )
         except httpx.UnsupportedProtocol as exc:
             raise SearchConfigError(
                 f"The {self.service} base URL {display_url(url)} is not an http(s) URL."
