@@ -73,6 +73,8 @@ result the model sees, a note, a record) or one of the errors above::
      ├── ToolRefusal                 [tools/manager.py] an in-process tool turns a call down
      ├── ToolFailure                 [tools/servers/tool_python.py] a call the model can correct
      ├── _StoppedByRunBudget         [bench/runner.py] the run's budget cut a task short
+     ├── _UnreadableError            [tools/scrape.py] neither the Jina reader nor a direct
+     │                               fetch could read the page
      └── _Conflict                   [bench/verdict.py] a judge's verdict followed by a word
                                      that says otherwise: the reply is unreadable
     AssertionError
