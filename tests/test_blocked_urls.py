@@ -24,12 +24,22 @@ BLOCKED = [
     "hf.co/spaces/a/b",
     "https://huggingface.co/%64atasets/x",
     "https://huggingface.co./datasets/x?row=3#answer",
+    # The path the request will ask for: dot segments and doubled slashes resolved.
+    "https://huggingface.co/x/../datasets/gaia",
+    "https://huggingface.co/./datasets/x",
+    "https://huggingface.co//datasets/x",
+    "https://huggingface.co/a/b/%2E%2E/../datasets/x",
+    # The Hub's API and its dataset viewer's server hand out the same rows.
+    "https://huggingface.co/api/datasets/cais/hle/parquet",
+    "https://datasets-server.huggingface.co/rows?dataset=gaia-benchmark/GAIA",
 ]
 NOT_BLOCKED = [
     "https://huggingface.co/docs/datasets/index",
     "https://huggingface.co/models",
     "https://huggingface.co/meta-llama/Llama-3-8B",
     "https://huggingface.co/datasets",  # the search page, not a dataset
+    "https://huggingface.co/datasets/../docs/x",  # resolves to the docs
+    "https://huggingface.co/api/models/x",
     "https://example.com/a-post-about-huggingface.co/datasets/x",
     "https://example.com/?next=https://huggingface.co/datasets/x",
     "https://nothuggingface.co/datasets/x",

@@ -44,6 +44,10 @@ BUILTIN_RULES = (
     "huggingface.co/spaces/*",
     "hf.co/datasets/*",
     "hf.co/spaces/*",
+    # The same datasets' files and rows through the Hub's API and its viewer's server.
+    "huggingface.co/api/datasets/*",
+    "hf.co/api/datasets/*",
+    "datasets-server.huggingface.co/*",
 )
 
 
@@ -60,7 +64,23 @@ def url_key(url: str) -> str | None:
     if not host:
         return None
     host = host.removeprefix("www.")
-    return f"{host}{unquote(parts.path) or '/'}".lower()
+    return f"{host}{_request_path(unquote(parts.path))}".lower()
+
+
+def _request_path(path: str) -> str:
+    """The path the request will ask for: HTTP clients drop ``.`` and ``..`` segments
+    before sending (RFC 3986, 5.2.4), and servers read ``//`` as ``/``, so
+    ``/x/../datasets/y`` and ``//datasets/y`` are ``/datasets/y`` to the rules too."""
+    kept: list[str] = []
+    segments = path.split("/")
+    for segment in segments:
+        if segment == "..":
+            if kept:
+                kept.pop()
+        elif segment not in (".", ""):
+            kept.append(segment)
+    trailing = "/" if segments[-1] in ("", ".", "..") and kept else ""
+    return "/" + "/".join(kept) + trailing
 
 
 def clean_patterns(patterns: Iterable[str]) -> tuple[str, ...]:

@@ -77,7 +77,8 @@ MAX_EXTRACTION_TOKENS = 4096  # the reply budget of one extraction call
 PROMPT_RESERVE_TOKENS = 600  # the prompt's own words around the page, with a margin
 MAX_PAGE_CHARS = 2_000_000  # what is read of a page at all
 # Jina failures the direct fetch would meet again: said as they are, no fallback.
-NO_FALLBACK = frozenset({"answer_leak", "blocked"})
+# Refusals of the URL itself: a direct fetch of it would be refused, or must not be tried.
+NO_FALLBACK = frozenset({"answer_leak", "blocked", "invalid_url"})
 _announced: set[str] = set()  # what this process said on stderr about extraction
 
 SCHEMA = {
