@@ -216,6 +216,22 @@ def test_summary_llm_variables_make_an_openai_compatible_preset() -> None:
         summary_llm_config({"SUMMARY_LLM_BASE_URL": "https://host/v1"})
 
 
+async def test_the_summary_models_name_shows_no_credentials_of_its_url() -> None:
+    from deepledger.tools.scrape import summary_model
+
+    preset = summary_llm_config(
+        {"SUMMARY_LLM_BASE_URL": "https://user:pa55@gateway.example/v1?key=s3cret",
+         "SUMMARY_LLM_MODEL_NAME": "m"}
+    )  # fmt: skip
+    assert preset is not None
+    model = summary_model(preset, _config())
+    try:
+        assert "gateway.example/v1" in model.source
+        assert not [secret for secret in ("pa55", "s3cret", "user:") if secret in model.source]
+    finally:
+        await model.llm.aclose()
+
+
 def _config() -> Config:
     from tests.support.config import composed
 

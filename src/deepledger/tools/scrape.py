@@ -67,6 +67,7 @@ from deepledger.records.events import ExtractionCall
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo
 from deepledger.web.model_input import page_url, request_headers
+from deepledger.web.search._http import display_url
 
 log = logging.getLogger(__name__)
 
@@ -404,7 +405,8 @@ def summary_model(preset: LLMConfig, cfg: Config) -> ExtractionModel:
         find_price(preset.model_name, cfg.pricing),
         preset.max_context_length,
         close_after_use=True,
-        source=f"{SUMMARY_MODEL_ENV}={preset.model_name} at {preset.base_url}",
+        # Shown on stderr and in each page's error: no user:password or query (a key).
+        source=f"{SUMMARY_MODEL_ENV}={preset.model_name} at {display_url(preset.base_url or '')}",
     )
 
 
