@@ -214,3 +214,30 @@ def test_a_judging_computes_the_runs_published_metrics_from_its_own_verdicts():
     assert "SimpleQA" in format_judging(summary, Path("j"))
     # Without metrics chosen by the run, the judging has none either.
     assert judging_summary("second", {}, records, judged).protocol_metrics is None
+
+
+async def test_a_judging_grades_each_tasks_first_attempt_as_accuracy_counts_it():
+    from deepledger.bench.judge import make_judge
+    from deepledger.bench.judging import agreement, judge_answer
+    from deepledger.records.results import AttemptRecord, JudgedAnswer, JudgementRecord, TaskRecord
+
+    # Wrong first, right on the second attempt: pass@1 counts the first answer; judging
+    # the last one would grade pass@k as if it were accuracy.
+    wrong = JudgementRecord(correct=False, judge="exact")
+    right = JudgementRecord(correct=True, judge="exact")
+    record = TaskRecord(
+        task_id="t",
+        ground_truth="Paris",
+        final_answer="Paris",
+        correct=True,
+        judgement=right,
+        attempts=[
+            AttemptRecord(attempt=1, final_answer="Lyon", correct=False, judgement=wrong),
+            AttemptRecord(attempt=2, final_answer="Paris", correct=True, judgement=right),
+        ],
+    )
+    judgement = await judge_answer(make_judge("exact"), record)
+    assert judgement.correct is False and "Lyon" in judgement.reason
+    line = JudgedAnswer(task_id="t", final_answer="Lyon", correct=False, judgement=wrong)
+    agreed = agreement([record], {"t": line})
+    assert agreed.table.incorrect.incorrect == 1 and agreed.kappa is None  # one task: agree

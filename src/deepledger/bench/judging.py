@@ -209,7 +209,7 @@ async def _judge_all(
             judgement = await judge_answer(judge, record)
         line = JudgedAnswer(
             task_id=record.task_id,
-            final_answer=record.final_answer,
+            final_answer=first_attempt(record).final_answer,
             correct=judgement.correct,
             judgement=JudgementRecord.model_validate(dataclasses.asdict(judgement)),
         )
@@ -222,14 +222,34 @@ async def _judge_all(
     return judged
 
 
+@dataclass(frozen=True)
+class FirstAttempt:
+    """What a task's first attempt answered and how the run judged it: what accuracy
+    (pass@1) counts. Later attempts ran only after a wrong one, so judging the last
+    answer would be pass@k."""
+
+    final_answer: str | None
+    correct: bool | None
+    judgement: JudgementRecord | None
+
+
+def first_attempt(record: TaskRecord) -> FirstAttempt:
+    """``record``'s first attempt (a record without attempt lines: the task's own)."""
+    if record.attempts:
+        first = record.attempts[0]
+        return FirstAttempt(first.final_answer, first.correct, first.judgement)
+    return FirstAttempt(record.final_answer, record.correct, record.judgement)
+
+
 async def judge_answer(judge: Judge | None, record: TaskRecord) -> Judgement:
-    """``record``'s final answer judged; a judge model that fails leaves it unjudged (an
-    endpoint that refuses the key or the model stops the judging: every answer would
-    meet it)."""
+    """``record``'s first attempt's answer judged; a judge model that fails leaves it
+    unjudged (an endpoint that refuses the key or the model stops the judging: every
+    answer would meet it)."""
     if judge is None or record.ground_truth is None:
         return Judgement(None, "none", "no ground truth: not judged")
+    answer = first_attempt(record).final_answer
     try:
-        return await judge.judge(record.question, record.final_answer, record.ground_truth)
+        return await judge.judge(record.question, answer, record.ground_truth)
     except EndpointUnreachableError as exc:
         return judge_failed(record.task_id, judge, exc)
     except EndpointRejectedError:
@@ -305,13 +325,15 @@ def _published(
 
 
 def agreement(records: list[TaskRecord], judged: dict[str, JudgedAnswer]) -> Agreement:
-    """Percent agreement and Cohen's kappa between the run's verdicts (rows) and the
-    judging's (columns), over the tasks both graded correct or incorrect."""
+    """Percent agreement and Cohen's kappa between the run's verdicts on first attempts
+    (rows) and the judging's (columns), over the tasks both graded correct or
+    incorrect."""
     table = AgreementTable()
     unjudged = ungraded = 0
     for record in records:
         line = judged.get(record.task_id)
-        first = _verdict(record.correct, record.judgement)
+        own = first_attempt(record)
+        first = _verdict(own.correct, own.judgement)
         second = _verdict(line.correct, line.judgement) if line else "unjudged"
         if isinstance(first, bool) and isinstance(second, bool):
             row = table.correct if first else table.incorrect

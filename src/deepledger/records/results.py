@@ -779,5 +779,5 @@ class JudgingSummary(ResultRecord):
     # None: the run has no judgement of its own to compare with.
     agreement: Agreement | None = None
     # The run's benchmark.metrics / breakdown over this judging's verdicts (avg@k left
-    # out: a judging judges final answers only); None: the run chose none.
+    # out: a judging judges first answers only); None: the run chose none.
     protocol_metrics: ProtocolMetrics | None = None
