@@ -267,6 +267,26 @@ def test_avg_at_k_with_attempts_stopped_early_is_null_with_a_reason():
     assert a["value"] is None and "fewer than 3" in a["reason"]
 
 
+def unjudged_attempt(n):
+    judgement = {"correct": None, "judge": "llm", "reason": "unreadable", "unjudged": True}
+    return {**attempt(n, None), "judgement": judgement}
+
+
+def test_a_first_attempt_left_unjudged_is_unjudged_for_pass_at_1_and_avg_at_k():
+    # avg_at_k runs every attempt: the task ends with the last one's verdict, but its
+    # first attempt, the one accuracy counts, has none; it must not count as wrong.
+    records = [
+        judged("a", True, attempts=[unjudged_attempt(1), attempt(2, True), attempt(3, True)]),
+        judged("b", True, attempts=[attempt(n, True) for n in (1, 2, 3)]),
+    ]
+    summary = summarize(records, pass_at_k=3, benchmark="b", metrics=["avg_at_k"])
+    assert summary.tasks.unjudged == 1 and summary.tasks.judged == 1
+    assert summary.accuracy == 1.0  # b only: a is not counted wrong
+    a = summary.protocol_metrics.avg_at_k
+    assert a.value is None and "unjudged" in a.reason
+    assert "1 unjudged (not in accuracy)" in format_summary(summary)
+
+
 # -- per-field breakdown -----------------------------------------------------------------------
 
 

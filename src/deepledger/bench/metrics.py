@@ -12,8 +12,10 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   An errored task whose ``correct`` is null is *not* judged, so it does not lower
   ``accuracy``; ``tasks.errors`` says how many such tasks there were. ``unjudged``
   (written only when > 0): tasks whose judge was asked but gave no verdict
-  (``judgement.unjudged``; their ``correct`` is null): in neither ``judged`` nor
-  accuracy, and printed beside accuracy so they are never silently wrong.
+  (``judgement.unjudged``; their ``correct`` is null), or gave none on their first
+  attempt (with ``avg_at_k`` later attempts run and may have one; pass@1 has none): in
+  neither ``judged`` nor accuracy, and printed beside accuracy so they are never
+  silently wrong.
 - ``accuracy``: pass@1 — among judged tasks, the share whose FIRST attempt was correct
   (a task without attempt records counts its task-level ``correct`` as its first
   attempt). Later attempts never raise it.
@@ -109,7 +111,12 @@ from pathlib import Path
 from typing import Any
 
 from deepledger.bench.economics import UNREADABLE, economics_line
-from deepledger.bench.protocol_metrics import protocol_metrics, protocol_rows
+from deepledger.bench.protocol_metrics import (
+    first_unjudged,
+    graded,
+    protocol_metrics,
+    protocol_rows,
+)
 from deepledger.config import BUDGET_KEYS
 from deepledger.llm.usage import sources_line
 from deepledger.messages import JSONObject, Usage
@@ -188,7 +195,7 @@ def summarize(
     ``metrics`` / ``breakdown``: the preset's ``benchmark.metrics`` and
     ``benchmark.breakdown`` (``bench/protocol_metrics.py``)."""
     tasks = [r if isinstance(r, TaskRecord) else TaskRecord.load(r) for r in records]
-    judged = [r for r in tasks if r.correct is not None]
+    judged = [r for r in tasks if graded(r)]
     first_correct = sum(1 for r in judged if _first_attempt_correct(r))
     any_correct = sum(1 for r in judged if _any_attempt_correct(r))
     tokens = _token_totals(tasks)
@@ -236,8 +243,10 @@ def summarize(
 
 
 def _unjudged(record: TaskRecord) -> bool:
-    """The judge was asked but gave no verdict (not in ``judged`` nor accuracy)."""
-    return record.correct is None and record.judgement is not None and record.judgement.unjudged
+    """The judge was asked about the task's answer, or its first attempt's, and gave no
+    verdict (not in ``judged`` nor accuracy)."""
+    own = record.correct is None and record.judgement is not None and record.judgement.unjudged
+    return own or first_unjudged(record)
 
 
 def _given_up(records: list[TaskRecord]) -> dict[str, GivenUpServer] | None:

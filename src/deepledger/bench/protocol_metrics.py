@@ -98,18 +98,39 @@ def protocol_metrics(
     """The chosen metrics of these task records; None when none was chosen."""
     if not metrics and not breakdown:
         return None
-    graded = [r for r in records if r.correct is not None]
+    graded_tasks = [r for r in records if graded(r)]
     chosen = set(metrics)
     return ProtocolMetrics(
-        simpleqa=simpleqa(graded) if "simpleqa" in chosen else None,
-        calibration_error=calibration_error(graded) if "calibration_error" in chosen else None,
-        confidence_interval=(
-            confidence_interval(graded) if "confidence_interval" in chosen else None
+        simpleqa=simpleqa(graded_tasks) if "simpleqa" in chosen else None,
+        calibration_error=(
+            calibration_error(graded_tasks) if "calibration_error" in chosen else None
         ),
-        deepsearchqa=deepsearchqa(graded) if "deepsearchqa" in chosen else None,
-        avg_at_k=average_at_k(graded, k) if "avg_at_k" in chosen else None,
+        confidence_interval=(
+            confidence_interval(graded_tasks) if "confidence_interval" in chosen else None
+        ),
+        deepsearchqa=deepsearchqa(graded_tasks) if "deepsearchqa" in chosen else None,
+        # Every attempt counts in avg@k: a task whose first attempt went unjudged is in
+        # it (and makes it null, with the reason), not left out.
+        avg_at_k=(
+            average_at_k([r for r in records if r.correct is not None or first_unjudged(r)], k)
+            if "avg_at_k" in chosen
+            else None
+        ),
         breakdown={name: breakdown_by(records, name) for name in breakdown} or None,
     )
+
+
+def graded(record: TaskRecord) -> bool:
+    """Whether the task counts in accuracy: it had a verdict, and its first attempt had
+    one too (with ``avg_at_k`` every attempt runs, so a task whose first attempt went
+    unjudged can end with a verdict from a later one: pass@1 has none for it)."""
+    return record.correct is not None and not first_unjudged(record)
+
+
+def first_unjudged(record: TaskRecord) -> bool:
+    """The judge was asked about the task's first attempt and gave no verdict."""
+    judgement = record.attempts[0].judgement if record.attempts else record.judgement
+    return judgement is not None and judgement.unjudged
 
 
 def first_graded(record: TaskRecord) -> tuple[bool, JudgementRecord | None]:
@@ -244,7 +265,7 @@ def average_at_k(graded: Sequence[TaskRecord], k: int) -> AverageAtK:
     for record in graded:
         flags = [a.correct for a in record.attempts] or [record.correct]
         judged = [f for f in flags if f is not None]
-        if len(flags) < k or not judged:
+        if len(flags) < k or len(judged) < len(flags):
             short += 1
             continue
         shares.append(sum(judged) / len(judged))
@@ -274,7 +295,7 @@ def breakdown_by(records: Sequence[TaskRecord], name: str) -> dict[str, Provenan
     tallies = {}
     for value in sorted(groups, key=lambda v: (v == MISSING, v)):
         group = groups[value]
-        judged = [r for r in group if r.correct is not None]
+        judged = [r for r in group if graded(r)]
         correct = sum(first_graded(r)[0] for r in judged)
         tallies[value] = ProvenanceTally(
             tasks=len(group),
