@@ -58,6 +58,17 @@ async def test_simpleqa_unknown_or_contradicted_grade_is_unjudged_never_a_label(
     assert judgement.asks == DEFAULT_MAX_ASKS == len(llm.calls)
 
 
+@pytest.mark.parametrize("answer", [None, "", "  \n"])
+async def test_simpleqa_counts_no_answer_as_not_attempted_without_asking(answer):
+    # SimpleQA's grader grades an empty response C: never INCORRECT, which would lower
+    # accuracy-given-attempted and F1.
+    llm = ScriptedLLM([])
+    judgement = await LLMJudge(llm, rule="simpleqa").judge(Q, answer, "Shakespeare")
+    assert (judgement.correct, judgement.label) == (False, "NOT_ATTEMPTED")
+    default = await LLMJudge(ScriptedLLM([]), rule="default").judge(Q, answer, "Shakespeare")
+    assert (default.correct, default.label) == (False, None)
+
+
 async def test_simpleqa_prompt_asks_for_the_letter_with_the_three_labels():
     _, llm = await judged("simpleqa", "B")
     system, task = llm.calls[0].messages

@@ -174,7 +174,7 @@ import threading
 import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -751,6 +751,9 @@ class AimeJudge(Judge):
 DEFAULT_MAX_ASKS = 3  # benchmark.judge.max_asks=null: asks per answer before unjudged
 
 
+_NOT_ATTEMPTED = "NOT_ATTEMPTED"  # SimpleQA's third label (bench/judge_rules.py)
+
+
 class LLMJudge(Judge):
     """Asks a model by one grading protocol (``bench/judge_rules.py``); an unreadable
     reply is asked again up to ``max_asks`` times, then the answer is unjudged."""
@@ -775,6 +778,15 @@ class LLMJudge(Judge):
         self.max_asks = DEFAULT_MAX_ASKS if max_asks is None else max_asks
         if self.max_asks < 1:
             raise ConfigError(f"benchmark.judge.max_asks={max_asks} must be at least 1.")
+
+    async def judge(self, question: str, answer: str | None, ground_truth: str | None) -> Judgement:
+        judgement = await super().judge(question, answer, ground_truth)
+        # No answer at all is SimpleQA's NOT_ATTEMPTED: its grader is sent every response
+        # and grades an empty one C, never B (which would lower accuracy-given-attempted).
+        no_answer = answer is None or not answer.strip()
+        if no_answer and judgement.correct is False and _NOT_ATTEMPTED in self.protocol.labels:
+            return replace(judgement, label=_NOT_ATTEMPTED)
+        return judgement
 
     async def _judge(self, question: str, answer: str, ground_truth: str) -> Judgement:
         rule = self.protocol

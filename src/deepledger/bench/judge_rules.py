@@ -40,7 +40,8 @@ a contradicting word is unreadable, and unreadable is never a guess):
   itself (``NOT_ATTEMPTED``, ``not attempted``). NOT_ATTEMPTED is not correct; the label
   is kept (``Judgement.label``) for SimpleQA's metrics. Prose around a letter is not a
   grade ("The answer is A" is unreadable: the official parser takes the first A, B or
-  C anywhere, which reads "As" as A).
+  C anywhere, which reads "As" as A). No answer at all (none, empty) is NOT_ATTEMPTED
+  without asking the model, as SimpleQA's grader grades an empty response.
 - ``xbench``: ``结论`` with ``正确`` / ``错误`` only (either colon, bold); ``最终答案`` is
   the extracted answer (``无`` is none: incorrect), ``解释`` the reason.
 - ``frames``: ``Decision:`` then ``TRUE`` / ``FALSE`` (any case, quoted as the paper's
