@@ -338,3 +338,24 @@ async def test_deepsearchqa_labels_its_outcome_category(reply, label):
     judgement, _ = await judged("deepsearchqa", reply)
     assert judgement.label == label
     assert judgement.correct is (label == "FULLY_CORRECT")
+
+
+@pytest.mark.parametrize("rule", ["hle", "browsecomp"])
+@pytest.mark.parametrize(
+    ("reply", "correct"),
+    [
+        # Two verdicts: an upper-case label in prose beside the yes / no field.
+        ("extracted_final_answer: Marlowe\nJudgement: The response is INCORRECT\ncorrect: yes",
+         None),
+        ("extracted_final_answer: Marlowe\nreasoning: the response is not CORRECT\ncorrect: no",
+         False),
+        # The judge says there is no answer, with a note after it: never a correct one.
+        ("extracted_final_answer: None (the response gives no answer)\ncorrect: yes", False),
+        ("extracted_final_answer: None.\ncorrect: yes", False),
+        # "None of the above" is an answer, not the absence of one.
+        ("extracted_final_answer: None of the above\ncorrect: yes", True),
+    ],
+)  # fmt: skip
+def test_the_official_fields_cannot_be_flipped_by_prose_or_a_noted_none(rule, reply, correct):
+    reading = LLM_RULES[rule].read(reply)
+    assert (reading.correct if reading else None) is correct

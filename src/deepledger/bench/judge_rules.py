@@ -102,6 +102,8 @@ _EXTRACTED_LINE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _NO_EXTRACTED = {"", "none", "null", "n/a"}
+# "None (the response gives no answer)", "None." — but not "None of the above", an answer.
+_NO_EXTRACTED_SAID = re.compile(r"^\s*(?:none|null|n/a)\s*(?:$|[(\[.,;:—–-])", re.IGNORECASE)
 _NO_EXTRACTED_ZH = {"无", "没有", "无答案"}
 # xbench's 最终答案 line: its value is the candidate's text, read apart from the verdict.
 _FINAL_ANSWER_LINE = re.compile(
@@ -204,7 +206,7 @@ def read_extracted_verdict(reply: str) -> Reading | None:
     if match is None:
         return Reading(correct, f"no extracted answer given; {why}", confidence=confidence)
     extracted = _one_line(match["answer"].strip().rstrip(",").strip("\"'"))
-    if extracted.lower() in _NO_EXTRACTED:
+    if extracted.lower() in _NO_EXTRACTED or _NO_EXTRACTED_SAID.match(extracted):
         why = f"the judge found no final answer in the response; {why}"
         return Reading(False, why, confidence=confidence, extracted_answer=extracted)
     why = f"extracted {show(extracted)}; {why}"

@@ -4,8 +4,9 @@ A verdict is read per label set (:class:`Labels`): ``CORRECT`` / ``INCORRECT`` (
 xbench's ``结论: 正确`` / ``结论: 错误``), ``correct: yes | no`` (BrowseComp's and HLE's
 official output field), xbench's ``结论`` alone, and the FRAMES autorater's ``Decision:
 TRUE | FALSE``. :func:`read_labels` returns ``True`` / ``False``, or ``None`` when the
-reply holds no verdict, two different ones, or a verdict followed by a word that
-contradicts it — unreadable is never turned into a guess. SimpleQA's letter grades
+reply holds no verdict, two different ones (a ``correct: yes`` beside "The response is
+INCORRECT" in prose counts as two), or a verdict followed by a word that contradicts it
+— unreadable is never turned into a guess. SimpleQA's letter grades
 (``A`` / ``B`` / ``C``: CORRECT / INCORRECT / NOT_ATTEMPTED) are three labels, not a
 verdict: :func:`read_grade` returns the label. ``<think>`` blocks are removed first: a
 model's thinking often names both verdicts before it decides.
@@ -102,6 +103,9 @@ def read_labels(reply: str, labels: frozenset[Labels]) -> bool | None:
         if labels & {Labels.VERDICT, Labels.CONCLUSION}:
             text = _take(_CONCLUSION, text, found, _conclusion)
         if Labels.VERDICT in labels:
+            if found:  # "correct: yes" beside "The response is INCORRECT": two verdicts
+                found |= {w["verdict"] == "CORRECT" for w in _CAPS_WORD.finditer(text)
+                          if not w["negated"]}  # fmt: skip
             _verdict_lines(text, found)
             if not found:
                 return _caps_word(text)
