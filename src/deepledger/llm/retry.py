@@ -4,7 +4,8 @@
   connections, response bodies that did not parse; and (``llm.retry.aborted_or_empty``,
   on unless false) a reply the server aborted (vLLM's and SGLang's ``finish_reason:
   abort``, a partial reply) or that holds nothing at all (no text, no thinking, no tool
-  call), as MiroThinker retries them (:class:`IncompleteReplyError`). When the attempts
+  call; unless the request is greedy, temperature 0, which would get it again), as
+  MiroThinker retries them (:class:`IncompleteReplyError`). When the attempts
   are spent, an aborted reply raises as any transient error does; an empty one is
   returned, for the agent to end on as the reply it is (``cut_or_empty``). Neither's
   tokens are in the task's totals (as a 5xx's are not).
@@ -110,10 +111,14 @@ _EMPTY_IS_AN_ANSWER = (
 )
 
 
-def incomplete(response: LLMResponse) -> str | None:
-    """Why ``response`` is no reply at all (aborted by the server, or empty), or None."""
+def incomplete(response: LLMResponse, settings: GenerationSettings | None) -> str | None:
+    """Why ``response`` is no reply at all (aborted by the server, or empty), or None.
+    An empty reply to a greedy request (temperature 0) is the reply: the same request
+    would get it again."""
     if response.raw_stop_reason == "abort":
         return "aborted the reply (finish_reason: abort)"
+    if settings is not None and settings.temperature == 0:
+        return None
     message = response.message
     said = message.content.strip() or message.tool_calls or message.thinking
     thought = (message.reasoning or "").strip()
@@ -189,7 +194,7 @@ class RetryingClient(LLMClient):
             raise
         self.reached = True
         if self.policy.aborted_or_empty:
-            problem = incomplete(response)
+            problem = incomplete(response, settings)
             if problem is not None:
                 raise IncompleteReplyError(
                     f"{self.provider} {problem}", response=response, provider=self.provider
