@@ -21,8 +21,10 @@ from deepledger.store.journal import Journal
 from deepledger.testing.fake_llm_server import FakeLLMServer, FakeUsage, RecordedRequest, Reply
 from deepledger.testing.faults import (
     SUMMARY_MARK,
+    TOOL_SERVER,
     answer_for,
     bench_overrides,
+    lookup_call,
     message_texts,
     run_in_process,
     task_key,
@@ -173,3 +175,41 @@ async def test_a_boxed_unknown_is_the_answer_with_the_rule_off(tmp_path):
         "agent.recovery.boxed_non_answers=false",
     )
     assert record["final_answer"] == "unknown" and record["provenance"] == "summary"
+
+
+@pytest.mark.parametrize("route", [True, False], ids=["routed", "off"])
+async def test_a_call_to_a_server_the_agent_lacks_reaches_the_one_tool_of_its_name(tmp_path, route):
+    """The model names a server it does not have (agent.recovery.route_unknown_server);
+    the fault server's `lookup` is the only tool of that name, so the call runs there."""
+    loop_calls = 0
+
+    def responder(request: RecordedRequest) -> Reply:
+        nonlocal loop_calls
+        if is_summary(request):
+            return answer(request)
+        loop_calls += 1
+        if loop_calls == 1:
+            wrong = lookup_call(task_key(request) or "?", "none")
+            return Reply(wrong.replace(f">{TOOL_SERVER}<", ">search_and_scrape_webpage<"))
+        return answer(request)
+
+    data, run = tmp_path / "data", tmp_path / "run"
+    write_suite(data, 1)
+    with FakeLLMServer(responder=responder) as server:
+        overrides = [
+            *bench_overrides(data, server.openai_base_url, tools=True),
+            f"hydra.run.dir={run}",
+            f"agent.recovery.route_unknown_server={str(route).lower()}",
+        ]
+        await run_in_process(overrides, run)
+    [results] = journal_events(tmp_path, "tool_results")
+    [result] = results["results"]
+    repaired = journal_events(tmp_path, "tool_call_repaired")
+    if route:
+        assert not result.get("is_error") and answer_for("k01") in result["content"]
+        assert [(r["kind"], r["written"], r["ran"]) for r in repaired] == [
+            ("unknown_server", "search_and_scrape_webpage.lookup", f"{TOOL_SERVER}.lookup")
+        ]
+    else:
+        assert result["is_error"] and "There is no tool" in result["content"]
+        assert repaired == []
