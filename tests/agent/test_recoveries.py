@@ -213,3 +213,21 @@ async def test_a_call_to_a_server_the_agent_lacks_reaches_the_one_tool_of_its_na
     else:
         assert result["is_error"] and "There is no tool" in result["content"]
         assert repaired == []
+
+
+async def test_no_larger_attempt_once_a_task_limit_is_reached():
+    cut = reply("<think>half", stop_reason=StopReason.MAX_TOKENS, usage=Usage(10, 100))
+    llm = ScriptedLLM([cut] * 5)
+    journal, ledger = Journal(None), UsageLedger()
+    response = await generate_with_room(
+        llm,
+        [Message.task("q")],
+        None,
+        GenerationSettings(max_tokens=100),
+        retry=CutRetry(10, None, over_limit=lambda: len(ledger.delegated) >= 1),
+        journal=journal,
+        ledger=ledger,
+    )
+    # the first cut reply is counted aside; the second finds the limit reached
+    assert len(llm.calls) == 2 and len(journal.of(ReplyCut)) == 1
+    assert response.stop_reason is StopReason.MAX_TOKENS

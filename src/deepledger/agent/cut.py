@@ -18,7 +18,7 @@ reply without a box is).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from deepledger.context.guard import ContextWindow
@@ -34,10 +34,13 @@ GROWTH = 1.1  # MiroThinker's: each attempt's budget is 10 % above the last one'
 @dataclass(frozen=True)
 class CutRetry:
     """How a call cut at its budget is asked again: ``attempts`` in all, within
-    ``window`` (None: no window known, the budget grows unchecked)."""
+    ``window`` (None: no window known, the budget grows unchecked), and not once
+    ``over_limit`` says a task limit or the run's budget is reached by the calls
+    counted so far (the loop's check before its next turn then ends it)."""
 
     attempts: int
     window: ContextWindow | None = None
+    over_limit: Callable[[], bool] | None = None
 
     def next_budget(self, budget: int, cut: LLMResponse) -> int | None:
         """The next attempt's reply budget, or None when there is no more room."""
@@ -69,7 +72,8 @@ async def generate_with_room(
         if response.stop_reason is not StopReason.MAX_TOKENS or attempt == retry.attempts:
             return response
         larger = retry.next_budget(budget, response)
-        if larger is None:
+        # The limits see the calls counted so far: the caller counts this one.
+        if larger is None or (retry.over_limit is not None and retry.over_limit()):
             return response
         ledger.record_aside(response)
         journal.write(

@@ -408,6 +408,11 @@ class Orchestrator:
         )
         return True
 
+    def _limit_hit(self) -> bool:
+        """Whether a task limit or the run's budget is reached (no state changed: the
+        loop's own check before the next turn acts on it)."""
+        return self.budget is not None and self.budget.check() is not None
+
     def _stop_if_looping(self, state: RunState, reply: ReplyKey) -> None:
         """Note the newest reply (kept or rolled back); end the loop when the replies go
         round a cycle for the ``max_cycle_repeats``-th time after its first round
@@ -539,7 +544,7 @@ class Orchestrator:
                 request,
                 self.protocol.specs(self.tools.tools),
                 settings,
-                retry=CutRetry(self.limits.cut_reply_attempts, self.window),
+                retry=CutRetry(self.limits.cut_reply_attempts, self.window, self._limit_hit),
                 journal=self.journal,
                 ledger=state.ledger,
                 turn=state.turn + 1,
