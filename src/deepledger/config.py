@@ -165,6 +165,10 @@ class RetryConfig:
     # until the waits add up to this (a local server loading its model binds its port
     # late); then the run stops on it (llm/retry.py, UNREACHABLE_AFTER_SECONDS).
     unreachable_after_seconds: float = 60.0
+    # A reply the server aborted (vLLM/SGLang finish_reason "abort") or that holds
+    # nothing at all is retried as a transient error; null: true. Null, not true, so
+    # that a run made before the key existed resumes unchanged.
+    aborted_or_empty: bool | None = None
 
 
 @dataclass
@@ -343,6 +347,44 @@ class ContextConfig:
         return CUT_BATCH if self.cut_batch is None else self.cut_batch
 
 
+# agent.recovery.cut_reply_attempts when null: MiroThinker's client asks a reply cut at
+# max_tokens up to this many times in all, 10 % more room each time.
+CUT_REPLY_ATTEMPTS = 10
+
+
+@dataclass
+class RecoveryConfig:
+    """MiroThinker's recoveries (docs/agent.md#recoveries). Each is on when null; null,
+    not a value, so that a run made before the keys existed resumes unchanged."""
+
+    # Attempts in all for a reply cut at llm.max_tokens, each with 10 % more room
+    # (never past the window); 1: a cut reply is kept as it is. Null: CUT_REPLY_ATTEMPTS.
+    cut_reply_attempts: int | None = None
+    # \boxed{unknown}, \boxed{N/A}, ... are no answer, so the format retry follows.
+    boxed_non_answers: bool | None = None
+    # tool-python: `code` read as `code_block`, a missing or unknown sandbox_id given a
+    # sandbox of the task's.
+    repair_python_calls: bool | None = None
+    # A call naming a server the agent lacks goes to the one tool of that name.
+    route_unknown_server: bool | None = None
+
+    @property
+    def cut_attempts(self) -> int:
+        return CUT_REPLY_ATTEMPTS if self.cut_reply_attempts is None else self.cut_reply_attempts
+
+    @property
+    def voids_non_answers(self) -> bool:
+        return self.boxed_non_answers is not False
+
+    @property
+    def repairs_python(self) -> bool:
+        return self.repair_python_calls is not False
+
+    @property
+    def routes_unknown_server(self) -> bool:
+        return self.route_unknown_server is not False
+
+
 @dataclass
 class AgentConfig:
     keep_tool_result: int = -1  # -1 keep all tool results, 0 none, N the last N
@@ -361,6 +403,7 @@ class AgentConfig:
     prompts_dir: str | None = None
     main_agent: AgentRoleConfig = field(default_factory=AgentRoleConfig)
     sub_agents: dict[str, AgentRoleConfig] = field(default_factory=dict)
+    recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
 
 
 @dataclass
@@ -1026,6 +1069,12 @@ def _agent_problems(agent: AgentConfig) -> list[str]:
         problems += prompt_set(agent).problems()
     if agent.main_agent.max_turns < 1:
         problems.append(f"agent.main_agent.max_turns={agent.main_agent.max_turns} must be >= 1.")
+    cut_attempts = agent.recovery.cut_reply_attempts
+    if cut_attempts is not None and cut_attempts < 1:
+        problems.append(
+            f"agent.recovery.cut_reply_attempts={cut_attempts} must be >= 1: attempts in all "
+            "for a reply cut at llm.max_tokens (1: no larger retry; null: 10)."
+        )
     roles = {"agent.main_agent": agent.main_agent}
     roles |= {f"agent.sub_agents.{n}": role for n, role in agent.sub_agents.items()}
     for where, role in roles.items():

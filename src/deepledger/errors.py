@@ -22,7 +22,9 @@ class, its place and its parent.
      │    ├── TransientLLMError      worth retrying: 5xx, timeouts, lost connections, bad bodies
      │    │    ├── RateLimitedError  the provider said 429; carries its Retry-After
      │    │    ├── LLMTimeoutError   no answer within llm.timeout_seconds
-     │    │    └── LLMConnectionError  could not reach llm.base_url
+     │    │    ├── LLMConnectionError  could not reach llm.base_url
+     │    │    └── IncompleteReplyError  the server aborted the reply (finish_reason abort)
+     │    │                          or it holds nothing at all; carries the reply
      │    └── FatalLLMError          retrying cannot fix it: bad request, auth, unknown model
      │         ├── ContextOverflowError  the provider rejected the prompt as too long
      │         └── EndpointRejectedError 401/403, or the model does not exist: every
@@ -87,6 +89,11 @@ that fails is not an exception: it is data the model sees (``ToolResult.is_error
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # messages.py is read by much of the tree; errors.py by all of it
+    from deepledger.messages import LLMResponse
+
 
 class DeepLedgerError(Exception):
     """Base class of every error deepledger raises on purpose."""
@@ -146,6 +153,18 @@ class LLMError(DeepLedgerError):
 
 class TransientLLMError(LLMError):
     """A failure that may go away if the same request is sent again later."""
+
+
+class IncompleteReplyError(TransientLLMError):
+    """A reply that came back with nothing usable: the server aborted it (vLLM's and
+    SGLang's ``finish_reason: abort``) or it holds no text, thinking or tool call.
+    ``response`` is the reply itself, for the caller that keeps an empty one once the
+    retries are spent."""
+
+    def __init__(self, message: str, *, response: LLMResponse, provider: str = "") -> None:
+        super().__init__(message, provider=provider)
+        self.response = response
+        self.aborted = response.raw_stop_reason == "abort"
 
 
 class RateLimitedError(TransientLLMError):

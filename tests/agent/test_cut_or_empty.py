@@ -1,6 +1,8 @@
 """A reply cut at llm.max_tokens or empty is never an answer: the loop ends
 ``cut_or_empty``, the summary's end reasons say so, and a cut summary reply with a box
-in it is not taken as the final answer. Against the fake OpenAI server, in process."""
+in it is not taken as the final answer. Against the fake OpenAI server, in process,
+with the recoveries that ask such replies again turned off (tests/agent/
+test_recoveries.py has them on)."""
 
 from __future__ import annotations
 
@@ -28,11 +30,19 @@ def records(run: Path) -> list[dict]:
     return [json.loads(line) for line in lines]
 
 
+# A cut reply kept as it is, an empty one not asked again.
+RECOVERIES_OFF = ("agent.recovery.cut_reply_attempts=1", "llm.retry.aborted_or_empty=false")
+
+
 async def bench(tmp_path: Path, responder, *extra: str) -> tuple[dict, list[dict], int]:
     data, run = tmp_path / "data", tmp_path / "run"
     write_suite(data, 1)
     with FakeLLMServer(responder=responder) as server:
-        overrides = [*bench_overrides(data, server.openai_base_url), f"hydra.run.dir={run}"]
+        overrides = [
+            *bench_overrides(data, server.openai_base_url),
+            f"hydra.run.dir={run}",
+            *RECOVERIES_OFF,
+        ]
         summary = await run_in_process([*overrides, *extra], run)
         assert not server.unexpected
         return summary, records(run), len(server.requests)

@@ -593,3 +593,36 @@ async def test_a_kill_after_the_closing_call_goes_on_at_the_closing_call(tmp_pat
     for kind in ("input_tokens", "output_tokens"):
         expected = clean_record["usage"][kind] + getattr(summary, kind)
         assert record["usage"][kind] == expected, kind
+
+
+async def test_a_cut_reply_asked_again_before_the_kill_is_counted_once(tmp_path):
+    """A reply_cut line (agent/cut.py) before the kill: its tokens are in the resumed
+    retry's totals once, and it is a call the killed run made."""
+    data = tmp_path / "data"
+    write_suite(data, 1)
+    await bench(data, tmp_path / "clean", False)
+    shutil.copytree(tmp_path / "clean", tmp_path / "killed")
+    path = journal_path(tmp_path / "killed")
+    lines = path.read_text().splitlines(keepends=True)
+    index = next(i for i, line in enumerate(lines) if '"llm_call"' in line)
+    cut = {
+        "ts": "2026-01-01T00:00:00.000Z",
+        "event": "reply_cut",
+        "turn": 1,
+        "attempt": 1,
+        "max_tokens": 16384,
+        "next_max_tokens": 18022,
+        "message": {"role": "assistant", "kind": "model", "content": "<think>half"},
+        "usage": {"input_tokens": 1000, "output_tokens": 16384},
+    }
+    lines.insert(index, json.dumps(cut) + "\n")
+    path.write_text("".join(lines))
+    crash_after(tmp_path / "killed", 3)
+    await bench(data, tmp_path / "killed", False)
+    events = journal_events(tmp_path / "killed")
+    assert [e.event for e in events if e.event.startswith("resume")] == ["resumed"]
+    [clean] = results(tmp_path / "clean")
+    [killed] = results(tmp_path / "killed")
+    usage = [r["attempts"][0]["retries"][0]["usage"] for r in (clean, killed)]
+    assert usage[1]["output_tokens"] == usage[0]["output_tokens"] + 16384
+    assert usage[1]["input_tokens"] == usage[0]["input_tokens"] + 1000

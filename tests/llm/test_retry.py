@@ -10,11 +10,13 @@ from deepledger.errors import (
     ContextOverflowError,
     EndpointUnreachableError,
     FatalLLMError,
+    IncompleteReplyError,
     LLMConnectionError,
     LLMTimeoutError,
     RateLimitedError,
     TransientLLMError,
 )
+from deepledger.llm.base import GenerationSettings
 from deepledger.llm.retry import RetryingClient, RetryPolicy
 from deepledger.messages import Message
 from deepledger.testing.fake_llm_server import (
@@ -237,3 +239,50 @@ async def test_openai_error_bodies_of_any_server_shape_are_read(body, words, ser
         with pytest.raises(ContextOverflowError) as info:
             await client.generate(TASK)
     assert words in str(info.value)
+
+
+async def test_an_aborted_reply_is_retried_and_raises_once_the_attempts_are_spent(server):
+    server.enqueue(Reply("half", finish_reason="abort"), Reply("4"))
+    client, sleeper = retrying("openai", server)
+    async with client:
+        response = await client.generate(TASK)
+        assert response.text == "4" and len(sleeper.waits) == 1
+        server.enqueue(*[Reply("half", finish_reason="abort")] * POLICY.max_attempts)
+        with pytest.raises(IncompleteReplyError, match="abort"):
+            await client.generate(TASK)
+
+
+async def test_an_empty_reply_is_retried_and_kept_once_the_attempts_are_spent(server):
+    client, sleeper = retrying("openai", server)
+    async with client:
+        server.enqueue(Reply(""), Reply("4"))
+        assert (await client.generate(TASK)).text == "4"
+        server.enqueue(*[Reply("")] * POLICY.max_attempts)
+        assert (await client.generate(TASK)).text == ""  # the model's reply, after all
+    assert len(sleeper.waits) == 1 + POLICY.max_attempts - 1
+
+
+@pytest.mark.parametrize(
+    ("reply", "settings"),
+    [
+        (Reply("", reasoning="thought it through"), None),  # thinking is not nothing
+        (Reply("", finish_reason="length"), None),  # cut: the agent asks with more room
+        (Reply(""), GenerationSettings(temperature=0)),  # greedy: it would come again
+    ],
+    ids=["thinking", "cut", "greedy"],
+)
+async def test_replies_that_are_not_retried(server, reply, settings):
+    server.enqueue(reply)
+    client, sleeper = retrying("openai", server)
+    async with client:
+        await client.generate(TASK, settings=settings)
+    assert sleeper.waits == []
+
+
+async def test_aborted_and_empty_replies_are_kept_with_the_key_off(server):
+    server.enqueue(Reply("half", finish_reason="abort"), Reply(""))
+    client, sleeper = retrying("openai", server, RetryPolicy(aborted_or_empty=False))
+    async with client:
+        assert (await client.generate(TASK)).text == "half"
+        assert (await client.generate(TASK)).text == ""
+    assert sleeper.waits == []

@@ -280,3 +280,21 @@ def test_a_task_whose_judge_gave_no_verdict_is_shown_apart(finished_run):
     data, _ = embedded(write_run_report(finished_run, summary))
     assert data["tasks"][0]["status"] == "no-verdict"
     assert data["run"]["summary"]["tasks"]["unjudged"] == 1
+
+
+def test_a_cut_reply_asked_again_is_one_of_the_calls_the_usage_counts():
+    from deepledger.messages import Message, Usage
+    from deepledger.records.events import LLMCall, ReplyCut
+    from deepledger.report.collect import _calls
+
+    cut = ReplyCut(
+        turn=1,
+        attempt=1,
+        max_tokens=100,
+        next_max_tokens=110,
+        message=Message.assistant("<think>half"),
+        usage=Usage(50, 100),
+    )
+    kept = LLMCall(turn=1, usage=Usage(50, 80))
+    points = _calls([cut, kept], 0, "attempt 1 · retry 0", None)
+    assert [(p["kind"], p["output"]) for p in points] == [("reply_cut", 100), ("loop", 80)]

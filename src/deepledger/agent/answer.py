@@ -24,15 +24,17 @@ follows; on the final retry that box is the fallback, as it is for turns exhaust
 
 Post-mortems are written only when ``agent.retry_with_summary`` is on. "Generate" means:
 append the summarize prompt (the benchmark's format rules, no tools) and ask; when the
-reply has no box, remove it and ask again with a note that the box was missing, up to
+reply has no box (or only one that says there is no answer, ``\\boxed{unknown}``: see
+``agent/boxed.py``), remove it and ask again with a note that the box was missing, up to
 ``max_final_answer_retries`` times; the last of these replies starts inside the box
 (``\\boxed{`` as a prefill) when the provider continues prefills. Every answer records
 its :class:`Provenance`.
 
-A loop that ends on a reply cut at ``llm.max_tokens`` or empty (``cut_or_empty``) ended
-without an answer: it takes the branch of a loop out of turns. No summary reply cut at
-``llm.max_tokens`` is taken as the answer, box or not: it is asked again as a reply
-without a box is.
+A closing reply cut at ``llm.max_tokens`` is first asked again with more room
+(``agent/cut.py``). A loop that ends on a reply cut at ``llm.max_tokens`` (even after
+those larger attempts) or empty (``cut_or_empty``) ended without an answer: it takes the
+branch of a loop out of turns. No summary reply cut at ``llm.max_tokens`` is taken as
+the answer, box or not: it is asked again as a reply without a box is.
 
 Under the ``mirothinker`` prompt profile a closing request ends on the model's last
 reply, as MiroThinker's do: text tool results the loop left unanswered (its turns ran
@@ -59,7 +61,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from deepledger.agent.boxed import last_boxed
+from deepledger.agent.boxed import answer_box
+from deepledger.agent.cut import CutRetry, generate_with_room
 from deepledger.agent.state import Provenance, RunState
 from deepledger.context.guard import (
     ContextWindow,
@@ -145,12 +148,19 @@ class AnswerGenerator:
         boxed: bool = True,
         prompts: PromptSet | None = None,
         question: str = "",
+        non_answers: bool = True,
+        cut_attempts: int = 1,
     ) -> None:
         self.policy = policy
         self.summary_prompt = summary_prompt
         self.boxed = boxed
         self.prompts = prompts or PromptSet()  # the post-mortem's and retries' templates
         self.question = question  # the task, as a sub-agent's closing prompt may repeat it
+        # agent.recovery.boxed_non_answers: \boxed{unknown} and the like are no answer.
+        self.non_answers = non_answers
+        # agent.recovery.cut_reply_attempts: a closing reply cut at llm.max_tokens is
+        # asked again with more room (agent/cut.py) this many times in all.
+        self.cut_attempts = cut_attempts
 
     async def finalize(
         self,
@@ -174,7 +184,9 @@ class AnswerGenerator:
         Raises :class:`ContextOverflowError` when the server refuses the answer's request
         as too long and nothing more can be dropped from it.
         """
-        call = _Caller(llm, settings, journal, tools, context_policy, state, window)
+        call = _Caller(
+            llm, settings, journal, tools, context_policy, state, window, self.cut_attempts
+        )
         # MiroThinker closes on the model's last reply: results it never answered (its
         # turns ran out) are left out of the closing requests, not sent before them.
         call.unanswered_results_out = self.prompts.profile == "mirothinker"
@@ -212,7 +224,7 @@ class AnswerGenerator:
             # A reply cut at llm.max_tokens is never the answer, even with a box in it:
             # it is asked again as a reply without one would be.
             cut = response.stop_reason is StopReason.MAX_TOKENS
-            answer = None if cut else last_boxed(text)
+            answer = None if cut else answer_box(text, non_answers=self.non_answers)
             if answer is not None:
                 state.final_answer = answer
                 state.provenance = Provenance.SUMMARY if attempt == 0 else Provenance.BOXED_RETRY
@@ -273,6 +285,7 @@ class _Caller:
     context: ContextPolicy  # the loop's: its strategy and keep_tool_result
     state: RunState
     window: ContextWindow | None = None
+    cut_attempts: int = 1  # agent/cut.py: a reply cut at llm.max_tokens asked again
     unanswered_results_out: bool = False  # see AnswerGenerator.finalize
     _refusals: int = field(default=0, init=False)  # context overflows, all calls together
 
@@ -295,7 +308,16 @@ class _Caller:
                 return None
             self.journal.flush()  # what the task did so far is on file before the wait
             try:
-                response = await self.llm.generate(request, self.tools, self.settings)
+                response = await generate_with_room(
+                    self.llm,
+                    request,
+                    self.tools,
+                    self.settings,
+                    retry=CutRetry(self.cut_attempts, self.window),
+                    journal=self.journal,
+                    ledger=self.state.ledger,
+                    purpose=purpose,
+                )
             except ContextOverflowError as exc:
                 self._after_refusal(exc, request, purpose)
                 continue

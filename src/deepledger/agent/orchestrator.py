@@ -3,7 +3,8 @@
 Per turn: the context policy prepares the request (``context/policy.py``: compaction
 when due, the window guard's verdict, the strategy's pick of the history with
 ``keep_tool_result`` applied), ask the model, roll the reply back if it is unusable,
-keep it (recording any ``\\boxed{}`` as an intermediate answer), run its tool calls,
+keep it (recording any ``\\boxed{}`` that answers as an intermediate answer: not
+``\\boxed{unknown}`` and the like, ``agent/boxed.py``), run its tool calls,
 append the results. The loop ends when the model answers without tools
 (``MODEL_FINISHED``; ``CUT_OR_EMPTY`` when that reply was cut at ``llm.max_tokens`` or
 says nothing, see :func:`end_without_calls`), ``max_turns`` replies have been kept
@@ -11,6 +12,9 @@ says nothing, see :func:`end_without_calls`), ``max_turns`` replies have been ke
 replies go round a cycle of one to three turns again and again (``LOOPING``, see
 :func:`find_cycle`), or a task limit or the run's budget is reached before a turn
 (``LIMIT``, see ``limits.py``); then the state goes to finalization.
+
+A reply cut at ``llm.max_tokens`` is first asked again with more room
+(``agent/cut.py``, ``agent.recovery.cut_reply_attempts``); only the last attempt is kept.
 
 A request the server refuses as too long is handled as the guard would have handled it,
 had it known (:meth:`Orchestrator._after_overflow`); when nothing can be dropped the
@@ -27,7 +31,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from deepledger.agent.answer import AnswerGenerator
-from deepledger.agent.boxed import last_boxed
+from deepledger.agent.boxed import answer_box, last_boxed
+from deepledger.agent.cut import CutRetry, generate_with_room
 from deepledger.agent.limits import TaskBudget
 from deepledger.agent.rollback import RollbackReason, call_key, review_reply
 from deepledger.agent.state import ReplyKey, RunState
@@ -70,6 +75,7 @@ from deepledger.records.events import (
     RollbackRepeated,
     TaskFinished,
     TaskStarted,
+    ToolCallRepaired,
     ToolResults,
     WindowExhausted,
 )
@@ -96,6 +102,9 @@ class LoopLimits:
     # A cycle of turns gone round this many more times after its first round ends the
     # loop as looping (agent.main_agent.max_cycle_repeats).
     max_cycle_repeats: int = MAX_CYCLE_REPEATS
+    # Attempts in all for a reply cut at llm.max_tokens, 10 % more room each
+    # (agent.recovery.cut_reply_attempts, agent/cut.py); 1: a cut reply is kept.
+    cut_reply_attempts: int = 1
 
 
 @dataclass(frozen=True)
@@ -399,6 +408,11 @@ class Orchestrator:
         )
         return True
 
+    def _limit_hit(self) -> bool:
+        """Whether a task limit or the run's budget is reached (no state changed: the
+        loop's own check before the next turn acts on it)."""
+        return self.budget is not None and self.budget.check() is not None
+
     def _stop_if_looping(self, state: RunState, reply: ReplyKey) -> None:
         """Note the newest reply (kept or rolled back); end the loop when the replies go
         round a cycle for the ``max_cycle_repeats``-th time after its first round
@@ -525,8 +539,15 @@ class Orchestrator:
             self.journal.write(PairingRepaired(turn=state.turn + 1, problems=problems))
         self.journal.flush()  # what the turn did so far is on file before the wait
         try:
-            response = await self.llm.generate(
-                request, self.protocol.specs(self.tools.tools), settings
+            response = await generate_with_room(
+                self.llm,
+                request,
+                self.protocol.specs(self.tools.tools),
+                settings,
+                retry=CutRetry(self.limits.cut_reply_attempts, self.window, self._limit_hit),
+                journal=self.journal,
+                ledger=state.ledger,
+                turn=state.turn + 1,
             )
         except ContextOverflowError as exc:
             await self._after_overflow(state, request, exc)
@@ -602,9 +623,11 @@ class Orchestrator:
         state.turn += 1
         state.consecutive_rollbacks = 0
         boxed = last_boxed(message.content)
-        if boxed is not None:
-            state.intermediate_answers.append(boxed)
-        self.journal.write(AssistantTurn(turn=state.turn, message=message, boxed=boxed))
+        # \boxed{unknown} and the like are no intermediate answer a fallback may take.
+        answer = answer_box(message.content, non_answers=self.finalizer.non_answers)
+        if answer is not None:
+            state.intermediate_answers.append(answer)
+        self.journal.write(AssistantTurn(turn=state.turn, message=message, boxed=answer))
         return boxed
 
     async def _run_tools(self, state: RunState, parsed: ParsedCalls) -> None:
@@ -612,6 +635,17 @@ class Orchestrator:
         self.journal.flush()
         # One after another: a stateful tool (python) must see its calls in order.
         results = [await self.tools.call(call) for call in parsed.calls]
+        for repair in self.tools.take_repaired():  # run as meant (tools/repair.py)
+            self.journal.write(
+                ToolCallRepaired(
+                    turn=state.turn,
+                    call_id=repair.call_id,
+                    kind=repair.kind,
+                    written=repair.written,
+                    ran=repair.ran,
+                    detail=repair.detail,
+                )
+            )
         results += [
             ToolResult(f"t{state.turn}m{i}", f"Tool call not run: {why}", is_error=True)
             for i, why in enumerate(parsed.malformed, start=1)

@@ -71,12 +71,14 @@ from deepledger.records.events import (
     Looping,
     PairingRepaired,
     PostMortem,
+    ReplyCut,
     Resumed,
     ResumeFellBack,
     RetryStarted,
     RollbackCapReached,
     RollbackRepeated,
     TaskStarted,
+    ToolCallRepaired,
     ToolResults,
     ToolServerUnavailable,
 )
@@ -90,9 +92,11 @@ _REBUILT: tuple[type[Event], ...] = (
     RetryStarted,
     TaskStarted,
     LLMCall,
+    ReplyCut,  # a cut reply asked again with more room: in the totals
     EndpointMoved,
     AssistantTurn,
     ToolResults,
+    ToolCallRepaired,  # a repaired call: its results are in tool_results
     RollbackEvent,
     RollbackCapReached,
     RollbackRepeated,
@@ -165,7 +169,7 @@ class ResumePoint:
     def killed_calls(self) -> int:
         """The model calls the killed run(s) made (the loop's and the closing ones, as a
         journal set aside counts them): the rebuilt usage holds them once."""
-        return sum(isinstance(e, LLMCall | ClosingCall) for e in self.events)
+        return sum(isinstance(e, LLMCall | ClosingCall | ReplyCut) for e in self.events)
 
 
 @dataclass
@@ -379,6 +383,8 @@ def _apply(
         state.ledger.record(LLMResponse(Message.assistant(""), stop, event.usage))
         rebuilt.pending_stop = stop
         state.prefix_breaks += event.prefix_broken
+    elif isinstance(event, ReplyCut):  # asked again with more room: in the totals
+        state.ledger.record_aside(LLMResponse(event.message, StopReason.MAX_TOKENS, event.usage))
     elif isinstance(event, ClosingCall):  # notes, or a closing made again: in the totals
         stop = event.stop_reason or StopReason.END_TURN
         state.ledger.record_aside(LLMResponse(event.message, stop, event.usage))

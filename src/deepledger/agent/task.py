@@ -45,6 +45,7 @@ from deepledger.tools.archive import ARCHIVE_TOOL, ResultArchive, archive_tools
 from deepledger.tools.manager import LocalTool, ResultPolicy, TaskTools, ToolInfo, ToolManager
 from deepledger.tools.memory import MEMORY_TOOL, MemoryStore, memory_tools
 from deepledger.tools.protocol import ForcedCall, ToolProtocol, make_protocol
+from deepledger.tools.repair import CallRepairs
 from deepledger.tools.scrape import SERVER as SCRAPE_TOOL
 from deepledger.tools.scrape import PageScraper
 
@@ -220,6 +221,10 @@ class AgentFactory:
             [*local, *listed],
             policy,
             hidden_tools=hidden,
+            repairs=CallRepairs(
+                python_arguments=self.cfg.agent.recovery.repairs_python,
+                unknown_server=self.cfg.agent.recovery.routes_unknown_server,
+            ),
         )
         try:
             await tools.start()
@@ -301,6 +306,7 @@ class AgentFactory:
             max_cycle_repeats=(
                 MAX_CYCLE_REPEATS if role.max_cycle_repeats is None else role.max_cycle_repeats
             ),
+            cut_reply_attempts=agent.recovery.cut_attempts,
         )
         settings = settings_from_config(self.cfg.llm)
         summary = summary_prompt(self.cfg.benchmark.answer_format, prompts.question, self.prompts)
@@ -312,6 +318,8 @@ class AgentFactory:
             boxed=prompts.boxed,
             prompts=self.prompts,
             question=prompts.question,
+            non_answers=agent.recovery.voids_non_answers,
+            cut_attempts=agent.recovery.cut_attempts,
         )
         return Orchestrator(
             llm=self.llm,

@@ -1,7 +1,14 @@
 """The one retry policy, wrapped around any provider.
 
 - Retried: :class:`TransientLLMError` — HTTP 429, 408, 409 and 5xx, timeouts, dropped
-  connections, response bodies that did not parse.
+  connections, response bodies that did not parse; and (``llm.retry.aborted_or_empty``,
+  on unless false) a reply the server aborted (vLLM's and SGLang's ``finish_reason:
+  abort``, a partial reply) or that holds nothing at all (no text, no thinking, no tool
+  call; unless the request is greedy, temperature 0, which would get it again), as
+  MiroThinker retries them (:class:`IncompleteReplyError`). When the attempts
+  are spent, an aborted reply raises as any transient error does; an empty one is
+  returned, for the agent to end on as the reply it is (``cut_or_empty``). Neither's
+  tokens are in the task's totals (as a 5xx's are not).
 - Waits: exponential backoff from ``initial_wait_seconds``, doubling, capped at
   ``max_wait_seconds``, plus up to ``jitter_seconds`` of random jitter. A 429 that says
   ``Retry-After`` is waited exactly that long (capped at ``max_retry_after_seconds``).
@@ -39,6 +46,7 @@ from tenacity import (
 
 from deepledger.errors import (
     EndpointUnreachableError,
+    IncompleteReplyError,
     LLMConnectionError,
     LLMError,
     RateLimitedError,
@@ -46,7 +54,7 @@ from deepledger.errors import (
 )
 from deepledger.llm.base import GenerationSettings, LLMCapabilities, LLMClient
 from deepledger.llm.tokens import TokenCounter
-from deepledger.messages import LLMResponse, Message, ToolSpec
+from deepledger.messages import LLMResponse, Message, StopReason, ToolSpec
 
 if TYPE_CHECKING:
     from deepledger.config import RetryConfig
@@ -67,6 +75,7 @@ class RetryPolicy:
     jitter_seconds: float = 1.0
     max_retry_after_seconds: float = 120.0
     unreachable_after_seconds: float = UNREACHABLE_AFTER_SECONDS
+    aborted_or_empty: bool = True  # such replies are retried (IncompleteReplyError)
 
     @classmethod
     def from_config(cls, cfg: RetryConfig) -> RetryPolicy:
@@ -77,6 +86,7 @@ class RetryPolicy:
             jitter_seconds=cfg.jitter_seconds,
             max_retry_after_seconds=cfg.max_retry_after_seconds,
             unreachable_after_seconds=cfg.unreachable_after_seconds,
+            aborted_or_empty=cfg.aborted_or_empty is not False,
         )
 
     def wait_seconds(self, state: RetryCallState) -> float:
@@ -90,6 +100,31 @@ class RetryPolicy:
             jitter=self.jitter_seconds,
         )
         return backoff(state)
+
+
+# Stops after which an empty reply is not retried: the budget or the window ran out (the
+# agent asks again with more room, or ends on the window), or the provider withheld it.
+_EMPTY_IS_AN_ANSWER = (
+    StopReason.MAX_TOKENS,
+    StopReason.CONTEXT_OVERFLOW,
+    StopReason.CONTENT_FILTER,
+)
+
+
+def incomplete(response: LLMResponse, settings: GenerationSettings | None) -> str | None:
+    """Why ``response`` is no reply at all (aborted by the server, or empty), or None.
+    An empty reply to a greedy request (temperature 0) is the reply: the same request
+    would get it again."""
+    if response.raw_stop_reason == "abort":
+        return "aborted the reply (finish_reason: abort)"
+    if settings is not None and settings.temperature == 0:
+        return None
+    message = response.message
+    said = message.content.strip() or message.tool_calls or message.thinking
+    thought = (message.reasoning or "").strip()
+    if not said and not thought and response.stop_reason not in _EMPTY_IS_AN_ANSWER:
+        return "sent an empty reply (no text, thinking or tool call)"
+    return None
 
 
 class RetryingClient(LLMClient):
@@ -127,6 +162,10 @@ class RetryingClient(LLMClient):
             first_failure: TransientLLMError | None = error
         try:
             response = await self._retried(first_failure, messages, tools, settings)
+        except IncompleteReplyError as error:
+            if error.aborted:
+                raise
+            return error.response  # empty each time: that is the model's reply
         except LLMConnectionError as error:
             if self.reached or not error.never_connected:
                 raise
@@ -154,6 +193,12 @@ class RetryingClient(LLMClient):
             self.reached = True
             raise
         self.reached = True
+        if self.policy.aborted_or_empty:
+            problem = incomplete(response, settings)
+            if problem is not None:
+                raise IncompleteReplyError(
+                    f"{self.provider} {problem}", response=response, provider=self.provider
+                )
         return response
 
     async def _retried(

@@ -162,6 +162,21 @@ class LLMCall(Event):
     failed_endpoints: list[str] = Field(default_factory=list)
 
 
+class ReplyCut(Event):
+    """A reply cut at its reply budget and asked again with more room (``agent/cut.py``,
+    agent.recovery.cut_reply_attempts): the cut reply, what it used (in the totals), the
+    budget it was cut at and the one the next attempt gets."""
+
+    event: Literal["reply_cut"] = "reply_cut"
+    turn: int | None = None  # the loop's next turn; None: a closing call
+    purpose: str | None = None  # a closing call's (as in closing_call); None: the loop's
+    attempt: int
+    max_tokens: int
+    next_max_tokens: int
+    message: MessageField
+    usage: Usage
+
+
 class LLMCallFailed(Event):
     """With llm.endpoints: a model call that failed on every attempt (a loop call: the
     task ends in error; a closing call: as its caller decides), the servers those attempts
@@ -201,6 +216,21 @@ class ToolResults(Event):
     turn: int
     calls: ToolCallsField
     results: ToolResultsField
+
+
+class ToolCallRepaired(Event):
+    """A call the model wrote wrong, run as it meant it (``tools/repair.py``,
+    agent.recovery): which call, what was repaired (``python_arguments``:
+    tool-python's arguments; ``unknown_server``: a server the agent lacks, the tool's
+    name unique), the tool named and the tool run, and what changed."""
+
+    event: Literal["tool_call_repaired"] = "tool_call_repaired"
+    turn: int
+    call_id: str
+    kind: str
+    written: str  # server.tool (or tool) as the model wrote it
+    ran: str  # server.tool that ran
+    detail: str
 
 
 class PairingProblem(TypedDict):
@@ -442,10 +472,12 @@ JournalEvent = Annotated[
     | ToolServerUnavailable
     | FirstCallSkipped
     | LLMCall
+    | ReplyCut
     | LLMCallFailed
     | EndpointMoved
     | AssistantTurn
     | ToolResults
+    | ToolCallRepaired
     | PairingRepaired
     | Rollback
     | RollbackCapReached

@@ -32,6 +32,7 @@ from deepledger.records.events import (
     Event,
     LLMCall,
     Looping,
+    ReplyCut,
     RetryStarted,
     WindowExhausted,
 )
@@ -60,8 +61,9 @@ class RunData:
     tasks: list[TaskRow] = field(default_factory=list)
     trajectories: list[list[JournalView]] = field(default_factory=list)
     # Every model call, in time order: the loop's ("loop"), the closing calls (their
-    # purpose), sub-agents' ("subagent") and those of retries a killed run left
-    # ("interrupted"), which the task's usage counts too.
+    # purpose), replies cut at their budget and asked again ("reply_cut"), sub-agents'
+    # ("subagent") and those of retries a killed run left ("interrupted"), which the
+    # task's usage counts too.
     calls: list[CallPoint] = field(default_factory=list)
     marks: list[MarkPoint] = field(default_factory=list)  # guard, compaction, looping
 
@@ -394,11 +396,19 @@ def _trajectory(
     return trajectory, calls, marks
 
 
+def _call_kind(event: LLMCall | ClosingCall | ReplyCut) -> str:
+    if isinstance(event, LLMCall):
+        return "loop"
+    if isinstance(event, ReplyCut):
+        return "reply_cut"
+    return event.purpose
+
+
 def _calls(events: list[Event], task: int, label: str, kind: str | None) -> list[CallPoint]:
     """The journal's model calls; ``kind`` overrides loop/closing-call purpose."""
     out: list[CallPoint] = []
     for event in events:
-        if not isinstance(event, LLMCall | ClosingCall):
+        if not isinstance(event, LLMCall | ClosingCall | ReplyCut):
             continue
         usage = event.usage
         out.append(
@@ -406,7 +416,7 @@ def _calls(events: list[Event], task: int, label: str, kind: str | None) -> list
                 "task": task,
                 "run": label,
                 "turn": event.turn,
-                "kind": kind or ("loop" if isinstance(event, LLMCall) else event.purpose),
+                "kind": kind or _call_kind(event),
                 "ts": event.ts,
                 "input": usage.input_tokens,
                 "cache_read": usage.cache_read_tokens,

@@ -81,7 +81,8 @@ class JournalView(TypedDict):
 
 
 class CallPoint(TypedDict):
-    """A model call: ``kind`` is loop, a closing call's purpose, subagent or interrupted."""
+    """A model call: ``kind`` is loop, a closing call's purpose, reply_cut, subagent or
+    interrupted."""
 
     task: int  # the task's index in the table
     run: str  # the journal's label

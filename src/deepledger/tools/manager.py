@@ -56,6 +56,16 @@ from deepledger.errors import DeepLedgerError, EndpointRejectedError
 from deepledger.messages import JSONObject, ToolCall, ToolResult, sorted_json
 from deepledger.store.layout import server_log
 from deepledger.tools.given_up import note_given_up
+from deepledger.tools.repair import (
+    CREATE_SANDBOX,
+    CallRepairs,
+    Repair,
+    needs_sandbox,
+    rename_code,
+    route,
+    sandbox_ids,
+    written_name,
+)
 from deepledger.tools.results import for_model, result_parts
 
 if TYPE_CHECKING:
@@ -215,6 +225,11 @@ class McpConnection:
     @property
     def ever_started(self) -> bool:
         return self._generation > 0
+
+    @property
+    def generation(self) -> int:
+        """The session's number: one more at each (re)start; state dies with a session."""
+        return self._generation
 
     @property
     def alive(self) -> bool:
@@ -670,14 +685,17 @@ class ToolManager:
         local_tools: Iterable[LocalTool] = (),
         policy: ResultPolicy | None = None,
         hidden_tools: Iterable[LocalTool] = (),
+        repairs: CallRepairs | None = None,
     ) -> TaskTools:
         """One agent's tools. ``hidden_tools`` can be called but are not offered up
-        front (the archive's reader: a result's preview says how to call it)."""
+        front (the archive's reader: a result's preview says how to call it).
+        ``repairs``: the calls written wrong it runs as meant (``tools/repair.py``)."""
         unknown = [n for n in server_names if n not in self.servers]
         if unknown:
             raise DeepLedgerError(f"tool server(s) not configured: {', '.join(unknown)}")
         tools = TaskTools(self, list(server_names), set(blacklist), list(local_tools), policy)
         tools.hidden = {(t.info.server, t.info.name): t for t in hidden_tools}
+        tools.repairs = repairs or CallRepairs()
         return tools
 
     async def aclose(self) -> None:
@@ -708,6 +726,12 @@ class TaskTools:
         self._task_scoped: dict[str, McpConnection] = {}
         self.tools: list[ToolInfo] = []
         self.unavailable: dict[str, str] = {}  # server -> why it was left out
+        self.repairs = CallRepairs()
+        self.repaired: list[Repair] = []  # since the caller last took them (take_repaired)
+        # Per server: the sandbox ids it gave out in this task (and the session they
+        # belong to), and the one a repaired call runs in.
+        self._sandboxes: dict[str, tuple[int, set[str]]] = {}
+        self._repair_sandbox: dict[str, str] = {}
 
     async def start(self) -> list[ToolInfo]:
         """Start (or join) every server; list the tools this agent may use. A server
@@ -791,21 +815,85 @@ class TaskTools:
         cfg = self.manager.servers.get(info.server) if info else None
         return (cfg.max_result_chars, cfg.preview_chars) if cfg else (0, 0)
 
+    def take_repaired(self) -> list[Repair]:
+        """The calls repaired since the last time, for the journal."""
+        repaired, self.repaired = self.repaired, []
+        return repaired
+
     async def _dispatch(self, call: ToolCall) -> ToolResult:
         if call.parse_error:
             return _error(f"Could not read the arguments of {call.name}: {call.parse_error}")
         info = self.find(call.server_name, call.name)
+        if info is None and self.repairs.unknown_server:
+            info = route(call, self.tools, list(self.unavailable))
+            if info is not None:
+                self._note(call, "unknown_server", info, f"{written_name(call)} is no tool here")
         if info is None:
             return _error(self._unknown_tool_message(call))
-        problem = schema_problem(info, call.arguments)
+        arguments = call.arguments
+        if self.repairs.python_arguments and needs_sandbox(info, self.tools):
+            repaired = await self._repair_python(call, info)
+            if isinstance(repaired, ToolResult):
+                return repaired
+            arguments = repaired
+        problem = schema_problem(info, arguments)
         if problem:
             return _error(f"Invalid arguments for {info.qualified_name}: {problem}")
         local = self.local.get((info.server, info.name)) or self.hidden.get(
             (info.server, info.name)
         )
         if local is not None:
-            return await _run_local(local, call.arguments)
-        return await self._server_call(info, encodable(call.arguments))
+            return await _run_local(local, arguments)
+        result = await self._server_call(info, encodable(arguments))
+        if info.name == CREATE_SANDBOX and not result.is_error:
+            self._known_sandboxes(info.server).update(sandbox_ids(result.content))
+        return result
+
+    def _note(self, call: ToolCall, kind: str, info: ToolInfo, detail: str) -> None:
+        self.repaired.append(Repair(call.id, kind, written_name(call), info.qualified_name, detail))
+
+    def _known_sandboxes(self, server: str) -> set[str]:
+        """The sandbox ids ``server``'s current session gave out in this task: those of
+        a session before a restart are gone with it."""
+        generation = self.manager.connection(server, self._task_scoped).generation
+        known = self._sandboxes.get(server)
+        if known is None or known[0] != generation:
+            known = (generation, set())
+            self._sandboxes[server] = known
+            self._repair_sandbox.pop(server, None)
+        return known[1]
+
+    async def _repair_python(self, call: ToolCall, info: ToolInfo) -> JSONObject | ToolResult:
+        """``call``'s arguments with tool-python's repairs (``tools/repair.py``), each
+        noted; or the error result of a sandbox that could not be created for it."""
+        arguments, renamed = rename_code(info, call.arguments)
+        done = [renamed] if renamed else []
+        given = arguments.get("sandbox_id")
+        known = self._known_sandboxes(info.server)
+        if not (isinstance(given, str) and given.strip() in known):
+            sandbox = await self._sandbox_for_repairs(info.server)
+            if isinstance(sandbox, ToolResult):
+                return sandbox
+            arguments = {**arguments, "sandbox_id": sandbox}
+            was = "no sandbox_id" if given is None else f"sandbox_id {given!r} unknown"
+            done.append(f"{was}: ran in the task's sandbox {sandbox}")
+        if done:
+            self._note(call, "python_arguments", info, "; ".join(done))
+        return arguments
+
+    async def _sandbox_for_repairs(self, server: str) -> str | ToolResult:
+        """The sandbox repaired calls run in on ``server``: made on first need."""
+        if server in self._repair_sandbox:
+            return self._repair_sandbox[server]
+        create = self.find(server, CREATE_SANDBOX)
+        assert create is not None, "needs_sandbox() found it"
+        result = await self._server_call(create, {})
+        made = sandbox_ids(result.content) if not result.is_error else []
+        if not made:
+            return _error(f"No sandbox could be created for this call: {result.content}")
+        self._known_sandboxes(server).add(made[0])
+        self._repair_sandbox[server] = made[0]
+        return made[0]
 
     async def _server_call(self, info: ToolInfo, arguments: JSONObject) -> ToolResult:
         """One call to an MCP server, answered from the run's cache when the server's

@@ -416,6 +416,10 @@ const RENDER = {
   llm_call_failed: (e) => ev("notice", `${callLabel(e)} request failed on every attempt` +
     ((e.failed_endpoints || []).length ? ` (at ${e.failed_endpoints.join(", ")})` : "") +
     (e.unsent ? ` · ${e.unsent} refused unsent, every server drained` : "") + `: ${e.error}`),
+  reply_cut: (e) => ev("notice", `${callLabel(e)} reply cut at its ${fmtInt(e.max_tokens)}-token budget (attempt ${e.attempt}): ` +
+    `asked again with ${fmtInt(e.next_max_tokens)} · ${usageText(e.usage)}`,
+    el("div", { class: "text", text: ((e.message || {}).content) || "(no text)" })),
+  tool_call_repaired: (e) => ev("notice", `turn ${e.turn}: call ${e.call_id} to ${e.written} repaired (${e.kind}): ran ${e.ran} · ${e.detail}`),
   endpoint_moved: (e) => ev("notice", `${e.turn == null ? "closing call" : `turn ${e.turn}`}: moved from ${e.from_endpoint} to ${e.to_endpoint} (${e.reason})`),
   assistant: (e) => {
     const m = e.message || {};
