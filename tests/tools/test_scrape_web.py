@@ -240,8 +240,12 @@ def _config() -> Config:
 
 
 async def test_summary_llm_variables_choose_the_extraction_model(
-    site: FakeWebServer, capsys: pytest.CaptureFixture[str]
+    site: FakeWebServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import deepledger.tools.scrape
+
+    # Each model is named once per process: start as a fresh process would.
+    monkeypatch.setattr(deepledger.tools.scrape, "_announced", set())
     cfg = _config()
     cfg.web.scraper, cfg.web.allow_private_networks = "direct", True
     agent = ScriptedLLM(["the agent's own answer"])
