@@ -189,6 +189,7 @@ from deepledger.bench.judge_rules import (
 )
 from deepledger.bench.judge_rules import show as _show
 from deepledger.bench.shortcut import same_beyond_doubt
+from deepledger.bench.verdict import NOT_ATTEMPTED
 from deepledger.config import JUDGES, JudgeName, JudgeRule  # validated with the config
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings, LLMClient
@@ -751,9 +752,6 @@ class AimeJudge(Judge):
 DEFAULT_MAX_ASKS = 3  # benchmark.judge.max_asks=null: asks per answer before unjudged
 
 
-_NOT_ATTEMPTED = "NOT_ATTEMPTED"  # SimpleQA's third label (bench/judge_rules.py)
-
-
 class LLMJudge(Judge):
     """Asks a model by one grading protocol (``bench/judge_rules.py``); an unreadable
     reply is asked again up to ``max_asks`` times, then the answer is unjudged."""
@@ -784,8 +782,8 @@ class LLMJudge(Judge):
         # No answer at all is SimpleQA's NOT_ATTEMPTED: its grader is sent every response
         # and grades an empty one C, never B (which would lower accuracy-given-attempted).
         no_answer = answer is None or not answer.strip()
-        if no_answer and judgement.correct is False and _NOT_ATTEMPTED in self.protocol.labels:
-            return replace(judgement, label=_NOT_ATTEMPTED)
+        if no_answer and judgement.correct is False and NOT_ATTEMPTED in self.protocol.labels:
+            return replace(judgement, label=NOT_ATTEMPTED)
         return judgement
 
     async def _judge(self, question: str, answer: str, ground_truth: str) -> Judgement:

@@ -295,13 +295,22 @@ def read_checklist(reply: str) -> Reading | None:
     return Reading(not missing and not extra, reason, score, label=_outcome(found, missing, extra))
 
 
+# DeepSearchQA's outcome categories: the deepsearchqa rule's labels, which its metrics
+# count (bench/protocol_metrics.py).
+FULLY_CORRECT = "FULLY_CORRECT"
+CORRECT_WITH_EXTRANEOUS = "CORRECT_WITH_EXTRANEOUS"
+PARTIALLY_CORRECT = "PARTIALLY_CORRECT"
+FULLY_INCORRECT = "FULLY_INCORRECT"
+OUTCOMES = (FULLY_CORRECT, CORRECT_WITH_EXTRANEOUS, PARTIALLY_CORRECT, FULLY_INCORRECT)
+
+
 def _outcome(found: int, missing: list[str], extra: list[str]) -> str:
     """DeepSearchQA's outcome category of a checklist."""
     if not found:
-        return "FULLY_INCORRECT"
+        return FULLY_INCORRECT
     if missing:
-        return "PARTIALLY_CORRECT"
-    return "CORRECT_WITH_EXTRANEOUS" if extra else "FULLY_CORRECT"
+        return PARTIALLY_CORRECT
+    return CORRECT_WITH_EXTRANEOUS if extra else FULLY_CORRECT
 
 
 def _show_texts(texts: list[str], limit: int = 3) -> str:
@@ -385,7 +394,7 @@ LLM_RULES: dict[JudgeRule, LLMRule] = {
         "judge_deepsearchqa.md",
         read_checklist,
         "no JSON object with a non-empty 'expected' of true/false and an 'extra' list",
-        ("FULLY_CORRECT", "CORRECT_WITH_EXTRANEOUS", "PARTIALLY_CORRECT", "FULLY_INCORRECT"),
+        OUTCOMES,
         ("expected", "extra", "reasoning"),
         scored=True,
     ),

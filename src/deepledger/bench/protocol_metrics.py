@@ -69,6 +69,13 @@ import math
 import statistics
 from collections.abc import Sequence
 
+from deepledger.bench.judge_rules import (
+    CORRECT_WITH_EXTRANEOUS,
+    FULLY_CORRECT,
+    FULLY_INCORRECT,
+    OUTCOMES,
+)
+from deepledger.bench.verdict import NOT_ATTEMPTED
 from deepledger.records.results import (
     AccuracyInterval,
     AverageAtK,
@@ -84,12 +91,6 @@ from deepledger.records.results import (
 CALIBRATION_BIN = 100  # answers per bin, as HLE's script bins them
 NO_CONFIDENCE = 100.0  # what HLE's judge writes when the response states no confidence
 MISSING = "(missing)"  # the breakdown's bucket of tasks without the field
-NOT_ATTEMPTED = "NOT_ATTEMPTED"
-CORRECT_WITH_EXTRANEOUS = "CORRECT_WITH_EXTRANEOUS"
-FULLY_INCORRECT = "FULLY_INCORRECT"
-FULLY_CORRECT = "FULLY_CORRECT"
-PARTIALLY_CORRECT = "PARTIALLY_CORRECT"
-OUTCOMES = (FULLY_CORRECT, CORRECT_WITH_EXTRANEOUS, PARTIALLY_CORRECT, FULLY_INCORRECT)
 
 
 def protocol_metrics(

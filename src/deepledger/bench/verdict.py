@@ -176,7 +176,8 @@ def _caps_word(text: str) -> bool | None:
 
 
 # SimpleQA's grades: the letter its grader asks for, or the label the letter stands for.
-GRADES = {"A": "CORRECT", "B": "INCORRECT", "C": "NOT_ATTEMPTED"}
+NOT_ATTEMPTED = "NOT_ATTEMPTED"  # read by the simpleqa rule and its metrics
+GRADES = {"A": "CORRECT", "B": "INCORRECT", "C": NOT_ATTEMPTED}
 _GRADE_LINE = re.compile(
     _LEAD + r"(?:(?:final\s+)?(?:grade|verdict|answer|label)" + _DECO + _SEP + r"[\s*_`\"'~(\[]*)?"
     r"[(\[]?(?:(?P<letter>[ABC])(?![A-Za-z0-9])(?:[*_`\"'~)\]]*\s*[:.)\-=]?[\s*_`\"'~]*"
