@@ -30,9 +30,11 @@ def site() -> Iterator[FakeWebServer]:
         yield fake
 
 
-def _scraper(mode: str = "jina", **extra: object) -> PageScraper:
+def _scraper(mode: str = "jina", jina_timeout: float = 30.0, **extra: object) -> PageScraper:
+    # A loaded machine can take seconds to answer on loopback: only the test of a silent
+    # Jina waits for the timeout, and its server stays silent far longer.
     model = ExtractionModel(ScriptedLLM(["Herons eat fish."]), GenerationSettings(), None, 8192)
-    limits = JinaLimits(timeout_seconds=0.5, max_retries=0)
+    limits = JinaLimits(timeout_seconds=jina_timeout, max_retries=0)
     return PageScraper(model, mode, True, jina_limits=limits, **extra)  # type: ignore[arg-type]
 
 
@@ -68,12 +70,12 @@ async def test_an_unreachable_or_silent_jina_falls_back_too(
     monkeypatch.setenv("JINA_API_KEY", KEY)
     with FakeWebServer({}) as hanging:
         hanging.pages["/" + site.url("/herons")] = Page(
-            lambda: iter([b"x"]), chunk_delay=5.0, content_length=False
+            lambda: iter([b"x"]), chunk_delay=120.0, content_length=False
         )
         for base, kind in ((hanging.base_url, "timed out"), ("http://127.0.0.1:9", "reach")):
             monkeypatch.setenv("JINA_BASE_URL", base)
             journal = Journal(None)
-            outcome = await _scraper().scrape_and_extract(
+            outcome = await _scraper(jina_timeout=2.0).scrape_and_extract(
                 site.url("/herons"), "diet", {}, journal, UsageLedger()
             )
             assert outcome["success"] is True, outcome
