@@ -118,6 +118,19 @@ async def test_both_failing_says_both_and_an_answer_leak_is_not_fetched_directly
     assert "answer-leak rule" in outcome["error"] and "directly" not in outcome["error"]
 
 
+async def test_a_private_address_jina_will_not_read_is_not_fetched_directly_either(
+    site: FakeWebServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JINA_API_KEY", KEY)
+    model = ExtractionModel(ScriptedLLM(["unused"]), GenerationSettings(), None, 8192)
+    guarded = PageScraper(model, "jina", False, jina_limits=JinaLimits(30.0, max_retries=0))
+    outcome = await guarded.scrape_and_extract(
+        site.url("/herons"), "diet", {}, Journal(None), UsageLedger()
+    )
+    assert outcome["success"] is False
+    assert not site.requests  # the fallback did not go round the SSRF guard
+
+
 async def test_custom_headers_reach_the_site_without_credentials_or_hop_by_hop_ones(
     site: FakeWebServer,
 ) -> None:
