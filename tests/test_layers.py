@@ -33,6 +33,7 @@ FLOORS = {
         "secret_files",
         "blocked_urls",
         "prices",
+        "lazy",
     ),
     1: ("config", "records"),
     2: ("store",),

@@ -20,6 +20,8 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
 
+__all__ = ["AGENT_TEMPLATES", "PROFILES", "PromptSet", "placeholders", "prompt_exists", "render"]
+
 PROFILES = ("default", "mirothinker")
 # The templates an agent's requests are written from, which agent.prompts_dir may
 # replace. The judge's own (benchmark.judge.template), compaction's and page
