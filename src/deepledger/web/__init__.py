@@ -11,11 +11,14 @@ reader). Exceptions::
     BlockedURLError     the SSRF guard's refusal (wrapped in FetchError by fetch)
     JinaError           the Jina reader failed: kind missing_key | blocked | auth | ...
 
-Each name is imported on first use: a tool server that needs only one part (the
-search server's ``corpus``) does not pay for the HTTP stack (httpx) the others load. The
-functions ``fetch`` and ``convert`` share their module's name, which the package holds
-once the module is imported: they are imported from ``deepledger.web.fetch`` and
-``deepledger.web.convert``.
+Importable from here: ``read_url`` and ``corpus_link``; ``Document``, ``ConvertLimits``
+and ``convert_async``; ``Fetched``, ``FetchLimits`` and ``guarded_client``;
+``jina_read`` and ``JinaLimits``; ``check_url`` and ``private_networks_allowed``; the
+four exceptions above. Each name is imported on first use: a tool server that needs
+only one part (the search server's ``corpus``) does not pay for the HTTP stack (httpx)
+the others load. The functions ``fetch`` and ``convert`` share their module's name,
+which the package holds once the module is imported: they are imported from
+``deepledger.web.fetch`` and ``deepledger.web.convert``.
 """
 
 from __future__ import annotations
