@@ -2,16 +2,17 @@
 fetches nothing, and docs/configuration.md documents every key of the schemas in
 ``deepledger.config`` with its default, and no key they do not have.
 
-The pages name only modules that exist, and the maps of the code stay whole: every
-module path README.md and docs/*.md name is there; docs/architecture.md's map names
-every module and package of ``src/deepledger`` and the README's every top-level one,
-each on the floor ``tests/test_layers.py`` enforces, whose table architecture.md copies."""
+The pages name only modules that exist, and the map of the code is the tree's: every
+module path README.md and docs/*.md name is there; docs/architecture.md's map is the one
+``scripts/code_map.py`` generates from ``src/deepledger`` (every module and package, with
+the floors ``tests/test_layers.py`` enforces, whose table architecture.md copies)."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
 import enum
+import importlib.util
 import os
 import re
 import subprocess
@@ -313,88 +314,15 @@ def test_every_module_path_the_pages_name_exists() -> None:
     assert problems == {}, "pages name modules that are not there (moved or renamed?)"
 
 
-@dataclass(frozen=True)
-class MapEntry:
-    path: str  # relative to the repository's root; a folder ends with "/"
-    line: int  # in the page
-    floor: int | None  # the floor column of a top-level module of the package
+def _code_map_script() -> typing.Any:
+    spec = importlib.util.spec_from_file_location("code_map", ROOT / "scripts" / "code_map.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-# A code map is the ```text block of a page that starts with ``src/deepledger/``: one
-# entry a line (``name``, ``a.py, b.py`` or ``folder/``), indented under its folder, and
-# what it holds further right. Names start within the first NAME_COLUMNS columns;
-# a description's continuation lines start beyond them.
-NAME_COLUMNS = 20
-MAP_NAME = re.compile(r"^[\w.-]+(?:/[\w.-]+)*(?:/|\.py)$")
-
-
-def _names(words: list[str]) -> tuple[list[str], list[str]]:
-    """The names a map line starts with (``a.py, b.py, c/``), and the words after them."""
-    names: list[str] = []
-    for i, word in enumerate(words):
-        if (i == 0 or names[-1].endswith(",")) and MAP_NAME.match(word.rstrip(",")):
-            names.append(word)
-        else:
-            return [n.rstrip(",") for n in names], words[i:]
-    return [n.rstrip(",") for n in names], []
-
-
-def code_map(text: str) -> list[MapEntry]:
-    """The entries of the page's code map, with their paths from the repository's root."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("src/deepledger/ ")), None)
-    assert start is not None and lines[start - 1] == "```text", "no code map on the page"
-    entries: list[MapEntry] = []
-    folders: list[tuple[int, str]] = []  # (indent, path) of the folders the line is in
-    for number, line in enumerate(lines[start:], start + 1):
-        if line.startswith("```"):
-            break
-        indent = len(line) - len(line.lstrip())
-        if not line.strip() or indent >= NAME_COLUMNS:
-            continue  # a description's continuation
-        names, rest = _names(line.split())
-        assert names, f"line {number}: {line.strip()!r} names nothing"
-        while folders and folders[-1][0] >= indent:
-            folders.pop()
-        parent = folders[-1][1] if folders else ""
-        top = parent == "src/deepledger/"
-        floor = int(rest[0]) if top and rest and rest[0].isdigit() else None
-        for name in names:
-            entries.append(MapEntry(parent + name, number, floor))
-        if names[-1].endswith("/"):
-            folders.append((indent, parent + names[-1]))
-    return entries
-
-
-def _package_parts(source: Path = SOURCE) -> set[str]:
-    """Every module and package of deepledger, relative to the repository's root
-    (a package as its folder, with "/")."""
-    parts = {
-        p.relative_to(ROOT).as_posix() for p in source.rglob("*.py") if p.name != "__init__.py"
-    }
-    return parts | {
-        p.parent.relative_to(ROOT).as_posix() + "/" for p in source.rglob("__init__.py")
-    }
-
-
-def map_problems(text: str, wanted: set[str], floors: dict[str, int]) -> list[str]:
-    """What a code map gets wrong: entries that are not there, modules and packages of
-    ``wanted`` it leaves out, top-level modules whose floor is not theirs."""
-    entries = code_map(text)
-    problems = [
-        f"line {e.line}: {e.path} is not there"
-        for e in entries
-        if not (ROOT / e.path).exists() or e.path.endswith("/") != (ROOT / e.path).is_dir()
-    ]
-    named = {e.path for e in entries}
-    problems += [f"not in the map: {part}" for part in sorted(wanted - named)]
-    for e in entries:
-        top = e.path.removeprefix("src/deepledger/")
-        if e.path.startswith("src/deepledger/") and top and "/" not in top.rstrip("/"):
-            floor = floors[top.rstrip("/").removesuffix(".py")]
-            if e.floor != floor:
-                problems.append(f"line {e.line}: {e.path} is on floor {floor}, not {e.floor}")
-    return problems
+code_map = _code_map_script()
 
 
 def layering_floors() -> dict[str, int]:
@@ -430,46 +358,48 @@ def test_the_architecture_page_draws_the_floors_the_layering_test_enforces() -> 
     assert floor_table(ARCHITECTURE.read_text(encoding="utf-8")) == layering_floors()
 
 
-def test_the_architecture_map_names_every_module_and_package() -> None:
-    problems = map_problems(
-        ARCHITECTURE.read_text(encoding="utf-8"), _package_parts(), layering_floors()
+def test_the_architecture_map_is_the_one_generated_from_the_tree() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    assert text == code_map.replaced(text, code_map.render()), (
+        "docs/architecture.md's map is stale: run .venv/bin/python scripts/code_map.py --write"
     )
-    assert problems == [], "docs/architecture.md's map:\n  " + "\n  ".join(problems)
 
 
-def test_the_readmes_map_names_every_top_level_module_and_package() -> None:
-    top = {p for p in _package_parts() if "/" not in p.removeprefix("src/deepledger/").rstrip("/")}
-    problems = map_problems(
-        (ROOT / "README.md").read_text(encoding="utf-8"), top, layering_floors()
-    )
-    assert problems == [], "README.md's map:\n  " + "\n  ".join(problems)
+def test_the_readme_points_to_the_map_instead_of_drawing_one() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "(docs/architecture.md#map-of-the-code)" in readme
+    assert "src/deepledger/ " not in readme  # no second map to keep true
 
 
-def test_a_stale_path_a_missing_module_and_a_wrong_floor_are_caught() -> None:
+def test_a_new_module_a_new_docstring_and_a_new_floor_change_the_map(tmp_path: Path) -> None:
+    source = tmp_path / "deepledger"
+    for path in SOURCE.rglob("*.py"):
+        copy = source / path.relative_to(SOURCE)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    layers = tmp_path / "test_layers.py"
+    layers.write_text(code_map.LAYERS_TEST.read_text(encoding="utf-8"), encoding="utf-8")
+    before = code_map.render(source, layers).splitlines()
+
+    (source / "context" / "new_thing.py").write_text('"""A new thing. Details."""\n')
+    (source / "store" / "lock.py").write_text('"""The lock, said otherwise."""\n')
+    layers.write_text(layers.read_text().replace('2: ("store",)', '2: ("store", "newtop")'))
+    (source / "newtop.py").write_text('"""A top-level module\nover two lines. More."""\n')
+    after = code_map.render(source, layers).splitlines()
+
+    assert [line for line in after if line not in before] == [
+        "    lock.py                      The lock, said otherwise.",
+        "  newtop.py                  2   A top-level module over two lines.",
+        "    new_thing.py                 A new thing.",
+    ]
+    with pytest.raises(SystemExit, match="markers"):
+        code_map.replaced("a page without the markers", "\n".join(after))
+
+
+def test_a_stale_path_and_a_floor_the_table_moved_are_caught() -> None:
     text = ARCHITECTURE.read_text(encoding="utf-8")
     assert stale_module_paths("see `llm/no_such.py` and `tests/test_docs.py`") == [
         "line 1: llm/no_such.py"
     ]
-
-    def new_problems(changed: str) -> list[str]:  # those the page as it is does not have
-        before = map_problems(text, _package_parts(), layering_floors())
-        return [
-            p for p in map_problems(changed, _package_parts(), layering_floors()) if p not in before
-        ]
-
-    renamed = text.replace("    policy.py ", "    policy_old.py ", 1)
-    assert new_problems(renamed) == [
-        f"line {_line_of(renamed, 'policy_old.py')}: src/deepledger/context/policy_old.py "
-        "is not there",
-        "not in the map: src/deepledger/context/policy.py",
-    ]
-    lowered = re.sub(r"^(  store/\s+)2 ", r"\g<1>1 ", text, count=1, flags=re.MULTILINE)
-    assert new_problems(lowered) == [
-        f"line {_line_of(lowered, '  store/ ')}: src/deepledger/store/ is on floor 2, not 1"
-    ]
     moved = text.replace("| 2 | `store` |", "| 3 | `store` |")
     assert floor_table(moved) != layering_floors()
-
-
-def _line_of(text: str, piece: str) -> int:
-    return next(n for n, line in enumerate(text.splitlines(), 1) if piece in line)

@@ -1,8 +1,11 @@
-"""The package's layering: a module imports only from its own floor or lower, and only
-the run store's layout (``store/layout.py``) spells the run directory's file names.
+"""The package's layering: a module imports only from its own floor or lower, no two
+modules import each other (directly or round a longer circle), and only the run store's
+layout (``store/layout.py``) spells the run directory's file names.
 
 Floors, bottom to top (``FLOORS``): what a floor may use is below it, so the bottom of
-the tree can be read, tested and reused without what is built on it.
+the tree can be read, tested and reused without what is built on it. A circle of
+imports ties its modules together the same way: none of them can be read, tested or
+moved without the others.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ FLOORS = {
         "secret_files",
         "blocked_urls",
         "prices",
+        "lazy",
     ),
     1: ("config", "records"),
     2: ("store",),
@@ -97,14 +101,21 @@ def imports_of(path: Path, root: Path = SOURCE) -> Iterator[Import]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
-            targets = [base]
-            if base == "deepledger":  # ``from deepledger import store``: deepledger.store
-                targets = [f"{base}.{alias.name}" for alias in node.names]
+            # ``from deepledger.store import layout`` imports deepledger.store.layout
+            targets = [_submodule(base, alias.name, root) for alias in node.names]
         else:
             continue
         for target in targets:
             if target == "deepledger" or target.startswith("deepledger."):
                 yield Import(importer, target, node.lineno)
+
+
+def _submodule(package: str, name: str, root: Path) -> str:
+    """``package.name`` when that is a module or package of the tree, else ``package``
+    (the name is one the package defines)."""
+    folder = root.joinpath(*package.split(".")[1:], name)
+    is_module = folder.with_suffix(".py").is_file() or (folder / "__init__.py").is_file()
+    return f"{package}.{name}" if package == "deepledger" or is_module else package
 
 
 def floor_of(module: str) -> int:
@@ -156,8 +167,125 @@ def test_an_upward_import_is_named_with_both_floors(tmp_path):
     problems = upward_imports(planted)
     assert len(problems) == 1
     assert problems[0].startswith(
-        "deepledger.store.layout (floor 2) imports deepledger.bench (floor 9)"
+        "deepledger.store.layout (floor 2) imports deepledger.bench.runner (floor 9)"
     )
+
+
+# -- import circles ---------------------------------------------------------------------
+#
+# Every import counts: at a module's top, inside a function, and under TYPE_CHECKING.
+# A deferred import inside a function is the usual way a circle is hidden from the
+# interpreter, not removed; and a type-only one still means the two modules cannot be
+# read or moved apart (tools/archive.py imports manager.py's tool types, manager.py names
+# archive.py's class in its annotations: the types belong in a module of their own).
+# Circles across floors cannot happen (no upward imports), so looking at the whole
+# graph finds every circle inside a package, and between modules of one floor.
+
+# Circles on main that the branches of issue 31 are removing, each with the branch's
+# change. The check fails on any circle not listed here, and on a listed one that is
+# gone: then this list must shrink (it is empty once those branches are in).
+KNOWN_CIRCLES_BEING_REMOVED = {
+    ("tools.archive", "tools.manager", "tools.repair"): "the shared tool types in tools/types.py",
+    ("bench.ray_backend", "bench.suite"): "the runner's scheduler with a backend object",
+    ("agent.orchestrator", "agent.resume"): "cycle detection in agent/cycles.py",
+    # testing/ leaves the installed package (test doubles with the tests); Reply, its
+    # shared type, is for that move to place.
+    ("testing.fake_llm_server", "testing.fake_responses"): "testing/ moved out of the wheel",
+}
+
+
+def import_graph(root: Path = SOURCE) -> dict[str, dict[str, int]]:
+    """Module -> the deepledger modules it imports, each with the line of the first
+    import (a name a package defines is an import of the package)."""
+    modules = {module_name(path, root) for path in root.rglob("*.py")}
+    graph: dict[str, dict[str, int]] = {module: {} for module in modules}
+    for path in sorted(root.rglob("*.py")):
+        for found in imports_of(path, root):
+            target = found.imported
+            while target not in modules:  # ``from deepledger import __version__``
+                target = target.rpartition(".")[0]
+            if target != found.importer:
+                graph[found.importer].setdefault(target, found.line)
+    return graph
+
+
+def circles(graph: dict[str, dict[str, int]]) -> list[tuple[str, ...]]:
+    """The strongly connected parts of ``graph`` with more than one module: each a set of
+    modules that all reach one another through imports (Tarjan's algorithm)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[tuple[str, ...]] = []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for other in graph[module]:
+            if other not in order:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], order[other])
+        if low[module] == order[module]:
+            part = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(part) > 1:
+                found.append(tuple(sorted(m.removeprefix("deepledger.") for m in part)))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return sorted(found)
+
+
+def circle_imports(graph: dict[str, dict[str, int]], circle: tuple[str, ...]) -> str:
+    """The imports that close ``circle``, for the failure message."""
+    names = {f"deepledger.{m}" for m in circle}
+    return "; ".join(
+        f"{a.removeprefix('deepledger.')}:{line} imports {b.removeprefix('deepledger.')}"
+        for a in sorted(names)
+        for b, line in sorted(graph[a].items())
+        if b in names
+    )
+
+
+def test_no_import_circle_but_the_known_ones_being_removed():
+    graph = import_graph()
+    new = [c for c in circles(graph) if c not in KNOWN_CIRCLES_BEING_REMOVED]
+    assert new == [], "import circles:\n  " + "\n  ".join(
+        f"{circle}: {circle_imports(graph, circle)}" for circle in new
+    )
+
+
+def test_the_known_circles_are_still_there():
+    """A circle a branch removed leaves KNOWN_CIRCLES_BEING_REMOVED, so that it cannot
+    come back unnoticed."""
+    found = circles(import_graph())
+    gone = [circle for circle in KNOWN_CIRCLES_BEING_REMOVED if circle not in found]
+    assert gone == [], f"no longer circles, remove them from KNOWN_CIRCLES_BEING_REMOVED: {gone}"
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "from deepledger.store.journal import Journal  # noqa",
+        "def _late():\n    from deepledger.store import journal  # noqa",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .journal import Journal",
+    ],
+)
+def test_a_planted_circle_is_found_however_it_imports(tmp_path, planted):
+    """store/journal.py imports store/files.py; files.py importing journal.py back closes
+    a circle, whether at the top, inside a function or for its annotations only."""
+    copy = tmp_path / "deepledger"
+    for path in SOURCE.rglob("*.py"):
+        target = copy / path.relative_to(SOURCE)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    files = copy / "store" / "files.py"
+    files.write_text(files.read_text() + "\n\n" + planted + "\n")
+    graph = import_graph(copy)
+    assert ("store.files", "store.journal") in circles(graph)
+    assert "store.journal:" in circle_imports(graph, ("store.files", "store.journal"))
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

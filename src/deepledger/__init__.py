@@ -1,3 +1,5 @@
 """deepledger: a deep-research agent runtime."""
 
+__all__ = ["__version__"]
+
 __version__ = "0.1.0"

@@ -1,3 +1,5 @@
+"""`python -m deepledger`: the `deepledger` command."""
+
 from deepledger.cli import main
 
 raise SystemExit(main())

@@ -1,5 +1,6 @@
-"""Averaging independent runs of one suite (``scripts/multi_run.sh``, ``deepledger report``);
-for the runs of a sweep, which differ in their settings, the same checks without the
+"""Averaging independent runs of one suite (``scripts/multi_run.sh``, ``deepledger report``).
+
+For the runs of a sweep, which differ in their settings: the same checks without the
 averages (``format_aggregate(..., averaged=False)``).
 
 ``aggregate`` reads each run directory's ``summary.json`` and reports, per metric, the

@@ -9,6 +9,10 @@ A :class:`PromptSet` picks the file for each template name: a user's own copy in
 then the prompt profile's (``mirothinker/`` holds the layout MiroThinker models are
 trained on), then ours. :meth:`PromptSet.problems` checks a user's folder before a run
 starts: every file must replace one of ours and fill exactly the placeholders it does.
+
+Importable from here: ``PromptSet``, ``render`` (one of our templates filled),
+``prompt_exists``, ``placeholders``, ``PROFILES`` and ``AGENT_TEMPLATES`` (the templates
+``agent.prompts_dir`` may replace).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
+
+__all__ = ["AGENT_TEMPLATES", "PROFILES", "PromptSet", "placeholders", "prompt_exists", "render"]
 
 PROFILES = ("default", "mirothinker")
 # The templates an agent's requests are written from, which agent.prompts_dir may

@@ -6,4 +6,34 @@
 - ``page.py`` writes the HTML file: data, charts and the viewer's script inline;
 - ``compare.py`` puts several runs side by side;
 - ``assets/`` holds the viewer's stylesheet and script.
+
+What a user imports from here: ``write_run_report`` (one run's report.html),
+``write_comparison`` (comparison.html of several runs) and ``RunData`` (a run directory
+read). Each is imported on first use: altair is loaded only when a report is written.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from deepledger.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from deepledger.report.collect import RunData
+    from deepledger.report.compare import write_comparison
+    from deepledger.report.page import write_run_report
+
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "collect": ("RunData",),
+        "compare": ("write_comparison",),
+        "page": ("write_run_report",),
+    },
+)
+
+__all__ = [
+    "RunData",
+    "write_comparison",
+    "write_run_report",
+]

@@ -11,39 +11,39 @@ reader). Exceptions::
     BlockedURLError     the SSRF guard's refusal (wrapped in FetchError by fetch)
     JinaError           the Jina reader failed: kind missing_key | blocked | auth | ...
 
-Each name is imported on first use: a tool server that needs only one part (the
-search server's ``corpus``) does not pay for the HTTP stack (httpx) the others load.
+Importable from here: ``read_url`` and ``corpus_link``; ``Document``, ``ConvertLimits``
+and ``convert_async``; ``Fetched``, ``FetchLimits`` and ``guarded_client``;
+``jina_read`` and ``JinaLimits``; ``check_url`` and ``private_networks_allowed``; the
+four exceptions above. Each name is imported on first use: a tool server that needs
+only one part (the search server's ``corpus``) does not pay for the HTTP stack (httpx)
+the others load. The functions ``fetch`` and ``convert`` share their module's name,
+which the package holds once the module is imported: they are imported from
+``deepledger.web.fetch`` and ``deepledger.web.convert``.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from deepledger.lazy import lazy_exports
+
 if TYPE_CHECKING:
-    from deepledger.web.convert import ContentError, ConvertLimits, Document, convert, convert_async
-    from deepledger.web.fetch import Fetched, FetchError, FetchLimits, fetch, guarded_client
+    from deepledger.web.convert import ContentError, ConvertLimits, Document, convert_async
+    from deepledger.web.fetch import Fetched, FetchError, FetchLimits, guarded_client
     from deepledger.web.jina import JinaError, JinaLimits, jina_read
     from deepledger.web.pages import corpus_link, read_url
     from deepledger.web.ssrf import BlockedURLError, check_url, private_networks_allowed
 
-_MODULE_OF = {
-    **dict.fromkeys(
-        ("ContentError", "ConvertLimits", "Document", "convert", "convert_async"), "convert"
-    ),
-    **dict.fromkeys(("Fetched", "FetchError", "FetchLimits", "fetch", "guarded_client"), "fetch"),
-    **dict.fromkeys(("JinaError", "JinaLimits", "jina_read"), "jina"),
-    **dict.fromkeys(("corpus_link", "read_url"), "pages"),
-    **dict.fromkeys(("BlockedURLError", "check_url", "private_networks_allowed"), "ssrf"),
-}
-
-
-def __getattr__(name: str) -> object:
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module 'deepledger.web' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"deepledger.web.{_MODULE_OF[name]}"), name)
-    globals()[name] = value  # the next lookup is a plain one
-    return value
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "convert": ("ContentError", "ConvertLimits", "Document", "convert_async"),
+        "fetch": ("Fetched", "FetchError", "FetchLimits", "guarded_client"),
+        "jina": ("JinaError", "JinaLimits", "jina_read"),
+        "pages": ("corpus_link", "read_url"),
+        "ssrf": ("BlockedURLError", "check_url", "private_networks_allowed"),
+    },
+)
 
 
 __all__ = [
@@ -57,10 +57,8 @@ __all__ = [
     "JinaError",
     "JinaLimits",
     "check_url",
-    "convert",
     "convert_async",
     "corpus_link",
-    "fetch",
     "guarded_client",
     "jina_read",
     "private_networks_allowed",
