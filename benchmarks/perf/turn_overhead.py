@@ -95,7 +95,7 @@ async def measure(turns: int, journal_dir: Path) -> list[float]:
         protocol=XmlProtocol(),
         settings=settings,
         system_prompt="sys",
-        limits=LoopLimits(max_turns=turns + 5, max_context_length=10**9, keep_tool_result=5),
+        limits=LoopLimits(max_turns=turns + 5),
         finalizer=AnswerGenerator(AnswerPolicy(), summary_prompt="summarize"),
         journal=journal,
         policy=policy,

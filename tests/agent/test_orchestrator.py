@@ -284,7 +284,7 @@ async def test_the_journal_survives_what_models_write(tmp_path):
         llm,
         tools,
         XmlProtocol(),
-        LoopLimits(5, 100_000),
+        LoopLimits(5),
         AnswerGenerator(AnswerPolicy(), summary_prompt="sum"),
         journal,
         system_prompt="s",

@@ -79,7 +79,7 @@ async def record_run(run_dir: Path, *overrides: str, tasks: int = 2, turns: int 
             ScriptedLLM(responder=researcher(turns + n)),
             tools,
             make_protocol(cfg.agent.tool_protocol),
-            LoopLimits(20, cfg.llm.max_context_length, cfg.agent.keep_tool_result),
+            LoopLimits(20),
             AnswerGenerator(
                 AnswerPolicy(max_final_answer_retries=1),
                 summary_prompt=summary_prompt(cfg.benchmark.answer_format or ""),
@@ -88,6 +88,8 @@ async def record_run(run_dir: Path, *overrides: str, tasks: int = 2, turns: int 
             settings=GenerationSettings(max_tokens=cfg.llm.max_tokens),
             system_prompt="You research. " * 50,
             context=context,
+            window=cfg.llm.max_context_length,
+            keep=cfg.agent.keep_tool_result,
         )
         await orchestrator.run(f"Question {n}?")
         journal.close()

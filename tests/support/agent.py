@@ -55,7 +55,7 @@ async def make(llm, *, protocol=None, max_turns=10, window=100_000, keep=-1, cap
         llm,
         tools,
         protocol or XmlProtocol(),
-        LoopLimits(max_turns, window, keep, cap),
+        LoopLimits(max_turns, cap),
         AnswerGenerator(
             AnswerPolicy(max_final_answer_retries=1),
             summary_prompt="Answer now in \\boxed{}.",
@@ -64,6 +64,8 @@ async def make(llm, *, protocol=None, max_turns=10, window=100_000, keep=-1, cap
         settings=GenerationSettings(max_tokens=100),
         system_prompt="sys",
         context=context,
+        window=window,
+        keep=keep,
     )
     return orchestrator, journal
 
@@ -79,20 +81,22 @@ def loop(
     settings: GenerationSettings | None = None,
     system_prompt: str = "sys",
     context: ContextStrategy | None = None,
+    window: int = 100_000,
+    keep: int = -1,
     ledger: UsageLedger | None = None,
 ) -> Orchestrator:
     """The turn loop of ``llm`` with the policy an agent of the runner gets: ``context``
-    (default: keep every message) with ``limits.keep_tool_result``, guarded against a
-    window of ``limits.max_context_length``, compaction notes from ``llm`` recorded in
-    the loop's ``ledger``."""
+    (default: keep every message) with ``keep`` as keep_tool_result, guarded against a
+    window of ``window`` tokens, compaction notes from ``llm`` recorded in the loop's
+    ``ledger``."""
     settings = settings or GenerationSettings()
     ledger = ledger if ledger is not None else UsageLedger()
     policy = ContextPolicy.for_model(
         context,
-        keep_tool_result=limits.keep_tool_result,
+        keep_tool_result=keep,
         llm=llm,
         settings=settings,
-        window=ContextWindow(limits.max_context_length),
+        window=ContextWindow(window),
         summary_prompt=finalizer.summary_prompt,
         journal=journal,
         ledger=ledger,

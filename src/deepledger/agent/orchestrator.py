@@ -26,7 +26,7 @@ The same class runs the main agent and every sub-agent; only its inputs differ.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from deepledger.agent.answer import AnswerGenerator
 from deepledger.agent.ask import TurnAsk
@@ -36,8 +36,9 @@ from deepledger.agent.cycles import note_reply, reply_key
 from deepledger.agent.limits import TaskBudget
 from deepledger.agent.overflow import WindowEnd
 from deepledger.agent.resume import CYCLE_STATE, Rebuilt, lost_state_note
-from deepledger.agent.rollback import RollbackReason, call_key, review_reply
+from deepledger.agent.rollback import RollbackReason, review_reply
 from deepledger.agent.state import RunState
+from deepledger.agent.tool_turn import run_calls
 from deepledger.config import MAX_CYCLE_REPEATS
 from deepledger.context.policy import ContextPolicy
 from deepledger.llm.base import GenerationSettings, LLMClient
@@ -48,7 +49,6 @@ from deepledger.messages import (
     LLMResponse,
     Message,
     StopReason,
-    ToolResult,
     Usage,
 )
 from deepledger.records.events import (
@@ -61,8 +61,6 @@ from deepledger.records.events import (
     RollbackRepeated,
     TaskFinished,
     TaskStarted,
-    ToolCallRepaired,
-    ToolResults,
 )
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import TaskTools
@@ -71,9 +69,10 @@ from deepledger.tools.protocol import ForcedCall, ParsedCalls, ToolProtocol, spe
 
 @dataclass(frozen=True)
 class LoopLimits:
+    """When the loop stops or stops asking again (the window and what each request
+    keeps are the context policy's)."""
+
     max_turns: int
-    max_context_length: int
-    keep_tool_result: int = -1
     max_consecutive_rollbacks: int = 5
     # A cycle of turns gone round this many more times after its first round ends the
     # loop as looping (agent.main_agent.max_cycle_repeats).
@@ -94,6 +93,11 @@ def end_without_calls(reply: Message, stop: StopReason) -> EndReason:
 
 
 class Orchestrator:
+    """One agent's turn loop (the main agent's or a sub-agent's): what it asks with
+    (``llm``, ``settings``, ``tools`` as ``protocol`` declares them, ``system_prompt``),
+    when it stops (``limits``, ``budget``), what each request sends (``policy``), where
+    it writes (``journal``, ``ledger``), and who answers after it (``finalizer``)."""
+
     def __init__(
         self,
         *,
@@ -356,35 +360,15 @@ class Orchestrator:
         return boxed
 
     async def _run_tools(self, state: RunState, parsed: ParsedCalls) -> None:
-        # The reply that asks for the calls, and its usage, on file before they act.
-        self.journal.flush()
-        # One after another: a stateful tool (python) must see its calls in order.
-        results = [await self.tools.call(call) for call in parsed.calls]
-        for repair in self.tools.take_repaired():  # run as meant (tools/repair.py)
-            self.journal.write(
-                ToolCallRepaired(
-                    turn=state.turn,
-                    call_id=repair.call_id,
-                    kind=repair.kind,
-                    written=repair.written,
-                    ran=repair.ran,
-                    detail=repair.detail,
-                )
-            )
-        results += [
-            ToolResult(f"t{state.turn}m{i}", f"Tool call not run: {why}", is_error=True)
-            for i, why in enumerate(parsed.malformed, start=1)
-        ]
-        if self._lost_state_note is not None and results:
-            last = results[-1]
-            results[-1] = replace(last, content=f"{last.content}\n\n{self._lost_state_note}")
+        results = await run_calls(
+            state,
+            parsed,
+            tools=self.tools,
+            protocol=self.protocol,
+            journal=self.journal,
+            note=self._lost_state_note,
+        )
+        if results:  # the note went out with them
             self._lost_state_note = None
-        for call, result in zip(parsed.calls, results, strict=False):
-            key = call_key(call)
-            if key is not None and not result.is_error:  # a failed call may be retried
-                state.seen_call_keys.add(key)
-        state.tool_calls += len(parsed.calls)
-        state.history.append(self.protocol.results_message(results, list(parsed.calls)))
-        self.journal.write(ToolResults(turn=state.turn, calls=parsed.calls, results=results))
         reply, answered = state.history[-2:]  # the reply _keep_reply kept, these results
         self._note_reply(state, reply, answered, state.turn)

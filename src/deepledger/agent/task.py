@@ -300,8 +300,6 @@ class AgentFactory:
         limits = LoopLimits(
             # llm.max_turns: the model's own cap, whatever the agent preset allows.
             max_turns=min(role.max_turns, llm.max_turns or role.max_turns),
-            max_context_length=self.cfg.llm.max_context_length,
-            keep_tool_result=agent.keep_tool_result,
             max_consecutive_rollbacks=role.max_consecutive_rollbacks,
             max_cycle_repeats=(
                 MAX_CYCLE_REPEATS if role.max_cycle_repeats is None else role.max_cycle_repeats
