@@ -187,7 +187,6 @@ def test_an_upward_import_is_named_with_both_floors(tmp_path):
 KNOWN_CIRCLES_BEING_REMOVED = {
     ("tools.archive", "tools.manager", "tools.repair"): "the shared tool types in tools/types.py",
     ("bench.ray_backend", "bench.suite"): "the runner's scheduler with a backend object",
-    ("agent.orchestrator", "agent.resume"): "cycle detection in agent/cycles.py",
     # testing/ leaves the installed package (test doubles with the tests); Reply, its
     # shared type, is for that move to place.
     ("testing.fake_llm_server", "testing.fake_responses"): "testing/ moved out of the wheel",

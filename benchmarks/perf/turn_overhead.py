@@ -20,9 +20,12 @@ from pathlib import Path
 
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
+from deepledger.context.guard import ContextWindow
+from deepledger.context.policy import ContextPolicy
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM, reply
 from deepledger.llm.tokens import default_counter
+from deepledger.llm.usage import UsageLedger
 from deepledger.messages import Usage
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
@@ -71,15 +74,32 @@ async def measure(turns: int, journal_dir: Path) -> list[float]:
     )
     await tools.start()
     journal = Journal(journal_dir / "journal.jsonl")
+    llm, settings, ledger = (
+        scripted_model(turns, clock),
+        GenerationSettings(max_tokens=1000),
+        UsageLedger(),
+    )
+    policy = ContextPolicy.for_model(
+        None,
+        keep_tool_result=5,
+        llm=llm,
+        settings=settings,
+        window=ContextWindow(10**9),
+        summary_prompt="summarize",
+        journal=journal,
+        ledger=ledger,
+    )
     orchestrator = Orchestrator(
-        llm=scripted_model(turns, clock),
+        llm=llm,
         tools=tools,
         protocol=XmlProtocol(),
-        settings=GenerationSettings(max_tokens=1000),
+        settings=settings,
         system_prompt="sys",
-        limits=LoopLimits(max_turns=turns + 5, max_context_length=10**9, keep_tool_result=5),
+        limits=LoopLimits(max_turns=turns + 5),
         finalizer=AnswerGenerator(AnswerPolicy(), summary_prompt="summarize"),
         journal=journal,
+        policy=policy,
+        ledger=ledger,
     )
     overheads: list[float] = []
     real_turn = orchestrator._turn

@@ -83,6 +83,23 @@ async def test_off_falls_back_to_the_intermediate_answer(end):
     assert state.post_mortem is None  # no retry follows: nothing to write it for
 
 
+async def test_a_limit_read_from_the_state_makes_one_closing_call_and_no_post_mortem():
+    # No retry follows a task limit or the run's budget: the generator reads that from
+    # how the loop ended, whatever policy it was built with (which stays as it was).
+    state = ended(EndReason.LIMIT)
+    llm = ScriptedLLM(["no box"])  # one call: a second finds the script exhausted
+    generator = AnswerGenerator(ON, summary_prompt=summary_prompt("Give metres."))
+    journal = Journal(None)
+    await generator.finalize(state, llm, GenerationSettings(), journal, ContextPolicy())
+    llm.assert_consumed()
+    assert (state.final_answer, state.provenance) == (
+        "early guess",
+        Provenance.INTERMEDIATE_FALLBACK,
+    )
+    assert state.post_mortem is None and not journal.of(PostMortem)
+    assert generator.policy is ON
+
+
 async def test_off_with_nothing_to_fall_back_on_is_none():
     state = ended(FINISHED, intermediate=())
     await finalize(OFF, state, ScriptedLLM(["no", "no", "no"]))

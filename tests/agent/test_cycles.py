@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from deepledger.agent.answer import AnswerPolicy
-from deepledger.agent.orchestrator import reply_key
+from deepledger.agent.cycles import reply_key
 from deepledger.agent.rollback import RollbackReason
 from deepledger.agent.state import Provenance
 from deepledger.agent.task import AgentFactory

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy
-from deepledger.agent.orchestrator import LoopLimits, Orchestrator
+from deepledger.agent.orchestrator import LoopLimits
 from deepledger.agent.rollback import RollbackReason
 from deepledger.agent.state import Provenance
 from deepledger.context.compaction import Compaction
@@ -16,7 +16,6 @@ from deepledger.context.policy import ContextPolicy
 from deepledger.context.strategy import RoundWindow
 from deepledger.context.trim import OMITTED_PLACEHOLDER
 from deepledger.errors import ContextOverflowError
-from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM, reply
 from deepledger.messages import EndReason, MessageKind, StopReason, ToolCall, Usage
 from deepledger.records.events import (
@@ -33,7 +32,7 @@ from deepledger.records.events import (
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
 from deepledger.tools.protocol import NativeProtocol, XmlProtocol
-from tests.support.agent import LOOKUP_SCHEMA, CharCountingLLM, call, lookup, make, restate
+from tests.support.agent import LOOKUP_SCHEMA, CharCountingLLM, call, lookup, loop, make, restate
 
 
 async def test_multi_turn_task_ends_when_the_model_answers_without_tools():
@@ -281,15 +280,14 @@ async def test_the_journal_survives_what_models_write(tmp_path):
     )
     await tools.start()
     journal = Journal(tmp_path / "j.jsonl")
-    orchestrator = Orchestrator(
-        llm=llm,
-        tools=tools,
-        protocol=XmlProtocol(),
-        settings=GenerationSettings(),
-        limits=LoopLimits(5, 100_000),
+    orchestrator = loop(
+        llm,
+        tools,
+        XmlProtocol(),
+        LoopLimits(5),
+        AnswerGenerator(AnswerPolicy(), summary_prompt="sum"),
+        journal,
         system_prompt="s",
-        finalizer=AnswerGenerator(AnswerPolicy(), summary_prompt="sum"),
-        journal=journal,
     )
     state = await orchestrator.run("task")
     journal.close()

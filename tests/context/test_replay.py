@@ -13,7 +13,7 @@ import genai_prices
 import pytest
 
 from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_prompt
-from deepledger.agent.orchestrator import LoopLimits, Orchestrator
+from deepledger.agent.orchestrator import LoopLimits
 from deepledger.bench.economics import economics_line, token_economics
 from deepledger.bench.replay import RecordedRun, run_replay
 from deepledger.config import CUT_BATCH, as_record
@@ -30,6 +30,7 @@ from deepledger.records.parts import message_from_record, result_from_record
 from deepledger.store.journal import Journal
 from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
 from deepledger.tools.protocol import make_protocol
+from tests.support.agent import loop
 from tests.support.cli import deepledger
 from tests.support.config import composed
 
@@ -74,19 +75,21 @@ async def record_run(run_dir: Path, *overrides: str, tasks: int = 2, turns: int 
         await tools.start()
         journal = Journal(run_dir / "tasks" / f"task-{n}" / "attempt-1-retry-0.jsonl")
         context = make_strategy(cfg.agent.context)
-        orchestrator = Orchestrator(
-            llm=ScriptedLLM(responder=researcher(turns + n)),
-            tools=tools,
-            protocol=make_protocol(cfg.agent.tool_protocol),
-            settings=GenerationSettings(max_tokens=cfg.llm.max_tokens),
-            system_prompt="You research. " * 50,
-            limits=LoopLimits(20, cfg.llm.max_context_length, cfg.agent.keep_tool_result),
-            finalizer=AnswerGenerator(
+        orchestrator = loop(
+            ScriptedLLM(responder=researcher(turns + n)),
+            tools,
+            make_protocol(cfg.agent.tool_protocol),
+            LoopLimits(20),
+            AnswerGenerator(
                 AnswerPolicy(max_final_answer_retries=1),
                 summary_prompt=summary_prompt(cfg.benchmark.answer_format or ""),
             ),
-            journal=journal,
+            journal,
+            settings=GenerationSettings(max_tokens=cfg.llm.max_tokens),
+            system_prompt="You research. " * 50,
             context=context,
+            window=cfg.llm.max_context_length,
+            keep=cfg.agent.keep_tool_result,
         )
         await orchestrator.run(f"Question {n}?")
         journal.close()

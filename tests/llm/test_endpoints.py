@@ -35,6 +35,7 @@ from deepledger.llm.base import GenerationSettings
 from deepledger.llm.endpoints import (
     DRAIN_AFTER_FAILURES,
     RoutedClient,
+    RouterEvents,
     failed_call,
     ranked,
     route_key,
@@ -384,6 +385,27 @@ async def test_a_call_failing_everywhere_keeps_its_moves_for_the_journal():
     assert isinstance(moved, EndpointMoved) and moved.turn == 4
     assert (moved.from_endpoint, moved.to_endpoint) == (order[0], order[1])
     assert isinstance(failed, LLMCallFailed) and failed.failed_endpoints == order[:2]
+
+
+async def test_the_router_s_lines_reach_the_observer_a_caller_gives_its_hook():
+    # A caller tells the hook its call answered or failed; the observer (the agent's
+    # journal write) gets the lines routed_events and failed_call make, in that order.
+    heard: list[object] = []
+    hook = RouterEvents(heard.append)
+    call = LLMCall(turn=2, usage=Usage(1, 1))
+    routing = Routing(URLS[0], 0.5, moves=(EndpointMove(URLS[1], URLS[0], "x"),))
+    hook.answered(call, routing)
+    assert heard == routed_events(call, routing)
+    heard.clear()
+    backends = clients()
+    router = RoutedClient(backends, drain_after=1, clock=Clock())
+    with routed_as("t", 1):
+        for backend in backends.values():
+            backend._responder = failing(bad_gateway())
+        assert await ask(router) is None
+        hook.failed(3, TransientLLMError("gave up"), "summary")
+    (failed,) = heard
+    assert isinstance(failed, LLMCallFailed) and (failed.turn, failed.purpose) == (3, "summary")
 
 
 async def test_a_failed_notes_call_journals_its_servers_and_leaves_none_to_the_next_call():

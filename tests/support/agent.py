@@ -6,12 +6,16 @@ from deepledger.agent.answer import AnswerGenerator, AnswerPolicy
 from deepledger.agent.boxed import last_boxed
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.state import RunState
-from deepledger.llm.base import GenerationSettings
+from deepledger.context.guard import ContextWindow
+from deepledger.context.policy import ContextPolicy
+from deepledger.context.strategy import ContextStrategy
+from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.scripted import ScriptedLLM
+from deepledger.llm.usage import UsageLedger
 from deepledger.messages import MessageKind
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
-from deepledger.tools.protocol import XmlProtocol
+from deepledger.tools.manager import LocalTool, TaskTools, ToolInfo, ToolManager
+from deepledger.tools.protocol import ToolProtocol, XmlProtocol
 
 LOOKUP_SCHEMA = {
     "type": "object",
@@ -47,21 +51,68 @@ async def make(llm, *, protocol=None, max_turns=10, window=100_000, keep=-1, cap
     )
     await tools.start()
     journal = Journal(None)
-    orchestrator = Orchestrator(
-        llm=llm,
-        tools=tools,
-        protocol=protocol or XmlProtocol(),
-        settings=GenerationSettings(max_tokens=100),
-        system_prompt="sys",
-        limits=LoopLimits(max_turns, window, keep, cap),
-        finalizer=AnswerGenerator(
+    orchestrator = loop(
+        llm,
+        tools,
+        protocol or XmlProtocol(),
+        LoopLimits(max_turns, cap),
+        AnswerGenerator(
             AnswerPolicy(max_final_answer_retries=1),
             summary_prompt="Answer now in \\boxed{}.",
         ),
-        journal=journal,
+        journal,
+        settings=GenerationSettings(max_tokens=100),
+        system_prompt="sys",
         context=context,
+        window=window,
+        keep=keep,
     )
     return orchestrator, journal
+
+
+def loop(
+    llm: LLMClient,
+    tools: TaskTools,
+    protocol: ToolProtocol,
+    limits: LoopLimits,
+    finalizer: AnswerGenerator,
+    journal: Journal,
+    *,
+    settings: GenerationSettings | None = None,
+    system_prompt: str = "sys",
+    context: ContextStrategy | None = None,
+    window: int = 100_000,
+    keep: int = -1,
+    ledger: UsageLedger | None = None,
+) -> Orchestrator:
+    """The turn loop of ``llm`` with the policy an agent of the runner gets: ``context``
+    (default: keep every message) with ``keep`` as keep_tool_result, guarded against a
+    window of ``window`` tokens, compaction notes from ``llm`` recorded in the loop's
+    ``ledger``."""
+    settings = settings or GenerationSettings()
+    ledger = ledger if ledger is not None else UsageLedger()
+    policy = ContextPolicy.for_model(
+        context,
+        keep_tool_result=keep,
+        llm=llm,
+        settings=settings,
+        window=ContextWindow(window),
+        summary_prompt=finalizer.summary_prompt,
+        journal=journal,
+        ledger=ledger,
+    )
+    return Orchestrator(
+        llm=llm,
+        tools=tools,
+        protocol=protocol,
+        settings=settings,
+        limits=limits,
+        system_prompt=system_prompt,
+        finalizer=finalizer,
+        journal=journal,
+        policy=policy,
+        ledger=ledger,
+    )
 
 
 class CharCountingLLM(ScriptedLLM):
@@ -78,9 +129,6 @@ async def finalize_in(
     window: int, policy: AnswerPolicy, state: RunState, llm: ScriptedLLM
 ) -> Journal:
     """Finalize ``state`` within a context window of ``window`` tokens."""
-    from deepledger.context.guard import ContextWindow
-    from deepledger.context.policy import ContextPolicy
-
     journal = Journal(None)
     generator = AnswerGenerator(policy, summary_prompt="Answer in \\boxed{}.")
     settings = GenerationSettings(max_tokens=100)

@@ -1,7 +1,8 @@
 """The agent: one attempt at a task, from the task message to the final answer.
 
 ``Orchestrator`` (orchestrator.py) runs the turn loop over a ``RunState``
-(state.py), with rollbacks (rollback.py) and budgets (limits.py); ``AnswerGenerator``
+(state.py), each step in a module of its own (ask.py, tool_turn.py, overflow.py,
+cycles.py, rollback.py, cut.py) and budgets in limits.py; ``AnswerGenerator``
 (answer.py) turns the loop's end into a final answer or a post-mortem;
 ``AgentFactory`` (task.py) wires a task's tools, prompt and sub-agents. Those four are
 importable from here, each on first use.

@@ -59,7 +59,7 @@ exception: without it the attempt still has its outcome, so a refused one is sim
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from deepledger.agent.boxed import answer_box
 from deepledger.agent.cut import CutRetry, generate_with_room
@@ -74,7 +74,7 @@ from deepledger.context.guard import (
 from deepledger.context.policy import ContextPolicy
 from deepledger.errors import ContextOverflowError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
-from deepledger.llm.endpoints import failed_call, routed_events
+from deepledger.llm.endpoints import RouterEvents
 from deepledger.messages import (
     EndReason,
     LLMResponse,
@@ -193,7 +193,7 @@ class AnswerGenerator:
         if not self.boxed:
             await self._report(state, call)
             return
-        policy = self.policy
+        policy = self.policy_for(state)
         # Out of turns, out of window, looping (or a limit, which makes this the final
         # retry): the loop stopped the model, the model did not stop. A reply cut at
         # llm.max_tokens or empty (cut_or_empty) stopped it without an answer either.
@@ -202,16 +202,25 @@ class AnswerGenerator:
         if managed and exhausted:
             journal.write(AnswerSkipped(reason="context management on, loop exhausted"))
         else:
-            await self._generate(state, call)
+            await self._generate(state, call, policy.max_final_answer_retries)
             if state.final_answer is None and not managed:
                 self._fall_back(state)
         journal.write(FinalAnswer(answer=state.final_answer, provenance=state.provenance))
         if state.final_answer is None and managed and policy.retry_with_summary:
             await self._post_mortem(state, call, llm.capabilities.prefill)
 
-    async def _generate(self, state: RunState, call: _Caller) -> None:
+    def policy_for(self, state: RunState) -> AnswerPolicy:
+        """The policy for the loop's end in ``state``. A task limit or the run's budget
+        (end reason ``limit``) is followed by no retry, so no post-mortem: it is the final
+        retry, and one closing call answers, falling back to the last intermediate box
+        (what the final retry does, in one try)."""
+        if state.end_reason is not EndReason.LIMIT:
+            return self.policy
+        return replace(self.policy, is_final_retry=True, max_final_answer_retries=1)
+
+    async def _generate(self, state: RunState, call: _Caller, retries: int) -> None:
         prompts = [Message.injected(self.summary_prompt)]
-        attempts = max(1, self.policy.max_final_answer_retries)
+        attempts = max(1, retries)
         for attempt in range(attempts):
             # The last chance, when the provider continues a prefill: the reply starts
             # inside the box, so even a model that never boxes gives an answer.
@@ -322,8 +331,7 @@ class _Caller:
                 self._after_refusal(exc, request, purpose)
                 continue
             except LLMError as exc:  # llm.endpoints: its servers' errors, not the next call's
-                for event in failed_call(None, exc, purpose):
-                    self.journal.write(event)
+                RouterEvents(self.journal.write).failed(None, exc, purpose)
                 raise
             break
         self.state.ledger.record(response)
@@ -335,8 +343,7 @@ class _Caller:
             usage=response.usage,
             stop_reason=response.stop_reason,
         )
-        for event in routed_events(closing, response.routing):  # llm.endpoints: where it went
-            self.journal.write(event)
+        RouterEvents(self.journal.write).answered(closing, response.routing)
         return response
 
     def _fits(self, messages: list[Message]) -> tuple[bool, int]:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from deepledger.agent.orchestrator import reply_key
+from deepledger.agent.cycles import reply_key
 from deepledger.agent.rollback import Rollback, RollbackReason, call_key
 from deepledger.agent.state import RunState
 from deepledger.context.compaction import Compaction

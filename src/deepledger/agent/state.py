@@ -24,7 +24,7 @@ class Provenance(StrEnum):
 class ReplyKey:
     """One reply of the loop as the cycle check compares it: a digest of the reply and
     what came of it (its tool results, or the reason it was rolled back), call ids
-    replaced by the calls' places in the reply (see ``orchestrator.reply_key``)."""
+    replaced by the calls' places in the reply (see ``cycles.reply_key``)."""
 
     digest: bytes
     turn: int  # the turn it was kept as; a rolled-back reply: the turn it was asked for

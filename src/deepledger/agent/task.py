@@ -234,7 +234,7 @@ class AgentFactory:
                     journal.write(unavailable)
             orchestrator = self._orchestrator(role, tools, journal, prompts, ledger, memory, point)
             if point is None:
-                return await orchestrator.run(text, ledger, task_images)
+                return await orchestrator.run(text, task_images)
             rebuilt = await rebuild(
                 point,
                 protocol=orchestrator.protocol,
@@ -248,7 +248,7 @@ class AgentFactory:
                 return rebuilt
             scopes = {name: str(cfg.scope) for name, cfg in self.manager.servers.items()}
             rebuilt.lost_tool_state = stateful_servers(list(tools.server_names), scopes)
-            return await orchestrator.run(text, ledger, task_images, rebuilt)
+            return await orchestrator.run(text, task_images, rebuilt)
         finally:
             await tools.aclose()
             if scratch is not None:
@@ -300,8 +300,6 @@ class AgentFactory:
         limits = LoopLimits(
             # llm.max_turns: the model's own cap, whatever the agent preset allows.
             max_turns=min(role.max_turns, llm.max_turns or role.max_turns),
-            max_context_length=self.cfg.llm.max_context_length,
-            keep_tool_result=agent.keep_tool_result,
             max_consecutive_rollbacks=role.max_consecutive_rollbacks,
             max_cycle_repeats=(
                 MAX_CYCLE_REPEATS if role.max_cycle_repeats is None else role.max_cycle_repeats
@@ -330,8 +328,8 @@ class AgentFactory:
             system_prompt=system,
             finalizer=finalizer,
             journal=journal,
-            price=self.price,
             policy=context,
+            ledger=ledger,
             first_call=self._first_call(protocol, tools, journal, point),
             budget=self.budget,
         )

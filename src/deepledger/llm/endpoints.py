@@ -31,9 +31,13 @@ every HTTP attempt is routed on its own and its outcome seen here.
   this router: each process (each Ray worker) and each model preset (the judge's, the
   notes', the extraction model's) has its own.
 - **Journal.** Each reply carries a :class:`~deepledger.messages.Routing` (the endpoint,
-  its latency, the endpoints of the attempts that failed before it, the moves); the
-  orchestrator writes it with the call (:func:`routed_events`). A call that failed on
-  every attempt gets an ``llm_call_failed`` line instead (:func:`failed_call`).
+  its latency, the endpoints of the attempts that failed before it, the moves). A caller
+  does not read it: it tells a :class:`RouterEvents` (the hook this layer offers, made
+  with an observer, the caller's journal write) that its call answered or failed, and
+  the hook hands the observer the router's lines for that call: a line for each move,
+  then the call's own line with where it went (:func:`routed_events`), or an
+  ``llm_call_failed`` line when it failed on every attempt (:func:`failed_call`). A new
+  router event is written here and in the journal's records; no caller changes.
 
 URLs are journaled as configured; ``config.validate`` refuses one with credentials, a
 query or a fragment (a key belongs in ``llm.api_key_env``).
@@ -407,3 +411,25 @@ def failed_call(turn: int | None, error: LLMError, purpose: str | None = None) -
         error=str(error),
     )
     return [*moves, failed]
+
+
+class RouterEvents:
+    """The hook through which the router's moves reach a journal: ``observer`` is handed
+    each line, in the journal's order (the agent and context layers pass their journal's
+    write). Without ``llm.endpoints`` a call's line is handed on as it is."""
+
+    def __init__(self, observer: Callable[[Event], None]) -> None:
+        self.observer = observer
+
+    def answered(self, call: CallEvent, routing: Routing | None) -> None:
+        """The call answered (``routing``: the reply's, None when not routed): its line,
+        after the moves made on its way."""
+        for event in routed_events(call, routing):
+            self.observer(event)
+
+    def failed(self, turn: int | None, error: LLMError, purpose: str | None = None) -> None:
+        """The call failed on every attempt (``purpose``: a closing call's; None: the
+        loop's): the moves made on its way and an ``llm_call_failed`` line, if any of its
+        attempts was routed."""
+        for event in failed_call(turn, error, purpose):
+            self.observer(event)
