@@ -10,8 +10,9 @@ from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
-from deepledger.tools.protocol import XmlProtocol
+from deepledger.tools.pool import ToolManager
+from deepledger.tools.protocols import XmlProtocol
+from deepledger.tools.types import LocalTool, ToolInfo
 
 LOOKUP_SCHEMA = {
     "type": "object",
