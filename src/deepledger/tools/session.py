@@ -98,6 +98,11 @@ class McpConnection:
         return self._generation
 
     @property
+    def starting(self) -> bool:
+        """A start nobody waits for is under way (:meth:`start_in_background`)."""
+        return self._background is not None and not self._background.done()
+
+    @property
     def alive(self) -> bool:
         return self._client is not None and self._owner is not None and not self._owner.done()
 

@@ -155,6 +155,11 @@ class TaskTools:
         await asyncio.gather(*(c.ensure_started() for c in pool))
         return None
 
+    def session(self, server: str) -> McpConnection:
+        """The session of ``server`` this agent's next call goes to (its own, for a
+        ``scope: task`` server; the least busy of the run's, for a shared one)."""
+        return self.pool.connection(server, self._task_scoped)
+
     def _blacklisted(self, tool: ToolInfo) -> bool:
         return tool.name in self.blacklist or tool.qualified_name in self.blacklist
 
@@ -232,7 +237,7 @@ class TaskTools:
     def _known_sandboxes(self, server: str) -> set[str]:
         """The sandbox ids ``server``'s current session gave out in this task: those of
         a session before a restart are gone with it."""
-        generation = self.pool.connection(server, self._task_scoped).generation
+        generation = self.session(server).generation
         known = self._sandboxes.get(server)
         if known is None or known[0] != generation:
             known = (generation, set())
@@ -275,7 +280,7 @@ class TaskTools:
     async def _server_call(self, info: ToolInfo, arguments: JSONObject) -> ToolResult:
         """One call to an MCP server, answered from the run's cache when the server's
         results are cacheable and the same call succeeded before."""
-        connection = self.pool.connection(info.server, self._task_scoped)
+        connection = self.session(info.server)
         if not connection.ever_started:  # offered from the cache: it may still be starting
             try:
                 await connection.ensure_started()
