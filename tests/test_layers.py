@@ -176,8 +176,8 @@ def test_an_upward_import_is_named_with_both_floors(tmp_path):
 # Every import counts: at a module's top, inside a function, and under TYPE_CHECKING.
 # A deferred import inside a function is the usual way a circle is hidden from the
 # interpreter, not removed; and a type-only one still means the two modules cannot be
-# read or moved apart (tools/archive.py imports manager.py's tool types, manager.py names
-# archive.py's class in its annotations: the types belong in a module of their own).
+# read or moved apart (tools/archive.py imported the old manager.py's tool types, which
+# named archive.py's class in its annotations: the types now have a module of their own).
 # Circles across floors cannot happen (no upward imports), so looking at the whole
 # graph finds every circle inside a package, and between modules of one floor.
 
