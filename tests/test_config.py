@@ -224,8 +224,8 @@ def test_each_setting_s_names_are_the_names_its_registry_builds():
     )
     from deepledger.context.strategy import STRATEGIES
     from deepledger.llm.factory import BUILDERS
-    from deepledger.tools.manager import TRANSPORTS
-    from deepledger.tools.protocol import PROTOCOLS
+    from deepledger.tools.protocols import PROTOCOLS
+    from deepledger.tools.session import TRANSPORTS
     from deepledger.web.search import backend_names
 
     assert set(BUILDERS) == set(Provider)

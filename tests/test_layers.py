@@ -176,8 +176,8 @@ def test_an_upward_import_is_named_with_both_floors(tmp_path):
 # Every import counts: at a module's top, inside a function, and under TYPE_CHECKING.
 # A deferred import inside a function is the usual way a circle is hidden from the
 # interpreter, not removed; and a type-only one still means the two modules cannot be
-# read or moved apart (tools/archive.py imports manager.py's tool types, manager.py names
-# archive.py's class in its annotations: the types belong in a module of their own).
+# read or moved apart (tools/archive.py imported the old manager.py's tool types, which
+# named archive.py's class in its annotations: the types now have a module of their own).
 # Circles across floors cannot happen (no upward imports), so looking at the whole
 # graph finds every circle inside a package, and between modules of one floor.
 
@@ -185,7 +185,6 @@ def test_an_upward_import_is_named_with_both_floors(tmp_path):
 # change. The check fails on any circle not listed here, and on a listed one that is
 # gone: then this list must shrink (it is empty once those branches are in).
 KNOWN_CIRCLES_BEING_REMOVED = {
-    ("tools.archive", "tools.manager", "tools.repair"): "the shared tool types in tools/types.py",
     ("bench.ray_backend", "bench.suite"): "the runner's scheduler with a backend object",
     # testing/ leaves the installed package (test doubles with the tests); Reply, its
     # shared type, is for that move to place.

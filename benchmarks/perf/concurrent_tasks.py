@@ -40,7 +40,7 @@ from deepledger.llm.factory import create_client
 from deepledger.store.layout import RunLayout
 from deepledger.store.run_store import RunStore
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 
 LATENCY = 1.0
 SEARCH_INSTANCES = 1  # search processes (tools.search.instances); 2 measured no better here

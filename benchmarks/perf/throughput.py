@@ -236,7 +236,8 @@ async def run_suite(
     from deepledger.llm.factory import create_client
     from deepledger.llm.tokens import default_counter
     from deepledger.store.run_store import RunStore
-    from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
+    from deepledger.tools.pool import ToolManager
+    from deepledger.tools.types import LocalTool, ToolInfo
 
     calls: dict[str, list[float]] = {}
     # Read at each tool call only where needed: a CPU clock is a system call here.

@@ -28,8 +28,9 @@ from deepledger.llm.tokens import default_counter
 from deepledger.llm.usage import UsageLedger
 from deepledger.messages import Usage
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
-from deepledger.tools.protocol import XmlProtocol
+from deepledger.tools.pool import ToolManager
+from deepledger.tools.protocols import XmlProtocol
+from deepledger.tools.types import LocalTool, ToolInfo
 
 RESULT = "r" * 5 * 1024
 

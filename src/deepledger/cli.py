@@ -633,7 +633,7 @@ async def _answer_one(cfg: Config, question: str) -> int:
     from deepledger.store.journal import Journal
     from deepledger.store.layout import RunLayout
     from deepledger.tools.list_cache import ToolListCache
-    from deepledger.tools.manager import ToolManager
+    from deepledger.tools.pool import ToolManager
 
     layout = RunLayout(Path(HydraConfig.get().runtime.output_dir))
     journal = Journal(layout.run_journal)

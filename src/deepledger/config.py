@@ -95,7 +95,7 @@ class JudgeRule(StrEnum):
 
 class ProtocolName(StrEnum):
     """``agent.tool_protocol`` / ``llm.tool_protocol``: how tool calls are written
-    (tools/protocol.py)."""
+    (tools/protocols/)."""
 
     XML = "xml"  # <use_mcp_tool> blocks in the reply's text
     NATIVE = "native"  # the provider's function calling
@@ -103,7 +103,7 @@ class ProtocolName(StrEnum):
 
 
 class Transport(StrEnum):
-    """``tools.<name>.transport``: how an MCP server is reached (tools/manager.py)."""
+    """``tools.<name>.transport``: how an MCP server is reached (tools/session.py)."""
 
     STDIO = "stdio"
     STREAMABLE_HTTP = "streamable_http"

@@ -39,7 +39,7 @@ class, its place and its parent.
      │    ├── SearchRejectedError    [web/search/__init__.py] the engine refused the request
      │    └── SearchUnavailableError  [web/search/__init__.py] timeout, unreachable, 5xx, bad body
      │         └── SearchRateLimitedError  [web/search/__init__.py] 429, with its Retry-After
-     ├── ToolServerStartError        [tools/manager.py] a tool server did not start or handshake
+     ├── ToolServerStartError        [tools/session.py] a tool server did not start or handshake
      ├── WorkerLostError             backend=ray: the worker running a task died again and
      │                               again (the task's error record says so; resumable)
      ├── JournalBusyError            [store/journal.py] another process still writes a journal
@@ -72,7 +72,7 @@ result the model sees, a note, a record) or one of the errors above::
      ├── JinaError                   [web/jina.py] the Jina reader could not give the page
      ├── LocalFileRefused            [tools/servers/confinement.py] a local file the model may
      │                               not open, or that does not exist
-     ├── ToolRefusal                 [tools/manager.py] an in-process tool turns a call down
+     ├── ToolRefusal                 [tools/types.py] an in-process tool turns a call down
      ├── ToolFailure                 [tools/servers/tool_python.py] a call the model can correct
      ├── _StoppedByRunBudget         [bench/runner.py] the run's budget cut a task short
      ├── _UnreadableError            [tools/scrape.py] neither the Jina reader nor a direct

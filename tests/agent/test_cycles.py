@@ -18,8 +18,9 @@ from deepledger.messages import EndReason, Message, MessageKind, ToolCall, ToolR
 from deepledger.records.codec import decode
 from deepledger.records.events import AnswerSkipped, Looping, PostMortem
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import LocalTool, ToolManager
-from deepledger.tools.protocol import NativeProtocol
+from deepledger.tools.pool import ToolManager
+from deepledger.tools.protocols import NativeProtocol
+from deepledger.tools.types import LocalTool
 from tests.support.agent import call, make
 from tests.support.config import composed
 

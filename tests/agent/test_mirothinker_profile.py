@@ -18,7 +18,7 @@ from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind, Role
 from deepledger.prompts import AGENT_TEMPLATES, PromptSet
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 from tests.support.agents import solve
 from tests.support.cli import deepledger
 from tests.support.config import composed

@@ -30,8 +30,9 @@ from deepledger.records.events import (
     WindowExhausted,
 )
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
-from deepledger.tools.protocol import NativeProtocol, XmlProtocol
+from deepledger.tools.pool import ToolManager
+from deepledger.tools.protocols import NativeProtocol, XmlProtocol
+from deepledger.tools.types import LocalTool, ToolInfo
 from tests.support.agent import LOOKUP_SCHEMA, CharCountingLLM, call, lookup, loop, make, restate
 
 

@@ -27,7 +27,7 @@ from deepledger.store.journal import Journal
 from deepledger.store.run_store import RunStore
 from deepledger.testing.bench_model import decide, respond_http
 from deepledger.testing.fake_llm_server import FakeLLMServer
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 from tests.support.bench import bench_command, results, run
 from tests.support.browser import open_report
 from tests.support.cli import ROOT

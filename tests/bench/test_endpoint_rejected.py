@@ -20,7 +20,7 @@ from deepledger.llm.scripted import ScriptedLLM
 from deepledger.store.files import read_jsonl
 from deepledger.store.run_store import RunStore
 from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, Reply
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 from tests.support.bench import arithmetic_suite
 from tests.support.config import composed
 

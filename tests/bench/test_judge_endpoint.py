@@ -24,7 +24,7 @@ from deepledger.errors import ConfigError, EndpointUnreachableError, TransientLL
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.store.run_store import RunStore
 from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, RecordedRequest, Reply
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 from tests.support.bench import arithmetic_suite, results
 from tests.support.cli import ROOT
 from tests.support.config import composed

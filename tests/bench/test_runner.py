@@ -16,7 +16,7 @@ from deepledger.records.events import LLMCall
 from deepledger.store.files import read_jsonl
 from deepledger.store.run_store import RunStore
 from deepledger.testing.bench_model import decide
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 from tests.support.bench import FlakyJudge, config, model, run, task_texts
 
 

@@ -28,8 +28,9 @@ from deepledger.records.economics import EconomicsUnavailable, TokenEconomics
 from deepledger.records.events import AssistantTurn, LLMCall, TaskStarted, ToolResults
 from deepledger.records.parts import message_from_record, result_from_record
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import LocalTool, ToolInfo, ToolManager
-from deepledger.tools.protocol import make_protocol
+from deepledger.tools.pool import ToolManager
+from deepledger.tools.protocols import make_protocol
+from deepledger.tools.types import LocalTool, ToolInfo
 from tests.support.agent import loop
 from tests.support.cli import deepledger
 from tests.support.config import composed

@@ -13,7 +13,7 @@ from deepledger.llm.factory import create_client
 from deepledger.messages import MessageKind
 from deepledger.store.journal import Journal
 from deepledger.testing.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 from tests.support.config import composed
 
 STEPS = [

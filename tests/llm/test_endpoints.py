@@ -61,7 +61,7 @@ from deepledger.testing.endpoints import (
 )
 from deepledger.testing.fake_llm_server import FakeLLMServer, Fault
 from deepledger.testing.faults import FAST_RETRY
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 from tests.support.browser import open_report
 from tests.support.config import CONF, composed
 from tests.support.histories import compact, padded

@@ -20,7 +20,7 @@ from deepledger.messages import Message, ToolResult, ToolSpec
 from deepledger.records.codec import read_journal
 from deepledger.records.events import LLMCall, TaskStarted, WindowExhausted
 from deepledger.store.journal import Journal
-from deepledger.tools.protocol import HermesProtocol
+from deepledger.tools.protocols import HermesProtocol
 from tests.support.hermes import TIME_CALL, call_then_answer, solve_with_hermes
 
 # A chatml template of our own that reads `tools`, as Qwen's and Hermes' templates do:

@@ -16,7 +16,7 @@ from deepledger.messages import JSONObject, Message, ToolCall
 from deepledger.records.codec import encode
 from deepledger.records.events import AssistantTurn
 from deepledger.testing.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
-from deepledger.tools.protocol import NativeProtocol, XmlProtocol
+from deepledger.tools.protocols import NativeProtocol, XmlProtocol
 from tests.support.agent import call, make
 
 

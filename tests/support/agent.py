@@ -14,8 +14,10 @@ from deepledger.llm.scripted import ScriptedLLM
 from deepledger.llm.usage import UsageLedger
 from deepledger.messages import MessageKind
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import LocalTool, TaskTools, ToolInfo, ToolManager
-from deepledger.tools.protocol import ToolProtocol, XmlProtocol
+from deepledger.tools.pool import ToolManager
+from deepledger.tools.protocols import ToolProtocol, XmlProtocol
+from deepledger.tools.task_tools import TaskTools
+from deepledger.tools.types import LocalTool, ToolInfo
 
 LOOKUP_SCHEMA = {
     "type": "object",

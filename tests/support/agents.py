@@ -9,7 +9,7 @@ from deepledger.agent.task import AgentFactory
 from deepledger.config import Config, tool_servers
 from deepledger.llm.base import LLMClient
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 
 
 async def solve(

@@ -17,7 +17,7 @@ from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
 from deepledger.store.run_store import RunStore
 from deepledger.testing.bench_model import decide
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 from tests.support.cli import ROOT
 from tests.support.config import composed
 

@@ -17,7 +17,8 @@ from deepledger.messages import ToolCall
 from deepledger.store.journal import Journal
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 from deepledger.tools.list_cache import ToolListCache, server_key
-from deepledger.tools.manager import ToolManager, resolve_command
+from deepledger.tools.pool import ToolManager
+from deepledger.tools.session import resolve_command
 from tests.support.config import composed
 from tests.support.tool_servers import CRASH_ON_START, FLAKY, HANG_BEFORE_HANDSHAKE, flaky
 

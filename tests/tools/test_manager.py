@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from deepledger.config import ToolServerConfig
-from deepledger.tools.manager import ToolManager, ToolServerStartError
+from deepledger.tools.pool import ToolManager
+from deepledger.tools.session import ToolServerStartError
 from tests.support.tool_servers import CRASH_ON_START, HANG_BEFORE_HANDSHAKE, call, flaky
 
 
@@ -285,7 +286,7 @@ def test_task_group_wrappers_are_unwrapped_into_their_causes():
     from mcp import MCPError
     from mcp.types import CONNECTION_CLOSED
 
-    from deepledger.tools.manager import _cause
+    from deepledger.tools.session import _cause
 
     wrapped = ExceptionGroup(
         "unhandled errors in a TaskGroup",

@@ -11,8 +11,9 @@ from deepledger.errors import ConfigError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import ToolManager, ToolRefusal
 from deepledger.tools.memory import MemoryStore
+from deepledger.tools.pool import ToolManager
+from deepledger.tools.types import ToolRefusal
 from tests.support.config import composed
 from tests.support.histories import NOTES, compact, padded
 

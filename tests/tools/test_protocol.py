@@ -3,10 +3,12 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from deepledger.messages import LLMResponse, Message, StopReason, ToolCall, ToolResult, Usage
 from deepledger.prompts import PromptSet
-from deepledger.tools.manager import ToolInfo
-from deepledger.tools.protocol import NativeProtocol, XmlProtocol, make_protocol, wire_name
+from deepledger.tools.protocols import NativeProtocol, XmlProtocol, make_protocol, wire_name
+from deepledger.tools.types import ToolInfo
 
 SEARCH = ToolInfo(
     "search",
@@ -42,7 +44,7 @@ def test_xml_extracts_every_well_formed_block():
         + " and "
         + block("python", "run_python", '{"code": "1+1"}')
     )
-    parsed = XmlProtocol().extract(reply(text), turn=3)
+    parsed = XmlProtocol().extract(reply(text), turn=3, tools=[])
     assert [(c.server_name, c.name, c.arguments) for c in parsed.calls] == [
         ("search", "search", {"query": "x"}),
         ("python", "run_python", {"code": "1+1"}),
@@ -52,7 +54,9 @@ def test_xml_extracts_every_well_formed_block():
 
 
 def test_xml_repairs_broken_json():
-    parsed = XmlProtocol().extract(reply(block("search", "search", '{"query": "x",')), turn=1)
+    parsed = XmlProtocol().extract(
+        reply(block("search", "search", '{"query": "x",')), turn=1, tools=[]
+    )
     assert parsed.calls[0].arguments == {"query": "x"}
 
 
@@ -62,7 +66,7 @@ def test_xml_reports_malformed_blocks_and_unclosed_tags():
         + block("search", "search", "[1, 2]")
         + "<use_mcp_tool><server_name>s</server_name>"
     )
-    parsed = XmlProtocol().extract(reply(text), turn=1)
+    parsed = XmlProtocol().extract(reply(text), turn=1, tools=[])
     assert parsed.calls == []
     assert "missing <tool_name>" in parsed.malformed[0]
     assert "not a JSON object" in parsed.malformed[1]
@@ -71,7 +75,7 @@ def test_xml_reports_malformed_blocks_and_unclosed_tags():
 
 
 def test_xml_plain_answer_attempts_nothing():
-    parsed = XmlProtocol().extract(reply("The answer is \\boxed{4}."), turn=1)
+    parsed = XmlProtocol().extract(reply("The answer is \\boxed{4}."), turn=1, tools=[])
     assert parsed == parsed.__class__() and not parsed.nothing_usable
 
 
@@ -93,14 +97,15 @@ def test_xml_results_are_user_text_paired_with_calls():
 
 def test_native_specs_and_name_resolution():
     protocol = NativeProtocol()
-    specs = protocol.specs([SEARCH, RUN, ToolInfo("agent-browsing", "run.subtask!", "d")])
+    offered = [SEARCH, RUN, ToolInfo("agent-browsing", "run.subtask!", "d")]
+    specs = protocol.specs(offered)
     assert [s.name for s in specs] == [
         "search__search",
         "python__run_python",
         "agent-browsing__run_subtask_",
     ]
     wire = ToolCall.from_raw("call_9", "python__run_python", '{"code": "print(1)"}')
-    parsed = protocol.extract(reply("", [wire]), turn=1)
+    parsed = protocol.extract(reply("", [wire]), turn=1, tools=offered)
     assert (parsed.calls[0].server_name, parsed.calls[0].name, parsed.calls[0].id) == (
         "python",
         "run_python",
@@ -114,9 +119,8 @@ def test_native_specs_and_name_resolution():
 
 def test_native_broken_arguments_stay_for_an_error_result():
     protocol = NativeProtocol()
-    protocol.specs([SEARCH])
     broken = ToolCall.from_raw("c1", "search__search", "garbage")
-    parsed = protocol.extract(reply("", [broken]), turn=1)
+    parsed = protocol.extract(reply("", [broken]), turn=1, tools=[SEARCH])
     assert parsed.calls[0].parse_error and parsed.nothing_usable
     assert parsed.calls[0].id == "c1"  # kept, so its error result pairs with it
 
@@ -132,7 +136,7 @@ def test_xml_arguments_may_contain_closing_tags():
         + " then "
         + block("search", "search", '{"query": "what does </arguments> mean"}')
     )
-    parsed = XmlProtocol().extract(reply(text), turn=1)
+    parsed = XmlProtocol().extract(reply(text), turn=1, tools=[])
     assert [c.arguments for c in parsed.calls] == [
         {"code": code},
         {"query": "what does </arguments> mean"},
@@ -141,20 +145,20 @@ def test_xml_arguments_may_contain_closing_tags():
 
 def test_xml_unclosed_block_before_a_good_one():
     text = "<use_mcp_tool><server_name>a</server_name> oops " + block("search", "search", "{}")
-    parsed = XmlProtocol().extract(reply(text), turn=1)
+    parsed = XmlProtocol().extract(reply(text), turn=1, tools=[])
     assert [c.name for c in parsed.calls] == ["search"]
     assert parsed.malformed == ["tool call #1: <use_mcp_tool> is not closed"]
 
 
 def test_xml_many_unclosed_tags_are_reported_not_stuck_on():
-    parsed = XmlProtocol().extract(reply("<use_mcp_tool>x " * 20_000), turn=1)
+    parsed = XmlProtocol().extract(reply("<use_mcp_tool>x " * 20_000), turn=1, tools=[])
     assert len(parsed.malformed) == 20_000 and parsed.nothing_usable
 
 
 def test_xml_absurd_arguments_are_errors_not_crashes():
     huge = block("search", "search", '{"query": ' + "1" * 5000 + "}")
     deep = block("search", "search", "[" * 100_000)
-    parsed = XmlProtocol().extract(reply(huge + deep), turn=1)
+    parsed = XmlProtocol().extract(reply(huge + deep), turn=1, tools=[])
     assert parsed.calls == [] and len(parsed.malformed) == 2
 
 
@@ -165,14 +169,13 @@ def test_xml_shows_the_server_description():
 
 def test_native_missing_or_repeated_ids_are_made_unique_and_paired():
     protocol = NativeProtocol()
-    protocol.specs([SEARCH])
     wire = [
         ToolCall("", "search__search", {"query": "a"}),
         ToolCall("dup", "search__search", {"query": "b"}),
         ToolCall("dup", "search__search", {"query": "c"}),
     ]
     response = reply("", wire)
-    parsed = protocol.extract(response, turn=4)
+    parsed = protocol.extract(response, turn=4, tools=[SEARCH])
     assert [c.id for c in parsed.calls] == ["t4c1", "dup", "t4c3"]
     stored = protocol.record_calls(response, parsed)
     assert [c.id for c in stored.tool_calls] == ["t4c1", "dup", "t4c3"]
@@ -183,10 +186,10 @@ def test_xml_last_block_cut_after_its_arguments_is_a_call_but_not_one_followed_b
     cut = "I will search.\n" + block("kb", "search", '{"query": "Peru"}').removesuffix(
         "</use_mcp_tool>"
     )
-    parsed = XmlProtocol().extract(reply(cut + "\n  "), 1)
+    parsed = XmlProtocol().extract(reply(cut + "\n  "), 1, [])
     assert [c.arguments for c in parsed.calls] == [{"query": "Peru"}] and not parsed.malformed
     invented = cut + "\n<result>Lima</result>"
-    parsed = XmlProtocol().extract(reply(invented), 1)
+    parsed = XmlProtocol().extract(reply(invented), 1, [])
     assert not parsed.calls and parsed.malformed == ["tool call #1: <use_mcp_tool> is not closed"]
 
 
@@ -195,7 +198,7 @@ def test_xml_forced_call_opens_the_first_argument_and_closes_the_block():
     schema = {"properties": {"k": {"type": "integer"}, "q": {"type": "string"}}, "required": ["q"]}
     forced = protocol.forced_call(ToolInfo("kb", "search", "", schema))
     assert forced.opening.endswith('<arguments>\n{"q": "') and forced.stop == "</arguments>"
-    parsed = protocol.extract(reply(forced.join('Peru"}\n</arguments>ignored')), 1)
+    parsed = protocol.extract(reply(forced.join('Peru"}\n</arguments>ignored')), 1, [])
     assert [(c.server_name, c.name, c.arguments) for c in parsed.calls] == [
         ("kb", "search", {"q": "Peru"})
     ]
@@ -270,3 +273,20 @@ def test_the_default_profile_keeps_its_labelled_results():
     results = [ToolResult("a", "found x")]
     message = XmlProtocol().results_message(results, [ToolCall("a", "search", {}, "search")])
     assert message.content == "[search.search result]\nfound x"
+
+
+@pytest.mark.parametrize("name", ["xml", "native", "hermes"])
+def test_specs_and_the_system_section_change_nothing_extract_reads(name):
+    """A reply's calls resolve against the tools given with it, whatever the protocol
+    was asked for before: specs() of other tools leave no trace."""
+    wire = ToolCall.from_raw("c1", "search__search", '{"query": "x"}')
+    text = block("search", "search", '{"query": "x"}') if name == "xml" else ""
+    if name == "hermes":
+        text = '<tool_call>{"name": "search__search", "arguments": {"query": "x"}}</tool_call>'
+    response = reply(text, [wire] if name == "native" else [])
+    fresh = make_protocol(name).extract(response, 1, [SEARCH])
+    used = make_protocol(name)
+    used.specs([RUN])
+    used.system_section([RUN])
+    assert used.extract(response, 1, [SEARCH]) == fresh
+    assert [(c.server_name, c.name) for c in fresh.calls] == [("search", "search")]

@@ -13,8 +13,8 @@ from deepledger.llm.openai import OpenAIChatClient
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import LLMResponse, Message, MessageKind, StopReason, ToolResult, Usage
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
-from deepledger.tools.manager import ToolInfo
-from deepledger.tools.protocol import HermesProtocol, make_protocol
+from deepledger.tools.protocols import HermesProtocol, make_protocol
+from deepledger.tools.types import ToolInfo
 from tests.support.config import composed
 from tests.support.hermes import TIME_CALL, call_then_answer, solve_with_hermes
 
@@ -32,9 +32,7 @@ def reply(text: str) -> LLMResponse:
 
 
 def extract(text: str, turn: int = 1):
-    protocol = HermesProtocol()
-    protocol.system_section([SEARCH, RUN])
-    return protocol.extract(reply(text), turn)
+    return HermesProtocol().extract(reply(text), turn, [SEARCH, RUN])
 
 
 def block(name: str, arguments: object) -> str:
@@ -111,7 +109,6 @@ def test_malformed_blocks_and_unknown_tools_become_format_errors():
 def test_small_models_may_name_a_tool_without_its_server():
     protocol = HermesProtocol()
     same_name = ToolInfo("other", "search", "Another search.", {"type": "object"})
-    protocol.system_section([SEARCH, RUN, same_name])
     parsed = protocol.extract(
         reply(
             block("run_python", {"code": "1"})
@@ -119,6 +116,7 @@ def test_small_models_may_name_a_tool_without_its_server():
             + block("search", {"query": "which?"})  # two servers have it: ambiguous
         ),
         turn=1,
+        tools=[SEARCH, RUN, same_name],
     )
     assert [(c.server_name, c.arguments) for c in parsed.calls] == [
         ("python", {"code": "1"}),
@@ -183,13 +181,14 @@ def test_a_template_that_writes_tools_gets_them_as_specs_instead():
 
 def test_the_forced_first_call_opens_a_block_the_parser_reads():
     protocol = HermesProtocol()
-    protocol.system_section([SEARCH])
     forced = protocol.forced_call(SEARCH)
     assert forced.opening == '<tool_call>\n{"name": "search__search", "arguments": {"query": "'
     assert forced.stop == "</tool_call>"
     joined = forced.join('capital of Peru"}}\n')
     assert joined.endswith('"capital of Peru"}}\n</tool_call>')
-    assert protocol.extract(reply(joined), 1).calls[0].arguments == {"query": "capital of Peru"}
+    assert protocol.extract(reply(joined), 1, [SEARCH]).calls[0].arguments == {
+        "query": "capital of Peru"
+    }
     untyped = protocol.forced_call(RUN)
     assert untyped.opening.endswith('"arguments": {')
 

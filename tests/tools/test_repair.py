@@ -10,8 +10,9 @@ import pytest
 
 from deepledger.config import ToolServerConfig
 from deepledger.messages import ToolCall
-from deepledger.tools.manager import ToolInfo, ToolManager
+from deepledger.tools.pool import ToolManager
 from deepledger.tools.repair import CallRepairs, rename_code, sandbox_ids
+from deepledger.tools.types import ToolInfo
 from tests.support.tool_servers import call, flaky
 
 ALL = CallRepairs(python_arguments=True, unknown_server=True)

@@ -7,7 +7,9 @@ import pytest
 
 from deepledger.messages import ToolCall
 from deepledger.tools.archive import ResultArchive, archive_tools
-from deepledger.tools.manager import LocalTool, ResultPolicy, ToolInfo, ToolManager
+from deepledger.tools.pool import ToolManager
+from deepledger.tools.task_tools import ResultPolicy
+from deepledger.tools.types import LocalTool, ToolInfo
 from tests.support.tool_servers import call, flaky
 
 

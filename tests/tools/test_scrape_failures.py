@@ -9,7 +9,7 @@ from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.llm.usage import UsageLedger
 from deepledger.messages import ToolCall
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 from deepledger.tools.scrape import SERVER, TOOL, ExtractionModel, PageScraper
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 from deepledger.tools.stdio_transport import LineAssembler, Oversized
 from tests.support.tool_servers import call, flaky
 

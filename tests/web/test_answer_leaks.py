@@ -15,7 +15,7 @@ from deepledger.llm.scripted import ScriptedLLM
 from deepledger.llm.usage import UsageLedger
 from deepledger.messages import ToolCall
 from deepledger.testing.fake_web_server import FakeJinaServer, FakeWebServer, Page
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 from deepledger.tools.scrape import SERVER, TOOL, ExtractionModel, PageScraper
 from deepledger.tools.servers.reader import Reader
 from deepledger.web import ssrf

@@ -24,8 +24,8 @@ from deepledger.llm.endpoints import RouterEvents
 from deepledger.messages import LLMResponse, Message, StopReason
 from deepledger.records.events import LLMCall, PairingProblem, PairingRepaired
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import TaskTools
-from deepledger.tools.protocol import ForcedCall, ToolProtocol
+from deepledger.tools.protocols import ForcedCall, ToolProtocol
+from deepledger.tools.task_tools import TaskTools
 
 
 class TurnAsk:

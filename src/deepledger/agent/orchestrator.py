@@ -63,8 +63,8 @@ from deepledger.records.events import (
     TaskStarted,
 )
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import TaskTools
-from deepledger.tools.protocol import ForcedCall, ParsedCalls, ToolProtocol, specs_digest
+from deepledger.tools.protocols import ForcedCall, ParsedCalls, ToolProtocol, specs_digest
+from deepledger.tools.task_tools import TaskTools
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,7 @@ class Orchestrator:
         if pending is None:
             return None
         response = LLMResponse(pending, StopReason.TOOL_USE, Usage())
-        parsed = self.protocol.extract(response, state.turn)
+        parsed = self.protocol.extract(response, state.turn, self.tools.tools)
         boxed = last_boxed(pending.content)  # as _keep_reply found it
         if not parsed.calls and (not parsed.malformed or boxed is not None):  # as _turn
             state.end_reason = end_without_calls(pending, stop)
@@ -271,7 +271,7 @@ class Orchestrator:
         response = await self.asking.ask(state, prepared, forced)
         if response is None:
             return
-        parsed = self.protocol.extract(response, state.turn + 1)
+        parsed = self.protocol.extract(response, state.turn + 1, self.tools.tools)
         if self._roll_back(state, response, parsed):
             return
         boxed = self._keep_reply(state, response, parsed)

@@ -84,8 +84,8 @@ from deepledger.records.events import (
 )
 from deepledger.records.events import Rollback as RollbackEvent
 from deepledger.store.journal import Journal, JournalBusyError, writers_seconds
-from deepledger.tools.manager import ToolInfo
-from deepledger.tools.protocol import ToolProtocol, specs_digest
+from deepledger.tools.protocols import ToolProtocol, specs_digest
+from deepledger.tools.types import ToolInfo
 
 # The events a rebuild reads (or knows it may pass over); any other stops it.
 _REBUILT: tuple[type[Event], ...] = (

@@ -21,7 +21,7 @@ from enum import StrEnum
 
 from deepledger.agent.boxed import last_boxed
 from deepledger.messages import ToolCall, sorted_json
-from deepledger.tools.protocol import ParsedCalls
+from deepledger.tools.protocols import ParsedCalls
 
 
 class RollbackReason(StrEnum):

@@ -42,12 +42,14 @@ from deepledger.prompts import PromptSet
 from deepledger.records.events import FirstCallSkipped, SubagentFinished, ToolServerUnavailable
 from deepledger.store.journal import Journal
 from deepledger.tools.archive import ARCHIVE_TOOL, ResultArchive, archive_tools
-from deepledger.tools.manager import LocalTool, ResultPolicy, TaskTools, ToolInfo, ToolManager
 from deepledger.tools.memory import MEMORY_TOOL, MemoryStore, memory_tools
-from deepledger.tools.protocol import ForcedCall, ToolProtocol, make_protocol
+from deepledger.tools.pool import ToolManager
+from deepledger.tools.protocols import ForcedCall, ToolProtocol, make_protocol
 from deepledger.tools.repair import CallRepairs
 from deepledger.tools.scrape import SERVER as SCRAPE_TOOL
 from deepledger.tools.scrape import PageScraper
+from deepledger.tools.task_tools import ResultPolicy, TaskTools
+from deepledger.tools.types import LocalTool, ToolInfo
 
 SUBTASK_SCHEMA = {
     "type": "object",
@@ -246,7 +248,7 @@ class AgentFactory:
             )
             if isinstance(rebuilt, str):
                 return rebuilt
-            scopes = {name: str(cfg.scope) for name, cfg in self.manager.servers.items()}
+            scopes = self.manager.scopes()
             rebuilt.lost_tool_state = stateful_servers(list(tools.server_names), scopes)
             return await orchestrator.run(text, task_images, rebuilt)
         finally:

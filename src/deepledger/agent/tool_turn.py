@@ -17,8 +17,8 @@ from deepledger.agent.state import RunState
 from deepledger.messages import ToolResult
 from deepledger.records.events import ToolCallRepaired, ToolResults
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import TaskTools
-from deepledger.tools.protocol import ParsedCalls, ToolProtocol
+from deepledger.tools.protocols import ParsedCalls, ToolProtocol
+from deepledger.tools.task_tools import TaskTools
 
 
 async def run_calls(

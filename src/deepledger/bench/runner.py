@@ -132,7 +132,7 @@ from deepledger.store.files import disk_trouble
 from deepledger.store.journal import Journal
 from deepledger.store.run_store import RunStore, TaskProgress
 from deepledger.tools.given_up import noting_given_up
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 from deepledger.tools.scrape import PageScraper
 
 log = logging.getLogger(__name__)

@@ -62,7 +62,7 @@ from deepledger.report.page import write_run_report
 from deepledger.store.layout import RunLayout
 from deepledger.store.run_store import RunStore, task_records
 from deepledger.tools.list_cache import ToolListCache
-from deepledger.tools.manager import ToolManager
+from deepledger.tools.pool import ToolManager
 from deepledger.tools.roots import narrow_wide_roots
 from deepledger.tools.scrape import ExtractionModel, PageScraper, suite_corpus
 

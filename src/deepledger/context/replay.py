@@ -59,7 +59,7 @@ from deepledger.records.events import (
     WindowExhausted,
 )
 from deepledger.store.layout import ATTEMPT_JOURNALS, RUN_JOURNAL, RunLayout
-from deepledger.tools.protocol import ToolProtocol, make_protocol
+from deepledger.tools.protocols import ToolProtocol, make_protocol
 
 SUMMARY_CALL_OVERHEAD = 300  # the compaction prompt's own words, in tokens
 

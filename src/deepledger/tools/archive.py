@@ -29,7 +29,7 @@ from pathlib import Path
 
 from deepledger.messages import JSONObject, ToolResult
 from deepledger.store.files import replace_whole
-from deepledger.tools.manager import LocalTool, ToolInfo, ToolRefusal
+from deepledger.tools.types import LocalTool, ToolInfo, ToolRefusal
 
 SERVER = ARCHIVE_TOOL = "archive"
 MAX_ARCHIVED_CHARS = 20_000_000  # beyond this even the archive keeps only the head

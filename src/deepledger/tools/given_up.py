@@ -3,7 +3,7 @@ wanted while, or after, they were given up on.
 
 A server that stops answering is restarted; one that fails again before any call has
 succeeded since, or whose restart fails, is given up on for the rest of the run
-(``manager.py``). Every task that wanted it from then on goes without its tools, and
+(``session.py``). Every task that wanted it from then on goes without its tools, and
 that must not pass for a clean run: the runner notes, for each format-retry, the servers
 given up on that its calls or its start ran into, and the task's record turns that
 into an error (``records/results.py``, ``TaskRecord.finished``).

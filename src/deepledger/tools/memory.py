@@ -20,7 +20,7 @@ from deepledger.store.files import write_text_atomic
 
 if TYPE_CHECKING:
     from deepledger.messages import JSONObject
-    from deepledger.tools.manager import LocalTool
+    from deepledger.tools.types import LocalTool
 
 # The tool manager (and what it imports) is loaded when the tools are built or a call is
 # refused, not with this module. The notes' folder is the run store's to name
@@ -63,7 +63,7 @@ class MemoryStore:
         return sorted(p.stem for p in self.folder.glob("*.md"))
 
     def write(self, name: str, text: str) -> str:
-        from deepledger.tools.manager import ToolRefusal
+        from deepledger.tools.types import ToolRefusal
 
         path = self._path(name)
         if len(text) > MAX_NOTE_CHARS:
@@ -75,7 +75,7 @@ class MemoryStore:
         return f"Saved note {name!r} ({len(text)} characters)."
 
     def read(self, name: str) -> str:
-        from deepledger.tools.manager import ToolRefusal
+        from deepledger.tools.types import ToolRefusal
 
         path = self._path(name)
         if not path.is_file():
@@ -91,7 +91,7 @@ class MemoryStore:
         return "\n".join(f"- {n} ({size} characters)" for n, size in sizes)
 
     def _path(self, name: str) -> Path:
-        from deepledger.tools.manager import ToolRefusal
+        from deepledger.tools.types import ToolRefusal
 
         name = name.strip()
         if not _NAME.fullmatch(name) or name.startswith("."):
@@ -103,7 +103,7 @@ class MemoryStore:
 
 
 def memory_tools(store: MemoryStore) -> list[LocalTool]:
-    from deepledger.tools.manager import LocalTool, ToolInfo
+    from deepledger.tools.types import LocalTool, ToolInfo
 
     async def write(arguments: JSONObject) -> str:
         return await asyncio.to_thread(store.write, arguments["name"], arguments["text"])

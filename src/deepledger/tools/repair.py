@@ -9,7 +9,7 @@ journaled (``tool_call_repaired``) and the model sees the tool's result as usual
   ``code_block`` gets it as ``code_block``; ``run_python_code`` and ``run_command``
   without a ``sandbox_id``, or with one this server never gave out in this task (made
   up, like ``default`` or ``sandbox1``, or from before the server restarted), run in a
-  sandbox of the task's: one :class:`~deepledger.tools.manager.TaskTools` creates the
+  sandbox of the task's: one :class:`~deepledger.tools.task_tools.TaskTools` creates the
   first time, then reuses (MiroThinker runs such code in a throwaway sandbox; one kept
   for the task also keeps the variables of one repaired call for the next).
 - **unknown server** (``agent.recovery.route_unknown_server``): a call naming a
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from deepledger.messages import JSONObject, ToolCall
 
 if TYPE_CHECKING:  # the manager imports this module
-    from deepledger.tools.manager import ToolInfo
+    from deepledger.tools.types import ToolInfo
 
 PYTHON_CODE_TOOLS = ("run_python_code", "run_command")  # what runs in a sandbox
 CREATE_SANDBOX = "create_sandbox"

@@ -65,7 +65,7 @@ from deepledger.paths import resolve_data_path
 from deepledger.prompts import render
 from deepledger.records.events import ExtractionCall
 from deepledger.store.journal import Journal
-from deepledger.tools.manager import LocalTool, ToolInfo
+from deepledger.tools.types import LocalTool, ToolInfo
 from deepledger.web.model_input import page_url, request_headers
 from deepledger.web.search._http import display_url
 

@@ -39,7 +39,7 @@ async def test_a_config_folder_elsewhere_is_the_project(elsewhere: Path, monkeyp
     gives it), with the relative data_dir the task loader finds in the project."""
     from deepledger.config import compose, tool_servers
     from deepledger.messages import ToolCall
-    from deepledger.tools.manager import ToolManager
+    from deepledger.tools.pool import ToolManager
 
     project = elsewhere / "project"
     shutil.copytree(ROOT / "conf", project / "conf")
