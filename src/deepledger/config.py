@@ -317,7 +317,7 @@ class ContextConfig:
     strategy: str = "keep_tool_results"  # keep_tool_results | round_window | compaction
     # round_window, compaction: rounds kept unchanged after the system prompt and the task
     keep_rounds: int = 8
-    # compaction (context/strategies/compaction.py): due when the estimated request reaches this
+    # compaction (context/strategies/): due when the estimated request reaches this
     # fraction of llm.max_context_length; done only if the rounds it replaces hold at
     # least min_saving of the request; the notes get at most summary_max_tokens.
     compact_at: float = 0.8

@@ -12,7 +12,8 @@ attempt a replay rebuilds) owns everything that decides what the model sees:
   each cut is journaled (``context_cut``) with the tokens it freed and the cache it broke;
 - the window guard's estimate (``guard.py``);
 - the compaction decision: due at ``compact_at`` of the window, worth it at
-  ``min_saving``, urgent when the guard would otherwise end the loop (``compaction.py``).
+  ``min_saving``, urgent when the guard would otherwise end the loop
+  (``strategies/compaction.py``).
 
 Callers ask one thing, :meth:`ContextPolicy.prepare`, and get a :class:`Request`: the
 messages to send and what the policy did to them. The turn loop, the answer generator
