@@ -22,6 +22,7 @@ from deepledger.messages import Message, MessageKind, Role, ToolSpec
 from deepledger.records.codec import decode
 from tests.context.last_messages import NAME, LastMessages
 from tests.support.bench import arithmetic_suite
+from tests.support.cli import deepledger
 from tests.support.config import CONF, composed
 
 STEPS = 6  # memory notes the model writes before it answers
@@ -140,3 +141,16 @@ async def test_a_strategy_in_one_file_runs_replays_and_resumes(tmp_path, monkeyp
     assert resumed.requests == clean.requests[sent_before:]
     [marker] = [e for e in events(tmp_path / "killed") if e.event == "resumed"]
     assert marker.resumed_at_turn == KILLED_AFTER + 1
+
+
+def test_a_name_the_registry_does_not_hold_is_refused_at_startup(tmp_path):
+    run = deepledger(
+        "bench",
+        "llm=openai_compatible",
+        "agent.context.strategy=sliding",
+        f"hydra.run.dir={tmp_path}/run",
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    known = ", ".join(STRATEGIES)
+    assert f"agent.context.strategy='sliding' is not a strategy; use one of {known}" in run.stderr
+    assert not (tmp_path / "run").exists()
