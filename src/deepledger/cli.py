@@ -528,9 +528,10 @@ def hydra_value(text: str) -> str:
 
 def _checked(cfg: Config) -> None:
     from deepledger.config import share_reading_rules, validate
+    from deepledger.context.strategies import STRATEGIES
     from deepledger.llm.factory import create_client
 
-    validate(cfg)
+    validate(cfg, STRATEGIES)
     share_reading_rules(cfg)
     # Building the client fails early on a missing key or an unavailable provider.
     asyncio.run(create_client(cfg.llm).aclose())

@@ -18,7 +18,7 @@ import functools
 import os
 import re
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -57,14 +57,6 @@ class Provider(StrEnum):
     QWEN = "qwen"
     # MiroThinker's name for MiniMax's OpenAI-compatible API (llm.provider=minimax).
     MINIMAX = "minimax"
-
-
-class StrategyName(StrEnum):
-    """``agent.context.strategy``: which messages go into each request (context/)."""
-
-    KEEP_TOOL_RESULTS = "keep_tool_results"
-    ROUND_WINDOW = "round_window"
-    COMPACTION = "compaction"
 
 
 class JudgeName(StrEnum):
@@ -325,7 +317,7 @@ class ContextConfig:
     strategy: str = "keep_tool_results"  # keep_tool_results | round_window | compaction
     # round_window, compaction: rounds kept unchanged after the system prompt and the task
     keep_rounds: int = 8
-    # compaction (context/compaction.py): due when the estimated request reaches this
+    # compaction (context/strategies/): due when the estimated request reaches this
     # fraction of llm.max_context_length; done only if the rounds it replaces hold at
     # least min_saving of the request; the notes get at most summary_max_tokens.
     compact_at: float = 0.8
@@ -615,7 +607,6 @@ class Config:
 
 SCHEMA_NAME = "deepledger_schema"
 TOOL_PROTOCOLS = tuple(p.value for p in ProtocolName)
-CONTEXT_STRATEGIES = tuple(s.value for s in StrategyName)  # context/
 
 
 def register_schemas() -> None:
@@ -768,9 +759,11 @@ def prompt_set(agent: AgentConfig) -> PromptSet:
     return PromptSet(agent.prompt_profile or "default", folder)
 
 
-def validate(cfg: Config) -> None:
-    """Check what the types cannot; raise :class:`ConfigError` naming key and fix."""
-    problems = [*_llm_problems(cfg.llm), *_agent_problems(cfg.agent)]
+def validate(cfg: Config, strategies: Collection[str] | None = None) -> None:
+    """Check what the types cannot; raise :class:`ConfigError` naming key and fix.
+    ``strategies``: the context strategies' names (their registry is above this floor,
+    in ``context/strategies/``); None leaves ``agent.context.strategy`` unchecked."""
+    problems = [*_llm_problems(cfg.llm), *_agent_problems(cfg.agent, strategies)]
     problems += _tool_problems(tool_servers(cfg), cfg.agent)
     problems += _execution_problems(cfg.benchmark.execution)
     problems += _ray_with_local_model(cfg)
@@ -1018,7 +1011,7 @@ def _is_http_url(url: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
-def _agent_problems(agent: AgentConfig) -> list[str]:
+def _agent_problems(agent: AgentConfig, strategies: Collection[str] | None) -> list[str]:
     problems = []
     if agent.keep_tool_result < -1:
         problems.append(
@@ -1029,10 +1022,10 @@ def _agent_problems(agent: AgentConfig) -> list[str]:
         problems.append(
             f"agent.context_compress_limit={agent.context_compress_limit} must be 0 (off) or more."
         )
-    if agent.context.strategy not in CONTEXT_STRATEGIES:
+    if strategies is not None and agent.context.strategy not in strategies:
         problems.append(
             f"agent.context.strategy={agent.context.strategy!r} is not a strategy; use one of "
-            f"{', '.join(CONTEXT_STRATEGIES)}."
+            f"{', '.join(strategies)}."
         )
     if agent.context.keep_rounds < 1:
         problems.append(

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from deepledger.bench.metrics import summarize
-from deepledger.context.compaction import Compaction
 from deepledger.context.guard import request_tokens
+from deepledger.context.strategies.compaction import Compaction
 from deepledger.errors import ContextOverflowError
 from deepledger.llm.factory import create_client
 from deepledger.llm.scripted import ScriptedLLM

@@ -10,10 +10,10 @@ from deepledger.agent.answer import AnswerGenerator, AnswerPolicy
 from deepledger.agent.orchestrator import LoopLimits
 from deepledger.agent.rollback import RollbackReason
 from deepledger.agent.state import Provenance
-from deepledger.context.compaction import Compaction
 from deepledger.context.guard import check_window
 from deepledger.context.policy import ContextPolicy
-from deepledger.context.strategy import RoundWindow
+from deepledger.context.strategies.compaction import Compaction
+from deepledger.context.strategies.round_window import RoundWindow
 from deepledger.context.trim import OMITTED_PLACEHOLDER
 from deepledger.errors import ContextOverflowError
 from deepledger.llm.scripted import ScriptedLLM, reply

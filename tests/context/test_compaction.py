@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from deepledger.config import ContextConfig
-from deepledger.context.compaction import Compaction, NoteWriter, transcript
+from deepledger.config import CUT_BATCH, ContextConfig
+from deepledger.context.compaction import NoteWriter, transcript
 from deepledger.context.pairing import pairing_problems
 from deepledger.context.rounds import split_rounds
-from deepledger.context.strategy import RequestBuilder, make_strategy
+from deepledger.context.strategies import Compaction, make_strategy
+from deepledger.context.strategy import RequestBuilder
 from deepledger.errors import ConfigError, TransientLLMError
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
@@ -100,7 +101,7 @@ def test_the_transcript_is_plain_text_with_long_results_cut():
 
 def test_compaction_settings_are_checked():
     made = make_strategy(ContextConfig("compaction", 3, compact_at=0.7, min_saving=0.1))
-    assert isinstance(made, Compaction) and (made.keep_rounds, made.compact_at) == (3, 0.7)
+    assert made == Compaction(3, compact_at=0.7, min_saving=0.1, cut_batch=CUT_BATCH)
     for bad, key in [
         (dict(keep_rounds=0), "keep_rounds=0"),
         (dict(keep_rounds=2, compact_at=1.0), "compact_at=1.0"),

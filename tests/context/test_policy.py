@@ -8,11 +8,11 @@ import pickle
 import pytest
 
 from deepledger.config import ContextConfig
-from deepledger.context.compaction import Compaction, ModelNotes
+from deepledger.context.compaction import ModelNotes
 from deepledger.context.guard import ContextWindow, WindowGuard, check_window, drop_last_exchange
 from deepledger.context.policy import ContextPolicy
 from deepledger.context.rounds import split_rounds
-from deepledger.context.strategy import KeepToolResults, RoundWindow, make_strategy
+from deepledger.context.strategies import Compaction, KeepToolResults, RoundWindow, make_strategy
 from deepledger.context.trim import OMITTED_PLACEHOLDER
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM

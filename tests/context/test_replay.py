@@ -18,7 +18,7 @@ from deepledger.bench.economics import economics_line, token_economics
 from deepledger.bench.replay import RecordedRun, run_replay
 from deepledger.config import CUT_BATCH, as_record
 from deepledger.context.replay import Policy, attempts, replay
-from deepledger.context.strategy import make_strategy
+from deepledger.context.strategies import make_strategy
 from deepledger.errors import ConfigError
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM

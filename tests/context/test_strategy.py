@@ -19,13 +19,9 @@ from deepledger.context.pairing import (
     pairing_problems,
     repair_pairing,
 )
-from deepledger.context.strategy import (
-    KeepToolResults,
-    RequestBuilder,
-    RoundWindow,
-    make_strategy,
-    split_rounds,
-)
+from deepledger.context.rounds import split_rounds
+from deepledger.context.strategies import KeepToolResults, RoundWindow, make_strategy
+from deepledger.context.strategy import RequestBuilder
 from deepledger.errors import ConfigError
 from deepledger.messages import Message, MessageKind, Role, ToolCall, ToolResult
 from tests.support.histories import SEEDS, random_history
@@ -236,7 +232,7 @@ def test_an_urgent_window_cut_and_an_adopted_one_count_batches_on_from_there():
     window.cut_now(research(4))
     assert [window.dropped(research(n)) for n in range(4, 9)] == [2, 2, 2, 5, 5]
     adopted = RoundWindow(2, cut_batch=3)
-    adopted.adopt(2)
+    adopted.adopt_cut(2)
     assert [adopted.dropped(research(n)) for n in range(4, 9)] == [2, 2, 2, 5, 5]
     with pytest.raises(ConfigError, match=r"agent\.context\.cut_batch=0"):
         RoundWindow(2, cut_batch=0)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from deepledger.context.policy import ContextPolicy
-from deepledger.context.strategy import KeepToolResults, RoundWindow
+from deepledger.context.strategies import KeepToolResults, RoundWindow
 from deepledger.llm.anthropic import to_wire
 from deepledger.llm.base import GenerationSettings
 from deepledger.messages import Message, ToolCall, ToolResult

@@ -22,8 +22,8 @@ from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.suite import run_suite
 from deepledger.bench.tasks import load_tasks
 from deepledger.config import validate
-from deepledger.context.compaction import Compaction
 from deepledger.context.policy import ContextPolicy
+from deepledger.context.strategies.compaction import Compaction
 from deepledger.errors import (
     ConfigError,
     FatalLLMError,

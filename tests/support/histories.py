@@ -7,7 +7,8 @@ import random
 from collections.abc import Callable
 from dataclasses import replace
 
-from deepledger.context.compaction import Compaction, ModelNotes, NoteWriter
+from deepledger.context.compaction import ModelNotes, NoteWriter
+from deepledger.context.strategies.compaction import Compaction
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.tokens import default_counter
 from deepledger.llm.usage import UsageLedger

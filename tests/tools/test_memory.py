@@ -6,7 +6,7 @@ import pytest
 
 from deepledger.agent.task import AgentFactory
 from deepledger.config import tool_servers, validate
-from deepledger.context.compaction import Compaction
+from deepledger.context.strategies.compaction import Compaction
 from deepledger.errors import ConfigError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind

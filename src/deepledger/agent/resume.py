@@ -44,10 +44,8 @@ from pathlib import Path
 from deepledger.agent.cycles import reply_key
 from deepledger.agent.rollback import Rollback, RollbackReason, call_key
 from deepledger.agent.state import RunState
-from deepledger.context.compaction import Compaction
 from deepledger.context.policy import ContextPolicy
 from deepledger.context.replay import follow_history
-from deepledger.context.rounds import split_rounds
 from deepledger.llm.usage import CallRecord, Price, UsageLedger
 from deepledger.messages import EndReason, LLMResponse, Message, StopReason
 from deepledger.records.base import SCHEMA_VERSION
@@ -414,23 +412,17 @@ def _apply_results(event: ToolResults, state: RunState, protocol: ToolProtocol) 
 
 
 def _adopt(event: Compacted, state: RunState, policy: ContextPolicy) -> str | None:
-    strategy = policy.strategy
-    if isinstance(strategy, Compaction) and strategy.memory_index and strategy.memory_index():
-        # Notes written with a memory index list its names as they were then, which the
-        # journal does not keep: rebuilt notes could differ from the ones sent.
-        return "compaction notes listed memory notes, whose names then are not journaled"
+    if reason := policy.notes_not_rebuildable():
+        return reason
     if not policy.adopt_notes(state.history, event.notes, event.rounds_kept):
         return "the journal holds compaction notes, but this run's strategy does not compact"
     return None
 
 
 def _adopt_failure(state: RunState, policy: ContextPolicy) -> None:
-    """A compaction that failed is not tried again on the same rounds (compaction.py);
-    nor is it after the rebuild. (A public setter on Compaction would be cleaner; that
-    module is not this one's.)"""
-    strategy = policy.strategy
-    if isinstance(strategy, Compaction):
-        strategy._failed_at_rounds = len(split_rounds(state.history)[1])
+    """A compaction that failed is not tried again on the same rounds
+    (``context/strategies/compaction.py``); nor is it after the rebuild."""
+    policy.adopt_failed_compaction(state.history)
 
 
 def stateful_servers(server_names: list[str], scopes: dict[str, str]) -> list[str]:

@@ -33,7 +33,7 @@ from deepledger.config import (
 from deepledger.context.compaction import NoteWriter
 from deepledger.context.guard import ContextWindow
 from deepledger.context.policy import ContextPolicy
-from deepledger.context.strategy import make_strategy
+from deepledger.context.strategies import make_strategy
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.factory import settings_from_config
 from deepledger.llm.usage import UsageLedger, price_of

@@ -29,7 +29,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from deepledger.agent.answer import summary_prompt
-from deepledger.config import ContextConfig, PriceConfig, StrategyName, closest_key, node_data
+from deepledger.config import ContextConfig, PriceConfig, closest_key, node_data
 from deepledger.context.replay import (
     Policy,
     PolicyReplay,
@@ -37,7 +37,7 @@ from deepledger.context.replay import (
     counting_error,
     replay,
 )
-from deepledger.context.strategy import make_strategy
+from deepledger.context.strategies import make_strategy
 from deepledger.errors import ConfigError
 from deepledger.llm.factory import token_counter_for
 from deepledger.llm.tokens import RememberingCounter, TokenCounter
@@ -241,22 +241,8 @@ def apply_overrides(cfg: RecordedRun, overrides: list[str]) -> tuple[Policy, int
 
 
 def describe(context: ContextConfig, keep: int) -> str:
-    """A policy's name for the table: what it keeps, in a few words."""
-    kept = "" if keep == -1 else f"keep {keep} tool results"
-    batched = context.batch > 1 and (keep != -1 or context.strategy == StrategyName.ROUND_WINDOW)
-    batch = f", cut {context.batch} at a time" if batched else ""
-    if kept and context.strategy != StrategyName.ROUND_WINDOW:
-        kept += batch
-    if context.strategy == StrategyName.ROUND_WINDOW:
-        base = f"round window {context.keep_rounds}{batch}"
-    elif context.strategy == StrategyName.COMPACTION:
-        base = (
-            f"compaction {context.keep_rounds} rounds at {context.compact_at:g}, "
-            f"min {context.min_saving:g}"
-        )
-    else:
-        return kept or "keep everything"
-    return f"{base}, {kept}" if kept else base
+    """A policy's name for the table: what it keeps, in a few words (its strategy's)."""
+    return make_strategy(context).describe(keep)
 
 
 def _parse(key: str, raw: str) -> Any:

@@ -41,7 +41,6 @@ from deepledger.config import (
     JudgeConfig,
     JudgeName,
     LLMConfig,
-    StrategyName,
     ToolServerConfig,
     as_record,
     check_llm_preset,
@@ -51,6 +50,7 @@ from deepledger.config import (
     typed_llm,
 )
 from deepledger.context.compaction import NoteWriter
+from deepledger.context.strategies import writes_notes
 from deepledger.errors import ConfigError, RunDirectoryError
 from deepledger.llm.base import GenerationSettings, LLMCapabilities, LLMClient
 from deepledger.llm.factory import create_client, settings_from_config
@@ -730,7 +730,7 @@ def price_sources(cfg: Config, conf_dir: Path | PresetPath) -> dict[str, str] | 
     if name := extract_llm_name(cfg):
         presets.append(load_llm_preset(name, conf_dir, "tools.extract_llm"))
     name = cfg.agent.context.summary_llm
-    if name and cfg.agent.context.strategy == StrategyName.COMPACTION:
+    if name and writes_notes(cfg.agent.context):
         presets.append(load_llm_preset(name, conf_dir, "agent.context.summary_llm"))
     sources = {}
     for preset in presets:
@@ -743,7 +743,7 @@ def note_writer(cfg: Config, conf_dir: Path | PresetPath) -> NoteWriter | None:
     """The model that writes compaction notes (``agent.context.summary_llm``), built
     before any task runs so a missing key fails early."""
     name = cfg.agent.context.summary_llm
-    if not name or cfg.agent.context.strategy != StrategyName.COMPACTION:
+    if not name or not writes_notes(cfg.agent.context):
         return None
     preset = load_llm_preset(name, conf_dir, "agent.context.summary_llm")
     return NoteWriter(

@@ -12,7 +12,8 @@ attempt a replay rebuilds) owns everything that decides what the model sees:
   each cut is journaled (``context_cut``) with the tokens it freed and the cache it broke;
 - the window guard's estimate (``guard.py``);
 - the compaction decision: due at ``compact_at`` of the window, worth it at
-  ``min_saving``, urgent when the guard would otherwise end the loop (``compaction.py``).
+  ``min_saving``, urgent when the guard would otherwise end the loop
+  (``strategies/compaction.py``).
 
 Callers ask one thing, :meth:`ContextPolicy.prepare`, and get a :class:`Request`: the
 messages to send and what the policy did to them. The turn loop, the answer generator
@@ -32,16 +33,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from deepledger.context.compaction import Compaction, ModelNotes, NotesWriter, NoteWriter
+from deepledger.context.compaction import ModelNotes, NotesWriter, NoteWriter
 from deepledger.context.guard import ContextWindow, WindowGuard, WindowVerdict, drop_last_exchange
 from deepledger.context.pairing import PairingProblem
 from deepledger.context.rounds import split_rounds
-from deepledger.context.strategy import (
-    ContextStrategy,
-    KeepToolResults,
-    RequestBuilder,
-    RoundWindow,
-)
+from deepledger.context.strategies.keep_tool_results import KeepToolResults
+from deepledger.context.strategy import ContextStrategy, RequestBuilder
 from deepledger.llm.base import GenerationSettings, LLMClient
 from deepledger.llm.tokens import CharCounter, count_messages
 from deepledger.llm.usage import UsageLedger
@@ -118,8 +115,8 @@ class ContextPolicy:
         self._journal = journal if journal is not None else Journal(None)
         self._usage_reported = usage_reported
         self._builder = RequestBuilder(self.strategy, keep_tool_result)
-        compaction = self.strategy if isinstance(self.strategy, Compaction) else None
-        self._compaction = compaction if notes is not None and guard is not None else None
+        # Compaction needs notes to write and a window to measure against.
+        self._compacts = self.strategy.writes_notes and notes is not None and guard is not None
         self._usage_stale = False  # a compaction came after the last request was built
         # (results blanked, rounds left out) of the history when the last loop request
         # was built: a request that cuts more has made a cut.
@@ -167,7 +164,7 @@ class ContextPolicy:
     @property
     def compacts(self) -> bool:
         """Whether this policy can replace older rounds with notes."""
-        return self._compaction is not None
+        return self._compacts
 
     async def prepare(
         self,
@@ -230,37 +227,30 @@ class ContextPolicy:
         its totals become the floor the schedule counts on from (the cuts the schedule
         made follow from the history anyway; an urgent one does not)."""
         self._builder.trimmer.adopt(cut.blanked_total)
-        if isinstance(self.strategy, RoundWindow):
-            self.strategy.adopt(cut.dropped_total)
+        self.strategy.adopt_cut(cut.dropped_total)
 
     def _cut_pending(self, history: Sequence[Message]) -> bool:
         """Whether a batch is piling up that an urgent cut could take out now."""
-        pending = self._builder.trimmer.pending(history)
-        if isinstance(self.strategy, RoundWindow):
-            pending += self.strategy.pending(history)
+        pending = self._builder.trimmer.pending(history) + self.strategy.pending(history)
         return pending > 0
 
     def _cut_now(self, history: Sequence[Message]) -> None:
         self._builder.trimmer.cut_now(history)
-        if isinstance(self.strategy, RoundWindow):
-            self.strategy.cut_now(history)
+        self.strategy.cut_now(history)
 
     def _floors(self) -> tuple[int, ...]:
-        """What an urgent cut changes: the trimmer's and the window's floor and high mark."""
-        trimmer, window = self._builder.trimmer, self.strategy
-        marks = (trimmer.floor, trimmer.high)
-        return marks + ((window.floor, window.high) if isinstance(window, RoundWindow) else ())
+        """What an urgent cut changes: the trimmer's floor and high mark, the strategy's."""
+        trimmer = self._builder.trimmer
+        return (trimmer.floor, trimmer.high, *self.strategy.marks())
 
     def _set_floors(self, floors: tuple[int, ...]) -> None:
-        trimmer, window = self._builder.trimmer, self.strategy
+        trimmer = self._builder.trimmer
         trimmer.floor, trimmer.high = floors[:2]
-        if isinstance(window, RoundWindow):
-            window.floor, window.high = floors[2:]
+        self.strategy.restore_marks(floors[2:])
 
     def _cuts(self, history: Sequence[Message]) -> tuple[int, int]:
         """(the history's results blanked, its rounds left out) as a request sends it."""
-        dropped = self.strategy.dropped(history) if isinstance(self.strategy, RoundWindow) else 0
-        return self._builder.trimmer.due(history), dropped
+        return self._builder.trimmer.due(history), self.strategy.dropped(history)
 
     def _journal_cut(
         self, history: Sequence[Message], request: Request, turn: int, *, urgent: bool
@@ -305,28 +295,35 @@ class ContextPolicy:
     def adopt_notes(self, history: Sequence[Message], summary: str, rounds_kept: int) -> bool:
         """Take the notes a recorded run wrote (a replay of its own policy); False for a
         policy that does not compact."""
-        if not isinstance(self.strategy, Compaction):
-            return False
-        self.strategy.adopt(history, summary, rounds_kept)
-        return True
+        return self.strategy.adopt_notes(history, summary, rounds_kept)
+
+    def adopt_failed_compaction(self, history: Sequence[Message]) -> None:
+        """A compaction a recorded run tried on ``history`` failed: as in the run, it is
+        not tried again until another round has been added."""
+        self.strategy.adopt_failed_compaction(history)
+
+    def notes_not_rebuildable(self) -> str | None:
+        """Why the strategy's notes cannot be rebuilt from the journal (a resume then
+        starts the attempt over); None when they can."""
+        return self.strategy.notes_not_rebuildable()
 
     async def _compact_if_due(
         self, history: Sequence[Message], usage: Usage | None, turn: int
     ) -> bool:
         """Compact when the request nears the window's end; urgently (any saving) when
         the guard would end the loop otherwise."""
-        if self._compaction is None or self.guard is None:
+        if not self._compacts or self.guard is None:
             return False
-        estimate = self.guard.estimate(self._compaction.select(history), usage).total
+        estimate = self.guard.estimate(self.strategy.select(history), usage).total
         window = self.guard.window.limit
-        if not self._compaction.due(estimate, window):
+        if not self.strategy.compaction_due(estimate, window):
             return False
         return await self._compact(history, turn, urgent=estimate >= window)
 
     async def _compact(self, history: Sequence[Message], turn: int, *, urgent: bool) -> bool:
-        if self._compaction is None or self._notes is None or self.guard is None:
+        if not self._compacts or self._notes is None or self.guard is None:
             return False
-        changed = await self._compaction.compact(
+        changed = await self.strategy.compact(
             history,
             notes_writer=self._notes,
             counter=self.guard.counter,
@@ -366,9 +363,7 @@ class ContextPolicy:
         """How many leading ``messages`` no later cut or compaction changes: the head
         when rounds are cut or replaced after it; before the oldest result still shown
         when ``keep_tool_result`` blanks; the whole request when nothing is ever cut."""
-        stable = len(messages)
-        if not isinstance(self.strategy, KeepToolResults):
-            stable = len(split_rounds(messages)[0])
+        stable = self.strategy.stable_prefix(messages)
         first_shown = self._builder.trimmer.last_first_shown  # of the request just built
         if self.keep_tool_result != -1 and first_shown is not None:
             stable = min(stable, first_shown)

@@ -41,7 +41,7 @@ from deepledger.config import ContextConfig
 from deepledger.context.compaction import NotesJob
 from deepledger.context.guard import ContextWindow, WindowGuard, drop_last_exchange
 from deepledger.context.policy import ContextPolicy
-from deepledger.context.strategy import make_strategy
+from deepledger.context.strategies import make_strategy
 from deepledger.errors import ConfigError
 from deepledger.llm.tokens import PER_MESSAGE_OVERHEAD, TokenCounter, count_messages
 from deepledger.llm.usage import Price

@@ -1,160 +1,133 @@
-"""Context strategies: which messages of the history go into the next request.
+"""The context strategy interface, and the request builder that applies a strategy's pick.
 
-A strategy is a small object with ``select(history) -> messages``, chosen by
+A strategy is an object with ``select(history) -> messages``, chosen by
 ``agent.context.strategy``. It never changes the stored history, it only picks from it;
 :class:`RequestBuilder` then repairs pairing (a safety net: a strategy that cuts only at
-round boundaries never needs it) and applies ``keep_tool_result`` to what is left. A
-strategy keeps or drops whole rounds (``rounds.py``). The conversation's
-:class:`~deepledger.context.policy.ContextPolicy` is what callers use: it owns the
-strategy, the builder, the window guard's estimate and when to compact.
+round boundaries never needs it) and applies ``keep_tool_result`` to what is left. The
+conversation's :class:`~deepledger.context.policy.ContextPolicy` is what callers use: it
+owns the strategy, the builder, the window guard's estimate and when to compact.
 
-- ``keep_tool_results`` (the default): every message, as the first seed's runtime does;
-  ``keep_tool_result`` alone decides what is blanked.
-- ``round_window``: the system prompt, the task, and the last ``keep_rounds`` rounds,
-  cut ``cut_batch`` rounds at a time (``trim.py`` says why batches keep the cache).
-- ``compaction`` (``compaction.py``): the system prompt, the task, notes the model wrote
-  on the older rounds, and the last ``keep_rounds`` rounds; made near the window's end.
+:class:`ContextStrategy` is everything the policy, the replay and a resume ask of a
+strategy, each with a default that does nothing (keeps every message, never cuts on a
+schedule, never compacts), so a strategy overrides only what it does. The strategies are
+one file each under ``strategies/``, named in its registry (``strategies/__init__.py``);
+no caller asks which concrete strategy it holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Sequence
+from typing import ClassVar
 
-from deepledger.config import ContextConfig, StrategyName
-from deepledger.context.compaction import Compaction, MemoryIndex
+from deepledger.context.compaction import NotesWriter
 from deepledger.context.pairing import (
     PairingProblem,
     last_reply_index,
     pairing_problems,
     repair_pairing,
 )
-from deepledger.context.rounds import split_rounds
-from deepledger.context.trim import ToolResultTrimmer, batched_cut
-from deepledger.errors import ConfigError
+from deepledger.context.trim import ToolResultTrimmer
+from deepledger.llm.tokens import TokenCounter
 from deepledger.messages import Message
+from deepledger.store.journal import Journal
 
 
-class ContextStrategy(Protocol):
-    @property
-    def name(self) -> str:
-        """The strategy's ``agent.context.strategy`` name."""
-        ...
+class ContextStrategy:
+    """What a context strategy is asked; every default does nothing.
 
-    @property
-    def cut_batch(self) -> int:
-        """``agent.context.cut_batch``: how many tool results ``keep_tool_result`` (and
-        this strategy, if it cuts rounds) cuts at a time."""
-        ...
+    ``name`` is its ``agent.context.strategy`` name; ``cut_batch`` is
+    ``agent.context.cut_batch``: how many tool results ``keep_tool_result`` (and the
+    strategy, if it cuts rounds on a schedule) cuts at a time.
+    """
+
+    name: str
+    cut_batch: int
+    # Whether it replaces rounds with notes a model writes: only then does the policy
+    # give it a notes writer, and does ``agent.context.summary_llm`` name a model to
+    # build and price.
+    writes_notes: ClassVar[bool] = False
 
     def select(self, history: Sequence[Message]) -> list[Message]:
         """The messages of ``history`` to send, in order; never more than it holds."""
-        ...
-
-
-@dataclass(frozen=True)
-class KeepToolResults:
-    """Every message; ``keep_tool_result`` does the trimming."""
-
-    cut_batch: int = 1
-    name: str = "keep_tool_results"
-
-    def select(self, history: Sequence[Message]) -> list[Message]:
         return list(history)
 
-
-@dataclass
-class RoundWindow:
-    """The system prompt, the task and the last ``keep_rounds`` rounds; with
-    ``cut_batch`` K, rounds pile up to ``keep_rounds + K`` and then the oldest K leave
-    at once (``trim.batched_cut``), so the request only grows at its end between cuts.
-    How many rounds are left out follows from the history, but for an urgent cut
-    (:meth:`cut_now`) or one a recorded run made (:meth:`adopt`)."""
-
-    keep_rounds: int
-    cut_batch: int = 1
-    name: str = "round_window"
-    floor: int = field(default=0, compare=False)  # rounds an urgent cut left out
-    # Batched: the most rounds a pick left out, kept out when the window guard takes the
-    # newest exchange back (a whole batch would come back into the closing call).
-    high: int = field(default=0, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.keep_rounds < 1:
-            raise ConfigError(f"agent.context.keep_rounds={self.keep_rounds} must be at least 1.")
-        if self.cut_batch < 1:
-            raise ConfigError(f"agent.context.cut_batch={self.cut_batch} must be at least 1.")
-
-    def select(self, history: Sequence[Message]) -> list[Message]:
-        head, rounds = split_rounds(history)
-        dropped = self._dropped(self._counted(rounds))
-        if self.cut_batch > 1:
-            dropped = self.high = max(dropped, min(self.high, len(rounds) - 1))
-        kept = rounds[dropped:]
-        return head + [message for round_ in kept for message in round_]
+    # The cut schedule: rounds left out as the history grows, journaled as cuts.
 
     def dropped(self, history: Sequence[Message]) -> int:
-        """How many of the history's rounds the pick leaves out."""
-        return self._dropped(self._counted(split_rounds(history)[1]))
+        """How many of the history's rounds the pick leaves out by its schedule."""
+        return 0
 
     def pending(self, history: Sequence[Message]) -> int:
-        """How many more rounds an urgent cut would leave out."""
-        total = self._counted(split_rounds(history)[1])
-        return max(0, total - self.keep_rounds - self._dropped(total))
+        """How many more rounds an urgent cut (:meth:`cut_now`) would leave out."""
+        return 0
 
     def cut_now(self, history: Sequence[Message]) -> None:
-        """Leave out all but ``keep_rounds`` rounds at once; batches count from here."""
-        total = self._counted(split_rounds(history)[1])
-        self.floor = max(self.floor, total - self.keep_rounds)
+        """Cut down to the limit at once: the window guard would end the loop otherwise."""
 
-    def _counted(self, rounds: list[list[Message]]) -> int:
-        """The rounds the schedule counts. Batched, a last round without tool results
-        (the model's answer, before the closing summary) is not one: a cut it set off
-        would break the cache for the last call or two, which it cannot pay back.
-        One at a time, every round counts, as the reference runtime does."""
-        if self.cut_batch > 1 and rounds and not any(m.is_tool_results for m in rounds[-1]):
-            return len(rounds) - 1
-        return len(rounds)
+    def marks(self) -> tuple[int, ...]:
+        """What :meth:`cut_now` changes, to put back when the cut did not help."""
+        return ()
 
-    def adopt(self, dropped_total: int) -> None:
-        """Take a cut a recorded run made: its oldest ``dropped_total`` rounds left out."""
-        self.floor = max(self.floor, dropped_total)
+    def restore_marks(self, marks: tuple[int, ...]) -> None:
+        """Put back what :meth:`marks` returned."""
 
-    def _dropped(self, total: int) -> int:
-        return min(total, batched_cut(total, self.keep_rounds, self.cut_batch, self.floor))
+    def adopt_cut(self, dropped_total: int) -> None:
+        """Take a cut a recorded run journaled: its oldest ``dropped_total`` rounds out."""
+
+    # Compaction: older rounds replaced by notes (``writes_notes`` strategies only).
+
+    def compaction_due(self, estimated_tokens: int, window: int) -> bool:
+        """Whether a request of ``estimated_tokens`` in ``window`` calls for notes."""
+        return False
+
+    async def compact(
+        self,
+        history: Sequence[Message],
+        *,
+        notes_writer: NotesWriter,
+        counter: TokenCounter,
+        window: int,
+        journal: Journal,
+        turn: int,
+        keep_tool_result: int = -1,
+        urgent: bool = False,
+    ) -> bool:
+        """Replace older rounds with notes; whether the request changed."""
+        return False
+
+    def adopt_notes(self, history: Sequence[Message], summary: str, rounds_kept: int) -> bool:
+        """Take notes a recorded run wrote (a replay of its own policy, a resume);
+        False when this strategy writes none."""
+        return False
+
+    def adopt_failed_compaction(self, history: Sequence[Message]) -> None:
+        """A recorded compaction of ``history`` failed: do not try it again as it is."""
+
+    def notes_not_rebuildable(self) -> str | None:
+        """Why notes this strategy writes cannot be rebuilt from the journal (a resume
+        then starts the attempt over); None when they can."""
+        return None
+
+    # The prompt cache and the replay's table.
+
+    def stable_prefix(self, messages: Sequence[Message]) -> int:
+        """How many leading ``messages`` of a request no later pick changes (where a
+        provider's cache breakpoint pays off longest): all of them, for a strategy that
+        never cuts; ``keep_tool_result`` is the policy's to account for."""
+        return len(messages)
+
+    def describe(self, keep_tool_result: int) -> str:
+        """The policy's name in a replay's table, with ``keep_tool_result``."""
+        kept = kept_results(keep_tool_result, self.cut_batch)
+        return f"{self.name}, {kept}" if kept else self.name
 
 
-# How each ``agent.context.strategy`` is built from its settings; the memory index is
-# what compaction re-offers the agent in every set of notes (tools/memory.py).
-StrategyBuilder = Callable[[ContextConfig, MemoryIndex | None], ContextStrategy]
-STRATEGIES: dict[StrategyName, StrategyBuilder] = {
-    StrategyName.KEEP_TOOL_RESULTS: lambda cfg, memory: KeepToolResults(cfg.batch),
-    StrategyName.ROUND_WINDOW: lambda cfg, memory: RoundWindow(cfg.keep_rounds, cfg.batch),
-    StrategyName.COMPACTION: lambda cfg, memory: Compaction(
-        cfg.keep_rounds,
-        compact_at=cfg.compact_at,
-        min_saving=cfg.min_saving,
-        summary_max_tokens=cfg.summary_max_tokens,
-        memory_index=memory,
-        cut_batch=cfg.batch,
-    ),
-}
-
-
-def make_strategy(
-    cfg: ContextConfig, *, memory_index: MemoryIndex | None = None
-) -> ContextStrategy:
-    """The strategy ``agent.context`` names; ``memory_index``: the names of the agent's
-    memory notes, when it has the memory tool (only compaction uses them)."""
-    try:
-        build = STRATEGIES[StrategyName(cfg.strategy)]
-    except ValueError:
-        raise ConfigError(
-            f"agent.context.strategy={cfg.strategy!r} is not a strategy; "
-            f"use one of {', '.join(StrategyName)}."
-        ) from None
-    return build(cfg, memory_index)
+def kept_results(keep_tool_result: int, cut_batch: int) -> str:
+    """What ``keep_tool_result`` keeps, in a few words ("" when it keeps all)."""
+    if keep_tool_result == -1:
+        return ""
+    batch = f", cut {cut_batch} at a time" if cut_batch > 1 else ""
+    return f"keep {keep_tool_result} tool results{batch}"
 
 
 class RequestBuilder:

@@ -6,7 +6,8 @@ memory]``). Three calls: ``write`` (a note under a name, replacing one of that n
 the run directory, one folder per task attempt (its format-retries share it; pass@k
 attempts do not, so they stay independent), so they survive whatever trimming or
 compaction does to the request, and a crashed run leaves them readable. After a
-compaction the notes' index is part of the compacted request (``context/compaction.py``).
+compaction the notes' index is part of the compacted request
+(``context/strategies/compaction.py``).
 """
 
 from __future__ import annotations
