@@ -83,9 +83,8 @@ class RetryConfig:
     max_retry_after_seconds: float = setting(
         120.0, doc="a 429's longer `Retry-After` is capped to this"
     )
-    # A server no call has reached yet is retried past max_attempts while it refuses,
-    # until the waits add up to this (a local server loading its model binds its port
-    # late); then the run stops on it (llm/retry.py, UNREACHABLE_AFTER_SECONDS).
+    # llm/retry.py (UNREACHABLE_AFTER_SECONDS): a local server loading its model binds its
+    # port late.
     unreachable_after_seconds: float = setting(
         60.0,
         doc=(
@@ -94,9 +93,7 @@ class RetryConfig:
             "starting; then the suite stops on it ([Retries](llm.md#retries))"
         ),
     )
-    # A reply the server aborted (vLLM/SGLang finish_reason "abort") or that holds
-    # nothing at all is retried as a transient error; null: true. Null, not true, so
-    # that a run made before the key existed resumes unchanged.
+    # Null, not true, so that a run made before the key existed resumes unchanged.
     aborted_or_empty: bool | None = setting(
         None,
         doc=(
@@ -110,8 +107,6 @@ class RetryConfig:
 
 @dataclass
 class LLMConfig:
-    # a Provider: openai | anthropic | azure_openai | openai_responses | local | qwen |
-    # minimax
     provider: str = setting(
         MISSING,
         doc=(
@@ -171,8 +166,6 @@ class LLMConfig:
         ),
         common=True,
     )
-    # Opening the connection: short, so a server that is down or whose listen queue is
-    # full is retried in seconds rather than waiting out timeout_seconds.
     connect_timeout_seconds: float = setting(
         10.0,
         doc=(
@@ -184,8 +177,6 @@ class LLMConfig:
     extra_body: JSONObject = setting(
         factory=dict, doc="passed through to the server, e.g. `+llm.extra_body.top_k=20` for vLLM"
     )
-    # openai provider: the server continues a trailing assistant message when sent
-    # continue_final_message (vLLM, SGLang). The OpenAI API does not: leave it off there.
     assistant_prefill: bool = setting(
         False,
         doc=(
@@ -193,8 +184,6 @@ class LLMConfig:
             "`continue_final_message` (vLLM, SGLang); the OpenAI API does not: leave it off there"
         ),
     )
-    # local provider: the GGUF file to serve (null: the bundled SmolLM2-135M-Instruct) and
-    # llama.cpp's --chat_format (null: the template inside the file).
     model_path: str | None = setting(
         None,
         doc=(
@@ -211,10 +200,6 @@ class LLMConfig:
             "file; set, requests go to the chat endpoint and cannot continue a prefill)"
         ),
     )
-    # local provider: llama.cpp's generation and batch (prompt) threads, null: the cores
-    # this process may use; and OpenMP's wait policy: PASSIVE (threads sleep while they
-    # wait, so a loaded machine still generates), ACTIVE (llama.cpp's spinning default)
-    # or null (whatever the environment says).
     threads: int | None = setting(
         None,
         doc="`llm=local`: llama.cpp's generation threads; null: the cores this process may use",
@@ -230,9 +215,7 @@ class LLMConfig:
             "null (the environment's `OMP_WAIT_POLICY`)"
         ),
     )
-    # A model's own needs (small models especially), applied whatever the agent preset:
-    # the tool-call protocol it handles (overrides agent.tool_protocol), and a worked
-    # example added to its system prompt (a file in src/deepledger/prompts/).
+    # A model's profile: its own needs (small models especially), whatever the agent preset.
     tool_protocol: str | None = setting(
         None,
         doc=(
@@ -247,9 +230,6 @@ class LLMConfig:
             "`src/deepledger/prompts/`)"
         ),
     )
-    # A tool ("server.tool" or "tool") that the first reply of each task calls: the reply
-    # is prefilled with the opening of that call (XML or hermes, a provider that continues
-    # a prefill), so a model that would answer from memory searches first.
     first_call: str | None = setting(
         None,
         doc=(
@@ -258,10 +238,7 @@ class LLMConfig:
             "profiles](agent.md#model-profiles))"
         ),
     )
-    # Also the model's own: a cap on every agent's turns (the lower of this and
-    # agent.*.max_turns; null: no cap) and tools hidden from every agent ("server.tool" or
-    # "tool", added to agent.*.tool_blacklist; null: none), for a small model that loops
-    # or misuses a tool. Null, not [], so runs made before these keys resume unchanged.
+    # This and tool_blacklist: null, not [], so runs made before these keys resume unchanged.
     max_turns: int | None = setting(
         None,
         doc=(
@@ -276,8 +253,6 @@ class LLMConfig:
             "`agent.*.tool_blacklist`; null: none"
         ),
     )
-    # The model reads images (OpenAI image parts, Anthropic image blocks): images that
-    # tools return or tasks attach are sent to it; otherwise they are named in a note.
     accepts_images: bool = setting(
         False,
         doc=(
@@ -285,7 +260,6 @@ class LLMConfig:
             "parts, Anthropic image blocks), else named in a note ([Images](tools.md#images))"
         ),
     )
-    # MiroThinker's command lines set this; deepledger's clients are always async.
     async_client: bool = setting(
         True,
         doc=(
@@ -293,9 +267,6 @@ class LLMConfig:
             "async"
         ),
     )
-    # anthropic: Claude's thinking, sent as the request's `thinking` field, e.g.
-    # {type: enabled, budget_tokens: 8000} or {type: adaptive}; null: the model's default.
-    # Thinking blocks are kept and re-sent as the API requires; no prefill while it is on.
     thinking: Any = setting(
         None,
         doc=(
@@ -305,9 +276,6 @@ class LLMConfig:
             "prefill while it is on"
         ),
     )
-    # openai: reasoning models (o1/o3/o4-mini, gpt-5...) take max_completion_tokens and
-    # only the default temperature/top_p. null: told by llm.model_name; true/false: say so
-    # (a gateway's or an Azure deployment's own name).
     reasoning_model: bool | None = setting(
         None,
         doc=(
@@ -323,10 +291,7 @@ class LLMConfig:
             "`xhigh`"
         ),
     )
-    # openai: the reasoning_content a reply came with goes back on its assistant message
-    # when that message's tool calls are sent (DeepSeek's thinking mode requires it and
-    # answers 400 without); null or false: never sent (vLLM and SGLang refuse it). Null,
-    # not false, so runs made before this key resume unchanged.
+    # Null, not false, so runs made before this key resume unchanged.
     send_back_reasoning: bool | None = setting(
         None,
         doc=(
@@ -336,7 +301,6 @@ class LLMConfig:
             "null or false: reasoning is kept but never sent (vLLM and SGLang refuse it)"
         ),
     )
-    # azure_openai: the api-version query parameter (null: none, for the /openai/v1 API).
     api_version: str | None = setting(
         None,
         doc=(
@@ -344,10 +308,6 @@ class LLMConfig:
             "null for the `/openai/v1` API)"
         ),
     )
-    # openai: a prompt_cache_key per task (a digest of its system prompt and task), so the
-    # API routes a task's calls to the same prompt cache; null: only to api.openai.com
-    # (vLLM logs it as an ignored field on every request, stricter servers refuse it),
-    # true: to any server, false: never.
     prompt_cache_key: bool | None = setting(
         None,
         doc=(
@@ -358,10 +318,6 @@ class LLMConfig:
             "caching](caching.md#provider-hints))"
         ),
     )
-    # Several servers of the same model (vLLM/SGLang replicas): each task attempt sticks
-    # to one (a stable hash of task id and attempt), so its growing prompt stays in that
-    # server's prefix cache.
-    # null: llm.base_url alone.
     endpoints: list[str] | None = setting(
         None,
         doc=(
@@ -422,8 +378,6 @@ class ToolServerConfig:
         ),
     )
     url: str | None = setting(None, doc="`streamable_http` / `sse`: the endpoint")
-    # shared: one session serves every task of the run (stateless servers: search, reader);
-    # task: one session per task, so state never leaks between tasks (python).
     scope: str = setting(
         "shared",
         doc=(
@@ -446,9 +400,6 @@ class ToolServerConfig:
         ),
     )
     startup_timeout_seconds: float = setting(30.0, doc="a tool server's start")
-    # Longer results are archived in the run directory when the agent has the `archive`
-    # tool (the model gets the first preview_chars and a handle to read on), else cut
-    # with a visible marker.
     max_result_chars: int = setting(
         20_000,
         doc=(
@@ -457,8 +408,7 @@ class ToolServerConfig:
         ),
     )
     preview_chars: int = setting(2_000, doc="the archived result's preview the model gets")
-    # stdio: the most one message from the server may hold; a larger answer is dropped
-    # while it streams in and the call gets an error result (tools/stdio_transport.py).
+    # tools/stdio_transport.py enforces it.
     max_message_bytes: int = setting(
         16 * 1024 * 1024,
         doc=(
@@ -466,8 +416,6 @@ class ToolServerConfig:
             "dropped while it streams in and the call gets an error result"
         ),
     )
-    # Identical calls (same tool, same arguments) are answered once per run and then
-    # served from the run's cache, marked as cached in the journal: search servers.
     cache_results: bool = setting(
         False,
         doc=(
@@ -513,10 +461,8 @@ class AgentRoleConfig:
             "after this many rollbacks in a row the reply is kept ([Rollbacks](agent.md#rollbacks))"
         ),
     )
-    # The loop ends as looping when its newest turns go round a cycle of 1 to 3 turns
-    # (the same replies, the same results) this many more times after its first round;
-    # null: MAX_CYCLE_REPEATS. Null, not 2, so that a run made before the key existed
-    # resumes with the same settings (an absent key and a null one are no change).
+    # Null, not 2 (MAX_CYCLE_REPEATS), so that a run made before the key existed resumes with
+    # the same settings (an absent key and a null one are no change).
     max_cycle_repeats: int | None = setting(
         None,
         doc=(
@@ -545,7 +491,6 @@ class ContextConfig:
         ),
         common=True,
     )
-    # round_window, compaction: rounds kept unchanged after the system prompt and the task
     keep_rounds: int = setting(
         8,
         doc=(
@@ -553,9 +498,7 @@ class ContextConfig:
             "the task"
         ),
     )
-    # compaction (context/compaction.py): due when the estimated request reaches this
-    # fraction of llm.max_context_length; done only if the rounds it replaces hold at
-    # least min_saving of the request; the notes get at most summary_max_tokens.
+    # compact_at, min_saving and summary_max_tokens: read by context/compaction.py.
     compact_at: float = setting(
         0.8,
         doc=(
@@ -571,8 +514,6 @@ class ContextConfig:
         ),
     )
     summary_max_tokens: int = setting(1024, doc="`compaction`: the notes' reply budget")
-    # compaction: an llm preset (conf/llm/<name>.yaml) that writes the notes instead of
-    # the agent's own model, e.g. a cheaper one; null: the agent's model.
     summary_llm: str | None = setting(
         None,
         doc=(
@@ -580,11 +521,8 @@ class ContextConfig:
             "of the agent's model, e.g. a cheaper one (priced as itself)"
         ),
     )
-    # agent.keep_tool_result and round_window cut this many tool results (rounds) at a
-    # time, when this many more than the limit have piled up, so the provider's prompt
-    # cache keeps hitting between cuts (context/trim.py); 1: one every turn, as
-    # MiroThinker does; null: CUT_BATCH. Null, not 5, so that a run made before the key
-    # existed resumes with the same settings.
+    # context/trim.py. Null, not 5 (CUT_BATCH), so that a run made before the key existed
+    # resumes with the same settings.
     cut_batch: int | None = setting(
         None,
         doc=(
@@ -612,8 +550,6 @@ class RecoveryConfig:
     """MiroThinker's recoveries (docs/agent.md#recoveries). Each is on when null; null,
     not a value, so that a run made before the keys existed resumes unchanged."""
 
-    # Attempts in all for a reply cut at llm.max_tokens, each with 10 % more room
-    # (never past the window); 1: a cut reply is kept as it is. Null: CUT_REPLY_ATTEMPTS.
     cut_reply_attempts: int | None = setting(
         None,
         doc=(
@@ -622,7 +558,6 @@ class RecoveryConfig:
             "null: 10, as MiroThinker; 1: a cut reply is kept as it is"
         ),
     )
-    # \boxed{unknown}, \boxed{N/A}, ... are no answer, so the format retry follows.
     boxed_non_answers: bool | None = setting(
         None,
         doc=(
@@ -631,8 +566,6 @@ class RecoveryConfig:
             "follows; null: on; `false`: every box is an answer"
         ),
     )
-    # tool-python: `code` read as `code_block`, a missing or unknown sandbox_id given a
-    # sandbox of the task's.
     repair_python_calls: bool | None = setting(
         None,
         doc=(
@@ -642,7 +575,6 @@ class RecoveryConfig:
             "`tool_call_repaired`); null: on; `false`: off"
         ),
     )
-    # A call naming a server the agent lacks goes to the one tool of that name.
     route_unknown_server: bool | None = setting(
         None,
         doc=(
@@ -689,12 +621,10 @@ class AgentConfig:
         common=True,
     )
     retry_with_summary: bool = setting(True, doc="write a post-mortem for the next retry")
-    # Tries to get a boxed final answer; null: 3 when keeping every tool result, else 1.
     max_final_answer_retries: int | None = setting(
         None,
         doc="tries to get a boxed final answer; null: 3 when keeping every tool result, else 1",
     )
-    # xml (<use_mcp_tool> in text) | native (function calling) | hermes (<tool_call> in text)
     tool_protocol: str = setting(
         "xml",
         doc=(
@@ -705,9 +635,7 @@ class AgentConfig:
         ),
         common=True,
     )
-    # The prompt layout (prompts/__init__.py): null (deepledger's own, "default") |
-    # mirothinker (the layout MiroThinker models are trained on; every MiroThinker preset
-    # sets it). null, not "default", so runs from before the key resume unchanged.
+    # prompts/__init__.py. Null, not "default", so runs from before the key resume unchanged.
     prompt_profile: str | None = setting(
         None,
         doc=(
@@ -718,7 +646,6 @@ class AgentConfig:
         ),
         common=True,
     )
-    # A folder of the user's own template files, each replacing ours of the same name.
     prompts_dir: str | None = setting(
         None,
         doc=(
@@ -761,8 +688,7 @@ class FieldMapping:
 
 @dataclass
 class BenchmarkDataConfig:
-    # jsonl: data_dir/metadata_file; package:simpleqa|freshqa|fanoutqa: a question set
-    # shipped inside a PyPI package (bench/public.py)
+    # bench/public.py reads the package: sources.
     source: str = setting(
         "jsonl",
         doc=(
@@ -780,9 +706,7 @@ class BenchmarkDataConfig:
         common=True,
     )
     metadata_file: str = setting("standardized_data.jsonl", doc="the task file inside `data_dir`")
-    # The task file's layout (bench/formats.py): auto (by its extension, CSV header or
-    # first record) | jsonl | gaia | hle | browsecomp | browsecomp-zh |
-    # xbench-deepsearch | simpleqa
+    # bench/formats.py reads each layout.
     format: str = setting(
         "auto",
         doc=(
@@ -818,8 +742,6 @@ class JudgeConfig:
     rel_tol: float = setting(1e-6, doc="`numeric`: relative tolerance")
     abs_tol: float = setting(0.0, doc="`numeric`: absolute tolerance")
     ordered: bool = setting(False, doc="`list`: order matters")
-    # llm: the llm preset the judge uses (llm/<name>.yaml on Hydra's search path: the
-    # packaged conf/, -cd/--config-dir, hydra.searchpath)
     llm: str | None = setting(
         None,
         doc=(
@@ -830,8 +752,6 @@ class JudgeConfig:
         ),
         common=True,
     )
-    # llm: a model id that replaces the preset's model_name (e.g. a benchmark's official
-    # judge model, pinned); null: the preset's
     model: str | None = setting(
         None,
         doc=(
@@ -839,8 +759,6 @@ class JudgeConfig:
             "official judge model, pinned); part of the judge's identity a resume checks"
         ),
     )
-    # llm: the judge's OpenAI-compatible server (a local or proxy one), replacing the
-    # preset's base_url; null: the preset's
     base_url: str | None = setting(
         None,
         doc=(
@@ -851,9 +769,7 @@ class JudgeConfig:
             "`benchmark.judge.llm=openai_compatible`"
         ),
     )
-    # llm: how the model is asked and its reply read, a JudgeRule (one grading protocol
-    # each, bench/judge_rules.py): default | gaia_text | hle | browsecomp | simpleqa |
-    # xbench | frames | deepsearchqa
+    # A JudgeRule (bench/judge_rules.py).
     rule: str = setting(
         "default",
         doc=(
@@ -863,10 +779,6 @@ class JudgeConfig:
             "`deepsearchqa`"
         ),
     )
-    # llm: the label set and the fields the preset's protocol returns, as data (e.g.
-    # [CORRECT, INCORRECT, NOT_ATTEMPTED]; [extracted_answer, reasoning, verdict,
-    # confidence]); each must be one the rule reads, else the run stops before any work.
-    # null: not stated.
     labels: list[str] | None = setting(
         None,
         doc=(
@@ -883,9 +795,6 @@ class JudgeConfig:
             "like `labels`"
         ),
     )
-    # llm: a file holding the user's own copy of an official judge template, sent in
-    # place of our prompt with the official placeholders filled ({question},
-    # {correct_answer}, {response}; SimpleQA: {question}, {target}, {predicted_answer}).
     template: str | None = setting(
         None,
         doc=(
@@ -897,8 +806,6 @@ class JudgeConfig:
             "Part of the judge's identity (a changed file is another judge)"
         ),
     )
-    # llm: how many times the model is asked for one answer when its replies have no
-    # readable verdict; then the answer is unjudged (not counted in accuracy). null: 3.
     max_asks: int | None = setting(
         None,
         doc=(
@@ -913,8 +820,6 @@ class JudgeConfig:
 class RayConfig:
     """benchmark.execution.backend=ray: the cluster and its workers."""
 
-    # null: start a local Ray on this machine; auto: the cluster this machine belongs to;
-    # ray://host:10001: a remote cluster through Ray Client.
     address: str | None = setting(
         None,
         doc=(
@@ -950,8 +855,6 @@ class ExecutionConfig:
         ),
         common=True,
     )
-    # While the run goes, report.html is rewritten this often (seconds) when tasks
-    # have finished since; 0: only at the end.
     report_every_seconds: float = setting(
         300.0,
         doc=(
@@ -990,8 +893,6 @@ class ExecutionConfig:
     max_tokens: int | None = setting(
         None, doc="the run's budget in input + output tokens, as `max_cost_usd`"
     )
-    # Where the tasks run: asyncio (this process) or ray (Ray actors, each with its own
-    # event loop, tool servers and model clients; pip install deepledger[ray]).
     backend: str = setting(
         "asyncio",
         doc=(
@@ -1001,9 +902,6 @@ class ExecutionConfig:
         common=True,
     )
     ray: RayConfig = field(default_factory=RayConfig)
-    # Where a retry a killed run left unfinished goes on: `turn` (rebuilt from its
-    # journal, at the next turn; what cannot be rebuilt falls back to `retry`) or
-    # `retry` (from its first turn).
     resume: str = setting(
         "turn",
         doc=(
@@ -1022,8 +920,6 @@ class BenchmarkConfig:
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     answer_format: str = setting("", doc="extra answer-format rules for the summarize prompt")
-    # The corpus the `search` tool indexes for this suite instead of its default (a
-    # hermetic suite brings its own); relative paths are from the working directory.
     search_corpus: str | None = setting(
         None,
         doc=(
@@ -1031,9 +927,8 @@ class BenchmarkConfig:
             "suite brings its own); relative paths as below"
         ),
     )
-    # Answer-leak patterns of this suite (where its answers are published), added to
-    # web.blocked_urls; same syntax (blocked_urls.py). Null (none), not [], so that a run
-    # made before the key existed resumes with the same settings.
+    # blocked_urls.py. Null (none), not [], so that a run made before the key existed resumes
+    # with the same settings.
     blocked_urls: list[str] | None = setting(
         None,
         doc=(
@@ -1042,8 +937,7 @@ class BenchmarkConfig:
             "syntax ([Answer leaks](web.md#answer-leaks))"
         ),
     )
-    # The metrics this suite's official protocol publishes, beside accuracy and pass@k
-    # (names in PROTOCOL_METRICS; bench/protocol_metrics.py). Null, not [], as above.
+    # Names in PROTOCOL_METRICS (bench/protocol_metrics.py). Null, not [], as above.
     metrics: list[str] | None = setting(
         None,
         doc=(
@@ -1053,7 +947,6 @@ class BenchmarkConfig:
             "([Published metrics](reports.md#published-metrics))"
         ),
     )
-    # Task fields (the task line's metadata, e.g. GAIA's Level) to break accuracy down by.
     breakdown: list[str] | None = setting(
         None,
         doc=(
@@ -1068,9 +961,6 @@ class WebConfig:
     """What URLs chosen by the model (or by a page it reads) may reach, and which local
     files the tools may show it."""
 
-    # Loopback, private, link-local and cloud-metadata addresses are refused unless
-    # this is true (tests on loopback; a research intranet). Base URLs the user
-    # configures (SERPER_BASE_URL, llm.base_url, ...) are never filtered.
     allow_private_networks: bool = setting(
         False,
         doc=(
@@ -1079,9 +969,6 @@ class WebConfig:
             "are never filtered ([SSRF guard](security.md#urls-the-model-chooses))"
         ),
     )
-    # The backend of the web search servers (web_search, search_and_scrape_webpage):
-    # serper (SERPER_API_KEY), searxng (SEARXNG_BASE_URL), tavily (TAVILY_API_KEY),
-    # brave (BRAVE_API_KEY), or local: the offline corpus of the `search` tool.
     search_backend: str = setting(
         "serper",
         doc=(
@@ -1092,9 +979,6 @@ class WebConfig:
         ),
         common=True,
     )
-    # The page reader of the scrape-and-extract tool: jina (JINA_API_KEY; r.jina.ai or
-    # JINA_BASE_URL) or direct (fetched and converted here). auto: jina when its key is
-    # set, else direct.
     scraper: str = setting(
         "auto",
         doc=(
@@ -1103,9 +987,7 @@ class WebConfig:
             "is set, else direct)"
         ),
     )
-    # Shell-style name patterns of files no tool ever shows the model, added to the
-    # built-in ones (.env*, .git/, *.pem, *.key, id_rsa*, .ssh/, .aws/, credentials*.json,
-    # ...; deepledger/secret_files.py). Matched against every part of a file's real path.
+    # deepledger/secret_files.py holds the built-in rules.
     secret_files: list[str] = setting(
         factory=list,
         doc=(
@@ -1117,9 +999,7 @@ class WebConfig:
             "([Local files](security.md#local-files))"
         ),
     )
-    # The reader and tool-python open a benchmark.data.data_dir that is the working
-    # directory, the home folder or a folder above them only as its tasks' attached
-    # files (tools/roots.py); true opens it whole (secret files are refused anyway).
+    # tools/roots.py.
     allow_working_dir: bool = setting(
         False,
         doc=(
@@ -1129,12 +1009,8 @@ class WebConfig:
             "files](security.md#local-files))"
         ),
     )
-    # Answer-leak guard (blocked_urls.py): glob patterns on a URL's host/path (no scheme,
-    # www. dropped, any case; `*` also matches `/`) whose pages the search tools drop and
-    # the readers refuse, added to the built-in huggingface.co (and hf.co) datasets/* and
-    # spaces/* rules and to the suite's benchmark.blocked_urls.
-    # Null (none) rather than [], and null (true) below rather than true, so that a run
-    # made before these keys existed resumes under the guard with the same settings.
+    # blocked_urls.py. Null (none) rather than [], and null (true) below rather than true, so
+    # that a run made before these keys existed resumes under the guard with the same settings.
     blocked_urls: list[str] | None = setting(
         None,
         doc=(
@@ -1146,7 +1022,6 @@ class WebConfig:
             "`hf.co/spaces/*` ([Answer leaks](web.md#answer-leaks))"
         ),
     )
-    # false turns the built-in huggingface.co rules off (blocked_urls still apply).
     block_answer_sites: bool | None = setting(
         None,
         doc=(
@@ -1160,8 +1035,6 @@ class WebConfig:
 class ResumeConfig:
     """Resuming a run directory (the same command with the same ``hydra.run.dir``)."""
 
-    # A resume may use settings that differ from the run's (each task records the
-    # config_id it ran under); false: such a resume is refused, listing the keys.
     allow_config_change: bool = setting(
         False,
         doc=(
@@ -1170,8 +1043,6 @@ class ResumeConfig:
         ),
         common=True,
     )
-    # A task whose question, ground truth, attached file or judge changed since its
-    # result was recorded: rerun (from its start, the old result not counted) or refuse.
     on_changed_tasks: str = setting(
         "rerun",
         doc=(
@@ -1194,9 +1065,6 @@ class SandboxConfig:
     server enforces and how; its tool descriptions say it to the model).
     """
 
-    # All of a sandbox's processes together where a cgroup can be made (root); else each
-    # process's address space (RLIMIT_AS). null: the server's --memory-mb (python 1024,
-    # tool-python 2048).
     memory_mb: int | None = setting(
         None,
         doc=(
@@ -1212,9 +1080,6 @@ class SandboxConfig:
             "RLIMIT_NPROC of the sandbox's own user, with bubblewrap only); null: 256"
         ),
     )
-    # Its work folder, /tmp and /dev/shm together (an ext4 quota disk, as root); else the
-    # size of /tmp and /dev/shm together (half each, in RAM), and the work folder is not
-    # limited. null: 1024.
     disk_mb: int | None = setting(
         None,
         doc=(
