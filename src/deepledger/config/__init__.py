@@ -14,8 +14,12 @@ The modules, by concern: ``names`` (the values a setting may take), ``schema`` (
 keys), ``validation``, ``composition`` (YAML to a typed Config), ``overrides`` (the
 command line's keys and presets), ``servers`` (what tool servers get from the config),
 ``lookups`` (values read off a config: prompts, models, prices), ``docs`` (the key tables
-and help text, generated from the schema). Each public name is imported from its module
-on first use (``deepledger.lazy``).
+and help text, generated from the schema).
+
+What other layers import from here: ``Config`` and its parts (``LLMConfig``,
+``ToolServerConfig``, ...), ``compose``, ``typed``, ``validate``, the StrEnums
+(``Provider``, ``JudgeName``, ...), ``tool_servers`` and the names of ``__all__``. Each is
+imported from its module on first use (``deepledger.lazy``).
 """
 
 from __future__ import annotations
