@@ -23,6 +23,25 @@ def test_help_lists_the_commands():
         assert f"deepledger {command}" in run.stdout
 
 
+@pytest.mark.parametrize("command", ["bench", "run"])
+def test_command_help_says_what_the_common_keys_mean_in_the_schemas_words(command: str):
+    from deepledger.config.docs import key_docs, plain
+
+    run = deepledger(command, "--help")
+    assert run.returncode == 0, run.stderr
+    assert "Powered by Hydra" in run.stdout  # Hydra's own help is still there, above
+    lines = run.stdout.splitlines()
+    common = [doc for doc in key_docs() if doc.common]
+    assert len(common) >= 20
+    for doc in common:
+        line = next(line for line in lines if line.startswith(f"  {doc.key}="))
+        assert len(line) <= 100, line
+        said = line.split("  ", 2)[2].removesuffix(" ...")
+        assert plain(doc.meaning).startswith(said), (line, doc.meaning)
+    max_tokens = next(line for line in lines if line.startswith("  llm.max_tokens="))
+    assert max_tokens == "  llm.max_tokens=4096  the reply budget of each call"
+
+
 def test_cfg_job_prints_the_composed_config_with_overrides():
     run = deepledger(
         "bench", "--cfg", "job", "agent.keep_tool_result=5", "agent.context_compress_limit=3"

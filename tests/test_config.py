@@ -274,3 +274,46 @@ def test_the_sandbox_keys_reach_only_the_sandbox_servers_and_null_changes_nothin
     assert "--disk-mb" not in " ".join(default["python"].args)  # null: the server's own
     with pytest.raises(ConfigError, match=r"sandbox\.disk_mb=0 must be positive"):
         validate(composed("sandbox.disk_mb=0"))
+
+
+# -- the package: one schema that explains itself -----------------------------------------
+
+
+def test_each_key_says_what_it_means_and_omegaconf_reads_only_its_default():
+    """The descriptions ride in the fields' metadata: the structured schema Hydra merges
+    into is the dataclasses' defaults, key for key (a MISSING value stays ``???``)."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    from deepledger.config import Config
+    from deepledger.config.docs import key_docs
+
+    docs = key_docs()
+    assert len(docs) > 140 and all(doc.meaning.strip() for doc in docs)
+    assert len({doc.key for doc in docs}) == len(docs)
+    structured = OmegaConf.to_container(OmegaConf.structured(Config))
+    assert structured == dataclasses.asdict(Config())
+
+
+def test_the_package_exports_every_public_name_of_its_modules():
+    """``from deepledger.config import X`` works for whatever the modules define."""
+    import ast
+    from pathlib import Path
+
+    import deepledger.config as config
+
+    package = Path(config.__file__).parent
+    defined = set()
+    for module in package.glob("*.py"):
+        if module.name in ("__init__.py", "docs.py"):  # docs: a command, imported by path
+            continue
+        for node in ast.parse(module.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                defined.add(node.name)
+            elif isinstance(node, ast.Assign):
+                defined |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    public = {name for name in defined if not name.startswith("_")}
+    internal = {"T", "DOC", "COMMON", "ENTRIES", "ROWS"}  # setting()'s own
+    assert set(config.__all__) == public - internal
+    assert all(hasattr(config, name) for name in config.__all__)

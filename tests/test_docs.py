@@ -1,6 +1,8 @@
 """The documentation site stays true: it builds (strict: a broken link fails), it
 fetches nothing, and docs/configuration.md documents every key of the schemas in
-``deepledger.config`` with its default, and no key they do not have.
+``deepledger.config`` with its default, and no key they do not have: its key tables are
+the ones ``python -m deepledger.config.docs --write`` generates from the schema's field
+descriptions.
 
 The pages name only modules that exist, and the map of the code is the tree's: every
 module path README.md and docs/*.md name is there; docs/architecture.md's map is the one
@@ -24,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from deepledger import config
+from deepledger.config import docs as config_docs
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -122,7 +125,7 @@ def _in_schema(key: str, keys: set[str]) -> bool:
 
 def _read_by_the_code(name: str) -> bool:
     quoted = (f'"{name}"', f"'{name}'", f".{name}")
-    package = Path(config.__file__).parent
+    package = Path(config.__file__).parents[1]  # deepledger/, not only deepledger/config/
     return any(
         any(q in path.read_text(encoding="utf-8") for q in quoted) for path in package.rglob("*.py")
     )
@@ -205,6 +208,46 @@ def test_a_missing_key_an_unknown_key_and_a_stale_default_are_caught() -> None:
     assert coverage_problems(stale) == ["llm.max_tokens: default is 4096, documented as 2048"]
     entry = text.replace(row, "| `tools.<name>.colour` | `1` | no such key |\n" + row)
     assert len(coverage_problems(entry)) == 1, coverage_problems(entry)
+
+
+def test_the_configuration_pages_tables_are_the_ones_the_schema_gives() -> None:
+    text = CONFIGURATION.read_text(encoding="utf-8")
+    difference = config_docs.first_difference(text, config_docs.generated(text))
+    assert difference is None, (
+        "docs/configuration.md's key tables differ from the schema's descriptions; "
+        f"run: python -m deepledger.config.docs --write\n{difference}"
+    )
+    assert config_docs.main(["--check", str(CONFIGURATION)]) == 0
+
+
+def test_a_key_without_a_description_or_without_a_table_is_refused() -> None:
+    @dataclass
+    class Undocumented:
+        documented: int = config.setting(1, doc="said")
+        silent: int = 2
+
+    with pytest.raises(TypeError, match=r"silent has no description"):
+        config_docs.key_docs(Undocumented)
+    text = CONFIGURATION.read_text(encoding="utf-8")
+    without_sandbox = text.replace("<!-- keys: sandbox -->", "")
+    with pytest.raises(ValueError, match=r"sandbox.memory_mb belongs to no table"):
+        config_docs.generated(without_sandbox)
+
+
+def test_a_new_key_and_a_changed_description_reach_the_page() -> None:
+    text = CONFIGURATION.read_text(encoding="utf-8")
+    docs = config_docs.key_docs()
+    new = config_docs.KeyDoc("sandbox.cpus", "`null`", "CPUs of one sandbox; null: all")
+    changed = [
+        dataclasses.replace(d, meaning="the reply budget") if d.key == "llm.max_tokens" else d
+        for d in docs
+    ]
+    page = config_docs.generated(text, [*changed, new])
+    assert "| `llm.max_tokens` | `4096` | the reply budget |" in page
+    row = "| `sandbox.cpus` | `null` | CPUs of one sandbox; null: all |"
+    line = page.splitlines().index(row) + 1
+    assert coverage_problems(page) == [f"line {line}: sandbox.cpus is not a configuration key"]
+    assert config_docs.generated(page) == text  # the schema's own tables come back
 
 
 def mkdocs_build(project: Path, out: Path) -> subprocess.CompletedProcess[str]:

@@ -287,9 +287,21 @@ def test_a_planted_circle_is_found_however_it_imports(tmp_path, planted):
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
-    """The ids of the docstring nodes of ``tree``: prose may name files."""
+    """The ids of the docstring nodes of ``tree``: prose may name files; and of the names
+    a package exports (``__all__``, its ``lazy_exports`` table), which are Python names
+    (``tool_servers``), not files."""
     found = set()
     for node in ast.walk(tree):
+        exported = (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+        ) or (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "lazy_exports"
+        )
+        if exported:
+            found |= {id(n) for n in ast.walk(node) if isinstance(n, ast.Constant)}
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):

@@ -17,12 +17,13 @@ import sys
 import pytest
 
 # The packages meant to be imported by users or by the layers above them. Left out:
-# config (its own package is being drawn), testing (leaving the installed package),
+# testing (leaving the installed package),
 # tools (split by lifetime: its names are being moved), tools.servers (each server is a
 # process, run as python -m).
 PUBLIC_PACKAGES = (
     "deepledger",
     "deepledger.prompts",
+    "deepledger.config",
     "deepledger.records",
     "deepledger.store",
     "deepledger.llm",

@@ -55,7 +55,8 @@ usage:
                                             grade a finished run's answers again
                                             (benchmark.judge.*), beside its own
                                             judgement, with the agreement between them
-  deepledger COMMAND --help                 Hydra's help: config groups and keys
+  deepledger COMMAND --help                 Hydra's help: config groups and keys, and
+                                            what the common keys mean
   deepledger bench --cfg job [OVERRIDES]    print the composed config and stop
 
 OVERRIDES are Hydra overrides, e.g.
@@ -251,7 +252,12 @@ def _hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
     try:
         _entry()
     except SystemExit as exc:
-        return _hydra_exit_code(exc, composed="code" in outcome)
+        code = _hydra_exit_code(exc, composed="code" in outcome)
+        if code == 0 and any(a in ("-h", "--help") for a in overrides):
+            from deepledger.config.docs import key_help
+
+            print(f"\n{key_help(name)}")  # below Hydra's help: what the keys mean
+        return code
     except ValueError as exc:  # Hydra's check of its flags ("only one of --cfg, -m, ...")
         if "code" in outcome:
             raise
