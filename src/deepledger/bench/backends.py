@@ -6,12 +6,13 @@ accepted (before the manifest and ``.hydra/`` change, so a backend that cannot s
 leaves the run directory as it was), runs the tasks and lets go of what it started.
 :class:`InThisProcess` runs them on this event loop; ``bench/ray_backend.py``'s
 ``RaySuite`` on Ray actors. A new backend is one class with these four methods and a
-line in :func:`backend_for`.
+entry in :data:`BACKENDS`.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Protocol
 
 from deepledger.bench.metrics import StoppedTasks
@@ -91,11 +92,20 @@ class InThisProcess:
         return None
 
 
+def _on_ray(cfg: Config) -> SuiteBackend:
+    # Ray is optional and slow to import: only for backend=ray.
+    from deepledger.bench.ray_backend import RaySuite
+
+    return RaySuite(cfg)
+
+
+# One builder per benchmark.execution.backend value.
+BACKENDS: dict[Backend, Callable[[Config], SuiteBackend]] = {
+    Backend.ASYNCIO: InThisProcess,
+    Backend.RAY: _on_ray,
+}
+
+
 def backend_for(cfg: Config) -> SuiteBackend:
     """The backend ``benchmark.execution.backend`` names."""
-    if cfg.benchmark.execution.backend == Backend.RAY:
-        # Ray is optional and slow to import: only for backend=ray.
-        from deepledger.bench.ray_backend import RaySuite
-
-        return RaySuite(cfg)
-    return InThisProcess(cfg)
+    return BACKENDS[Backend(cfg.benchmark.execution.backend)](cfg)

@@ -3,7 +3,7 @@
 - **The driver** (the ``deepledger bench`` process) owns the run as with asyncio: the
   run directory's lock, the manifest, the progress display, each task's result line,
   the summary and the report. Its ``BenchmarkRunner`` gets a :class:`RayTasks`
-  executor: it dispatches each task to a worker, keeping each at most
+  task backend: it dispatches each task to a worker, keeping each at most
   ``benchmark.execution.max_concurrent`` tasks in flight, and records what comes back.
 - **The workers** are ``benchmark.execution.ray.num_workers`` async actors
   (:class:`TaskWorker`). Each builds in its own process what an asyncio run builds

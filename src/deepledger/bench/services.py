@@ -1,6 +1,7 @@
-"""What running a suite's tasks takes, built where they run: the models (the agent's,
-the judge's, the compaction notes', the page extractor's) from their presets, the tool
-servers, the judge, and the process's open-file limit.
+"""What running a suite's tasks takes, built where they run: models, tool servers, judge.
+
+The models (the agent's, the judge's, the compaction notes', the page extractor's) come
+from their presets; the process's open-file limit is raised to what its tasks need.
 
 An asyncio run builds them once in the driver; with ``backend=ray`` each worker builds
 its own from the same typed config (``bench/ray_backend.py``), which is why they live

@@ -1,5 +1,6 @@
-"""Why a run stops, in words: the endpoint that rejected it (which model, URL and key
-variable to check), the disk that refused a write, the run's budget spent.
+"""Why a run stops, in words: a rejecting endpoint, a refusing disk, a spent budget.
+
+For an endpoint, which model, URL and key variable to check.
 
 Each stops the whole suite at its first occurrence, since every other task would meet
 it too; the message says what to fix and that the same command resumes.
@@ -60,7 +61,7 @@ class RunStops:
 
     def rejected(self, exc: EndpointRejectedError, not_done: int) -> RunRejectedError:
         """The one message of a suite stopped by an endpoint that rejects it (described
-        by the worker that met it, with the backend=ray: ``mark_rejected``)."""
+        by the worker that met it, with the backend=ray: :meth:`mark`)."""
         whose = exc.whose or self.whose(exc)
         said = exc.said or str(exc.__cause__ or exc)  # key blanked
         if any(isinstance(cause, EndpointUnreachableError) for cause in causes(exc)):
