@@ -185,7 +185,6 @@ def test_an_upward_import_is_named_with_both_floors(tmp_path):
 # change. The check fails on any circle not listed here, and on a listed one that is
 # gone: then this list must shrink (it is empty once those branches are in).
 KNOWN_CIRCLES_BEING_REMOVED = {
-    ("bench.ray_backend", "bench.suite"): "the runner's scheduler with a backend object",
     # testing/ leaves the installed package (test doubles with the tests); Reply, its
     # shared type, is for that move to place.
     ("testing.fake_llm_server", "testing.fake_responses"): "testing/ moved out of the wheel",

@@ -635,7 +635,7 @@ async def _answer_one(cfg: Config, question: str) -> int:
     from hydra.core.hydra_config import HydraConfig
 
     from deepledger.agent.task import AgentFactory
-    from deepledger.bench.suite import note_writer, page_scraper
+    from deepledger.bench.services import note_writer, page_scraper
     from deepledger.llm.factory import create_client
     from deepledger.store.journal import Journal
     from deepledger.store.layout import RunLayout
@@ -762,7 +762,8 @@ def _judge(args: list[str]) -> int:
     from dotenv import load_dotenv
 
     from deepledger.bench.judging import format_judging, run_judging
-    from deepledger.bench.suite import PresetPath, unjudged_warning
+    from deepledger.bench.services import PresetPath
+    from deepledger.bench.suite import unjudged_warning
 
     if any(a in ("-h", "--help") for a in args):
         print(f"{JUDGE_USAGE}\n\n{_judge.__doc__}")

@@ -17,7 +17,7 @@ import pytest
 from deepledger.bench.judge import LLMJudge
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import BenchmarkRunner
-from deepledger.bench.suite import PresetPath, judge_llm_config, load_llm_preset
+from deepledger.bench.services import PresetPath, judge_llm_config, load_llm_preset
 from deepledger.bench.tasks import load_tasks
 from deepledger.config import JudgeConfig
 from deepledger.errors import ConfigError, EndpointUnreachableError, TransientLLMError

@@ -80,7 +80,7 @@ def test_the_bundled_model_runs_two_demo_tasks_end_to_end(tmp_path):
 
 
 def test_a_local_run_with_concurrent_tasks_is_told_one_at_a_time_is_faster():
-    from deepledger.bench.suite import concurrency_advice
+    from deepledger.bench.services import concurrency_advice
     from deepledger.llm.factory import create_client
     from tests.support.config import composed
 

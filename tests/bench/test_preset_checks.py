@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.bench.suite import load_llm_preset
+from deepledger.bench.services import load_llm_preset
 from deepledger.errors import ConfigError
 from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 from tests.support.bench import bench_command, results

@@ -338,7 +338,7 @@ async def _record_behind_a_held_flush(tmp_path, monkeypatch, fail_second=False):
         if len(flushes) == 1:
             pause = threading.Event()
             for _ in range(1000):  # up to 10 s for the other three to be given
-                if len(runner._results_queue) == 3:
+                if len(runner.recorder._results_queue) == 3:
                     break
                 pause.wait(0.01)
         elif fail_second:
@@ -349,7 +349,7 @@ async def _record_behind_a_held_flush(tmp_path, monkeypatch, fail_second=False):
 
     async def record(task_id):
         try:
-            await runner._recorded(TaskRecord(task_id=task_id))
+            await runner.recorder.recorded(TaskRecord(task_id=task_id))
         except RunDirectoryError as exc:
             return exc
         return None
@@ -417,12 +417,12 @@ async def test_a_run_that_stops_leaves_no_record_waiting_and_no_flush_going(tmp_
     )
     loop = asyncio.get_running_loop()
     waiting = loop.create_future()
-    runner._results_queue.append((TaskRecord(task_id="never"), waiting))
-    runner._results_flusher = asyncio.create_task(asyncio.sleep(3600))
-    runner._stop_flushing()
-    assert waiting.cancelled() and runner._results_queue == []
+    runner.recorder._results_queue.append((TaskRecord(task_id="never"), waiting))
+    runner.recorder._results_flusher = asyncio.create_task(asyncio.sleep(3600))
+    runner.recorder.stop()
+    assert waiting.cancelled() and runner.recorder._results_queue == []
     await asyncio.sleep(0)
-    assert runner._results_flusher is None
+    assert runner.recorder._results_flusher is None
     run_dir.close()
 
 

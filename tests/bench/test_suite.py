@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from deepledger.bench import suite
+from deepledger.bench import services, suite
 from deepledger.bench.suite import _write_report, resume_may_change_config
 from tests.support.config import composed
 from tests.support.runs import TASKS
@@ -76,9 +76,9 @@ def test_the_open_file_limit_is_raised_to_what_the_tasks_need(monkeypatch):
     set_to = []
     monkeypatch.setattr(resource, "getrlimit", lambda kind: (1024, 1_048_576))
     monkeypatch.setattr(resource, "setrlimit", lambda kind, limits: set_to.append(limits))
-    suite.ensure_open_files(5)  # 271 files: the soft limit is enough
-    suite.ensure_open_files(2048)
-    assert set_to == [(suite.FILES_PER_TASK * 2048 + suite.FILES_FOR_THE_RUN, 1_048_576)]
+    services.ensure_open_files(5)  # 271 files: the soft limit is enough
+    services.ensure_open_files(2048)
+    assert set_to == [(services.FILES_PER_TASK * 2048 + services.FILES_FOR_THE_RUN, 1_048_576)]
 
 
 def test_more_tasks_than_the_hard_open_file_limit_allows_are_refused_before_any_work(tmp_path):

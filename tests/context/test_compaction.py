@@ -127,7 +127,7 @@ async def test_another_model_can_write_the_notes_at_its_own_price():
 
 
 def test_the_notes_model_is_an_llm_preset_named_in_config():
-    from deepledger.bench.suite import note_writer
+    from deepledger.bench.services import note_writer
     from deepledger.cli import config_dir
 
     cfg = composed("agent.context.strategy=compaction", "agent.context.summary_llm=local")

@@ -252,7 +252,7 @@ def test_llm_presets_keep_mirothinkers_ids_and_endpoints(monkeypatch):
 
 
 def test_the_judges_openai_preset_reads_openai_base_url(monkeypatch):
-    from deepledger.bench.suite import load_llm_preset
+    from deepledger.bench.services import load_llm_preset
 
     conf = Path(config_dir())
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)

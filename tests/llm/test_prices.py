@@ -13,7 +13,7 @@ import pytest
 from genai_prices import data_snapshot
 
 from deepledger.bench.metrics import format_summary
-from deepledger.bench.suite import price_sources
+from deepledger.bench.services import price_sources
 from deepledger.config import PriceConfig
 from deepledger.llm.usage import UsageLedger, find_price, price_of, priced_by, sources_line
 from deepledger.messages import LLMResponse, Message, StopReason, Usage

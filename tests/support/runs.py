@@ -131,7 +131,7 @@ def record_run(
 
     cwd = Path.cwd()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("deepledger.bench.suite.create_client", scripted_client)
+        patch.setattr("deepledger.bench.services.create_client", scripted_client)
         os.chdir(ROOT)  # the preset's corpus path is relative to the repository
         try:
             given = [*OVERRIDES, *overrides]

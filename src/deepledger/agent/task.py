@@ -20,6 +20,7 @@ from deepledger.agent.attachment import Attachment, compose_task, read_attachmen
 from deepledger.agent.limits import TaskBudget, TaskLimits
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
 from deepledger.agent.resume import ResumePoint, rebuild, stateful_servers
+from deepledger.agent.retry_plan import RetryPlan
 from deepledger.agent.state import RunState
 from deepledger.config import (
     BUILTIN_TOOLS,
@@ -59,15 +60,9 @@ SUBTASK_SCHEMA = {
 
 
 def policy_from_config(agent: AgentConfig, is_final_retry: bool = False) -> AnswerPolicy:
-    retries = agent.max_final_answer_retries
-    if retries is None:  # more tries when the model sees its whole history
-        retries = 3 if agent.keep_tool_result == -1 else 1
-    return AnswerPolicy(
-        context_management=agent.context_compress_limit > 0,
-        retry_with_summary=agent.retry_with_summary,
-        is_final_retry=is_final_retry,
-        max_final_answer_retries=retries,
-    )
+    """The answer policy of one run, as ``agent``'s retry plan reads the keys
+    (``agent/retry_plan.py``)."""
+    return RetryPlan.for_agent(agent).answer_policy(final=is_final_retry)
 
 
 # The tool servers that read a task's attached file; without one of them, the file's

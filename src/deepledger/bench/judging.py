@@ -32,13 +32,13 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from deepledger.bench.attempts import judge_failed
 from deepledger.bench.inputs import judge_identity
 from deepledger.bench.judge import Judge, Judgement
 from deepledger.bench.judge_rules import check_protocol
 from deepledger.bench.metrics import plural, ratio
 from deepledger.bench.protocol_metrics import protocol_metrics, protocol_rows
-from deepledger.bench.runner import judge_failed
-from deepledger.bench.suite import PresetPath, judge_llm_config, judge_of
+from deepledger.bench.services import PresetPath, judge_llm_config, judge_of
 from deepledger.config import JudgeConfig, JudgeName, LLMConfig
 from deepledger.errors import (
     ConfigError,

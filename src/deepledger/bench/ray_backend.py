@@ -3,11 +3,11 @@
 - **The driver** (the ``deepledger bench`` process) owns the run as with asyncio: the
   run directory's lock, the manifest, the progress display, each task's result line,
   the summary and the report. Its ``BenchmarkRunner`` gets a :class:`RayTasks`
-  executor: it dispatches each task to a worker, keeping each at most
+  task backend: it dispatches each task to a worker, keeping each at most
   ``benchmark.execution.max_concurrent`` tasks in flight, and records what comes back.
 - **The workers** are ``benchmark.execution.ray.num_workers`` async actors
   (:class:`TaskWorker`). Each builds in its own process what an asyncio run builds
-  (``suite.task_services``: its model clients, tool servers, judge, note writer, page
+  (``services.task_services``: its model clients, tool servers, judge, note writer, page
   scraper) from the same typed config, and runs each task with the same per-task code
   (``BenchmarkRunner.task_outcome``: attempts, format-retries, budgets), writing its
   journals and ``progress.jsonl`` through a worker ``RunStore`` (no lock, no results)
@@ -67,13 +67,31 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from deepledger.agent.limits import RunBudget, Spending
 from deepledger.bench.metrics import StoppedTasks
 from deepledger.bench.progress import Progress
-from deepledger.bench.runner import YOUNG_GENERATION_THRESHOLD, BenchmarkRunner, TaskOutcome
+from deepledger.bench.runner import (
+    YOUNG_GENERATION_THRESHOLD,
+    BenchmarkRunner,
+    TaskOutcome,
+    counted_in,
+)
+from deepledger.bench.services import (
+    PresetPath,
+    SuiteModels,
+    TaskServices,
+    close_checked_models,
+    concurrency_advice,
+    ensure_open_files,
+    llm_judge_model,
+    note_writer,
+    page_scraper,
+    preset_path,
+    task_services,
+)
 from deepledger.bench.tasks import Task
 from deepledger.config import Config, RayConfig, share_reading_rules
 from deepledger.errors import (
@@ -87,9 +105,6 @@ from deepledger.records.results import TaskRecord
 from deepledger.store.layout import RunLayout
 from deepledger.store.lock import unusable
 from deepledger.store.run_store import RunStore
-
-if TYPE_CHECKING:
-    from deepledger.bench.suite import PresetPath, TaskServices
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +246,7 @@ class WorkerSetup:
 
     cfg: Config
     root: str  # the run directory, the same path on every node
-    # The driver's preset path (suite.PresetPath), for the judge's and other models'
+    # The driver's preset path (services.PresetPath), for the judge's and other models'
     # presets: the same folders on every node, as the run directory is.
     preset_dirs: tuple[str, ...]
     config_id: str  # the driver's run's, which every progress line carries
@@ -242,7 +257,7 @@ class WorkerSetup:
 @dataclass(frozen=True)
 class WorkerStarted:
     """A worker's answer to ``start``: why it cannot run tasks (None: it can), and the
-    word of ``suite.concurrency_advice`` for its model, if any."""
+    word of ``services.concurrency_advice`` for its model, if any."""
 
     problem: str | None = None
     advice: str | None = None
@@ -268,16 +283,17 @@ class TaskWorker:
         self.tasks_loop = asyncio.get_running_loop()
         if (problem := shared_folder_problem(root, setup.token, self.name)) is not None:
             return WorkerStarted(problem=problem)
-        from deepledger.bench import suite  # the worker builds what an asyncio run builds
-
-        cfg, conf_dir = setup.cfg, suite.PresetPath(tuple(map(Path, setup.preset_dirs)))
+        cfg, conf_dir = setup.cfg, PresetPath(tuple(map(Path, setup.preset_dirs)))
         share_reading_rules(cfg)  # as the driver's command did for its own process
         try:
-            suite.ensure_open_files(cfg.benchmark.execution.max_concurrent)
-            judge_llm = suite.llm_judge_model(cfg, conf_dir) if setup.judged else None
-            writer, scraper = suite.note_writer(cfg, conf_dir), suite.page_scraper(cfg, conf_dir)
+            ensure_open_files(cfg.benchmark.execution.max_concurrent)
+            judge_llm = llm_judge_model(cfg, conf_dir) if setup.judged else None
+            writer, scraper = (
+                note_writer(cfg, conf_dir),
+                page_scraper(cfg, conf_dir),
+            )
             run_dir = RunStore.for_worker(root, setup.config_id)
-            self.services = await suite.task_services(cfg, run_dir, judge_llm, writer, scraper)
+            self.services = await task_services(cfg, run_dir, judge_llm, writer, scraper)
         except DeepLedgerError as exc:
             return WorkerStarted(
                 problem=f"a Ray worker on {socket.gethostname()} cannot start: {exc}"
@@ -289,7 +305,7 @@ class TaskWorker:
         gc.set_threshold(YOUNG_GENERATION_THRESHOLD, *gc.get_threshold()[1:])
         self.runner = self.services.runner(cfg, run_dir, Progress(plain=True))
         self.runner.budget = RunBudget(execution.max_cost_usd, execution.max_tokens)
-        return WorkerStarted(advice=suite.concurrency_advice(cfg, self.services.llm.capabilities))
+        return WorkerStarted(advice=concurrency_advice(cfg, self.services.llm.capabilities))
 
     async def pid(self) -> int:
         return os.getpid()
@@ -407,8 +423,8 @@ def _remote_worker_class(ray: ModuleType) -> Any:
 
 
 class RayTasks:
-    """The driver's executor (``BenchmarkRunner(executor=...)``): tasks to the workers
-    and their outcomes back, workers replaced when they die."""
+    """The driver's task backend (``BenchmarkRunner(backend=...)``): tasks to the
+    workers and their outcomes back, workers replaced when they die."""
 
     def __init__(self, setup: WorkerSetup, driver: BenchmarkRunner | None = None) -> None:
         self.ray = require_ray()
@@ -417,7 +433,7 @@ class RayTasks:
         self.per_worker = execution.max_concurrent
         self.workers = [_Slot(i) for i in range(execution.ray.num_workers)]
         self.driver = driver  # builds the error record of a task that lost its workers
-        self.advice: str | None = None  # suite.concurrency_advice, as a worker found it
+        self.advice: str | None = None  # services.concurrency_advice, as a worker found it
         self._remote = _remote_worker_class(self.ray)
         self._run_name = secrets.token_hex(4)  # names this run's actors apart
 
@@ -474,6 +490,12 @@ class RayTasks:
         never behind the tasks."""
         call = getattr(actor, method).options(concurrency_group=CONTROL_GROUP)
         return call.remote(*args)
+
+    async def outcome(self, task: Task, budget: RunBudget) -> TaskOutcome:
+        """The task run on a worker, counting what the recorded tasks spent (the run
+        budget the worker counts from); its spending then counts here, where the next
+        task is dispatched from."""
+        return counted_in(budget, await self(task, budget.spent()))
 
     async def __call__(self, task: Task, recorded: Spending) -> TaskOutcome:
         started, losses = time.monotonic(), _Losses()
@@ -626,7 +648,7 @@ async def run_on_ray(
         run_dir=run_dir,
         judge=None,
         progress=Progress(),
-        executor=executor,
+        backend=executor,
     )
     executor.driver = runner
     records = await runner.run(tasks)
@@ -644,7 +666,40 @@ def _worker_setup(
     except OSError as exc:
         raise unusable(run_dir.root, "hydra.run.dir", exc) from exc
     root = os.path.abspath(run_dir.root)
-    from deepledger.bench.suite import preset_path
-
     dirs = tuple(os.path.abspath(d) for d in preset_path(conf_dir).dirs)
     return WorkerSetup(cfg, root, dirs, config_id, judged, token)
+
+
+class RaySuite:
+    """``backend=ray`` for ``run_suite`` (``bench/backends.py``): Ray connected and the
+    workers started before the manifest changes; the tasks dispatched to them."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.cluster: RayCluster | None = None
+        self.workers: RayTasks | None = None
+
+    def prepare(self) -> None:
+        # Each worker makes room for its own tasks: here, only how to install Ray.
+        require_ray()
+
+    async def start(
+        self, run_dir: RunStore, presets: PresetPath, config_id: str, models: SuiteModels
+    ) -> None:
+        # The driver runs no task: the models built to check their keys are let go.
+        await close_checked_models(models.judge_llm, models.writer, models.scraper)
+        self.cluster = connect(self.cfg.benchmark.execution.ray)
+        judged = models.judge_llm is not None
+        self.workers = await start_workers(self.cfg, run_dir, presets, config_id, judged=judged)
+
+    async def run(
+        self, run_dir: RunStore, tasks: list[Task], models: SuiteModels
+    ) -> tuple[list[TaskRecord], StoppedTasks]:
+        assert self.workers is not None, "start() comes first"
+        return await run_on_ray(self.cfg, run_dir, tasks, self.workers)
+
+    async def close(self) -> None:
+        if self.workers is not None:
+            await self.workers.close()
+        if self.cluster is not None:
+            self.cluster.close()

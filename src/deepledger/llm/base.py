@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 # connection alive for each of them rather than reopening connections past 100 idle ones.
 # The cap stays at 1,000: the Anthropic API's own rate limits come long before it. (The
 # OpenAI-protocol client's aiohttp pool has no cap: the runner's max_concurrent bounds
-# it, and the run raises its open-file limit to match, bench/suite.ensure_open_files.)
+# it, and the run raises its open-file limit to match, bench/services.ensure_open_files.)
 CONNECTION_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000)
 
 
