@@ -79,7 +79,7 @@ async def bench(data: Path, run: Path, monkeypatch: pytest.MonkeyPatch) -> Resea
     def scripted_client(cfg) -> RetryingClient:
         return RetryingClient(ScriptedLLM(responder=model), RetryPolicy.from_config(cfg.retry))
 
-    monkeypatch.setattr("deepledger.bench.suite.create_client", scripted_client)
+    monkeypatch.setattr("deepledger.bench.services.create_client", scripted_client)
     given = [f"benchmark.data.data_dir={data}", *OVERRIDES]
     cfg = composed(*given)
     validate(cfg, STRATEGIES)  # the command line's startup check knows the new name
