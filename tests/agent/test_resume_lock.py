@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from deepledger.agent.refused import Refused
 from deepledger.agent.resume import ResumePoint, reopen_unfinished
 from deepledger.messages import Usage
 from deepledger.records.events import LLMCall, RetryStarted, TaskStarted
@@ -54,6 +55,6 @@ async def test_a_writer_that_goes_on_is_left_to_its_journal_with_a_reason_naming
         reason = await reopen_unfinished(
             lambda: Journal.reopen(path), path, config_id="c", task="q", wait_seconds=0
         )
-        assert isinstance(reason, str)
-        assert reason.startswith(f"process {writer.pid} still writes the journal")
+        assert isinstance(reason, Refused)
+        assert reason.reason.startswith(f"process {writer.pid} still writes the journal")
         writer.finish()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from deepledger.agent.refused import Refused
 from deepledger.records.codec import decode, encode
 from deepledger.testing.fake_llm_server import (
     FakeLLMServer,
@@ -442,18 +443,24 @@ async def test_a_task_scoped_servers_lost_state_is_said_in_the_next_result(tmp_p
 def test_a_journal_of_another_schema_or_release_is_not_rebuilt(tmp_path):
     from deepledger.agent.resume import read_unfinished
 
+    def refusal(point: object) -> str:
+        assert isinstance(point, Refused), point
+        return point.reason
+
     path = tmp_path / "attempt-1-retry-0.jsonl"
     started = '{"ts": "t", "event": "retry_started", "task_id": "k", "attempt": 1, "retry": 0}\n'
     path.write_text(started)  # schema 1: no journal_opened line
-    assert "older release" in read_unfinished(path, config_id="c", task="q")
+    assert "older release" in refusal(read_unfinished(path, config_id="c", task="q"))
     opened = '{"ts": "t", "event": "journal_opened", "schema_version": 99}\n'
     path.write_text(opened + started)
-    assert read_unfinished(path, config_id="c", task="q") == "the journal is of schema 99, not 2"
+    assert read_unfinished(path, config_id="c", task="q") == Refused(
+        "the journal is of schema 99, not 2"
+    )
     opened = opened.replace("99", "2")
     path.write_text(opened + started + '{"ts": "t", "event": "from_the_future"}\n')
-    assert "from_the_future" in read_unfinished(path, config_id="c", task="q")
+    assert "from_the_future" in refusal(read_unfinished(path, config_id="c", task="q"))
     path.write_text(opened + started)  # no config_id: written before resume=turn
-    assert "settings" in read_unfinished(path, config_id="c", task="q")
+    assert "settings" in refusal(read_unfinished(path, config_id="c", task="q"))
 
 
 @pytest.mark.parametrize(

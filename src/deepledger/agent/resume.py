@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from deepledger.agent.cycles import reply_key
+from deepledger.agent.refused import Refused
 from deepledger.agent.rollback import Rollback, RollbackReason, call_key
 from deepledger.agent.state import RunState
 from deepledger.context.policy import ContextPolicy
@@ -192,22 +193,22 @@ async def reopen_unfinished(
     config_id: str | None,
     task: str,
     wait_seconds: float = WRITER_WAIT_SECONDS,
-) -> tuple[ResumePoint, Journal] | str:
+) -> tuple[ResumePoint, Journal] | Refused:
     """The journal at ``path`` held by this process (``open_journal``: the run store's
     ``journal(..., resume=True)``) and the point its retry goes on from; or the reason it
     cannot, the journal closed. It is read only once held: a process still writing it
     (:class:`JournalBusyError`) is waited for up to ``wait_seconds``, then left to it."""
     journal = await _held(open_journal, wait_seconds)
-    if isinstance(journal, str):
+    if isinstance(journal, Refused):
         return journal
     point = await asyncio.to_thread(read_unfinished, path, config_id=config_id, task=task)
-    if isinstance(point, str):
+    if isinstance(point, Refused):
         journal.close()
         return point
     return point, journal
 
 
-async def _held(open_journal: Callable[[], Journal], wait_seconds: float) -> Journal | str:
+async def _held(open_journal: Callable[[], Journal], wait_seconds: float) -> Journal | Refused:
     """The journal once no other process writes it, asking again every moment (on the
     event loop, not a thread: a killed driver leaves every task's journal held at once)."""
     deadline = time.monotonic() + wait_seconds
@@ -216,7 +217,7 @@ async def _held(open_journal: Callable[[], Journal], wait_seconds: float) -> Jou
             return await asyncio.to_thread(open_journal)
         except JournalBusyError as busy:
             if time.monotonic() >= deadline:
-                return (
+                return Refused(
                     f"{busy.writer} still writes the journal after {wait_seconds:g} s (a "
                     "worker of the killed run?): a file another process appends to is not "
                     "continued"
@@ -224,7 +225,7 @@ async def _held(open_journal: Callable[[], Journal], wait_seconds: float) -> Jou
         await asyncio.sleep(_WRITER_POLL_SECONDS)
 
 
-def read_unfinished(path: Path, *, config_id: str | None, task: str) -> ResumePoint | str:
+def read_unfinished(path: Path, *, config_id: str | None, task: str) -> ResumePoint | Refused:
     """The point ``path``'s retry goes on from, or the reason it cannot (one line). A
     last line a crash cut short is not read (``Journal.reopen`` cuts it off)."""
     data = path.read_bytes()
@@ -234,46 +235,48 @@ def read_unfinished(path: Path, *, config_id: str | None, task: str) -> ResumePo
         try:
             event = decode(json.loads(line))
         except ValueError:
-            return f"line {number} of the journal does not read as an event (edited or torn)"
+            return Refused(
+                f"line {number} of the journal does not read as an event (edited or torn)"
+            )
         events.append(event)
     if not events or not isinstance(events[0], JournalOpened):
-        return "the journal has no journal_opened line (written by an older release)"
+        return Refused("the journal has no journal_opened line (written by an older release)")
     if events[0].schema_version != SCHEMA_VERSION:
-        return f"the journal is of schema {events[0].schema_version}, not {SCHEMA_VERSION}"
+        return Refused(f"the journal is of schema {events[0].schema_version}, not {SCHEMA_VERSION}")
     return _point(path, events[1:], config_id=config_id, task=task)
 
 
 def _point(
     path: Path, events: list[Event], *, config_id: str | None, task: str
-) -> ResumePoint | str:
+) -> ResumePoint | Refused:
     ended = False  # past loop_ended: the closing's own lines may follow
     for event in events:
         if not isinstance(event, _REBUILT):
-            return f"its {event.event} event is not rebuilt by resume=turn"
+            return Refused(f"its {event.event} event is not rebuilt by resume=turn")
         closing = isinstance(event, FinalAnswer | AnswerSkipped | PostMortem) or (
             isinstance(event, ClosingCall) and event.purpose != "compaction"
         )
         if closing and not ended:
-            return f"its {event.event} line comes before the loop's end"
+            return Refused(f"its {event.event} line comes before the loop's end")
         if isinstance(event, LoopEnded) and event.end_reason not in _ENDS_REBUILT:
-            return f"its loop ended by {event.end_reason}, whose closing is not rebuilt"
+            return Refused(f"its loop ended by {event.end_reason}, whose closing is not rebuilt")
         ended = ended or isinstance(event, LoopEnded)
         if isinstance(event, ToolResults) and any(r.images for r in event.results):
-            return "a tool result held images, which journals keep no data of"
+            return Refused("a tool result held images, which journals keep no data of")
     retry = next((e for e in events if isinstance(e, RetryStarted)), None)
     if retry is None:
-        return "the journal ends before the retry started"
+        return Refused("the journal ends before the retry started")
     if retry.config_id is None:
-        return "the journal does not record the settings it ran under"
+        return Refused("the journal does not record the settings it ran under")
     if retry.config_id != config_id:
-        return f"the settings changed since (config {retry.config_id}, now {config_id})"
+        return Refused(f"the settings changed since (config {retry.config_id}, now {config_id})")
     started = next((e for e in events if isinstance(e, TaskStarted)), None)
     if started is None:
-        return "the loop had not started"
+        return Refused("the loop had not started")
     if started.system_prompt is None or started.task != task:
-        return "the task text differs from the journaled one"
+        return Refused("the task text differs from the journaled one")
     if started.task_images:
-        return "the task holds images, which journals keep no data of"
+        return Refused("the task holds images, which journals keep no data of")
     return _with_turns(path, started, events)
 
 
@@ -304,7 +307,7 @@ async def rebuild(
     system_prompt: str,
     tools: list[ToolInfo],
     extraction_price: Price | None = None,
-) -> Rebuilt | str:
+) -> Rebuilt | Refused:
     """The loop's state at ``point``, as the uninterrupted run held it, or why it cannot
     be had: ``system_prompt`` is this run's (the journaled one is sent, and must be it
     but for the date it was written on), and ``tools`` the tools it offers now (the
@@ -313,12 +316,12 @@ async def rebuild(
     started = point.started
     journaled = started.system_prompt or ""
     if _without_dates(journaled, started.ts) != _without_dates(system_prompt, started.ts):
-        return "the system prompt differs from the journaled one (tools or prompt changed)"
+        return Refused("the system prompt differs from the journaled one (tools or prompt changed)")
     if started.tools != [t.qualified_name for t in tools]:
-        return "the tools differ from the journaled ones (a server is missing or changed)"
+        return Refused("the tools differ from the journaled ones (a server is missing or changed)")
     digest = started.tool_specs_sha256
     if digest is not None and digest != specs_digest(protocol.specs(tools)):
-        return "the tools' descriptions or parameters differ from the journaled ones"
+        return Refused("the tools' descriptions or parameters differ from the journaled ones")
     history = [Message.system(journaled), Message.task(started.task)]
     # The calls go to a ledger of their own until the rebuild holds: a refused one must
     # leave ``ledger`` (counted by the task's budget) as it was.
@@ -359,7 +362,7 @@ def _without_dates(prompt: str, ts: str) -> str:
 
 def _apply(
     event: Event, rebuilt: Rebuilt, protocol: ToolProtocol, policy: ContextPolicy
-) -> str | None:
+) -> Refused | None:
     state = rebuilt.state
     if isinstance(event, AssistantTurn):
         follow_history(state.history, event, protocol)
@@ -411,11 +414,13 @@ def _apply_results(event: ToolResults, state: RunState, protocol: ToolProtocol) 
     state.replies.append(reply_key(reply, message, event.turn))
 
 
-def _adopt(event: Compacted, state: RunState, policy: ContextPolicy) -> str | None:
+def _adopt(event: Compacted, state: RunState, policy: ContextPolicy) -> Refused | None:
     if reason := policy.notes_not_rebuildable():
-        return reason
+        return Refused(reason)
     if not policy.adopt_notes(state.history, event.notes, event.rounds_kept):
-        return "the journal holds compaction notes, but this run's strategy does not compact"
+        return Refused(
+            "the journal holds compaction notes, but this run's strategy does not compact"
+        )
     return None
 
 

@@ -19,6 +19,7 @@ from deepledger.agent.answer import AnswerGenerator, AnswerPolicy, summary_promp
 from deepledger.agent.attachment import Attachment, compose_task, read_attachment
 from deepledger.agent.limits import TaskBudget, TaskLimits
 from deepledger.agent.orchestrator import LoopLimits, Orchestrator
+from deepledger.agent.refused import Refused
 from deepledger.agent.resume import ResumePoint, rebuild, stateful_servers
 from deepledger.agent.retry_plan import RetryPlan
 from deepledger.agent.state import RunState
@@ -137,7 +138,7 @@ class AgentFactory:
 
     async def resume(
         self, question: str, journal: Journal, point: ResumePoint, file_path: str | None = None
-    ) -> RunState | str:
+    ) -> RunState | Refused:
         """Go on with the main agent's run a killed run left at ``point`` (its journal,
         opened to append); or why it cannot be rebuilt, with nothing run (the caller
         starts the retry afresh)."""
@@ -145,7 +146,7 @@ class AgentFactory:
 
     async def _solve(
         self, question: str, journal: Journal, file_path: str | None, point: ResumePoint | None
-    ) -> RunState | str:
+    ) -> RunState | Refused:
         text, images = await task_message(
             self.cfg, question, file_path, sees_images=self.llm.capabilities.images
         )
@@ -174,7 +175,7 @@ class AgentFactory:
         task_images: tuple[ImagePart, ...] = (),
         main: bool = False,
         point: ResumePoint | None = None,
-    ) -> RunState | str:
+    ) -> RunState | Refused:
         """``text``: the task message; ``question``: the task as the closing prompt
         repeats it (the mirothinker profile does)."""
         ledger = UsageLedger(self.price)
@@ -194,7 +195,7 @@ class AgentFactory:
         prompts: _RolePrompts,
         task_images: tuple[ImagePart, ...],
         point: ResumePoint | None = None,
-    ) -> RunState | str:
+    ) -> RunState | Refused:
         servers = [t for t in role.tools if not t.startswith("agent-") and t not in BUILTIN_TOOLS]
         local = [
             self._subagent_tool(t, journal, ledger) for t in role.tools if t.startswith("agent-")
@@ -241,7 +242,7 @@ class AgentFactory:
                 tools=list(tools.tools),
                 extraction_price=self.scraper.model.price if self.scraper else None,
             )
-            if isinstance(rebuilt, str):
+            if isinstance(rebuilt, Refused):
                 return rebuilt
             scopes = self.manager.scopes()
             rebuilt.lost_tool_state = stateful_servers(list(tools.server_names), scopes)

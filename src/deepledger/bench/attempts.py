@@ -269,8 +269,8 @@ class AttemptLoop:
         sent, _ = await task_message(self.cfg, text, task.file_path, sees_images=sees_images)
         reopen = partial(self.run_dir.journal, task.task_id, attempt, index, resume=True)
         held = await reopen_unfinished(reopen, path, config_id=self.run_dir.config_id, task=sent)
-        if isinstance(held, str):
-            return Refused(held)
+        if isinstance(held, Refused):
+            return held
         return Resumable(*held)
 
     def _awaits_verdict(self, attempts: Sequence[AttemptRecord]) -> bool:
@@ -402,7 +402,7 @@ async def _went_on(
         state = await factory.resume(text, journal, resumable.point, file_path=task.file_path)
     finally:
         journal.close()
-    if isinstance(state, str):
-        return Refused(state)
+    if isinstance(state, Refused):
+        return state
     point = resumable.point
     return _Ran(state, journal.path, point.killed_calls, point.killed_seconds)
