@@ -108,3 +108,16 @@ def test_more_tasks_than_the_hard_open_file_limit_allows_are_refused_before_any_
     assert "benchmark.execution.max_concurrent=100 needs about 556 open files" in run.stderr
     assert "at most 400" in run.stderr
     assert not (tmp_path / "run" / "manifest.json").exists()
+
+
+async def test_a_strategy_the_registry_does_not_hold_is_refused_before_any_work(tmp_path):
+    """validate() alone cannot name the strategies (their registry is a floor above the
+    config): a caller that composed its own config is stopped by run_suite itself."""
+    from deepledger.bench.suite import run_suite
+    from deepledger.errors import ConfigError
+    from tests.support.config import CONF
+
+    cfg = composed("agent.context.strategy=sliding")
+    with pytest.raises(ConfigError, match="agent.context.strategy='sliding' is not a strategy"):
+        await run_suite(cfg, tmp_path / "run", CONF, ["bench"])
+    assert not (tmp_path / "run").exists()

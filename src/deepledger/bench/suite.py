@@ -42,7 +42,8 @@ from deepledger.config import (
     as_record,
     secret_rules,
 )
-from deepledger.errors import RunDirectoryError
+from deepledger.context.strategies import strategy_problems
+from deepledger.errors import ConfigError, RunDirectoryError
 from deepledger.messages import JSONObject
 from deepledger.records.economics import EconomicsUnavailable
 from deepledger.records.results import SummaryRecord, TaskRecord
@@ -62,6 +63,10 @@ async def run_suite(
 ) -> SummaryRecord:
     """Run (or resume) the suite into ``root``; return the summary it wrote.
     ``hydra_config``: the config as Hydra composed it, for ``.hydra/`` (the CLI's)."""
+    # config's validate() cannot see the strategies' registry (a floor above it): a
+    # caller that composed its own config gets a bad name refused here, before any work.
+    if problems := strategy_problems(cfg.agent.context):
+        raise ConfigError(problems[0])
     backend = backend_for(cfg)
     backend.prepare()  # e.g. the open-file limit, or how to install Ray: before any work
     presets = PresetPath.of(conf_dir)  # Hydra's search path, while the command runs
