@@ -118,6 +118,6 @@ async def test_a_strategy_the_registry_does_not_hold_is_refused_before_any_work(
     from tests.support.config import CONF
 
     cfg = composed("agent.context.strategy=sliding")
-    with pytest.raises(ConfigError, match="agent.context.strategy='sliding' is not a strategy"):
+    with pytest.raises(ConfigError, match=r"agent\.context\.strategy='sliding' is not a strategy"):
         await run_suite(cfg, tmp_path / "run", CONF, ["bench"])
     assert not (tmp_path / "run").exists()

@@ -43,8 +43,5 @@ class LastMessages(ContextStrategy):
             held += len(rounds[kept])
         return kept
 
-    def stable_prefix(self, messages: Sequence[Message]) -> int:
-        return len(split_rounds(messages)[0])
-
     def describe(self, keep_tool_result: int) -> str:
         return f"last {self.keep} messages"

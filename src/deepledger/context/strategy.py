@@ -26,6 +26,7 @@ from deepledger.context.pairing import (
     pairing_problems,
     repair_pairing,
 )
+from deepledger.context.rounds import split_rounds
 from deepledger.context.trim import ToolResultTrimmer
 from deepledger.llm.tokens import TokenCounter
 from deepledger.messages import Message
@@ -112,9 +113,11 @@ class ContextStrategy:
 
     def stable_prefix(self, messages: Sequence[Message]) -> int:
         """How many leading ``messages`` of a request no later pick changes (where a
-        provider's cache breakpoint pays off longest): all of them, for a strategy that
-        never cuts; ``keep_tool_result`` is the policy's to account for."""
-        return len(messages)
+        provider's cache breakpoint pays off longest): by default the head (system prompt
+        and task), which no strategy may drop, so a strategy that cuts rounds and says
+        nothing here never puts a breakpoint where its next cut breaks it; one that never
+        cuts says "all of them". ``keep_tool_result`` is the policy's to account for."""
+        return len(split_rounds(messages)[0])
 
     def describe(self, keep_tool_result: int) -> str:
         """The policy's name in a replay's table, with ``keep_tool_result``."""

@@ -120,10 +120,6 @@ class Compaction(ContextStrategy):
             return "compaction notes listed memory notes, whose names then are not journaled"
         return None
 
-    def stable_prefix(self, messages: Sequence[Message]) -> int:
-        """The head: the rounds after it are replaced by notes in their turn."""
-        return len(split_rounds(messages)[0])
-
     def describe(self, keep_tool_result: int) -> str:
         base = (
             f"compaction {self.keep_rounds} rounds at {self.compact_at:g}, min {self.min_saving:g}"

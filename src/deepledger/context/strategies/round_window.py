@@ -68,10 +68,6 @@ class RoundWindow(ContextStrategy):
     def adopt_cut(self, dropped_total: int) -> None:
         self.floor = max(self.floor, dropped_total)
 
-    def stable_prefix(self, messages: Sequence[Message]) -> int:
-        """The head: every round after it leaves the window in its turn."""
-        return len(split_rounds(messages)[0])
-
     def describe(self, keep_tool_result: int) -> str:
         batch = f", cut {self.cut_batch} at a time" if self.cut_batch > 1 else ""
         base = f"round window {self.keep_rounds}{batch}"
