@@ -33,7 +33,7 @@ class, its place and its parent.
      │              │                    60 s, and no call of this process ever reached it
      │              ├── ExtractionModelRejectedError  [tools/scrape.py] tools.extract_llm's endpoint
      │              ├── NotesModelRejectedError  [context/compaction.py] agent.context.summary_llm's
-     │              └── _JudgeRejectedError  [bench/runner.py] the judge's endpoint
+     │              └── JudgeRejectedError  [bench/stopping.py] the judge's endpoint
      ├── SearchError                 [web/search/__init__.py] a web search failed; no secrets
      │    ├── SearchConfigError      [web/search/__init__.py] a key or base URL missing or malformed
      │    ├── SearchRejectedError    [web/search/__init__.py] the engine refused the request
@@ -74,7 +74,7 @@ result the model sees, a note, a record) or one of the errors above::
      │                               not open, or that does not exist
      ├── ToolRefusal                 [tools/types.py] an in-process tool turns a call down
      ├── ToolFailure                 [tools/servers/tool_python.py] a call the model can correct
-     ├── _StoppedByRunBudget         [bench/runner.py] the run's budget cut a task short
+     ├── StoppedByRunBudget          [bench/attempts.py] the run's budget cut a task short
      ├── _UnreadableError            [tools/scrape.py] neither the Jina reader nor a direct
      │                               fetch could read the page
      └── _Conflict                   [bench/verdict.py] a judge's verdict followed by a word
