@@ -24,12 +24,12 @@ def test_context_compress_limit_is_both_the_format_retries_and_the_switch():
 
 def test_only_the_last_run_of_a_managed_attempt_falls_back_and_only_the_others_write_post_mortems():
     plan = RetryPlan.from_config(composed("agent.context_compress_limit=2"))
-    assert [plan.fallback(i) for i in range(3)] == [False, False, True]
-    assert plan.post_mortems
-    unmanaged = RetryPlan.from_config(composed("agent.context_compress_limit=0"))
-    assert unmanaged.fallback(0) and not unmanaged.post_mortems
+    assert [plan.policy_for(i).leaves_to_next_run for i in range(3)] == [True, True, False]
+    assert [plan.policy_for(i).writes_post_mortem for i in range(3)] == [True, True, False]
+    unmanaged = RetryPlan.from_config(composed("agent.context_compress_limit=0")).policy_for(0)
+    assert not unmanaged.leaves_to_next_run and not unmanaged.writes_post_mortem
     quiet = composed("agent.context_compress_limit=2", "agent.retry_with_summary=false")
-    assert not RetryPlan.from_config(quiet).post_mortems
+    assert not RetryPlan.from_config(quiet).policy_for(0).writes_post_mortem
 
 
 @pytest.mark.parametrize(

@@ -114,6 +114,19 @@ class AnswerPolicy:
     is_final_retry: bool = False
     max_final_answer_retries: int = 3
 
+    @property
+    def leaves_to_next_run(self) -> bool:
+        """Whether this run may end without an answer for a later run to try: context
+        management is on and this is not the attempt's last run. Such a run skips its
+        answer when the loop was exhausted, never falls back to an intermediate box, and
+        writes a post-mortem (with ``retry_with_summary``) when it has no answer."""
+        return self.context_management and not self.is_final_retry
+
+    @property
+    def writes_post_mortem(self) -> bool:
+        """Whether a run that ends without an answer writes a post-mortem."""
+        return self.leaves_to_next_run and self.retry_with_summary
+
 
 def summary_prompt(
     format_rules: str = "", question: str = "", prompts: PromptSet | None = None
@@ -198,7 +211,7 @@ class AnswerGenerator:
         # retry): the loop stopped the model, the model did not stop. A reply cut at
         # llm.max_tokens or empty (cut_or_empty) stopped it without an answer either.
         exhausted = state.end_reason is not EndReason.MODEL_FINISHED
-        managed = policy.context_management and not policy.is_final_retry
+        managed = policy.leaves_to_next_run
         if managed and exhausted:
             journal.write(AnswerSkipped(reason="context management on, loop exhausted"))
         else:
@@ -206,7 +219,7 @@ class AnswerGenerator:
             if state.final_answer is None and not managed:
                 self._fall_back(state)
         journal.write(FinalAnswer(answer=state.final_answer, provenance=state.provenance))
-        if state.final_answer is None and managed and policy.retry_with_summary:
+        if state.final_answer is None and policy.writes_post_mortem:
             await self._post_mortem(state, call, llm.capabilities.prefill)
 
     def policy_for(self, state: RunState) -> AnswerPolicy:

@@ -17,7 +17,9 @@ command lines rely on them (``docs/mirothinker.md``):
   included: the metric is their mean.
 
 The runner (``bench/attempts.py``) and :func:`agent.task.policy_from_config` read this
-plan and nothing else of those keys.
+plan and nothing else of those keys; what a run does with its answer policy (skip,
+fall back, write a post-mortem) is :class:`~deepledger.agent.answer.AnswerPolicy`'s to
+say, once.
 """
 
 from __future__ import annotations
@@ -84,11 +86,6 @@ class RetryPlan:
         there is a next run to leave it to."""
         return self.format_retries > 0
 
-    @property
-    def post_mortems(self) -> bool:
-        """Whether a failed run other than the last writes a post-mortem."""
-        return self.context_management and self.retry_with_summary
-
     def attempts_for(self, *, has_ground_truth: bool) -> int:
         """The attempts a task gets: without a ground truth nothing says to try again."""
         return self.attempts if has_ground_truth else 1
@@ -100,11 +97,6 @@ class RetryPlan:
     def may_run(self, retry: int) -> bool:
         """Whether an attempt has run ``retry`` (0 first) in it."""
         return retry <= self.format_retries
-
-    def fallback(self, retry: int) -> bool:
-        """Whether run ``retry`` without a box falls back to the last intermediate box:
-        when no later run will try again."""
-        return not self.context_management or self.is_final(retry)
 
     def answer_policy(self, *, final: bool = False) -> AnswerPolicy:
         """What the answer generator is told for a run (``final``: the last one)."""
