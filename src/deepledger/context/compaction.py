@@ -19,7 +19,7 @@ from typing import Protocol
 
 from deepledger.errors import EndpointRejectedError, LLMError
 from deepledger.llm.base import GenerationSettings, LLMClient
-from deepledger.llm.endpoints import failed_call, routed_events
+from deepledger.llm.endpoints import RouterEvents
 from deepledger.llm.tokens import TokenCounter
 from deepledger.llm.usage import Price, UsageLedger
 from deepledger.messages import Message, MessageKind, Role
@@ -149,8 +149,7 @@ class ModelNotes:
                 str(exc), provider=exc.provider, status=exc.status
             ) from exc
         except LLMError as exc:
-            for event in failed_call(turn, exc, "compaction"):  # llm.endpoints: its errors
-                journal.write(event)
+            RouterEvents(journal.write).failed(turn, exc, "compaction")  # llm.endpoints
             return "", f"the summary call failed: {exc}"
         self.ledger.record_aside(response, price)  # the guard's last usage stays the loop's
         closing = ClosingCall(
@@ -160,7 +159,6 @@ class ModelNotes:
             usage=response.usage,
             stop_reason=response.stop_reason,
         )
-        for event in routed_events(closing, response.routing):  # llm.endpoints: where it went
-            journal.write(event)
+        RouterEvents(journal.write).answered(closing, response.routing)  # llm.endpoints
         text = response.text.split("</think>")[-1].strip()
         return (text, "") if text else ("", "the summary came back empty")
