@@ -629,15 +629,15 @@ async def start_workers(
     """Every worker started and its shared-folder check passed — before the manifest
     changes (``config_id``: the one ``run_dir.start`` will give the run). Ray is
     connected already (``connect``); ``RayTasks.close`` ends them."""
-    executor = RayTasks(_worker_setup(cfg, run_dir, conf_dir, config_id, judged))
-    await executor.start()
-    if executor.advice:
-        print(f"deepledger: {executor.advice}", file=sys.stderr)
-    return executor
+    tasks = RayTasks(_worker_setup(cfg, run_dir, conf_dir, config_id, judged))
+    await tasks.start()
+    if tasks.advice:
+        print(f"deepledger: {tasks.advice}", file=sys.stderr)
+    return tasks
 
 
 async def run_on_ray(
-    cfg: Config, run_dir: RunStore, tasks: list[Task], executor: RayTasks
+    cfg: Config, run_dir: RunStore, tasks: list[Task], workers: RayTasks
 ) -> tuple[list[TaskRecord], StoppedTasks]:
     """The run's tasks on the started workers, recorded here: the records, and the tasks
     the run's budget stopped unrecorded."""
@@ -648,9 +648,9 @@ async def run_on_ray(
         run_dir=run_dir,
         judge=None,
         progress=Progress(),
-        backend=executor,
+        backend=workers,
     )
-    executor.driver = runner
+    workers.driver = runner
     records = await runner.run(tasks)
     return records, runner.unrecorded()
 

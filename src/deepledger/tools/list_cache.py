@@ -4,7 +4,7 @@ A run's first request needs every tool the model may use, and a server's list is
 only once the server has started (for deepledger's own servers, half a second each,
 most of it importing the MCP SDK). With the list of the last run of the same server at
 hand, the first request goes out at once and the server finishes starting meanwhile
-(tools/pool.py: a call that comes before it is ready waits for it).
+(tools/task_tools.py: a call that comes before it is ready waits for it).
 
 An entry is found by a key made of everything the list may depend on: the command (and
 its file's size and modification time), the arguments (files among them, and the

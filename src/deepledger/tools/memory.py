@@ -15,17 +15,12 @@ from __future__ import annotations
 import asyncio
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from deepledger.messages import JSONObject
 from deepledger.store.files import write_text_atomic
+from deepledger.tools.types import LocalTool, ToolRefusal
 
-if TYPE_CHECKING:
-    from deepledger.messages import JSONObject
-    from deepledger.tools.types import LocalTool
-
-# The tool manager (and what it imports) is loaded when the tools are built or a call is
-# refused, not with this module. The notes' folder is the run store's to name
-# (``Journal.memory_folder``).
+# The notes' folder is the run store's to name (``Journal.memory_folder``).
 
 SERVER = MEMORY_TOOL = "memory"  # the name a role lists in its tools
 MAX_NOTE_CHARS = 20_000
@@ -64,7 +59,6 @@ class MemoryStore:
         return sorted(p.stem for p in self.folder.glob("*.md"))
 
     def write(self, name: str, text: str) -> str:
-        from deepledger.tools.types import ToolRefusal
 
         path = self._path(name)
         if len(text) > MAX_NOTE_CHARS:
@@ -76,7 +70,6 @@ class MemoryStore:
         return f"Saved note {name!r} ({len(text)} characters)."
 
     def read(self, name: str) -> str:
-        from deepledger.tools.types import ToolRefusal
 
         path = self._path(name)
         if not path.is_file():
@@ -92,7 +85,6 @@ class MemoryStore:
         return "\n".join(f"- {n} ({size} characters)" for n, size in sizes)
 
     def _path(self, name: str) -> Path:
-        from deepledger.tools.types import ToolRefusal
 
         name = name.strip()
         if not _NAME.fullmatch(name) or name.startswith("."):

@@ -23,12 +23,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from deepledger.messages import JSONObject, ToolCall
-
-if TYPE_CHECKING:  # the manager imports this module
-    from deepledger.tools.types import ToolInfo
+from deepledger.tools.types import ToolInfo
 
 PYTHON_CODE_TOOLS = ("run_python_code", "run_command")  # what runs in a sandbox
 CREATE_SANDBOX = "create_sandbox"
