@@ -64,7 +64,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from deepledger.testing.fake_responses import RESPONSES_PATH, ResponsesLedger
+from tests.support.doubles.fake_responses import RESPONSES_PATH, ResponsesLedger
 
 if TYPE_CHECKING:  # the fake imports nothing of deepledger at run time (but its own parts)
     from deepledger.messages import JSONObject
