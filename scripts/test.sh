@@ -28,6 +28,7 @@ export DEEPLEDGER_REQUIRE_SANDBOX=1
 # HTML and docx.
 scripts/check_pip_install.sh
 .venv/bin/ruff check src tests scripts
-# Every module of src/ type-checks under mypy --strict (settings in pyproject.toml).
+# Every module of src/ and the test doubles type-check under mypy --strict (settings in
+# pyproject.toml).
 .venv/bin/mypy
 .venv/bin/python -m pytest "$@"

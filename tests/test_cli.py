@@ -219,7 +219,7 @@ def test_unknown_provider_lists_the_choices(tmp_path):
 
 
 def test_run_answers_one_question_against_an_openai_compatible_server(tmp_path):
-    from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+    from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 
     tool_call = (
         "<use_mcp_tool><server_name>time</server_name><tool_name>get_current_time</tool_name>"
@@ -252,7 +252,7 @@ def test_run_answers_one_question_against_an_openai_compatible_server(tmp_path):
 
 def boxed_replies(answer: str = "42"):
     """A fake server answering every request with a boxed answer (loop and closing call)."""
-    from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+    from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 
     return FakeLLMServer(responder=lambda request: Reply(f"\\boxed{{{answer}}}"))
 
@@ -466,7 +466,7 @@ def test_hydra_errors_are_usage_errors(tmp_path, command, override, message):
 
 
 def test_failed_work_exits_1_and_a_bad_flag_2(tmp_path):
-    from deepledger.testing.fake_llm_server import FakeLLMServer, server_error
+    from tests.support.doubles.fake_llm_server import FakeLLMServer, server_error
 
     failing = ["llm.retry.max_attempts=1", "benchmark.execution.max_tasks=1"]
     with FakeLLMServer(responder=lambda request: server_error(500)) as server:

@@ -17,7 +17,7 @@ from tests.support.disks import whole_lines
 
 
 def test_deepledger_run_on_a_disk_that_fills_exits_2_with_one_message(small_disk, tmp_path):
-    from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+    from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 
     huge = "filler " * 450_000 + "\\boxed{42}"  # 3 MB: more than the disk has left
     with FakeLLMServer(responder=lambda request: Reply(huge)) as server:

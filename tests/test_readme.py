@@ -190,7 +190,7 @@ def _expected_error(command: Command) -> str | None:
 
 @pytest.fixture(scope="module")
 def fake_server():
-    from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+    from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 
     with FakeLLMServer(responder=lambda request: Reply("It is \\boxed{1083 feet}.")) as server:
         yield server

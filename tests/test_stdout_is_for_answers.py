@@ -9,7 +9,7 @@ from tests.support.cli import deepledger
 def test_deepledger_run_prints_only_the_answer_block_on_stdout_when_a_warning_is_logged(
     tmp_path,
 ):
-    from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+    from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 
     run_dir = tmp_path / "run"
     with FakeLLMServer(responder=lambda request: Reply("\\boxed{42}")) as server:

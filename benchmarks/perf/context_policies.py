@@ -33,10 +33,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (the checkout on sys.path: tests.support.doubles)
+from tests.support.doubles.fake_llm_server import FakeLLMServer, FakeUsage, Reply
+
 from deepledger.config import ContextConfig
 from deepledger.llm.tokens import default_counter
 from deepledger.store.layout import RunLayout
-from deepledger.testing.fake_llm_server import FakeLLMServer, FakeUsage, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "perf" / "results" / "context_policies.json"

@@ -1,7 +1,7 @@
 """Faults injected into whole `deepledger bench` runs on loopback, and what they cost.
 
 Every scenario runs the same suite (task k asks for the code word of key k) against the
-same scripted model (deepledger.testing.faults.ResearchModel) behind the loopback
+same scripted model (tests.support.doubles.faults.ResearchModel) behind the loopback
 OpenAI-compatible fake, with the faults named in its row; "accuracy vs clean" compares
 it with the fault-free run of the same scripted replies. Faults are seeded
 (``--seed``), so a table can be reproduced.
@@ -46,8 +46,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from deepledger.testing.fake_llm_server import FakeLLMServer, RecordedRequest, Step
-from deepledger.testing.faults import (
+import _checkout  # noqa: F401  (the checkout on sys.path: tests.support.doubles)
+from tests.support.doubles.fake_llm_server import FakeLLMServer, RecordedRequest, Step
+from tests.support.doubles.faults import (
     FaultInjector,
     ResearchModel,
     accuracy,

@@ -1,6 +1,6 @@
 """How large the HTML report gets and how long it takes, for runs of many tasks.
 
-Generates synthetic runs (``deepledger.testing.synthetic_run``: journals in the current
+Generates synthetic runs (``tests.support.doubles.synthetic_run``: journals in the current
 format, 2 to 60 turns a task, five 0.5–2.5 kB search results a turn), writes each run's
 report, and opens it in headless Chromium (Debian's ``chromium``) to time the first
 render: the run's figures, the three charts and the full task table. Then opens one
@@ -20,11 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (the checkout on sys.path: tests.support.doubles)
+from tests.support.doubles.synthetic_run import make_run
+
 from deepledger.bench.metrics import summarize
 from deepledger.report.page import write_run_report
 from deepledger.store.files import latest_records, read_jsonl
 from deepledger.store.layout import RunLayout
-from deepledger.testing.synthetic_run import make_run
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_FILE = ROOT / "benchmarks" / "perf" / "results" / "report_size.json"

@@ -39,8 +39,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from deepledger.testing.fake_llm_server import FakeLLMServer, FakeUsage, RecordedRequest, Reply
-from deepledger.testing.faults import (
+import _checkout  # noqa: F401  (the checkout on sys.path: tests.support.doubles)
+from tests.support.doubles.fake_llm_server import FakeLLMServer, FakeUsage, RecordedRequest, Reply
+from tests.support.doubles.faults import (
     SUMMARY_MARK,
     KillAtRequest,
     answer_for,

@@ -30,12 +30,14 @@ import json
 import time
 from pathlib import Path
 
+import _checkout  # noqa: F401  (the checkout on sys.path: tests.support.doubles)
+from tests.support.doubles.fake_web_server import FakeWebServer, Page
+
 from deepledger.config import compose
 from deepledger.llm.factory import create_client, settings_from_config
 from deepledger.llm.tokens import default_counter
 from deepledger.llm.usage import UsageLedger
 from deepledger.store.journal import Journal
-from deepledger.testing.fake_web_server import FakeWebServer, Page
 from deepledger.tools.scrape import ExtractionModel, PageScraper
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -47,7 +47,8 @@ import threading
 import time
 from pathlib import Path
 
-from deepledger.testing.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
+import _checkout  # noqa: F401  (the checkout on sys.path: tests.support.doubles)
+from tests.support.doubles.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / ".venv" / "bin" / "deepledger"

@@ -33,6 +33,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import _checkout  # noqa: F401  (the checkout on sys.path: tests.support.doubles)
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
+
 from deepledger.bench.judge import make_judge
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import BenchmarkRunner
@@ -42,7 +45,6 @@ from deepledger.config import compose, tool_servers
 from deepledger.llm.factory import create_client
 from deepledger.store.layout import RunLayout
 from deepledger.store.run_store import RunStore
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 from deepledger.tools.list_cache import ToolListCache
 from deepledger.tools.pool import ToolManager
 

@@ -24,10 +24,10 @@ from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import EndReason, MessageKind
 from deepledger.records.events import ClosingCallSkipped, Compacted, ContextOverflow, TaskFinished
 from deepledger.store.files import read_jsonl
-from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, Reply
 from tests.support.agent import call, make, restate
 from tests.support.bench import run
 from tests.support.config import composed
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Fault, Reply
 
 VLLM_SAYS = (
     "This model's maximum context length is {limit} tokens. However, you requested "

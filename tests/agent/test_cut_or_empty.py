@@ -13,8 +13,8 @@ import pytest
 
 from deepledger.bench.metrics import format_summary
 from deepledger.records.results import SummaryRecord
-from deepledger.testing.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
-from deepledger.testing.faults import (
+from tests.support.doubles.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.support.doubles.faults import (
     SUMMARY_MARK,
     answer_for,
     bench_overrides,

@@ -18,8 +18,8 @@ from deepledger.llm.usage import UsageLedger
 from deepledger.messages import Message, StopReason, Usage
 from deepledger.records.events import ReplyCut
 from deepledger.store.journal import Journal
-from deepledger.testing.fake_llm_server import FakeLLMServer, FakeUsage, RecordedRequest, Reply
-from deepledger.testing.faults import (
+from tests.support.doubles.fake_llm_server import FakeLLMServer, FakeUsage, RecordedRequest, Reply
+from tests.support.doubles.faults import (
     SUMMARY_MARK,
     TOOL_SERVER,
     answer_for,

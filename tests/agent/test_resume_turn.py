@@ -20,14 +20,14 @@ import pytest
 
 from deepledger.agent.refused import Refused
 from deepledger.records.codec import decode, encode
-from deepledger.testing.fake_llm_server import (
+from tests.support.doubles.fake_llm_server import (
     FakeLLMServer,
     FakeToolCall,
     FakeUsage,
     RecordedRequest,
     Reply,
 )
-from deepledger.testing.faults import (
+from tests.support.doubles.faults import (
     SUMMARY_MARK,
     TOOL_SERVER,
     answer_for,

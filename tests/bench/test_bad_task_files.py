@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deepledger.testing.bench_model import respond_http
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 from tests.support.bench import bench_command, results
+from tests.support.doubles.bench_model import respond_http
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,10 +10,10 @@ import subprocess
 import sys
 import time
 
-from deepledger.testing.bench_model import respond_http
-from deepledger.testing.fake_llm_server import FakeLLMServer
 from tests.support.bench import SUITE, bench_command, results
 from tests.support.cli import ROOT, deepledger
+from tests.support.doubles.bench_model import respond_http
+from tests.support.doubles.fake_llm_server import FakeLLMServer
 from tests.support.processes import Descendants, command_line, takes_ctrl_c
 from tests.support.report import embedded
 

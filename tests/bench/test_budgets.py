@@ -25,13 +25,13 @@ from deepledger.report.page import write_run_report
 from deepledger.store.files import read_jsonl
 from deepledger.store.journal import Journal
 from deepledger.store.run_store import RunStore
-from deepledger.testing.bench_model import decide, respond_http
-from deepledger.testing.fake_llm_server import FakeLLMServer
 from deepledger.tools.pool import ToolManager
 from tests.support.bench import bench_command, results, run
 from tests.support.browser import open_report
 from tests.support.cli import ROOT
 from tests.support.config import composed
+from tests.support.doubles.bench_model import decide, respond_http
+from tests.support.doubles.fake_llm_server import FakeLLMServer
 
 SUITE = Path(__file__).with_name("suite")
 PER_CALL = Usage(1000, 0)  # every scripted call costs 1,000 tokens
@@ -83,7 +83,7 @@ def researcher(clock: FakeClock | None = None, seconds_per_call: float = 0.0) ->
 
 
 def finisher(clock: FakeClock | None = None, seconds_per_call: float = 0.0) -> ScriptedLLM:
-    """The suite's usual stand-in model (deepledger.testing.bench_model), PER_CALL a call."""
+    """The suite's usual stand-in model (tests.support.doubles.bench_model), PER_CALL a call."""
 
     def respond(messages: list[Message], tools) -> LLMResponse:
         if clock is not None:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.testing.bench_model import respond_http
-from deepledger.testing.fake_llm_server import FakeLLMServer
 from tests.support.bench import SUITE, bench_command, results
 from tests.support.cli import ROOT
+from tests.support.doubles.bench_model import respond_http
+from tests.support.doubles.fake_llm_server import FakeLLMServer
 
 DATA = "standardized_data.jsonl"
 QUESTIONS = {

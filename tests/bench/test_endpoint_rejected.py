@@ -19,10 +19,10 @@ from deepledger.errors import EndpointRejectedError, RunRejectedError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.store.files import read_jsonl
 from deepledger.store.run_store import RunStore
-from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, Reply
 from deepledger.tools.pool import ToolManager
 from tests.support.bench import arithmetic_suite
 from tests.support.config import composed
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Fault, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-canary-0123456789abcdef"  # must never be printed
@@ -213,8 +213,8 @@ async def test_a_rejected_compaction_notes_model_stops_the_suite_naming_its_key(
 
 async def test_a_rejected_page_extraction_model_stops_the_suite_naming_its_key(tmp_path):
     from deepledger.llm.base import GenerationSettings
-    from deepledger.testing.fake_web_server import FakeWebServer, Page
     from deepledger.tools.scrape import ExtractionModel, PageScraper
+    from tests.support.doubles.fake_web_server import FakeWebServer, Page
 
     cfg = composed(
         f"benchmark.data.data_dir={suite(tmp_path / 'data')}",
@@ -247,7 +247,7 @@ async def test_a_rejected_page_extraction_model_stops_the_suite_naming_its_key(t
 async def test_a_rejection_by_one_of_llm_endpoints_names_that_endpoint(tmp_path):
     """llm.base_url is not called with llm.endpoints set: the message names the server."""
     from deepledger.llm.endpoints import RoutedClient, ranked, route_key
-    from deepledger.testing.endpoints import answering, failing
+    from tests.support.doubles.endpoints import answering, failing
 
     urls = ["http://gpu-1:8000/v1", "http://gpu-2:8000/v1"]
     cfg = composed(

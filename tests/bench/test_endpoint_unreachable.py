@@ -17,8 +17,8 @@ from deepledger.llm.classify import connection_error, never_connected
 from deepledger.llm.retry import UNREACHABLE_AFTER_SECONDS, RetryingClient, RetryPolicy
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import Message
-from deepledger.testing.faults import FAST_RETRY
 from tests.support.bench import arithmetic_suite
+from tests.support.doubles.faults import FAST_RETRY
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = 3

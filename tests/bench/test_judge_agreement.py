@@ -5,21 +5,28 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from deepledger.testing.judge_battery import BATTERIES
+from tests.support.doubles.judge_battery import BATTERIES
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "fidelity" / "judge_agreement.py"
 
 
 @pytest.fixture(scope="module")
 def agreement():
-    spec = importlib.util.spec_from_file_location("judge_agreement", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # As `python benchmarks/fidelity/judge_agreement.py` would: its folder first on the path
+    # (the script imports its `_checkout` helper from there).
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("judge_agreement", SCRIPT)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
     return module
 
 

@@ -1,4 +1,4 @@
-"""Every generated reply shape of every protocol's battery (deepledger.testing.judge_battery)
+"""Every generated reply shape of every protocol's battery (tests.support.doubles.judge_battery)
 is read as its judge meant it: the label meant, or nothing where nothing can be read —
 never another label."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from deepledger.bench.judge_rules import LLM_RULES
-from deepledger.testing.judge_battery import BATTERIES, Shape
+from tests.support.doubles.judge_battery import BATTERIES, Shape
 
 CASES = [
     pytest.param(rule, shape, id=f"{rule}-{index}")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from deepledger.bench.judging import cohen_kappa
 from deepledger.records.results import AgreementTable, VerdictRow
-from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, RecordedRequest, Reply
 from tests.support.bench import results
 from tests.support.cli import ROOT
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Fault, RecordedRequest, Reply
 
 MY_JUDGE = """\
 provider: openai

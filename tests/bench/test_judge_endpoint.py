@@ -23,11 +23,11 @@ from deepledger.config import JudgeConfig
 from deepledger.errors import ConfigError, EndpointUnreachableError, TransientLLMError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.store.run_store import RunStore
-from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, RecordedRequest, Reply
 from deepledger.tools.pool import ToolManager
 from tests.support.bench import arithmetic_suite, results
 from tests.support.cli import ROOT
 from tests.support.config import composed
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Fault, RecordedRequest, Reply
 
 TASKS = 3
 # A judge preset of the user's own, in a folder of their own: no retry, so a failing

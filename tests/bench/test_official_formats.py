@@ -397,9 +397,9 @@ def bench(*overrides: str, server, run_dir: Path):
 
 
 def test_gaia_level_reaches_the_result_line(tmp_path):
-    from deepledger.testing.bench_model import respond_http
-    from deepledger.testing.fake_llm_server import FakeLLMServer
     from tests.support.bench import results
+    from tests.support.doubles.bench_model import respond_http
+    from tests.support.doubles.fake_llm_server import FakeLLMServer
 
     data = tmp_path / "gaia"
     data.mkdir()
@@ -418,9 +418,9 @@ def test_gaia_level_reaches_the_result_line(tmp_path):
 
 
 def test_an_hle_image_reaches_a_model_that_sees_images(tmp_path):
-    from deepledger.testing.bench_model import respond_http
-    from deepledger.testing.fake_llm_server import FakeLLMServer
     from tests.support.bench import results
+    from tests.support.doubles.bench_model import respond_http
+    from tests.support.doubles.fake_llm_server import FakeLLMServer
 
     data = tmp_path / "hle"
     data.mkdir()

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.testing.bench_model import respond_http
-from deepledger.testing.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.support.cli import ROOT
+from tests.support.doubles.bench_model import respond_http
+from tests.support.doubles.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
 
 # The official form: the judge never says CORRECT / INCORRECT, only yes / no.
 OFFICIAL_NO = (

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 CANARY = "sk-CANARY-1234"

@@ -12,8 +12,8 @@ import pytest
 
 from deepledger.bench.services import load_llm_preset
 from deepledger.errors import ConfigError
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 from tests.support.bench import bench_command, results
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD_PRESET = """\

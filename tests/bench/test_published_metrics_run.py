@@ -10,11 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deepledger.testing.bench_model import respond_http
-from deepledger.testing.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.support.cli import ROOT
+from tests.support.doubles.bench_model import respond_http
+from tests.support.doubles.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
 
-# The fake agent answers Paris, Lion and 42 (testing/bench_model.py).
+# The fake agent answers Paris, Lion and 42 (tests/support/doubles/bench_model.py).
 TASKS = [
     {"task_id": "same", "task_question": "EASY: What is the capital of France?",
      "ground_truth": "Paris"},  # the same text: correct without asking the judge

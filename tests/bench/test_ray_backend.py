@@ -35,14 +35,14 @@ from deepledger.errors import (
     RunRejectedError,
 )
 from deepledger.store.run_store import RunStore
-from deepledger.testing.bench_model import respond_http
-from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, RecordedRequest, Reply
 from tests.support.bench import bench_command, results
 from tests.support.cli import ROOT
 from tests.support.config import CONF, composed
+from tests.support.doubles.bench_model import respond_http
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Fault, RecordedRequest, Reply
 from tests.support.processes import Descendants
 
-# Eight tasks for the scripted model (deepledger.testing.bench_model): EASY ones answered
+# Eight tasks for the scripted model (tests.support.doubles.bench_model): EASY ones answered
 # at once, HARD ones on the format-retry that carries two post-mortems, one with a wrong
 # ground truth, one without.
 SUITE_TASKS = [

@@ -24,10 +24,10 @@ from deepledger.bench.hydra_hooks import safe_folder_name, sweep_subdir, swept_k
 from deepledger.errors import RunDirectoryError
 from deepledger.store.files import read_jsonl
 from deepledger.store.run_store import RunStore
-from deepledger.testing.bench_model import respond_http
-from deepledger.testing.fake_llm_server import FakeLLMServer
 from tests.support.bench import bench_command, results
 from tests.support.cli import ROOT
+from tests.support.doubles.bench_model import respond_http
+from tests.support.doubles.fake_llm_server import FakeLLMServer
 
 TASKS = {"easy/1", "hard #2", "näive 3", "open-4"}
 

@@ -15,9 +15,9 @@ from deepledger.messages import Usage
 from deepledger.records.events import LLMCall
 from deepledger.store.files import read_jsonl
 from deepledger.store.run_store import RunStore
-from deepledger.testing.bench_model import decide
 from deepledger.tools.pool import ToolManager
 from tests.support.bench import FlakyJudge, config, model, run, task_texts
+from tests.support.doubles.bench_model import decide
 
 
 async def test_the_format_retry_loop_carries_post_mortems_to_the_final_retry(tmp_path):

@@ -9,10 +9,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from deepledger.bench.suite import SKIPPED_LINES_SHOWN, shown_notices
-from deepledger.testing.bench_model import respond_http
-from deepledger.testing.fake_llm_server import FakeLLMServer
 from tests.support.bench import bench_command
 from tests.support.cli import deepledger
+from tests.support.doubles.bench_model import respond_http
+from tests.support.doubles.fake_llm_server import FakeLLMServer
 
 BAD_LINES = 30
 

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.testing.fake_llm_server import FakeLLMServer, RecordedRequest, Step
-from deepledger.testing.faults import (
+from tests.support.disks import small_tmpfs
+from tests.support.doubles.fake_llm_server import FakeLLMServer, RecordedRequest, Step
+from tests.support.doubles.faults import (
     SUMMARY_MARK,
     ResearchModel,
     bench_overrides,
@@ -33,7 +34,6 @@ from deepledger.testing.faults import (
     task_key,
     write_suite,
 )
-from tests.support.disks import small_tmpfs
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = 8

@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deepledger.testing.fake_llm_server import FakeLLMServer
-from deepledger.testing.faults import (
+from tests.support.doubles.fake_llm_server import FakeLLMServer
+from tests.support.doubles.faults import (
     KillAtRequest,
     ResearchModel,
     bench_overrides,

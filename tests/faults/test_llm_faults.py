@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from deepledger.testing.fake_llm_server import FakeLLMServer
-from deepledger.testing.faults import (
+from tests.support.doubles.fake_llm_server import FakeLLMServer
+from tests.support.doubles.faults import (
     FaultInjector,
     ResearchModel,
     accuracy,

@@ -16,8 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.testing.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
-from deepledger.testing.faults import ResearchModel, bench_overrides, read_tool_calls, write_suite
+from tests.support.doubles.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
+from tests.support.doubles.faults import (
+    ResearchModel,
+    bench_overrides,
+    read_tool_calls,
+    write_suite,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 START_BOUND_SECONDS = 120  # the bench's start and first turn, on a loaded machine

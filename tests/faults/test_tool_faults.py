@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.testing.fake_llm_server import FakeLLMServer
-from deepledger.testing.fault_tool_server import START_FAILURE
-from deepledger.testing.faults import (
+from tests.support.doubles.fake_llm_server import FakeLLMServer
+from tests.support.doubles.fault_tool_server import START_FAILURE
+from tests.support.doubles.faults import (
     FaultInjector,
     ResearchModel,
     accuracy,

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 from tests.support.wire import text_of, xml_call
 
 ROOT = Path(__file__).resolve().parents[2]

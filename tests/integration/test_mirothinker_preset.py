@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
-from deepledger.testing.fake_search_server import FakeSerper
-from deepledger.testing.fake_web_server import FakeWebServer, Page
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
+from tests.support.doubles.fake_search_server import FakeSerper
+from tests.support.doubles.fake_web_server import FakeWebServer, Page
 from tests.support.wire import text_of, xml_call
 
 ROOT = Path(__file__).resolve().parents[2]

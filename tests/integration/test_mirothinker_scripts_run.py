@@ -18,9 +18,9 @@ import sys
 
 import pytest
 
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
-from deepledger.testing.fake_search_server import FakeTencentSearch
 from tests.integration.test_mirothinker_command_lines import ENV, SCRIPT_LINE, SCRIPTS
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
+from tests.support.doubles.fake_search_server import FakeTencentSearch
 from tests.support.wire import text_of, xml_call
 
 TASKS = [

@@ -12,9 +12,9 @@ from deepledger.config import tool_servers
 from deepledger.llm.factory import create_client
 from deepledger.messages import MessageKind
 from deepledger.store.journal import Journal
-from deepledger.testing.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
 from deepledger.tools.pool import ToolManager
 from tests.support.config import composed
+from tests.support.doubles.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
 
 STEPS = [
     ("search", "search", {"query": "Eiffel Tower Paris", "k": 3}),

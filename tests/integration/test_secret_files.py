@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.testing.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.support.documents import make_xlsx
+from tests.support.doubles.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
 from tests.support.wire import text_of, xml_call
 
 CANARIES = {

@@ -13,13 +13,13 @@ from deepledger.context.strategies import KeepToolResults, RoundWindow
 from deepledger.llm.anthropic import to_wire
 from deepledger.llm.base import GenerationSettings
 from deepledger.messages import Message, ToolCall, ToolResult
-from deepledger.testing.fake_llm_server import (
+from tests.support.doubles.fake_llm_server import (
     FakeLLMServer,
     RecordedRequest,
     Reply,
     wire_problem,
 )
-from deepledger.testing.faults import (
+from tests.support.doubles.faults import (
     SUMMARY_MARK,
     answer_for,
     bench_overrides,

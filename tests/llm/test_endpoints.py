@@ -50,8 +50,11 @@ from deepledger.records.codec import encode, read_journal
 from deepledger.records.events import EndpointMoved, LLMCall, LLMCallFailed
 from deepledger.store.journal import Journal
 from deepledger.store.run_store import RunStore
-from deepledger.testing.bench_model import respond_http
-from deepledger.testing.endpoints import (
+from deepledger.tools.pool import ToolManager
+from tests.support.browser import open_report
+from tests.support.config import CONF, composed
+from tests.support.doubles.bench_model import respond_http
+from tests.support.doubles.endpoints import (
     Clock,
     HeldLLM,
     answering,
@@ -59,11 +62,8 @@ from deepledger.testing.endpoints import (
     endpoint_clients,
     failing,
 )
-from deepledger.testing.fake_llm_server import FakeLLMServer, Fault
-from deepledger.testing.faults import FAST_RETRY
-from deepledger.tools.pool import ToolManager
-from tests.support.browser import open_report
-from tests.support.config import CONF, composed
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Fault
+from tests.support.doubles.faults import FAST_RETRY
 from tests.support.histories import compact, padded
 
 URLS = ["http://gpu-1:8000/v1", "http://gpu-2:8000/v1", "http://gpu-3:8000/v1"]

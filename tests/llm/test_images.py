@@ -14,7 +14,7 @@ from deepledger.llm.local_template import LocalTemplate
 from deepledger.llm.openai import OpenAIChatClient, to_wire_messages
 from deepledger.llm.tokens import IMAGE_TOKENS, count_messages, default_counter
 from deepledger.messages import ImagePart, Message, ToolCall, ToolResult
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 from tests.support.providers import PNG, TASK, make_client, native_history, xml_history
 
 JPEG = base64.b64encode(b"\xff\xd8\xff\xe0" + b"jpeg pixels" * 100).decode()

@@ -29,7 +29,9 @@ from deepledger.messages import (
     ToolSpec,
     Usage,
 )
-from deepledger.testing.fake_llm_server import (
+from tests.support.cli import deepledger
+from tests.support.config import CONF
+from tests.support.doubles.fake_llm_server import (
     FakeLLMServer,
     FakeToolCall,
     FakeUsage,
@@ -37,8 +39,6 @@ from deepledger.testing.fake_llm_server import (
     Reply,
     rate_limited,
 )
-from tests.support.cli import deepledger
-from tests.support.config import CONF
 from tests.support.providers import PNG, xml_history
 
 TASK = [Message.system("You research."), Message.task("What is 2+2?")]

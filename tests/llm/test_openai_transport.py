@@ -6,7 +6,7 @@ import pytest
 
 from deepledger.llm.openai import DEFAULT_BASE_URL, OpenAIChatClient, proxy_for
 from deepledger.messages import Message
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 
 
 async def test_sends_the_key_as_a_bearer_token_and_json():

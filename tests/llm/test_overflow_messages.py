@@ -18,9 +18,9 @@ from deepledger.errors import ContextOverflowError
 from deepledger.llm.classify import status_error
 from deepledger.llm.factory import create_client
 from deepledger.store.files import read_jsonl
-from deepledger.testing.fake_llm_server import FakeLLMServer, Fault, Reply
 from tests.support.bench import run
 from tests.support.config import composed
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Fault, Reply
 
 # (server, HTTP status, error body as the server writes it, the window it states)
 REFUSALS = [

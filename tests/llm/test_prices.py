@@ -19,12 +19,12 @@ from deepledger.llm.usage import UsageLedger, find_price, price_of, priced_by, s
 from deepledger.messages import LLMResponse, Message, StopReason, Usage
 from deepledger.prices import library_price, library_version
 from deepledger.records.results import SummaryRecord
-from deepledger.testing.bench_model import respond_http
-from deepledger.testing.fake_llm_server import FakeLLMServer
 from tests.llm.test_usage import table
 from tests.support.bench import bench_command
 from tests.support.cli import ROOT
 from tests.support.config import CONF, composed
+from tests.support.doubles.bench_model import respond_http
+from tests.support.doubles.fake_llm_server import FakeLLMServer
 
 LIBRARY = f"genai-prices {genai_prices.__version__}"
 OPENAI, ANTHROPIC = "https://api.openai.com/v1", "https://api.anthropic.com"

@@ -9,8 +9,8 @@ from deepledger.llm.base import GenerationSettings
 from deepledger.llm.factory import settings_from_config
 from deepledger.llm.prompt_cache import sends_prompt_cache_key
 from deepledger.messages import Message
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 from tests.support.config import composed
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 from tests.support.providers import make_client, xml_history
 
 

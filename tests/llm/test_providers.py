@@ -6,7 +6,7 @@ import pytest
 
 from deepledger.llm.base import GenerationSettings
 from deepledger.messages import Message, StopReason, ToolCall, ToolResult, ToolSpec, Usage
-from deepledger.testing.fake_llm_server import FakeLLMServer, FakeToolCall, FakeUsage, Reply
+from tests.support.doubles.fake_llm_server import FakeLLMServer, FakeToolCall, FakeUsage, Reply
 from tests.support.providers import PROTOCOLS, TASK, make_client, native_history, xml_history
 
 

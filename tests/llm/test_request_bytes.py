@@ -15,9 +15,9 @@ from deepledger.llm.openai import OpenAIChatClient, WireCache, encode_json, to_w
 from deepledger.messages import JSONObject, Message, ToolCall
 from deepledger.records.codec import encode
 from deepledger.records.events import AssistantTurn
-from deepledger.testing.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
 from deepledger.tools.protocols import NativeProtocol, XmlProtocol
 from tests.support.agent import call, make
+from tests.support.doubles.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
 
 
 class RecordingClient(OpenAIChatClient):

@@ -19,7 +19,7 @@ from deepledger.errors import (
 from deepledger.llm.base import GenerationSettings
 from deepledger.llm.retry import RetryingClient, RetryPolicy
 from deepledger.messages import Message
-from deepledger.testing.fake_llm_server import (
+from tests.support.doubles.fake_llm_server import (
     FakeLLMServer,
     Fault,
     Reply,

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from deepledger.errors import RateLimitedError
@@ -54,3 +56,15 @@ async def test_usage_is_estimated_when_the_script_gives_none():
     first = await llm.generate([Message.task("a question of some length")])
     assert first.usage.input_tokens > 0 and first.usage.output_tokens > 0
     assert (await llm.generate([Message.task("q")])).usage == Usage(7, 3)
+
+
+def test_the_users_example_in_the_testing_docs_passes():
+    """docs/testing.md shows a user's own test written with ScriptedLLM: it runs as shown."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text("utf-8")
+    section = page.split("## Test doubles\n", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, object] = {}
+    exec(compile(example, "docs/testing.md", "exec"), namespace)
+    test = namespace["test_title_for"]
+    assert callable(test)
+    test()

@@ -16,9 +16,9 @@ from deepledger.llm.base import GenerationSettings
 from deepledger.llm.factory import create_client
 from deepledger.llm.openai import OpenAIChatClient
 from deepledger.messages import Message, ToolResult, ToolSpec
-from deepledger.testing.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
 from tests.support.cli import deepledger
 from tests.support.config import CONF
+from tests.support.doubles.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
 
 TASK = [Message.system("You research."), Message.task("What is 2+2?")]
 TOOLS = [ToolSpec("search", "Search", {"type": "object", "properties": {"q": {"type": "string"}}})]

@@ -15,9 +15,9 @@ from deepledger.llm.factory import create_client
 from deepledger.messages import Message, ThinkingBlock, ToolResult, ToolSpec
 from deepledger.records.codec import decode, encode_line
 from deepledger.records.events import AssistantTurn
-from deepledger.testing.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
 from tests.support.cli import deepledger
 from tests.support.config import CONF
+from tests.support.doubles.fake_llm_server import FakeLLMServer, FakeToolCall, Reply
 
 THINKING = {"type": "enabled", "budget_tokens": 2048}
 SETTINGS = GenerationSettings(max_tokens=4096)

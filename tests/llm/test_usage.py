@@ -6,7 +6,7 @@ from deepledger.llm.anthropic import AnthropicClient
 from deepledger.llm.openai import OpenAIChatClient
 from deepledger.llm.usage import Price, UsageLedger, find_price
 from deepledger.messages import Message, Usage
-from deepledger.testing.fake_llm_server import FakeLLMServer, FakeUsage, Reply
+from tests.support.doubles.fake_llm_server import FakeLLMServer, FakeUsage, Reply
 
 TABLE = {
     "claude-sonnet-4-6": {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75},

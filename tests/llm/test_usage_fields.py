@@ -12,7 +12,7 @@ from deepledger.llm.anthropic import AnthropicClient
 from deepledger.llm.openai import OpenAIChatClient
 from deepledger.llm.usage import UsageLedger, token_count
 from deepledger.messages import Message
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 
 TASK = [Message.system("You research."), Message.task("What is the capital of France?")]
 ODD_VALUES = [None, -5, "12", 1.5, {"tokens": 3}, True, [7]]

@@ -9,10 +9,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from deepledger.testing.bench_model import respond_http
-from deepledger.testing.fake_llm_server import FakeLLMServer
 from tests.support.bench import bench_command, results
 from tests.support.cli import ROOT, deepledger
+from tests.support.doubles.bench_model import respond_http
+from tests.support.doubles.fake_llm_server import FakeLLMServer
 from tests.support.report import embedded
 
 SCHEMA1 = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "schema1"

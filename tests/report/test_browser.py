@@ -16,9 +16,9 @@ from deepledger.records.results import (
 )
 from deepledger.report.compare import write_comparison
 from deepledger.report.page import write_run_report
-from deepledger.testing.synthetic_run import make_run
 from tests.support.browser import open_report
 from tests.support.config import CONF
+from tests.support.doubles.synthetic_run import make_run
 from tests.support.report import quick_summary
 
 HOSTILE = '</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
@@ -63,7 +63,7 @@ def test_a_one_task_report_renders_offline_with_its_trajectory(finished_run):
 
 
 def test_a_500_task_report_opens_and_its_table_sorts_and_filters(tmp_path):
-    # Made up in seconds by the forger (deepledger.testing.synthetic_run): the size is
+    # Made up in seconds by the forger (tests.support.doubles.synthetic_run): the size is
     # the point here, and a real run of 500 tasks would take minutes.
     root = make_run(tmp_path / "run", tasks=503, conf_dir=CONF, unfinished=3, errors=2)
     started = time.perf_counter()

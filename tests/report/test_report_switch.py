@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 from tests.support.report import embedded
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,10 +16,10 @@ from deepledger.errors import LLMError
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import MessageKind
 from deepledger.store.run_store import RunStore
-from deepledger.testing.bench_model import decide
 from deepledger.tools.pool import ToolManager
 from tests.support.cli import ROOT
 from tests.support.config import composed
+from tests.support.doubles.bench_model import decide
 
 SUITE = ROOT / "tests" / "bench" / "suite"
 

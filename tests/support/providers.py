@@ -8,7 +8,7 @@ import base64
 from deepledger.llm.anthropic import AnthropicClient
 from deepledger.llm.openai import OpenAIChatClient
 from deepledger.messages import Message, ToolCall, ToolResult
-from deepledger.testing.fake_llm_server import FakeLLMServer
+from tests.support.doubles.fake_llm_server import FakeLLMServer
 
 PROTOCOLS = ["openai", "anthropic"]
 TASK = [Message.system("You research."), Message.task("What is 2+2?")]

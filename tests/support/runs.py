@@ -27,9 +27,9 @@ from deepledger.errors import FatalLLMError, TransientLLMError
 from deepledger.llm.retry import RetryingClient, RetryPolicy
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import Message, ToolSpec
-from deepledger.testing.faults import FAST_RETRY
 from tests.support.cli import ROOT
 from tests.support.config import CONF, composed
+from tests.support.doubles.faults import FAST_RETRY
 
 DEMO = ROOT / "benchmarks" / "worldfacts" / "demo.jsonl"
 WINDOW = 6_000

@@ -1,5 +1,5 @@
 """Real MCP servers over stdio for the tool manager's tests: the misbehaving one from
-``deepledger.testing`` and two that never get as far as a handshake."""
+``tests.support.doubles`` and two that never get as far as a handshake."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 from deepledger.config import ToolServerConfig
 from deepledger.messages import ToolCall
-from deepledger.testing import chatty_tool_server, flaky_tool_server
+from tests.support.doubles import chatty_tool_server, flaky_tool_server
 
 FLAKY = flaky_tool_server.__file__
 CHATTY = chatty_tool_server.__file__

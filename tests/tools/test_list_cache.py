@@ -15,11 +15,11 @@ from deepledger.config import ToolServerConfig, tool_servers
 from deepledger.llm.factory import create_client
 from deepledger.messages import ToolCall
 from deepledger.store.journal import Journal
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 from deepledger.tools.list_cache import ToolListCache, server_key
 from deepledger.tools.pool import ToolManager
 from deepledger.tools.session import resolve_command
 from tests.support.config import composed
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 from tests.support.tool_servers import CRASH_ON_START, FLAKY, HANG_BEFORE_HANDSHAKE, flaky
 
 ECHO = {

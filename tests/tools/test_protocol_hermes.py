@@ -12,10 +12,10 @@ from deepledger.llm.base import LLMCapabilities
 from deepledger.llm.openai import OpenAIChatClient
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.messages import LLMResponse, Message, MessageKind, StopReason, ToolResult, Usage
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
 from deepledger.tools.protocols import HermesProtocol, make_protocol
 from deepledger.tools.types import ToolInfo
 from tests.support.config import composed
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 from tests.support.hermes import TIME_CALL, call_then_answer, solve_with_hermes
 
 SEARCH = ToolInfo(

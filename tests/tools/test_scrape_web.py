@@ -15,10 +15,10 @@ from deepledger.llm.scripted import ScriptedLLM
 from deepledger.llm.usage import UsageLedger
 from deepledger.records.events import ExtractionCall
 from deepledger.store.journal import Journal
-from deepledger.testing.fake_llm_server import FakeLLMServer, Reply
-from deepledger.testing.fake_web_server import Failure, FakeJinaServer, FakeWebServer, Page
 from deepledger.tools.scrape import ExtractionModel, PageScraper
 from deepledger.web import JinaLimits
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
+from tests.support.doubles.fake_web_server import Failure, FakeJinaServer, FakeWebServer, Page
 
 KEY = "test-jina-key"
 ARTICLE = b"<html><head><title>Herons</title></head><body><p>Herons eat fish.</p></body></html>"

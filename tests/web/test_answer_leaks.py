@@ -14,7 +14,6 @@ from deepledger.llm.base import GenerationSettings
 from deepledger.llm.scripted import ScriptedLLM
 from deepledger.llm.usage import UsageLedger
 from deepledger.messages import ToolCall
-from deepledger.testing.fake_web_server import FakeJinaServer, FakeWebServer, Page
 from deepledger.tools.pool import ToolManager
 from deepledger.tools.scrape import SERVER, TOOL, ExtractionModel, PageScraper
 from deepledger.tools.servers.reader import Reader
@@ -22,6 +21,7 @@ from deepledger.web import ssrf
 from deepledger.web.fetch import FetchError, FetchLimits, fetch
 from deepledger.web.jina import JinaError, jina_read
 from deepledger.web.pages import read_url
+from tests.support.doubles.fake_web_server import FakeJinaServer, FakeWebServer, Page
 
 DATASET = "https://huggingface.co/datasets/gaia-benchmark/GAIA/blob/main/answers.jsonl"
 LIMITS = FetchLimits(timeout_seconds=5.0, total_seconds=20.0)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.testing.fake_web_server import FakeWebServer, Page, slow, streamed
 from deepledger.web import pages, ssrf
 from deepledger.web.fetch import FetchError, FetchLimits, fetch
 from deepledger.web.pages import corpus_link, read_url
+from tests.support.doubles.fake_web_server import FakeWebServer, Page, slow, streamed
 
 HTML = (
     b"<html><head><title>Herons</title></head><body><nav>Home | About</nav>"

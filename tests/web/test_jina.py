@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from deepledger.testing.fake_web_server import Failure, FakeJinaServer
 from deepledger.web import jina, ssrf
 from deepledger.web.jina import JinaError, JinaLimits, jina_read, parse_answer
+from tests.support.doubles.fake_web_server import Failure, FakeJinaServer
 
 KEY = "test-jina-key"
 TARGET = "https://example.org/herons"

@@ -9,17 +9,6 @@ from pathlib import Path
 import pytest
 
 from deepledger.llm.retry import RetryPolicy
-from deepledger.testing.fake_search_server import (
-    FakeBrave,
-    FakeSearxng,
-    FakeSerper,
-    FakeTavily,
-    SearchFault,
-    garbage,
-    rate_limited,
-    server_error,
-    unauthorized,
-)
 from deepledger.web.search import (
     BackendOptions,
     SearchConfigError,
@@ -31,6 +20,17 @@ from deepledger.web.search import (
     create_backend,
 )
 from deepledger.web.search.local import corpus_link, doc_id_from_corpus_link
+from tests.support.doubles.fake_search_server import (
+    FakeBrave,
+    FakeSearxng,
+    FakeSerper,
+    FakeTavily,
+    SearchFault,
+    garbage,
+    rate_limited,
+    server_error,
+    unauthorized,
+)
 
 KEY = "sk-planted-7d1e0c9a4b"  # a key that must never show up in any text we produce
 

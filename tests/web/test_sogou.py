@@ -13,7 +13,6 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from deepledger.testing.fake_search_server import FakeTencentSearch
 from deepledger.web.search import (
     BackendOptions,
     SearchConfigError,
@@ -22,6 +21,7 @@ from deepledger.web.search import (
     create_backend,
 )
 from deepledger.web.search.sogou import SogouBackend, tc3_authorization
+from tests.support.doubles.fake_search_server import FakeTencentSearch
 from tests.support.mcp_client import call
 
 SECRET_ID, SECRET_KEY = "AKIDplanted0a1b2c3", "planted-secret-key-77ee"

@@ -7,9 +7,9 @@ import socket
 
 import pytest
 
-from deepledger.testing.fake_web_server import FakeWebServer, Page
 from deepledger.web import ssrf
 from deepledger.web.fetch import FetchError, FetchLimits, fetch
+from tests.support.doubles.fake_web_server import FakeWebServer, Page
 
 PUBLIC = "93.184.215.14"
 

@@ -15,9 +15,9 @@ import pytest_asyncio
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver.exceptions import ToolError
 
-from deepledger.testing.fake_web_server import FakeWebServer, Page
 from deepledger.tools.servers.reader import Reader, ReadLimits
 from tests.support.documents import make_docx, make_pdf, make_png, make_xlsx, make_zip
+from tests.support.doubles.fake_web_server import FakeWebServer, Page
 from tests.support.mcp_client import call, hold_open
 
 on_module_loop = pytest.mark.asyncio(loop_scope="module")

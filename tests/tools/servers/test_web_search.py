@@ -15,7 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from deepledger.testing.fake_search_server import FakeSearxng, FakeSerper, server_error
+from tests.support.doubles.fake_search_server import FakeSearxng, FakeSerper, server_error
 from tests.support.mcp_client import call
 
 KEY = "sk-planted-55c0ffee91"  # must never reach the model or the server's log

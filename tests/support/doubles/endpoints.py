@@ -2,7 +2,7 @@
 moves, a scripted client per URL, and a client that holds its calls until released.
 
 In process, no HTTP: what the router decides is tested against these; the end-to-end
-path runs against :class:`~deepledger.testing.fake_llm_server.FakeLLMServer` instead.
+path runs against :class:`~tests.support.doubles.fake_llm_server.FakeLLMServer` instead.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ mapping and retry behaviour without any network access beyond 127.0.0.1::
 
 Supported endpoints: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages``
 (Anthropic) and ``POST /v1/responses`` (OpenAI's Responses API, protocol ``responses``:
-its shapes and the rules it enforces are in :mod:`testing.fake_responses`). Each request
+its shapes and the rules it enforces are in :mod:`fake_responses`). Each request
 consumes exactly one scripted step, in order; when the script is empty an optional
 ``responder`` is asked. Streaming is not supported.
 
@@ -64,7 +64,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from deepledger.testing.fake_responses import RESPONSES_PATH, ResponsesLedger
+from tests.support.doubles.fake_responses import RESPONSES_PATH, ResponsesLedger
 
 if TYPE_CHECKING:  # the fake imports nothing of deepledger at run time (but its own parts)
     from deepledger.messages import JSONObject

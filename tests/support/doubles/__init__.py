@@ -1,5 +1,6 @@
-"""The test doubles, in one place: what a test puts where a model, a web service or a
-tool server would be.
+"""The test doubles the tests and the benchmarks share: what a test puts where a model,
+a web service or a tool server would be. They live with the tests, not in the installed
+package (tests/test_wheel.py checks the wheel).
 
 - ``fake_llm_server``: a loopback HTTP server speaking the OpenAI and Anthropic wire
   protocols, replying from a script or a function of the request;
@@ -14,5 +15,6 @@ tool server would be.
 - ``synthetic_run``: a made-up run directory of any size, for the report's size and
   speed (the report's own tests read runs recorded by the real code path).
 
-The in-process model double, ``ScriptedLLM``, is a provider and lives in ``llm/``.
+The in-process model double, ``ScriptedLLM``, is public for users' own tests and lives in
+``deepledger.llm.scripted``.
 """

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from deepledger.messages import JSONObject
-    from deepledger.testing.fake_llm_server import Reply
+    from tests.support.doubles.fake_llm_server import Reply
 
 RESPONSES_PATH = "/v1/responses"
 _PART_TYPES = {

@@ -1,6 +1,7 @@
 """An MCP tool server that fails on request, for fault-injection tests and benchmarks.
 
-Run it as ``python -m deepledger.testing.fault_tool_server [--fail-start] [--huge-bytes N]``.
+Run it by its file (it is not in the installed package):
+``python tests/support/doubles/fault_tool_server.py [--fail-start] [--huge-bytes N]``.
 Its one tool, ``lookup(key, fault="none")``, answers ``code-<key>``; ``fault`` makes that
 call misbehave the way real servers do:
 

@@ -4,7 +4,7 @@ The pieces, used by ``tests/faults/`` and ``benchmarks/perf/faults.py``:
 
 - :func:`write_suite` writes a task file whose task ``k`` asks for the code word of key
   ``k``; the ground truth is ``code-k`` (what ``fault_tool_server``'s ``lookup`` answers).
-- :class:`ResearchModel` is a responder for :class:`~deepledger.testing.fake_llm_server.
+- :class:`ResearchModel` is a responder for :class:`~tests.support.doubles.fake_llm_server.
   FakeLLMServer`, a function of the conversation: without tools it answers at once; with
   tools it calls ``faulty.lookup`` (XML protocol), with the tool fault its plan names for
   that call, calls again after a failed call (up to ``max_calls``), and answers from what
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from deepledger.store.layout import RunLayout
-from deepledger.testing.fake_llm_server import (
+from tests.support.doubles.fake_llm_server import (
     Fault,
     RecordedRequest,
     Reply,
@@ -43,7 +43,7 @@ from deepledger.testing.fake_llm_server import (
     server_error,
     slow,
 )
-from deepledger.testing.fault_tool_server import LoggedCall, answer_for
+from tests.support.doubles.fault_tool_server import LoggedCall, answer_for
 
 SUMMARY_MARK = "The work on this task is over"  # the closing call's prompt (summarize.md)
 POST_MORTEM_MARK = "This attempt at the task is over"  # post_mortem.md
@@ -270,6 +270,8 @@ CONF_DIR = Path(
     os.environ.get("DEEPLEDGER_CONFIG_DIR") or Path(__file__).resolve().parents[3] / "conf"
 )
 
+FAULT_TOOL_SERVER = str(Path(__file__).with_name("fault_tool_server.py"))
+
 # Retries as fast as the policy allows, so a fault costs milliseconds, not seconds.
 FAST_RETRY = (
     "llm.retry.initial_wait_seconds=0.01",
@@ -304,7 +306,9 @@ def bench_overrides(
         *FAST_RETRY,
     ]
     if tools:
-        args = ", ".join(["-m", "deepledger.testing.fault_tool_server", *tool_args])
+        # By its file, not `-m`: the bench's tool server starts wherever the run does,
+        # and the checkout's tests/ need not be importable there.
+        args = ", ".join([FAULT_TOOL_SERVER, *tool_args])
         env = f"{{DEEPLEDGER_FAULT_TOOL_LOG: '{tool_log}'}}" if tool_log else "{}"
         settings = "".join(f", {k}: {v}" for k, v in (tool_settings or {}).items())
         overrides += [

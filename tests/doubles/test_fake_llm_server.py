@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from deepledger.testing.fake_llm_server import (
+from tests.support.doubles.fake_llm_server import (
     NO_STEP_LEFT,
     FakeLLMServer,
     FakeToolCall,

@@ -8,7 +8,7 @@ post-mortem -> retry with one -> post-mortem -> final retry with two -> answer.
 
 from __future__ import annotations
 
-from deepledger.testing.fake_llm_server import RecordedRequest, Reply
+from tests.support.doubles.fake_llm_server import RecordedRequest, Reply
 
 ANSWERS = {"France": "Paris", "Vienna": "Danube", "animal": "Lion", "Anything": "42"}
 
