@@ -325,10 +325,11 @@ async def run_in_process(overrides: list[str], run_dir: Path) -> dict[str, objec
     the summary it wrote, as ``summary.json`` holds it."""
     from deepledger.bench.suite import run_suite
     from deepledger.config import compose, validate
+    from deepledger.context.strategies import STRATEGIES
 
     conf = CONF_DIR
     cfg = compose(conf, overrides)
-    validate(cfg)
+    validate(cfg, STRATEGIES)  # as the command line does
     await run_suite(cfg, run_dir, conf, ["bench", *overrides])
     loaded: dict[str, object] = json.loads(RunLayout(run_dir).summary.read_text("utf-8"))
     return loaded
