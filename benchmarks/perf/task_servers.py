@@ -12,10 +12,13 @@ so a task's server starts with the task while its first request is in flight; a 
 run without the cache (each task's first request waits for its server to list its
 tools) shows what that saves. What is left over is the servers' own start: all of a
 wave's servers start at once and share the cores, and a call that comes before its
-server is up waits for it.
+server is up waits for it. A fourth run, ``task_spares``, has the pool start the
+servers ahead as the tasks start (``ToolManager.warm_ahead``, ``tools/spares.py``): the
+first wave's still start with their tasks, but each later task finds its server up.
+``--rounds N`` repeats the four runs interleaved, so the machine's load hits each alike.
 
     .venv/bin/python benchmarks/perf/task_servers.py [--tasks 16] [--turns 10]
-        [--concurrency 8] [--delay 0.5] [--out FILE]
+        [--concurrency 8] [--delay 1.0] [--rounds 1] [--out FILE]
 """
 
 from __future__ import annotations
@@ -83,7 +86,9 @@ def fake_model_process(turns: int, delay: float) -> Iterator[str]:
         process.wait(timeout=30)
 
 
-async def measure(scope: str, args: argparse.Namespace, folder: Path, listed: bool) -> dict:
+async def measure(
+    scope: str, args: argparse.Namespace, folder: Path, listed: bool, spares: bool
+) -> dict:
     lines = [
         json.dumps({"task_id": f"t{i}", "task_question": f"Topic {i}: Paris", "ground_truth": "42"})
         for i in range(args.tasks)
@@ -118,6 +123,8 @@ async def measure(scope: str, args: argparse.Namespace, folder: Path, listed: bo
             progress=Progress(plain=True, file=io.StringIO()),
         )
         started = time.monotonic()
+        if spares:  # as the tasks start (inside the timed span): the run's size is known
+            tools.warm_ahead(["search"], args.tasks, args.concurrency)
         records = await runner.run(load_tasks(cfg.benchmark.data).tasks)
         wall = time.monotonic() - started
         await tools.aclose()
@@ -139,6 +146,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--delay", type=float, default=1.0, help="the model's reply delay, s")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved repeats")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--out", type=Path, default=Path("benchmarks/perf/results/task_servers.json")
@@ -155,13 +163,21 @@ def main() -> None:
     }
     # "task_unlisted": no tool-list cache, so each task's first request waits for its
     # server to list its tools (what the early start saves).
-    for label, scope, listed in (
-        ("task", "task", True),
-        ("shared", "shared", True),
-        ("task_unlisted", "task", False),
-    ):
-        with tempfile.TemporaryDirectory() as folder:
-            result[label] = asyncio.run(measure(scope, args, Path(folder), listed))
+    # "task_spares": the pool starts task-scoped servers ahead (ToolManager.warm_ahead)
+    # from the moment the tasks start: later waves find theirs up.
+    runs = [
+        ("task", "task", True, False),
+        ("task_spares", "task", True, True),
+        ("shared", "shared", True, False),
+        ("task_unlisted", "task", False, False),
+    ]
+    for round_ in range(args.rounds):  # interleaved: the machine's load hits each alike
+        for label, scope, listed, spares in runs:
+            with tempfile.TemporaryDirectory() as folder:
+                measured = asyncio.run(measure(scope, args, Path(folder), listed, spares))
+            key = label if args.rounds == 1 else f"{label}_{round_ + 1}"
+            result[key] = measured
+            print(key, measured["ratio_to_ideal"], flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

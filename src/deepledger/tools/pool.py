@@ -34,6 +34,7 @@ from deepledger.messages import JSONObject, ToolResult
 from deepledger.store.layout import server_log
 from deepledger.tools.repair import CallRepairs
 from deepledger.tools.session import McpConnection, resolve_command
+from deepledger.tools.spares import Spares
 from deepledger.tools.task_tools import ResultPolicy, TaskTools
 from deepledger.tools.types import LocalTool, ToolInfo
 
@@ -66,6 +67,9 @@ class ToolManager:
         # Successful results of servers with cache_results, by (server, tool, arguments):
         # the run's cache of identical calls.
         self.cache: dict[tuple[str, str, str], ToolResult] = {}
+        # Task-scoped sessions started ahead of their tasks (warm_ahead): each is
+        # handed to one task only. Their start failures are told once a task has one.
+        self.spares = Spares(lambda name: self._connection(name, told_of_failure=False))
 
     def config(self, name: str) -> ToolServerConfig | None:
         """Server ``name``'s config; None for a name that is no server (a local tool's)."""
@@ -92,17 +96,38 @@ class ToolManager:
         cfg = self.servers[name]
         if cfg.scope != Scope.SHARED:
             if name not in task_scoped:
-                task_scoped[name] = self._connection(name)
+                task_scoped[name] = self._task_session(name)
             return [task_scoped[name]]
         if name not in self._shared:
             self._shared[name] = [self._connection(name) for _ in range(max(1, cfg.instances))]
         return self._shared[name]
 
-    def _connection(self, name: str) -> McpConnection:
+    def _connection(self, name: str, told_of_failure: bool = True) -> McpConnection:
         connection = McpConnection(name, self.servers[name], self._errlog(name))
         connection.on_started = self._listed
-        connection.on_background_failure = self._background_start_failed
+        if told_of_failure:
+            connection.on_background_failure = self._background_start_failed
         return connection
+
+    def _task_session(self, name: str) -> McpConnection:
+        """A new task's own session of ``name``: a warm spare when one is up or
+        starting, else a fresh one."""
+        spare = self.spares.claim(name)
+        if spare is None:
+            return self._connection(name)
+        # From now on a failed start is this task's, told as for any session.
+        spare.on_background_failure = self._background_start_failed
+        return spare
+
+    def warm_ahead(self, server_names: Iterable[str], tasks: int, concurrency: int) -> None:
+        """Start the ``scope: task`` servers among ``server_names`` ahead of the run's
+        ``tasks`` tasks, ``concurrency`` at a time (``tools/spares.py``): the first
+        wave's now, and one more each time a task takes one. Call it in the event loop
+        as soon as the run's size is known, before its tasks start."""
+        names = [
+            n for n in server_names if n in self.servers and self.servers[n].scope != Scope.SHARED
+        ]
+        self.spares.plan(names, tasks, concurrency)
 
     def known_tools(self, name: str) -> list[ToolInfo] | None:
         """Server ``name``'s tools without starting it: as a session of this run listed
@@ -199,6 +224,7 @@ class ToolManager:
         return tools
 
     async def aclose(self) -> None:
+        await self.spares.aclose()
         await asyncio.gather(*(c.close() for pool in self._shared.values() for c in pool))
         self._shared.clear()
         for handle in self._errlogs.values():

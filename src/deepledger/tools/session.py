@@ -103,6 +103,11 @@ class McpConnection:
         return self._background is not None and not self._background.done()
 
     @property
+    def exited(self) -> bool:
+        """Its stdio server process has ended, noticed or not (an idle session does not)."""
+        return self._process is not None and self._process.exited
+
+    @property
     def alive(self) -> bool:
         return self._client is not None and self._owner is not None and not self._owner.done()
 
@@ -125,6 +130,12 @@ class McpConnection:
         self._background = asyncio.create_task(
             self._start_unwatched(), name=f"mcp-start:{self.name}"
         )
+
+    async def wait_started(self) -> None:
+        """Wait until a background start under way has ended, however it ended."""
+        background = self._background
+        if background is not None:
+            await asyncio.wait({background})
 
     async def _start_unwatched(self) -> None:
         try:

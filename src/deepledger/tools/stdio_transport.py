@@ -165,6 +165,13 @@ class ServerProcess:
     hurry: bool = False
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
     _partial: str = ""
+    _os_process: asyncio.subprocess.Process | None = None
+
+    @property
+    def exited(self) -> bool:
+        """The process has ended (the event loop saw it), whether or not its session
+        has noticed yet: a session asks nothing of an idle server."""
+        return self._os_process is not None and self._os_process.returncode is not None
 
     def take(self, text: str) -> None:
         """Another piece of stderr: whole lines go to the tail, the rest waits."""
@@ -245,7 +252,7 @@ async def capped_stdio_client(
         # in the event loop's thread, which lives as long as the server (processes.py).
         preexec_fn=die_with_parent(),
     )
-    watch.pid = process.pid
+    watch.pid, watch._os_process = process.pid, process
     incoming_writer, incoming = anyio.create_memory_object_stream[Incoming](0)
     outgoing, outgoing_reader = anyio.create_memory_object_stream[SessionMessage](0)
     pipes = _Pipes(process, name, max_message_bytes)
