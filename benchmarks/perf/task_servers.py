@@ -121,10 +121,9 @@ async def measure(
             run_dir=RunStore(layout.root),
             judge=make_judge("normalized"),
             progress=Progress(plain=True, file=io.StringIO()),
+            warm_task_servers=spares,  # the runner warms them as its tasks start
         )
         started = time.monotonic()
-        if spares:  # as the tasks start (inside the timed span): the run's size is known
-            tools.warm_ahead(["search"], args.tasks, args.concurrency)
         records = await runner.run(load_tasks(cfg.benchmark.data).tasks)
         wall = time.monotonic() - started
         await tools.aclose()

@@ -471,3 +471,28 @@ async def test_tasks_started_before_the_run_is_cancelled_are_cancelled_with_it()
     launching.cancel()
     await asyncio.gather(launching, return_exceptions=True)
     assert all(t.cancelled() for t in running)  # and ended before the launch did
+
+
+async def test_the_runner_has_its_pool_start_task_servers_ahead_for_the_tasks_left(
+    tmp_path, monkeypatch
+):
+    """The spares (tools/spares.py) are planned once the run's size is known, before any
+    task claims a server: for the tasks still to run, at the backend's concurrency."""
+    planned: list[tuple[list[str], int, int]] = []
+    monkeypatch.setattr(
+        ToolManager, "warm_ahead", lambda self, names, n, k: planned.append((list(names), n, k))
+    )
+    cfg = config("agent.main_agent.tools=[]", "benchmark.execution.max_concurrent=3")
+    tasks = load_tasks(cfg.benchmark.data).tasks
+    tools = ToolManager({})
+    run_dir = RunStore(tmp_path)
+    runner = BenchmarkRunner(
+        cfg, llm=model(), tools=tools, run_dir=run_dir, judge=make_judge("normalized"),
+        progress=Progress(plain=True),
+    )  # fmt: skip
+    try:
+        await runner.run(tasks)
+    finally:
+        run_dir.close()
+        await tools.aclose()
+    assert planned == [([], len(tasks), 3)]

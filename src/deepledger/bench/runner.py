@@ -223,9 +223,14 @@ class BenchmarkRunner:
         scraper: PageScraper | None = None,
         clock: Clock = time.monotonic,
         backend: TaskBackend | None = None,
+        warm_task_servers: bool = True,
     ) -> None:
+        """``warm_task_servers``: start the main agent's ``scope: task`` servers ahead of
+        the tasks that will claim them (``ToolManager.warm_ahead``); off only to measure
+        what that saves (benchmarks/perf/task_servers.py)."""
         self.cfg = cfg
         self.run_dir = run_dir
+        self.tools = tools if warm_task_servers else None  # only to warm its servers
         self.progress = progress or Progress(plain=True)
         self.stopped: list[LimitHit] = []  # tasks the run's budget cut short, unrecorded
         self._stopped_spent = Spending()  # what they spent: in the run's total, not in a record
@@ -267,6 +272,8 @@ class BenchmarkRunner:
             already_done=len(tasks) - len(todo),
             budget=self.budget.line if self.budget.enabled else None,
         )
+        if self.tools is not None:  # in this process: the run's size is known, no task began
+            self.tools.warm_ahead(self.cfg.agent.main_agent.tools, len(todo), self.backend.slots)
         limit = asyncio.Semaphore(self.backend.slots)
         not_started: list[LimitHit] = []
         self.stopped.clear()
