@@ -12,9 +12,10 @@ so a task's server starts with the task while its first request is in flight; a 
 run without the cache (each task's first request waits for its server to list its
 tools) shows what that saves. What is left over is the servers' own start: all of a
 wave's servers start at once and share the cores, and a call that comes before its
-server is up waits for it. A fourth run, ``task_spares``, has the pool start the
-servers ahead as the tasks start (``ToolManager.warm_ahead``, ``tools/spares.py``): the
-first wave's still start with their tasks, but each later task finds its server up.
+server is up waits for it. A fourth run, ``task_spares``, is what ``deepledger bench`` does:
+its runner has the pool start the servers ahead as the tasks start
+(``ToolManager.warm_ahead``, ``tools/spares.py``); the first wave's still start with
+their tasks, but each later task finds its server up. The ``task`` run turns that off.
 ``--rounds N`` repeats the four runs interleaved, so the machine's load hits each alike.
 
     .venv/bin/python benchmarks/perf/task_servers.py [--tasks 16] [--turns 10]
