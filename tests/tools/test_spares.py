@@ -36,6 +36,7 @@ async def test_each_task_gets_its_own_spare_and_no_process_serves_two(tmp_path):
     views = [manager.for_task(["private"]) for _ in range(4)]  # one more than planned
     pids = []
     for view in views:
+        manager.task_began()  # as the runner says before each task
         await view.start()
         pids.append(await _pid(view))
         # Never more spares than tasks still to come, and none after the last.
@@ -76,8 +77,46 @@ async def test_a_spare_that_failed_to_start_is_replaced_and_not_logged_unclaimed
     await tools.start()  # a fresh session, which fails for this task as today
     assert tools.session("private") is not spare
     assert "private" in tools.unavailable
+    # A server that cannot start is not started again ahead of the later task.
+    assert manager.spares.waiting("private") == []
     await tools.aclose()
     await manager.aclose()
+
+
+async def test_retries_and_sub_agents_do_not_use_up_the_later_tasks_spares(tmp_path):
+    """Only a task's start counts against the plan: its retries, attempts and
+    sub-agents take spares too, and the next task still finds one."""
+    manager = ToolManager({"private": flaky(scope="task")}, tmp_path)
+    manager.warm_ahead(["private"], tasks=2, concurrency=1)
+    manager.task_began()
+    for _ in range(3):  # the first task's three runs
+        view = manager.for_task(["private"])
+        await view.start()
+        await view.aclose()
+    assert len(manager.spares.waiting("private")) == 1  # still one for the second task
+    await manager.aclose()
+
+
+async def test_a_spare_claimed_before_its_deferred_start_is_not_started_again(tmp_path):
+    """A spare whose start waits for the one a task took, claimed by the next task
+    before it began: its task starts it, and the deferred start does not follow after
+    that task closed it (a process nobody would hold)."""
+    watched = Descendants(os.getpid())
+    try:
+        manager = ToolManager({"private": flaky(scope="task")}, tmp_path)
+        manager.warm_ahead(["private"], tasks=3, concurrency=1)
+        first, second = manager.for_task(["private"]), manager.for_task(["private"])
+        # The first claims the starting spare, and the next spare's start waits for it;
+        # the second claims that one at once, before its deferred start could begin.
+        await asyncio.gather(first.start(), second.start())
+        assert not manager.spares._deferred  # the claimed spare's deferred start is off
+        await second.aclose()
+        await first.aclose()
+        await manager.aclose()
+        await asyncio.sleep(0)
+    finally:
+        watched.stop()
+    assert watched.still_running() == []
 
 
 async def test_no_spare_outlives_the_pool(tmp_path):

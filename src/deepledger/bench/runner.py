@@ -272,8 +272,7 @@ class BenchmarkRunner:
             already_done=len(tasks) - len(todo),
             budget=self.budget.line if self.budget.enabled else None,
         )
-        if self.tools is not None:  # in this process: the run's size is known, no task began
-            self.tools.warm_ahead(self.cfg.agent.main_agent.tools, len(todo), self.backend.slots)
+        self._warm_task_servers(len(todo))
         limit = asyncio.Semaphore(self.backend.slots)
         not_started: list[LimitHit] = []
         self.stopped.clear()
@@ -287,6 +286,8 @@ class BenchmarkRunner:
                 if (spent := self.budget.exhausted()) is not None:
                     not_started.append(spent)  # unrecorded: a resume with more runs it
                     return
+                if self.tools is not None:
+                    self.tools.task_began()  # fewer spares are worth starting ahead
                 try:
                     await self._run_and_record(task, finished)
                 except (EndpointRejectedError, RunDirectoryError, RayBackendError):
@@ -316,6 +317,18 @@ class BenchmarkRunner:
             hit = (not_started or self.stopped)[-1]
             say_budget_spent(hit, len(not_started), len(self.stopped))
         return [finished[t.task_id] for t in tasks if t.task_id in finished]
+
+    def _warm_task_servers(self, tasks: int) -> None:
+        """Have the pool start the main agent's ``scope: task`` servers ahead of the
+        ``tasks`` about to run (``tools/spares.py``): not when the budget is spent (no
+        task would claim them), and never at the cost of the run — a server's log the
+        disk refuses is the task's error, as it was without spares."""
+        if self.tools is None or not tasks or self.budget.exhausted() is not None:
+            return
+        try:
+            self.tools.warm_ahead(self.cfg.agent.main_agent.tools, tasks, self.backend.slots)
+        except OSError as exc:
+            log.warning("task servers are not started ahead: %s", exc)
 
     def unrecorded(self) -> StoppedTasks:
         """The tasks this run's budget stopped while they ran, which have no record, and

@@ -115,8 +115,11 @@ class ToolManager:
         spare = self.spares.claim(name)
         if spare is None:
             return self._connection(name)
-        # From now on a failed start is this task's, told as for any session.
-        spare.on_background_failure = self._background_start_failed
+        # From now on a failed start is this task's, told as for any session: as a
+        # background start's only when the task offers the server from the cache (else
+        # the task waits for the start, and its own wait reports the failure).
+        if self.known_tools(name) is not None:
+            spare.on_background_failure = self._background_start_failed
         return spare
 
     def warm_ahead(self, server_names: Iterable[str], tasks: int, concurrency: int) -> None:
@@ -125,9 +128,19 @@ class ToolManager:
         wave's now, and one more each time a task takes one. Call it in the event loop
         as soon as the run's size is known, before its tasks start."""
         names = [
-            n for n in server_names if n in self.servers and self.servers[n].scope != Scope.SHARED
+            n
+            for n in server_names
+            if n in self.servers
+            and self.servers[n].scope != Scope.SHARED
+            # stdio only: the start is what costs, and a remote server may expire a
+            # session held idle, which nothing here would notice before a call failed.
+            and self.servers[n].transport == Transport.STDIO
         ]
         self.spares.plan(names, tasks, concurrency)
+
+    def task_began(self) -> None:
+        """One of the tasks :meth:`warm_ahead` was told of has begun."""
+        self.spares.task_began()
 
     def known_tools(self, name: str) -> list[ToolInfo] | None:
         """Server ``name``'s tools without starting it: as a session of this run listed
