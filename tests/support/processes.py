@@ -89,12 +89,28 @@ class Descendants:
         self._stopping.set()
         self._thread.join()
 
-    def still_running(self, grace_seconds: float = 10.0) -> list[Identity]:
-        """Descendants still alive after ``grace_seconds`` (time to finish exiting)."""
+    def still_running(
+        self, grace_seconds: float = 10.0, besides: frozenset[Identity] = frozenset()
+    ) -> list[Identity]:
+        """Descendants still alive after ``grace_seconds`` (time to finish exiting);
+        ``besides``: ones alive before the watch began (another test's, in the same
+        process), left out."""
         deadline = time.monotonic() + grace_seconds
-        while (alive := [p for p in self.seen if is_running(p)]) and time.monotonic() < deadline:
+        while (
+            alive := [p for p in self.seen if p not in besides and is_running(p)]
+        ) and time.monotonic() < deadline:
             time.sleep(0.1)
         return alive
+
+
+def descendants_now(root_pid: int) -> frozenset[Identity]:
+    """The descendants of ``root_pid`` alive at this moment."""
+    children, below, found = _children_by_parent(), [root_pid], set()
+    while below:
+        for child in children.get(below.pop(), []):
+            found.add(child)
+            below.append(child[0])
+    return frozenset(found)
 
 
 def command_line(process: Identity) -> str:

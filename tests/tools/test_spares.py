@@ -14,7 +14,7 @@ import signal
 from deepledger.tools.pool import ToolManager
 from deepledger.tools.session import McpConnection
 from deepledger.tools.task_tools import TaskTools
-from tests.support.processes import Descendants
+from tests.support.processes import Descendants, descendants_now
 from tests.support.tool_servers import call, flaky
 
 
@@ -101,6 +101,7 @@ async def test_a_spare_claimed_before_its_deferred_start_is_not_started_again(tm
     """A spare whose start waits for the one a task took, claimed by the next task
     before it began: its task starts it, and the deferred start does not follow after
     that task closed it (a process nobody would hold)."""
+    already = descendants_now(os.getpid())  # other tests' in this process
     watched = Descendants(os.getpid())
     try:
         manager = ToolManager({"private": flaky(scope="task")}, tmp_path)
@@ -116,10 +117,11 @@ async def test_a_spare_claimed_before_its_deferred_start_is_not_started_again(tm
         await asyncio.sleep(0)
     finally:
         watched.stop()
-    assert watched.still_running() == []
+    assert watched.still_running(besides=already) == []
 
 
 async def test_no_spare_outlives_the_pool(tmp_path):
+    already = descendants_now(os.getpid())  # other tests' in this process
     watched = Descendants(os.getpid())
     try:
         manager = ToolManager({"private": flaky(scope="task")}, tmp_path)
@@ -134,7 +136,7 @@ async def test_no_spare_outlives_the_pool(tmp_path):
     finally:
         watched.stop()
     assert watched.ran("flaky_tool_server")
-    assert watched.still_running() == []
+    assert watched.still_running(besides=already) == []
 
 
 async def test_shared_and_unknown_servers_get_no_spares(tmp_path):
