@@ -1,0 +1,68 @@
+"""``deepledger bench``: a benchmark suite run under Hydra into its run folder."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from deepledger.cli.common import config_dir
+from deepledger.errors import ConfigError
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from deepledger.config import Config
+
+
+def checked(cfg: Config) -> None:
+    from deepledger.config import share_reading_rules, validate
+    from deepledger.context.strategies import STRATEGIES
+    from deepledger.llm.factory import create_client
+
+    validate(cfg, STRATEGIES)
+    share_reading_rules(cfg)
+    # Building the client fails early on a missing key or an unavailable provider.
+    asyncio.run(create_client(cfg.llm).aclose())
+
+
+@contextlib.contextmanager
+def refused_leaves_nothing() -> Iterator[None]:
+    """A command refused for its configuration before its run started leaves no new run
+    folder behind: the one the Hydra callback made (its lock, ``.hydra/``) is removed
+    again. A folder that was there before is left as it was, and one whose run started
+    (``RunStore.start``) is never touched (``store/lock.py``)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from deepledger.store.lock import discard_claimed
+
+    try:
+        yield
+    except ConfigError:
+        discard_claimed(Path(HydraConfig.get().runtime.output_dir))
+        raise
+
+
+def bench_command(cfg: Config, node: DictConfig) -> int:
+    from hydra.core.hydra_config import HydraConfig
+
+    from deepledger.bench.suite import run_suite
+    from deepledger.config import node_data
+
+    root = Path(HydraConfig.get().runtime.output_dir)
+    composed = node_data(node, resolve=False)  # for .hydra/config.yaml: as composed
+    # run_suite refuses some settings itself (no tasks in data_dir, a judge's missing
+    # key) before its run starts writing: those leave no folder either.
+    with refused_leaves_nothing():
+        checked(cfg)
+        summary = asyncio.run(
+            run_suite(cfg, root, config_dir(), sys.argv[1:], hydra_config=composed)
+        )
+    print(f"Run directory: {root}")
+    budget = summary.budget
+    not_done = budget is not None and (budget.tasks_not_started or budget.tasks_stopped)
+    stopped = budget is not None and budget.exhausted and not_done  # tasks kept from finishing
+    return 0 if not summary.tasks.errors and not stopped else 1

@@ -1,0 +1,66 @@
+"""``deepledger report``: a run's summary and report rebuilt, or several runs compared."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from deepledger.cli.common import EXIT_USAGE
+from deepledger.errors import ConfigError, DeepLedgerError
+
+if TYPE_CHECKING:
+    from deepledger.records.results import SummaryRecord
+
+
+def report_command(args: list[str]) -> int:
+    """One run: rebuild its summary and report. Several: average them and write one
+    report comparing them (``--out FILE``, else beside the runs). A sweep folder
+    (``hydra.sweep.dir``) stands for its runs, compared side by side, not averaged."""
+    from deepledger.bench.aggregate import aggregate, format_aggregate
+    from deepledger.bench.metrics import format_summary
+    from deepledger.bench.report import rebuild_summary
+    from deepledger.report.compare import default_output, sweep_runs, write_comparison
+    from deepledger.report.page import write_run_report
+    from deepledger.store.layout import REPORT
+
+    out = None
+    if "--out" in args:
+        at = args.index("--out")
+        if at + 1 >= len(args):
+            raise ConfigError("--out needs the path of the comparison file to write.")
+        out = Path(args[at + 1])
+        args = args[:at] + args[at + 2 :]
+    if not args or any(a.startswith("-") for a in args):
+        print("usage: deepledger report RUN_DIR [RUN_DIR...] [--out FILE]", file=sys.stderr)
+        return EXIT_USAGE
+    run_dirs: list[Path] = []
+    sweep = False  # runs with different settings: compared, never averaged
+    for folder in map(Path, args):
+        runs = sweep_runs(folder)
+        sweep = sweep or runs is not None
+        run_dirs += runs or [folder]
+    if len(run_dirs) == 1 and out is not None:
+        raise ConfigError(
+            f"--out names the comparison of several runs; one run's report is {REPORT} in "
+            "its run directory."
+        )
+    if len(run_dirs) == 1:
+        summary = rebuild_summary(run_dirs[0])
+        print(format_summary(summary))
+        print(f"Report: {write_run_report(run_dirs[0], summary)}")
+        return 0
+    summaries: dict[Path, SummaryRecord] = {}
+    for run_dir in run_dirs:
+        try:
+            summaries[run_dir] = summary = rebuild_summary(run_dir)
+            write_run_report(run_dir, summary)
+        except DeepLedgerError as exc:
+            print(f"deepledger: {exc}", file=sys.stderr)
+        except Exception as exc:  # one run's report must not cost the comparison
+            print(f"deepledger: {run_dir}: its report failed ({exc!r})", file=sys.stderr)
+    combined = aggregate(run_dirs)
+    print(format_aggregate(combined, averaged=not sweep))
+    path = write_comparison(run_dirs, summaries, out or default_output(run_dirs))
+    print(f"Comparison: {path}")
+    return 0 if combined["complete"] else 1
