@@ -43,7 +43,7 @@ FLOORS = {
     6: ("context",),
     7: ("agent",),
     8: ("report",),
-    9: ("bench",),
+    9: ("bench", "export", "view"),
     10: ("cli", "__main__"),
 }
 FLOOR_OF = {part: floor for floor, parts in FLOORS.items() for part in parts}

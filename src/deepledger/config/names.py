@@ -148,6 +148,7 @@ PROTOCOL_METRICS = (
     "avg_at_k",  # xbench-DeepSearch: the mean accuracy over pass@k's attempts
 )
 
-# The variable `llm.api_key=KEY` on the command line moves the key to (cli/hydra_command.py), named by
+# The variable `llm.api_key=KEY` on the command line moves the key to
+# (cli/hydra_command.py), named by
 # llm.api_key_env from then on, so that the key itself is never written anywhere.
 COMMAND_LINE_KEY_ENV = "DEEPLEDGER_COMMAND_LINE_API_KEY"

@@ -1,0 +1,46 @@
+"""What an export was asked for and what it wrote.
+
+``ExportRequest`` is the command line read (``cli/export.py``), handed to one format's
+entry function (``formats.py``); ``ExportOutcome`` is what the function reports back:
+the files written and how many rows or samples, and what was left out and why, so the
+command can say it in one line per reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+Only = Literal["correct", "all"]
+Thinking = Literal["keep", "drop"]
+TableFormat = Literal["jsonl", "parquet"]
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """One ``deepledger export`` command: which runs, which format, where to, and the
+    filters of the training formats (``chatml``, ``openai``, ``dpo``)."""
+
+    run_dirs: tuple[Path, ...]
+    format: str  # a key of formats.FORMATS
+    out: Path  # a file (results, chatml, openai, dpo) or a folder (mirothinker)
+    table: TableFormat = "jsonl"  # results: JSONL or Parquet
+    only: Only = "correct"  # training samples: attempts judged correct, or every one
+    min_turns: int | None = None
+    max_turns: int | None = None
+    end_reasons: frozenset[str] | None = None  # keep attempts that ended so; None: any
+    per_turn: bool = False  # one sample per turn (its trimmed request + reply)
+    thinking: Thinking = "keep"  # the model's reasoning text kept in samples, or dropped
+
+
+@dataclass
+class ExportOutcome:
+    """What one export wrote, and what it left out (reason -> how many)."""
+
+    written: list[Path] = field(default_factory=list)
+    rows: int = 0  # rows, samples or pairs written
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, reason: str, count: int = 1) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + count
