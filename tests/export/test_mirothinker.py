@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
 import statistics
 from collections import Counter
 from datetime import datetime
@@ -192,7 +193,37 @@ def test_a_folder_that_holds_files_is_refused_and_left_as_it_was(
         export(ExportRequest(run_dirs=(bench_run,), format="mirothinker", out=out))
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
 
+    with pytest.raises(ConfigError, match="is given twice"):
+        export(
+            ExportRequest(run_dirs=(bench_run, bench_run), format="mirothinker", out=tmp_path / "a")
+        )
+    with pytest.raises(ConfigError, match="is not a run folder"):
+        export(ExportRequest(run_dirs=(tmp_path,), format="mirothinker", out=tmp_path / "b"))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
     empty = tmp_path / "empty"
     empty.mkdir()  # an empty folder is taken
     export(ExportRequest(run_dirs=(bench_run,), format="mirothinker", out=empty))
     assert (empty / "run_1" / "benchmark_results_pass_at_2_accuracy.txt").read_text() == "66.67%"
+
+
+def test_a_run_still_going_shows_its_task_running_and_has_no_results_yet(
+    bench_run: Path, tmp_path: Path
+) -> None:
+    live = tmp_path / "live"
+    shutil.copytree(bench_run, live)
+    results = live / "benchmark_results.jsonl"
+    lines = results.read_text(encoding="utf-8").splitlines()
+    results.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")  # the last task goes on
+    journal = max((live / "tasks").glob("n*ive_3-*/attempt-2-retry-0.jsonl"))
+    kept = [x for x in journal.read_text(encoding="utf-8").splitlines() if "task_finished" not in x]
+    journal.write_text("\n".join(kept) + '\n{"event": "assis', encoding="utf-8")  # torn
+    out = tmp_path / "out"
+
+    outcome = export(ExportRequest(run_dirs=(live,), format="mirothinker", out=out))
+
+    seen = progress(out)
+    assert (seen["completed"], seen["running"], seen["correct"]) == (2, 1, 2)
+    assert not (out / "run_1" / "benchmark_results.jsonl").exists()
+    assert not list(out.glob("run_1/*accuracy.txt"))
+    assert any("unfinished run" in reason for reason in outcome.skipped)
