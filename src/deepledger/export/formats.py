@@ -31,7 +31,14 @@ class ExportFormat:
         return writer
 
 
-FORMATS: dict[str, ExportFormat] = {}
+FORMATS: dict[str, ExportFormat] = {
+    "mirothinker": ExportFormat(
+        "mirothinker:export_mirothinker",
+        "MiroThinker's benchmark log folder (run_N/ task logs, benchmark_results.jsonl, "
+        "pass@k accuracy file), read by its average-score and progress scripts; OUT is a "
+        "new or empty folder",
+    ),
+}
 
 
 def export(request: ExportRequest) -> ExportOutcome:
