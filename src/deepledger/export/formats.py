@@ -3,6 +3,10 @@
 A format is one module of this package with one entry function
 ``(request: ExportRequest) -> ExportOutcome``; adding one is a module and a line here.
 Modules are imported when their format is asked for (pyarrow only for Parquet).
+
+A writer writes ``request.out`` (one file, or one folder for a format whose ``output`` is
+``"folder"``) and nothing else: ``deepledger export`` hands it a temporary name beside
+the output and renames it once the writer returns, so a failed export leaves nothing.
 """
 
 from __future__ import annotations
@@ -10,9 +14,11 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 from deepledger.errors import ConfigError
-from deepledger.export.request import ExportOutcome, ExportRequest
+from deepledger.export.request import ExportOutcome, ExportRequest, Only
 
 Writer = Callable[[ExportRequest], ExportOutcome]
 
@@ -24,6 +30,10 @@ class ExportFormat:
 
     entry: str
     summary: str
+    # What is kept without --only: training formats keep the correct attempts, tables
+    # every row.
+    default_only: Only = "correct"
+    output: Literal["file", "folder"] = "file"
 
     def writer(self) -> Writer:
         module, _, function = self.entry.partition(":")
@@ -37,13 +47,39 @@ FORMATS: dict[str, ExportFormat] = {
         "MiroThinker's benchmark log folder (run_N/ task logs, benchmark_results.jsonl, "
         "pass@k accuracy file), read by its average-score and progress scripts; OUT is a "
         "new or empty folder",
+        default_only="all",  # the whole run, judged or not
+        output="folder",
+    ),
+    "results": ExportFormat(
+        "results:export_results",
+        "a row per task (--per-attempt: per attempt), JSONL or Parquet (--table)",
+        default_only="all",
     ),
 }
 
 
 def export(request: ExportRequest) -> ExportOutcome:
     """Run ``request`` with its format's writer."""
-    if request.format not in FORMATS:
+    return format_named(request.format).writer()(request)
+
+
+def format_named(name: str) -> ExportFormat:
+    """The format called ``name``; a one-line :class:`ConfigError` listing the formats
+    there are for any other name."""
+    if name not in FORMATS:
         known = ", ".join(sorted(FORMATS))
-        raise ConfigError(f"deepledger export: no format {request.format!r}; one of {known}.")
-    return FORMATS[request.format].writer()(request)
+        raise ConfigError(f"deepledger export: no format {name!r}; one of {known}.")
+    return FORMATS[name]
+
+
+def judged_tasks(run_dirs: tuple[Path, ...]) -> int:
+    """How many tasks of these runs a judge gave a verdict (correct or incorrect): with
+    none, ``--only correct`` has nothing to keep."""
+    from deepledger.store.run_store import task_records
+
+    return sum(
+        1
+        for run_dir in run_dirs
+        for record in task_records(run_dir).values()
+        if record.correct is not None and not (record.judgement and record.judgement.unjudged)
+    )
