@@ -1,6 +1,5 @@
-"""``deepledger export RUN_DIR... FORMAT``: bench runs written out in a form other tools
-read (a results table, training samples, MiroThinker's logs); the formats are
-``export/formats.py``'s."""
+"""``deepledger export``: bench runs written out in a form other tools read (a results
+table, training samples, MiroThinker's logs), the formats of ``export/formats.py``."""
 
 from __future__ import annotations
 
