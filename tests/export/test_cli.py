@@ -156,6 +156,10 @@ def test_filters_are_checked(
 ) -> None:
     assert main(["export", str(run_dir), "results", "--min-turns", "3", "--max-turns", "2"]) == 2
     assert "--min-turns 3 is over --max-turns 2" in capsys.readouterr().err
+    assert main(["export", str(run_dir), "results", "--end-reason", "answered"]) == 2
+    assert "no end reason 'answered'; one of model_finished, turns_exhausted" in (
+        capsys.readouterr().err
+    )
     assert (
         main(["export", str(run_dir), "results", "--per-turn", "--out", str(tmp_path / "x")]) == 2
     )

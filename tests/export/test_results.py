@@ -145,6 +145,13 @@ def test_filters_and_what_they_left_out(
     assert "results: 2 written" in said.err
     assert "left out: 2 not judged correct (--only correct)" in said.err
 
+    out = tmp_path / "long.jsonl"
+    given = ["--min-turns", "2", "--end-reason", "model_finished", "--out", str(out)]
+    assert export(str(run_dir), "results", *given) == 0
+    frame = pd.read_json(out, lines=True, dtype=False)
+    assert set(frame["task_id"]) == {"hard #2", "näive 3"}  # two attempts of one turn
+    assert "left out: 2 fewer than 2 turns (--min-turns)" in capsys.readouterr().err
+
 
 def test_a_newer_line_supersedes_an_older_one(run_dir: Path, tmp_path: Path) -> None:
     """A resume appends a task's new line: the export takes the newest."""

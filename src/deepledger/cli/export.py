@@ -45,7 +45,8 @@ options:
                        with no judged task exits 1 and writes nothing
   --min-turns N        keep attempts (tasks, for results) of at least N turns
   --max-turns N        ... of at most N turns
-  --end-reason R [R...]  keep those that ended so (answered, max_turns, window, ...)
+  --end-reason R [R...]  keep those that ended so: model_finished, turns_exhausted,
+                       window_exhausted, looping, limit, cut_or_empty, error
   --per-turn           chatml/openai: a sample per turn (the request as the model saw
                        it, trimmed, and its reply) instead of one per attempt
   --thinking keep|drop chatml/openai/dpo: keep the model's reasoning text, or drop it
@@ -68,7 +69,7 @@ def export_command(args: list[str]) -> int:
     folders, name = _split_positionals(parsed.positionals, FORMATS)
     chosen = format_named(name)
     run_dirs = resolve_runs(folders)
-    _check_turns(parsed.min_turns, parsed.max_turns)
+    _check_filters(parsed.min_turns, parsed.max_turns, parsed.end_reason)
     out = Path(parsed.out) if parsed.out else default_out(folders, run_dirs, name, chosen, parsed)
     check_out(out, force=parsed.force)
     if parsed.only == "correct" and not judged_tasks(run_dirs):
@@ -156,7 +157,14 @@ def resolve_runs(folders: list[str]) -> tuple[Path, ...]:
     return tuple(found)
 
 
-def _check_turns(least: int | None, most: int | None) -> None:
+def _check_filters(least: int | None, most: int | None, end_reasons: list[str] | None) -> None:
+    from deepledger.messages import EndReason
+
+    known = [reason.value for reason in EndReason] + ["error"]  # error: a failed task
+    if unknown := [r for r in end_reasons or () if r not in known]:
+        raise ConfigError(
+            f"deepledger export: no end reason {unknown[0]!r}; one of {', '.join(known)}."
+        )
     if (least is not None and least < 0) or (most is not None and most < 0):
         raise ConfigError("deepledger export: --min-turns and --max-turns take counts >= 0.")
     if least is not None and most is not None and least > most:
