@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -153,19 +154,20 @@ def test_filters_and_what_they_left_out(
     assert "left out: 2 fewer than 2 turns (--min-turns)" in capsys.readouterr().err
 
 
-def test_a_newer_line_supersedes_an_older_one(run_dir: Path, tmp_path: Path) -> None:
+def test_a_newer_line_supersedes_an_older_one_and_secrets_stay_out(
+    run_dir: Path, tmp_path: Path
+) -> None:
     """A resume appends a task's new line: the export takes the newest."""
     copy = tmp_path / "run"
-    import shutil
-
     shutil.copytree(run_dir, copy)
     results = RunLayout(copy).results
     first = TaskRecord.load(json.loads(results.read_text().splitlines()[0]))
-    redone = first.model_copy(update={"final_answer": "Paris, again"})
+    redone = first.model_copy(update={"final_answer": "Paris, again api_key=sk-live-123"})
     with results.open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(redone.to_json()) + "\n")
     out = tmp_path / "out.jsonl"
     assert export(str(copy), "results", "--out", str(out)) == 0
     frame = pd.read_json(out, lines=True, dtype=False)
     assert len(frame) == 4
-    assert frame[frame["task_id"] == first.task_id]["answer"].item() == "Paris, again"
+    # The newest line, with what looks like a secret redacted as the journals do.
+    assert frame[frame["task_id"] == first.task_id]["answer"].item() == "Paris, again api_key=***"

@@ -81,5 +81,8 @@ def judged_tasks(run_dirs: tuple[Path, ...]) -> int:
         1
         for run_dir in run_dirs
         for record in task_records(run_dir).values()
-        if record.correct is not None and not (record.judgement and record.judgement.unjudged)
+        # A failed task counts as wrong, but no judge saw it.
+        if record.judgement is not None
+        and not record.judgement.unjudged
+        and record.correct is not None
     )
