@@ -104,6 +104,8 @@ def test_default_output_is_in_the_current_folder_and_never_replaced(
 
     assert main(["export", str(run_dir), "results", "--table", "parquet"]) == 2
     assert "exists; pass --force to replace it" in capsys.readouterr().err
+    assert main(["export", str(run_dir), "results", "--out", "-"]) == 2
+    assert "writes a file, not stdout (--out -)" in capsys.readouterr().err
     written.write_bytes(b"old")
     assert main(["export", str(run_dir), "results", "--table", "parquet", "--force"]) == 0
     assert len(pd.read_parquet(written)) == 4

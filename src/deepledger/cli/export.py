@@ -70,6 +70,11 @@ def export_command(args: list[str]) -> int:
     chosen = format_named(name)
     run_dirs = resolve_runs(folders)
     _check_filters(parsed.min_turns, parsed.max_turns, parsed.end_reason)
+    if parsed.out == "-":
+        raise ConfigError(
+            "deepledger export: writes a file, not stdout (--out -); give --out a path, "
+            "or none for one in the current folder (its path is printed on stdout)."
+        )
     out = Path(parsed.out) if parsed.out else default_out(folders, run_dirs, name, chosen, parsed)
     check_out(out, force=parsed.force)
     if parsed.only == "correct" and not judged_tasks(run_dirs):
