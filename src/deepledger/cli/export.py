@@ -31,7 +31,6 @@ formats:
   openai       the same samples in OpenAI's fine-tuning layout, with the tool schemas
   dpo          pairs of a correct and an incorrect attempt at one task (pass@k runs)
   mirothinker  the runs as MiroThinker's log folder (its per-task JSON and results)
-  (`deepledger export --help` lists those this installation has under "installed".)
 
 options:
   --out PATH           the file (or folder, mirothinker) to write; default: in the
