@@ -167,3 +167,16 @@ def test_filters_are_checked(
     )
     assert "--per-turn makes training samples" in capsys.readouterr().err
     assert files_in(tmp_path) == []
+
+
+def test_a_folder_format_goes_into_a_new_or_empty_folder(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "miro"
+    empty.mkdir()
+    assert main(["export", str(run_dir), "mirothinker", "--out", str(empty)]) == 0
+    written = capsys.readouterr().out.splitlines()
+    assert written and all(Path(p).is_relative_to(empty) and Path(p).is_file() for p in written)
+    assert [p.name for p in tmp_path.iterdir()] == ["miro"]  # no partial folder beside it
+    assert main(["export", str(run_dir), "mirothinker", "--out", str(empty)]) == 2
+    assert "exists; pass --force" in capsys.readouterr().err

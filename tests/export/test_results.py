@@ -107,7 +107,9 @@ def test_a_row_per_task_as_jsonl_read_by_pandas(run_dir: Path, tmp_path: Path) -
         assert row["end_reason"] == record.end_reason and row["turns"] == record.turns
         assert row["input_tokens"] == record.usage.input_tokens > 0
         assert row["output_tokens"] == record.usage.output_tokens > 0
-        assert row["seconds"] == record.elapsed_seconds
+        assert row["seconds"] == pytest.approx(
+            record.elapsed_seconds
+        )  # pandas parses floats its way
         assert row["started_at"] <= row["finished_at"]  # ISO stamps, both UTC
 
 
