@@ -75,7 +75,7 @@ def export_command(args: list[str]) -> int:
             "or none for one in the current folder (its path is printed on stdout)."
         )
     out = Path(parsed.out) if parsed.out else default_out(folders, run_dirs, name, chosen, parsed)
-    check_out(out, force=parsed.force, folder=chosen.output == "folder")
+    check_out(out, force=parsed.force, folder_format=chosen.output == "folder")
     if parsed.only == "correct" and not judged_tasks(run_dirs):
         print(
             f"deepledger export: --only correct, but no task of {_runs_text(run_dirs)} was "
@@ -202,9 +202,9 @@ def default_out(
     return Path.cwd() / f"{stem}.{name}{suffix}"
 
 
-def check_out(out: Path, *, force: bool, folder: bool = False) -> None:
+def check_out(out: Path, *, force: bool, folder_format: bool = False) -> None:
     """Refuse an output inside a run folder (a live run may own it) and, without
-    ``force``, one that exists (an empty folder is taken for a ``folder`` format); make
+    ``force``, one that exists (an empty folder is taken for a folder format); make
     the folder it goes in."""
     from deepledger.store.layout import RunLayout
 
@@ -217,7 +217,7 @@ def check_out(out: Path, *, force: bool, folder: bool = False) -> None:
                 f"deepledger export: {out} is in the run folder {folder}, which its run "
                 "may still be writing; pass --out PATH outside any run folder."
             )
-    empty_folder = folder and out.is_dir() and not any(out.iterdir())
+    empty_folder = folder_format and out.is_dir() and not any(out.iterdir())
     if out.exists() and not force and not empty_folder:
         raise ConfigError(
             f"deepledger export: {out} exists; pass --force to replace it, or --out another path."
