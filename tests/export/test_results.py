@@ -173,3 +173,21 @@ def test_a_newer_line_supersedes_an_older_one_and_secrets_stay_out(
     assert len(frame) == 4
     # The newest line, with what looks like a secret redacted as the journals do.
     assert frame[frame["task_id"] == first.task_id]["answer"].item() == "Paris, again api_key=***"
+
+
+def test_a_run_still_going_exports_what_has_finished(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A task with journals and no result line yet is counted as left out; a result line
+    torn mid-write (the runner appending it now) is read up to the last whole line."""
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    results = RunLayout(copy).results
+    lines = results.read_text(encoding="utf-8").splitlines(keepends=True)
+    results.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2], encoding="utf-8")
+    out = tmp_path / "live.jsonl"
+    assert export(str(copy), "results", "--out", str(out)) == 0
+    assert len(pd.read_json(out, lines=True, dtype=False)) == 3
+    assert "left out: 1 tasks not finished yet (journals, no result line)" in (
+        capsys.readouterr().err
+    )
