@@ -1,15 +1,19 @@
 """The progress display fed by a real run (the scripted model): a resumed run's lines
-count the whole run, and a running task's tokens reach the display call by call."""
+count the whole run, a running task's tokens reach the display call by call, and the
+summary's post-mortems line shows only for a run that writes them."""
 
 from __future__ import annotations
 
 import io
 from pathlib import Path
 
+from deepledger.agent.retry_plan import RetryPlan
 from deepledger.bench.judge import make_judge
+from deepledger.bench.metrics import format_summary, summarize
 from deepledger.bench.progress import Progress
 from deepledger.bench.runner import BenchmarkRunner
 from deepledger.bench.tasks import load_tasks
+from deepledger.records.results import AttemptRecord, SummaryRecord, TaskRecord
 from deepledger.store.run_store import RunStore
 from deepledger.tools.pool import ToolManager
 from tests.support.bench import config, model
@@ -84,3 +88,42 @@ async def test_a_running_task_reports_its_tokens_as_its_calls_return(tmp_path):
     assert len(spent) >= 6 and {e[0] for e in spent} == {"spent"}
     counts = [e[2] for e in spent]
     assert counts == sorted(counts) and 0 < counts[0] < counts[-1] <= tokens([record])
+
+
+def post_mortem_row(records: list, *overrides: str) -> list[str]:
+    """The summary's post-mortems line(s) for a run with ``overrides``, as `bench` prints it."""
+    plan = RetryPlan.from_config(config(*overrides))
+    summary = summarize(records, pass_at_k=1, benchmark="tiny")
+    text = format_summary(summary, post_mortems_on=plan.writes_post_mortems)
+    return [line.strip() for line in text.splitlines() if "post-mortems" in line]
+
+
+async def test_the_summary_says_post_mortems_only_when_the_run_writes_them(tmp_path):
+    off = ("agent.context_compress_limit=0",)
+    _, records = await run(tmp_path / "off", (), *off)
+    assert post_mortem_row(records, *off) == []
+    # format-retries without post-mortems: none is written, none is shown
+    quiet = ("agent.context_compress_limit=2", "agent.retry_with_summary=false")
+    _, records = await run(tmp_path / "quiet", (), *quiet)
+    assert post_mortem_row(records, *quiet) == []
+    on = ("agent.context_compress_limit=2",)
+    _, records = await run(tmp_path / "on", (), *on)
+    # hard #2 is answered by its third run, which carried two post-mortems; the other
+    # three tasks' answering runs carried none (open-4's attempt is not judged)
+    assert post_mortem_row(records, *on) == [
+        "post-mortems   none carried 1.000 (2/2 attempts) · >=1 carried 1.000 (1/1 attempts)"
+    ]
+
+
+def test_a_summary_read_without_the_config_shows_the_line_when_an_attempt_carried_one():
+    def summary(carried: int) -> SummaryRecord:
+        record = TaskRecord(
+            task_id="t",
+            correct=True,
+            attempts=[AttemptRecord(attempt=1, correct=True, carried_post_mortems=carried)],
+        )
+        return summarize([record], pass_at_k=1, benchmark="b")
+
+    assert "post-mortems" not in format_summary(summary(0))  # e.g. `deepledger report`
+    assert "(0/0 attempts) · >=1 carried 1.000 (1/1 attempts)" in format_summary(summary(1))
+    assert "none carried 1.000 (1/1 attempts)" in format_summary(summary(0), post_mortems_on=True)
