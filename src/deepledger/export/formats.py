@@ -31,7 +31,20 @@ class ExportFormat:
         return writer
 
 
-FORMATS: dict[str, ExportFormat] = {}
+FORMATS: dict[str, ExportFormat] = {
+    "chatml": ExportFormat(
+        "training:chatml",
+        "training samples, one JSON line each: messages as the model received and wrote them",
+    ),
+    "openai": ExportFormat(
+        "training:openai",
+        "training samples in OpenAI's chat fine-tuning format (messages, tools)",
+    ),
+    "dpo": ExportFormat(
+        "training:dpo",
+        "preference pairs: a correct and an incorrect attempt at one task, same prompt",
+    ),
+}
 
 
 def export(request: ExportRequest) -> ExportOutcome:
