@@ -18,8 +18,13 @@ import pytest
 
 from deepledger.errors import DeepLedgerError
 from deepledger.export import ExportRequest, export
-from deepledger.store.redaction import redact
-from tests.support.doubles.fake_llm_server import FakeLLMServer, RecordedRequest, Reply
+from deepledger.export.training import redacted
+from tests.support.doubles.fake_llm_server import (
+    FakeLLMServer,
+    FakeToolCall,
+    RecordedRequest,
+    Reply,
+)
 from tests.support.doubles.fault_tool_server import answer_for
 from tests.support.doubles.faults import (
     POST_MORTEM_MARK,
@@ -42,6 +47,7 @@ OMITTED = "[Tool result omitted to save context.]"  # a result keep_tool_result 
 class Model:
     """Three lookups, then done; the answer wrong on k01's first attempt only."""
 
+    native: bool = False
     starts: Counter[str] = field(default_factory=Counter)
     received: list[tuple[str, int, list[Any]]] = field(default_factory=list)
 
@@ -58,6 +64,8 @@ class Model:
             answer = answer_for(key) if right else "code-wrong"
             return Reply(f"\\boxed{{{answer}}}", reasoning=THOUGHT)
         done = sum(m.get("role") == "assistant" for m in request.messages)
+        if self.native and done < 3:
+            return self.native_calls(key, done)
         if done == 0:
             return Reply("Step 0.\n" + lookup_call(f"{key}-a", "none"), reasoning="first a lookup")
         if done == 1:
@@ -66,6 +74,15 @@ class Model:
             return Reply("Step 2.\n" + lookup_call(f"{key}-c", "none"))
         return Reply("I have what I need.")
 
+    def native_calls(self, key: str, done: int) -> Reply:
+        """Native calls with fixed ids; two at once on the second turn, the secret's."""
+        calls = [FakeToolCall("faulty__lookup", {"key": f"{key}-{done}"}, id=f"c{done}")]
+        if done == 1:
+            calls.append(FakeToolCall("faulty__lookup", {"key": SECRET, "fault": "error"}, id="s"))
+        return Reply(
+            f"Step {done}.", tool_calls=tuple(calls), finish_reason="tool_calls", reasoning="why"
+        )
+
 
 @dataclass
 class Run:
@@ -73,11 +90,9 @@ class Run:
     model: Model
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    root = tmp_path_factory.mktemp("training")
+def record(root: Path, *extra: str, native: bool = False) -> Run:
     write_suite(root / "data", 2)
-    model = Model()
+    model = Model(native)
     folder = root / "run"
     with FakeLLMServer(responder=model) as server:
         overrides = bench_overrides(
@@ -91,11 +106,17 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
                 "agent.context.cut_batch=1",
                 "agent.context_compress_limit=0",
                 f"hydra.run.dir={folder}",
+                *extra,
             ],
         )
         asyncio.run(run_in_process(overrides, folder))
         server.assert_all_consumed()
     return Run(folder, model)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return record(tmp_path_factory.mktemp("training"))
 
 
 def lines(path: Path) -> list[Any]:
@@ -109,7 +130,7 @@ def test_per_turn_samples_are_the_requests_the_model_received(run: Run, tmp_path
     assert outcome.rows == len(samples) == 10  # two correct attempts, 4 turns + answer each
     assert outcome.skipped == {"judged incorrect": 1}
     # What the fake received, as decoded JSON; secrets redacted as every sample is.
-    received = [redact(m) for key, n, m in run.model.received if (key, n) in CORRECT]
+    received = [redacted(m) for key, n, m in run.model.received if (key, n) in CORRECT]
     prompts = [sample["messages"][:-1] for sample in samples]
     assert sorted(map(json.dumps, prompts)) == sorted(map(json.dumps, received))
     # keep_tool_result=1 blanked older results: the later requests are not the history
@@ -181,3 +202,31 @@ def test_dpo_pairs_share_the_prompt(run: Run, tmp_path: Path) -> None:
     assert pair["chosen"][0]["role"] == pair["rejected"][0]["role"] == "assistant"
     assert pair["chosen"][-1]["content"] == "\\boxed{code-k01}"
     assert pair["rejected"][-1]["content"] == "\\boxed{code-wrong}"
+
+
+def test_native_tool_calls_per_turn_and_in_openai_format(tmp_path: Path) -> None:
+    # DeepSeek-style: each reply with calls sends its reasoning back (llm.send_back_reasoning)
+    run = record(
+        tmp_path, "agent.tool_protocol=native", "llm.send_back_reasoning=true", native=True
+    )
+    out = tmp_path / "turns.jsonl"
+    export(ExportRequest((run.folder,), "chatml", out, per_turn=True))
+    received = [redacted(m) for key, n, m in run.model.received if (key, n) in CORRECT]
+    prompts = [sample["messages"][:-1] for sample in lines(out)]
+    assert sorted(map(json.dumps, prompts)) == sorted(map(json.dumps, received))
+    whole = tmp_path / "openai.jsonl"
+    export(ExportRequest((run.folder,), "openai", whole))
+    for sample in lines(whole):
+        assert sample["parallel_tool_calls"] is True  # two calls in one reply
+        messages = sample["messages"]
+        calls = [c for m in messages for c in m.get("tool_calls", ())]
+        assert [c["id"] for c in calls] == ["c0", "c1", "s", "c2"]
+        assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == [
+            "c0",
+            "c1",
+            "s",
+            "c2",
+        ]
+        secret = json.loads(calls[2]["function"]["arguments"])  # still JSON, redacted
+        assert secret == {"key": "token=***", "fault": "error"}
+        assert messages[2]["content"] == "<think>\nwhy\n</think>\n\nStep 0."
