@@ -148,7 +148,7 @@ def test_attempt_samples_are_whole_conversations_in_openai_format(run: Run, tmp_
     samples = lines(out)  # plain json, a line each
     assert outcome.rows == len(samples) == 3 and outcome.skipped == {}
     for sample in samples:
-        assert set(sample) == {"messages", "tools", "parallel_tool_calls"}
+        assert set(sample) == {"messages"}  # XML: no native calls, the tools in the prompt
         messages = sample["messages"]
         assert [m["role"] for m in messages[:2]] == ["system", "user"]
         assert "## Server name: faulty" in messages[0]["content"]  # the tool schemas (XML)

@@ -217,12 +217,18 @@ def _wire(
 def _sample(
     messages: list[JSONObject], trajectory: Trajectory, request: ExportRequest, *, openai: bool
 ) -> JSONObject:
-    """One line: ``messages`` with the tools (none: XML runs have them in the system
-    prompt; native runs' specs are not journaled)."""
-    if openai:
-        messages = [_inline_reasoning(m) for m in messages]
-        return {"messages": messages, "tools": [], "parallel_tool_calls": _parallel(messages)}
-    return {"messages": messages, "tools": []}
+    """One line: ``messages`` and the tools. Their schemas are in an XML run's system
+    prompt, as the model read them; a native run's are not journaled, so ``tools`` is
+    empty in ``chatml`` and left out of ``openai`` (whose ``parallel_tool_calls`` says
+    whether a reply made several native calls at once, for samples that have any)."""
+    if not openai:
+        return {"messages": messages, "tools": []}
+    messages = [_inline_reasoning(m) for m in messages]
+    sample: JSONObject = {"messages": messages}
+    calls = [len(m["tool_calls"]) for m in messages if m.get("tool_calls")]
+    if calls:
+        sample["parallel_tool_calls"] = max(calls) > 1
+    return sample
 
 
 def _inline_reasoning(message: JSONObject) -> JSONObject:
@@ -234,11 +240,6 @@ def _inline_reasoning(message: JSONObject) -> JSONObject:
     if thought:
         rest["content"] = f"<think>\n{thought}\n</think>\n\n{rest.get('content') or ''}"
     return rest
-
-
-def _parallel(messages: list[JSONObject]) -> bool:
-    """Whether any reply made several native calls at once."""
-    return any(len(m.get("tool_calls") or ()) > 1 for m in messages)
 
 
 def _add(lines: list[str], seen: set[str], sample: JSONObject, outcome: ExportOutcome) -> None:
