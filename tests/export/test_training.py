@@ -3,6 +3,7 @@ fake OpenAI server: task k01 is answered wrongly on its first attempt and rightl
 its second, k02 rightly at once. Each attempt looks a key up three times (the second
 lookup carries a secret the tool's error repeats), with ``keep_tool_result=1`` so the
 policy blanks older results: the per-turn requests differ from the whole conversation.
+A second run does the same with native calls and compaction (notes replace rounds).
 Every request the fake received is kept with the task and attempt it belonged to."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from deepledger.export.training import redacted
 from tests.support.doubles.fake_llm_server import (
     FakeLLMServer,
     FakeToolCall,
+    FakeUsage,
     RecordedRequest,
     Reply,
 )
@@ -41,6 +43,16 @@ SECRET = "token=sk-live-0123456789"
 CORRECT = {("k01", 2), ("k02", 1)}  # (task, attempt) judged correct
 THOUGHT = "weighing the lookups"
 OMITTED = "[Tool result omitted to save context.]"  # a result keep_tool_result blanked
+NOTES_MARK = "You keep the notes of a research agent"  # compact.md
+# Compaction due at 2,000 tokens with 300 a message: from the fourth request on.
+COMPACTION = (
+    "agent.context.strategy=compaction",
+    "agent.context.keep_rounds=1",
+    "agent.context.compact_at=0.5",
+    "agent.context.min_saving=0",
+    "llm.max_context_length=4000",
+    "llm.max_tokens=100",
+)
 
 
 @dataclass
@@ -49,6 +61,7 @@ class Model:
 
     native: bool = False
     starts: Counter[str] = field(default_factory=Counter)
+    turns: Counter[tuple[str, int]] = field(default_factory=Counter)  # loop calls an attempt
     received: list[tuple[str, int, list[Any]]] = field(default_factory=list)
 
     def __call__(self, request: RecordedRequest) -> Reply:
@@ -56,7 +69,10 @@ class Model:
         if len(request.messages) == 2:
             self.starts[key] += 1
         self.received.append((key, self.starts[key], request.messages))
-        last = message_texts(request)[-1]
+        texts = message_texts(request)
+        last = texts[-1]
+        if any(NOTES_MARK in text for text in texts):
+            return Reply("Notes: the keys looked up so far.")
         if POST_MORTEM_MARK in last:
             return Reply("Failure type: wrong_answer")
         if SUMMARY_MARK in last:
@@ -64,8 +80,10 @@ class Model:
             answer = answer_for(key) if right else "code-wrong"
             return Reply(f"\\boxed{{{answer}}}", reasoning=THOUGHT)
         done = sum(m.get("role") == "assistant" for m in request.messages)
-        if self.native and done < 3:
-            return self.native_calls(key, done)
+        if self.native:  # counted, not read from the request, which compaction shortens
+            self.turns[key, self.starts[key]] += 1
+            if self.turns[key, self.starts[key]] <= 3:
+                return self.native_calls(key, self.turns[key, self.starts[key]] - 1)
         if done == 0:
             return Reply("Step 0.\n" + lookup_call(f"{key}-a", "none"), reasoning="first a lookup")
         if done == 1:
@@ -79,8 +97,14 @@ class Model:
         calls = [FakeToolCall("faulty__lookup", {"key": f"{key}-{done}"}, id=f"c{done}")]
         if done == 1:
             calls.append(FakeToolCall("faulty__lookup", {"key": SECRET, "fault": "error"}, id="s"))
+        # a prompt that grows a known amount a message: compaction comes when it is due
+        usage = FakeUsage(input_tokens=300 * (2 + 3 * done))
         return Reply(
-            f"Step {done}.", tool_calls=tuple(calls), finish_reason="tool_calls", reasoning="why"
+            f"Step {done}.",
+            tool_calls=tuple(calls),
+            finish_reason="tool_calls",
+            reasoning="why",
+            usage=usage,
         )
 
 
@@ -204,16 +228,22 @@ def test_dpo_pairs_share_the_prompt(run: Run, tmp_path: Path) -> None:
     assert pair["rejected"][-1]["content"] == "\\boxed{code-wrong}"
 
 
-def test_native_tool_calls_per_turn_and_in_openai_format(tmp_path: Path) -> None:
+def test_native_calls_and_compaction_per_turn_and_in_openai_format(tmp_path: Path) -> None:
     # DeepSeek-style: each reply with calls sends its reasoning back (llm.send_back_reasoning)
-    run = record(
-        tmp_path, "agent.tool_protocol=native", "llm.send_back_reasoning=true", native=True
-    )
+    native = ("agent.tool_protocol=native", "llm.send_back_reasoning=true")
+    run = record(tmp_path, *native, *COMPACTION, native=True)
+    journals = "".join(p.read_text() for p in run.folder.glob("tasks/*/attempt-*.jsonl"))
+    assert '"event":"compacted"' in journals
     out = tmp_path / "turns.jsonl"
     export(ExportRequest((run.folder,), "chatml", out, per_turn=True))
-    received = [redacted(m) for key, n, m in run.model.received if (key, n) in CORRECT]
+    received = [
+        redacted(m)
+        for key, n, m in run.model.received
+        if (key, n) in CORRECT and NOTES_MARK not in json.dumps(m)  # notes calls: no samples
+    ]
     prompts = [sample["messages"][:-1] for sample in lines(out)]
     assert sorted(map(json.dumps, prompts)) == sorted(map(json.dumps, received))
+    assert any("Notes: the keys" in json.dumps(prompt) for prompt in prompts)  # compacted
     whole = tmp_path / "openai.jsonl"
     export(ExportRequest((run.folder,), "openai", whole))
     for sample in lines(whole):
