@@ -21,10 +21,11 @@ which has no field for it) and in OpenAI's ``parallel_tool_calls``. With the XML
 protocol the tool schemas are in the system prompt, as the model read them; a native
 run's specs are not journaled, so its samples carry no ``tools``.
 
-Identical samples are written once; every string passes through the journals' and
-manifest's redaction (``store/redaction.py``). ``dpo`` pairs a correct and an
-incorrect attempt at one task: the prompt is the system prompt and the task (the same
-for both, else the pair is left out), chosen and rejected the rest of each attempt.
+Identical samples are written once; every string passes through the redaction the
+manifest and the recorded command line get (``store/redaction.py``; journals keep tool
+results as they came). ``dpo`` pairs a correct and an incorrect attempt at one task
+(in the runs given): the prompt is the system prompt and the task (the same for both,
+else the pair is left out), chosen and rejected the rest of each attempt.
 """
 
 from __future__ import annotations
@@ -99,11 +100,11 @@ def dpo(request: ExportRequest) -> ExportOutcome:
     attempt at the same task (every such combination), in conversational form."""
     outcome = ExportOutcome()
     everything = replace(request, only="all")
-    by_task: dict[tuple[Path, str], list[tuple[Attempt, Trajectory]]] = {}
+    by_task: dict[str, list[tuple[Attempt, Trajectory]]] = {}  # across the runs given
     for attempt in _attempts(everything, outcome):
         trajectory = _trajectory(attempt, everything, outcome)
         if trajectory is not None:
-            by_task.setdefault((attempt.run_dir, attempt.task_id), []).append((attempt, trajectory))
+            by_task.setdefault(attempt.task_id, []).append((attempt, trajectory))
     lines: list[str] = []
     seen: set[str] = set()
     for attempts in by_task.values():
