@@ -38,6 +38,18 @@ FORMATS: dict[str, ExportFormat] = {
         "pass@k accuracy file), read by its average-score and progress scripts; OUT is a "
         "new or empty folder",
     ),
+    "chatml": ExportFormat(
+        "training:chatml",
+        "training samples, one JSON line each: messages as the model received and wrote them",
+    ),
+    "openai": ExportFormat(
+        "training:openai",
+        "training samples in OpenAI's chat fine-tuning format (messages, tools)",
+    ),
+    "dpo": ExportFormat(
+        "training:dpo",
+        "preference pairs: a correct and an incorrect attempt at one task, same prompt",
+    ),
 }
 
 
