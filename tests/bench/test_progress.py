@@ -10,6 +10,15 @@ from rich.console import Console
 
 from deepledger.bench import progress as progress_module
 from deepledger.bench.progress import PLAIN_ENV, Progress
+from deepledger.messages import Usage
+from deepledger.records.results import TaskRecord
+
+
+def done_before(task_id: str, correct: bool | None, tokens: int = 0) -> TaskRecord:
+    """A task an earlier session finished, as its result line holds it."""
+    return TaskRecord(
+        task_id=task_id, correct=correct, usage=Usage(input_tokens=tokens, output_tokens=0)
+    )
 
 
 class Clock:
@@ -61,12 +70,13 @@ def test_plain_mode_prints_one_line_per_finished_task_and_nothing_else(clock):
 def test_eta_unknown_until_a_task_of_this_session_finishes(clock):
     out = io.StringIO()
     progress = Progress(plain=True, file=out)
-    progress.start(total=5, already_done=2)
+    progress.start(total=5, earlier=[done_before("t1", None), done_before("t2", None)])
+    assert out.getvalue() == "resuming: 2 of 5 tasks already done\n"  # none judged: no acc
     progress.task_started("t3")
     assert progress.eta_seconds() is None
     # a task that was never reported as started gives no duration to average
     progress.task_finished("orphan", correct=True, tokens=10)
-    assert out.getvalue() == "[3/5] orphan correct | acc 1.00 | 10 tokens | eta ?\n"
+    assert out.getvalue().splitlines()[-1] == "[3/5] orphan correct | acc 1.00 | 10 tokens | eta ?"
     clock.now += 30
     progress.task_finished("t3", correct=True, tokens=10)
     assert out.getvalue().splitlines()[-1].endswith("eta 0:00:30")  # 1 left, 30 s, 1 at a time
@@ -94,7 +104,7 @@ def test_non_terminal_file_defaults_to_plain_lines():
 def test_rich_live_display_renders_the_counts():
     console = Console(file=io.StringIO(), force_terminal=True, width=160)
     with Progress(console=console, plain=False) as progress:
-        progress.start(total=4, already_done=1)
+        progress.start(total=4, earlier=[done_before("z", None)])
         for task_id in ("a", "b", "c"):
             progress.task_started(task_id)
         progress.task_finished("a", correct=True, tokens=2_500)
@@ -135,3 +145,51 @@ def test_terminal_file_gets_the_live_display_not_plain_lines():
         progress.task_finished("a", correct=True, tokens=1)
     assert "1/1 done" in out.getvalue()
     assert "[1/1] a correct" not in out.getvalue()
+
+
+def test_after_a_resume_the_lines_count_the_whole_run(clock):
+    """Tasks earlier sessions finished count in [N/M], the accuracy and the tokens; the
+    eta is this session's pace over the tasks left."""
+    earlier = [done_before(f"t{i}", correct=i < 5, tokens=1_000) for i in range(6)]
+    out = io.StringIO()
+    with Progress(plain=True, file=out) as progress:
+        progress.start(total=8, earlier=earlier)
+        progress.task_started("t6")
+        progress.task_started("t7")
+        clock.now += 60
+        progress.task_finished("t6", correct=True, tokens=500)
+        progress.task_finished("t7", correct=True, tokens=500)
+    assert out.getvalue().splitlines() == [
+        "resuming: 6 of 8 tasks already done (acc 0.83: 5/6)",
+        "[7/8] t6 correct | acc 0.86 | 6.5k tokens | eta 0:01:00",  # 1 left, 60 s each
+        "[8/8] t7 correct | acc 0.88 | 7.0k tokens | eta 0:00:00",
+    ]
+    assert (progress.correct, progress.judged) == (7, 8)
+
+
+def test_the_token_count_rises_as_calls_return_before_any_task_finishes():
+    console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    progress = Progress(console=console, plain=False, refresh_per_second=1)
+    progress.start(total=2, earlier=[])
+    progress.task_started("a")
+    progress.task_started("b")
+    assert progress.tokens_so_far == 0
+    progress.task_spent("a", 1_200)  # a's first call returned
+    progress.task_spent("b", 800)
+    progress.task_spent("a", 2_500)  # a's second: what a spent so far, not an increment
+    assert progress.tokens_so_far == 3_300
+    assert "3.3k tokens" in str(_rendered(progress, console))
+    progress.task_spent("ghost", 10_000)  # never started here (a Ray worker's runner)
+    assert progress.tokens_so_far == 3_300
+    # finishing, a task's record replaces what it reported running
+    progress.task_finished("a", correct=True, tokens=2_600)
+    assert progress.tokens_so_far == 2_600 + 800
+    progress.task_finished("b", correct=False, tokens=900)
+    assert (progress.tokens, progress.tokens_so_far) == (3_500, 3_500)
+    progress.close()
+
+
+def _rendered(progress: Progress, console: Console) -> str:
+    with console.capture() as captured:
+        console.print(progress._render())
+    return captured.get()

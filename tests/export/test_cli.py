@@ -180,3 +180,20 @@ def test_a_folder_format_goes_into_a_new_or_empty_folder(
     assert [p.name for p in tmp_path.iterdir()] == ["miro"]  # no partial folder beside it
     assert main(["export", str(run_dir), "mirothinker", "--out", str(empty)]) == 2
     assert "exists; pass --force" in capsys.readouterr().err
+
+
+def test_a_run_folder_of_deepledger_run_is_for_the_training_formats_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    single = tmp_path / "asked"
+    single.mkdir()
+    RunLayout(single).run_journal.write_text("", encoding="utf-8")
+    assert main(["export", str(single), "results", "--out", str(tmp_path / "r.jsonl")]) == 2
+    assert f"{single} is a `deepledger run` folder (expected a `deepledger bench`" in (
+        capsys.readouterr().err
+    )
+    # chatml takes it; this one has no recorded configuration to rebuild requests from.
+    out = tmp_path / "s.jsonl"
+    assert main(["export", str(single), "chatml", "--only", "all", "--out", str(out)]) == 2
+    assert "has no recorded configuration" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["asked"]

@@ -255,6 +255,10 @@ class TaskBudget:
     run: RunBudget | None = None
     earlier: Spending = Spending()
     clock: Clock = time.monotonic
+    # Told what the task has spent (tokens) as each call of a watched ledger returns:
+    # the progress display's live count (bench/progress.py). Not the budget's own
+    # count, which stays at turn boundaries (check).
+    on_spend: Callable[[int], None] | None = None
     _live: list[_Tally] = field(default_factory=list)
     _kept: list[UsageLedger] = field(default_factory=list)  # this run's retries' ledgers
     _started: float = 0.0
@@ -268,13 +272,21 @@ class TaskBudget:
         (a retry's main agent); a sub-agent's are absorbed into its parent's ledger."""
         tally = _Tally(ledger)
         self._live.append(tally)
+        told = ledger.on_call
+        if self.on_spend is not None:
+            ledger.on_call = self._call_returned
         try:
             yield
         finally:
+            ledger.on_call = told
             self._live.remove(tally)
             if keep:
                 self.earlier += tally.current()
                 self._kept.append(ledger)
+
+    def _call_returned(self) -> None:
+        if self.on_spend is not None:
+            self.on_spend(self.tokens_and_cost()[0])
 
     def tokens_and_cost(self) -> tuple[int, float]:
         tokens, cost = self.earlier.tokens, self.earlier.cost

@@ -86,6 +86,12 @@ class RetryPlan:
         there is a next run to leave it to."""
         return self.format_retries > 0
 
+    @property
+    def writes_post_mortems(self) -> bool:
+        """Whether any run of an attempt may write a post-mortem (for the summary's
+        ``post-mortems`` line): its answer policy says, for every run but the last."""
+        return self.answer_policy(final=False).writes_post_mortem
+
     def attempts_for(self, *, has_ground_truth: bool) -> int:
         """The attempts a task gets: without a ground truth nothing says to try again."""
         return self.attempts if has_ground_truth else 1

@@ -31,6 +31,8 @@ What each number means (every ratio is ``None`` when its denominator is 0 — ne
   each has ``attempts``, ``judged`` (attempt ``correct`` not null), ``correct`` and
   ``accuracy``. It answers "do the lessons of failed retries help?" — roughly, since
   the two groups are different questions (hard ones are likelier to need retries).
+  ``format_summary`` shows it (as ``(correct/judged attempts)``) only for a run that
+  writes post-mortems.
 - ``judge_score``: ``mean`` of the judges' numeric ``judgement.score`` over the
   ``scored`` tasks that have one.
 - ``judge_tokens``: the LLM judge's own ``input`` and ``output`` tokens (a different
@@ -430,8 +432,12 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def format_summary(read: SummaryRecord) -> str:
-    """A compact, human-readable rendering of a ``summarize`` result."""
+def format_summary(read: SummaryRecord, *, post_mortems_on: bool | None = None) -> str:
+    """A compact, human-readable rendering of a ``summarize`` result.
+
+    ``post_mortems_on``: whether the run writes post-mortems (``RetryPlan
+    .writes_post_mortems``); its ``post-mortems`` line is shown only then. None (a reader
+    without the run's config): shown when some attempt carried one."""
     tasks = read.tasks
     expected = f" of {tasks.expected} expected" if tasks.expected else ""
     header = (
@@ -443,15 +449,11 @@ def format_summary(read: SummaryRecord) -> str:
     if tasks.unjudged:  # the judge gave no verdict: said, never counted as wrong
         first += f", {tasks.unjudged} unjudged (not in accuracy)"
     any_ = _rate(read.pass_at_k, read.correct_any_attempt, tasks.judged)
-    post_mortems = read.post_mortems
     rows = [
         ("accuracy", f"{first}  (pass@1: first attempt)"),
         (f"pass@{read.k}", any_),
         ("by provenance", _groups(read.by_provenance.items()) or "-"),
-        (
-            "post-mortems",
-            _groups([("none carried", post_mortems.without), (">=1 carried", post_mortems.with_)]),
-        ),
+        *_post_mortem_rows(read.post_mortems, post_mortems_on),
     ]
     if read.judge_score.scored and read.judge_score.mean is not None:
         score = read.judge_score
@@ -511,6 +513,21 @@ def _inputs_line(changed: InputsChanged) -> str:
     if changed.unverified:
         said.append(f"{changed.unverified} recorded before input digests, kept unchecked")
     return "; ".join(said)
+
+
+def _post_mortem_rows(split: PostMortemSplit, on: bool | None) -> list[tuple[str, str]]:
+    """The ``post-mortems`` row, when the run writes them. It counts attempts, not tasks
+    (a task of pass@k has up to k, each answered by one retry): its unit says so, where
+    the accuracy above it counts tasks."""
+    if not (split.with_.attempts > 0 if on is None else on):
+        return []
+    groups = [("none carried", split.without), (">=1 carried", split.with_)]
+    text = " · ".join(
+        f"{name} {'n/a' if g.accuracy is None else f'{g.accuracy:.3f}'} "
+        f"({g.correct}/{g.judged} attempts)"
+        for name, g in groups
+    )
+    return [("post-mortems", text)]
 
 
 def _groups(groups: Iterable[tuple[str, Tally]]) -> str:

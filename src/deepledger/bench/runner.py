@@ -75,6 +75,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from deepledger.agent.limits import (
@@ -269,7 +270,7 @@ class BenchmarkRunner:
         self.budget = RunBudget.from_execution(execution, finished.values())
         self.progress.start(
             total=len(tasks),
-            already_done=len(tasks) - len(todo),
+            earlier=[finished[t.task_id] for t in tasks if t.task_id in finished],
             budget=self.budget.line if self.budget.enabled else None,
         )
         self._warm_task_servers(len(todo))
@@ -343,7 +344,7 @@ class BenchmarkRunner:
             if isinstance(record, StoppedTask):  # the run's budget: not done, resumable
                 self.stopped.append(record.hit)
                 self._stopped_spent += record.spent
-                self.progress.task_finished(task.task_id, None, 0, failed=False)
+                self.progress.task_finished(task.task_id, None, record.spent.tokens)
                 return
             await self.recorder.recorded(record)
         except OSError as exc:  # the disk, not the task: say so, and go on
@@ -422,6 +423,7 @@ class BenchmarkRunner:
             attempt, retry = len(done.attempts) + 1, len(done.retries)
             earlier += await asyncio.to_thread(self._killed_runs, task, attempt, retry)
         budget = TaskBudget(self.limits, self.budget, recorded_spending(earlier), self.clock)
+        budget.on_spend = partial(self.progress.task_spent, task.task_id)  # the live count
         self.budget.task_started(budget)
         return done, budget, earlier
 

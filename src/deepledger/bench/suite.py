@@ -8,6 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
+from deepledger.agent.retry_plan import RetryPlan
 from deepledger.bench.backends import SuiteBackend, backend_for
 from deepledger.bench.economics import token_economics
 from deepledger.bench.hydra_hooks import save_hydra_files
@@ -89,7 +90,7 @@ async def run_suite(
     finally:
         await backend.close()
         run_dir.close()
-    print(format_summary(summary))
+    print(format_summary(summary, post_mortems_on=RetryPlan.from_config(cfg).writes_post_mortems))
     if report is not None:
         print(f"Report: {report}")
     how = (

@@ -17,13 +17,15 @@ from deepledger.errors import ConfigError
 if TYPE_CHECKING:
     from deepledger.export.formats import ExportFormat
     from deepledger.export.request import ExportOutcome
+    from deepledger.store.locate import RunKind
 
 HELP = """\
 usage: deepledger export RUN_DIR [RUN_DIR...] FORMAT [options]
 
-Write bench runs out in a form other tools read. RUN_DIR is a `deepledger bench` run
-folder (its hydra.run.dir), or a folder holding runs (a -m sweep folder, logs/): every
-run below it is exported, into one output.
+Write runs out in a form other tools read. RUN_DIR is a `deepledger bench` run folder
+(its hydra.run.dir; chatml, openai and dpo take a `deepledger run` folder too), or a
+folder holding runs (a -m sweep folder, logs/): every run below it is exported, into
+one output.
 
 formats:
   results      a row per task (--per-attempt: per attempt of pass@k), JSONL or Parquet
@@ -67,7 +69,7 @@ def export_command(args: list[str]) -> int:
     parsed = _parser().parse_intermixed_args(args)
     folders, name = _split_positionals(parsed.positionals, FORMATS)
     chosen = format_named(name)
-    run_dirs = resolve_runs(folders)
+    run_dirs = resolve_runs(folders, chosen.kinds)
     _check_filters(parsed.min_turns, parsed.max_turns, parsed.end_reason)
     if parsed.out == "-":
         raise ConfigError(
@@ -145,16 +147,16 @@ def _split_positionals(
     return positionals[:-1], positionals[-1]
 
 
-def resolve_runs(folders: list[str]) -> tuple[Path, ...]:
-    """The bench run folders the arguments name: a run folder itself, or every bench
+def resolve_runs(folders: list[str], kinds: tuple[RunKind, ...] = ("bench",)) -> tuple[Path, ...]:
+    """The run folders (of ``kinds``) the arguments name: a run folder itself, or every
     run below a folder that is none (a sweep, logs/); each once, in the order given."""
     from deepledger.store.locate import require_run, run_kind, runs_under
 
     found: dict[Path, None] = {}
     for folder in map(Path, folders):
-        below = [] if run_kind(folder) else [p for p, k in runs_under(folder) if k == "bench"]
+        below = [] if run_kind(folder) else [p for p, k in runs_under(folder) if k in kinds]
         if not below:
-            require_run(folder, "export", kinds=("bench",))
+            require_run(folder, "export", kinds=kinds)
             below = [folder]
         for run_dir in below:
             found.setdefault(run_dir.resolve(), None)
@@ -187,13 +189,14 @@ def default_out(
 ) -> Path:
     """In the current folder: ``<benchmark>-<model>-<run folder>.<format>.<ext>`` for
     one run, the folder's name for a sweep, ``<n>-runs`` for several arguments."""
+    from deepledger.store.locate import run_kind
     from deepledger.store.run_store import load_manifest
 
-    if len(folders) == 1 and len(run_dirs) == 1:
+    if len(folders) == 1 and len(run_dirs) == 1 and run_kind(run_dirs[0]) == "bench":
         _, config = load_manifest(run_dirs[0])
         model = (config.get("llm") or {}).get("model_name") or "model"
         stem = f"{config['benchmark']['name']}-{model}-{run_dirs[0].name}"
-    elif len(folders) == 1:
+    elif len(folders) == 1:  # a sweep, or a `deepledger run` folder
         stem = Path(folders[0]).resolve().name
     else:
         stem = f"{len(run_dirs)}-runs"

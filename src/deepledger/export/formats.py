@@ -19,6 +19,7 @@ from typing import Literal
 
 from deepledger.errors import ConfigError
 from deepledger.export.request import ExportOutcome, ExportRequest, Only
+from deepledger.store.locate import RunKind
 
 Writer = Callable[[ExportRequest], ExportOutcome]
 
@@ -34,6 +35,8 @@ class ExportFormat:
     # every row.
     default_only: Only = "correct"
     output: Literal["file", "folder"] = "file"
+    # The run folders it reads: bench runs, and for some `deepledger run` folders too.
+    kinds: tuple[RunKind, ...] = ("bench",)
 
     def writer(self) -> Writer:
         module, _, function = self.entry.partition(":")
@@ -54,6 +57,21 @@ FORMATS: dict[str, ExportFormat] = {
         "results:export_results",
         "a row per task (--per-attempt: per attempt), JSONL or Parquet (--table)",
         default_only="all",
+    ),
+    "chatml": ExportFormat(
+        "training:chatml",
+        "training samples, one JSON line each: messages as the model received and wrote them",
+        kinds=("bench", "run"),
+    ),
+    "openai": ExportFormat(
+        "training:openai",
+        "training samples in OpenAI's chat fine-tuning format (messages, tools)",
+        kinds=("bench", "run"),
+    ),
+    "dpo": ExportFormat(
+        "training:dpo",
+        "preference pairs: a correct and an incorrect attempt at one task, same prompt",
+        kinds=("bench", "run"),
     ),
 }
 

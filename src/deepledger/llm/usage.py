@@ -16,7 +16,7 @@ a strange server never raises a TypeError nor drives a total below zero.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,25 +165,33 @@ class UsageLedger:
     # Calls the scrape-and-extract tool made to boil pages down: in the totals, and
     # reported apart (another model may make them, at another price).
     extraction: list[CallRecord] = field(default_factory=list)
+    # Told after each call is added (a task's budget, for the live progress display):
+    # set while the ledger's agent runs, in this process only.
+    on_call: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def record(self, response: LLMResponse, price: Price | None = None) -> CallRecord:
         """Add one call; ``price``: the model's, when it is not this ledger's."""
         call = self._priced(response, price)
         self.calls.append(call)
-        return call
+        return self._told(call)
 
     def record_aside(self, response: LLMResponse, price: Price | None = None) -> CallRecord:
         """A call made for this conversation but not in it (compaction notes): in the
         totals, not in ``last_usage``, which the window guard reads."""
         call = self._priced(response, price)
         self.delegated.append(call)
-        return call
+        return self._told(call)
 
     def record_extraction(self, response: LLMResponse, price: Price | None = None) -> CallRecord:
         """A call the page extractor made for this conversation: in the totals, kept
         apart in ``extraction_total``, never in ``last_usage``."""
         call = self._priced(response, price)
         self.extraction.append(call)
+        return self._told(call)
+
+    def _told(self, call: CallRecord) -> CallRecord:
+        if self.on_call is not None:
+            self.on_call()
         return call
 
     def _priced(self, response: LLMResponse, price: Price | None) -> CallRecord:
