@@ -153,7 +153,8 @@ def _task_row(record: TaskRecord, times: Times) -> Row:
     attempts = record.attempts
     last = attempts[-1] if attempts else None
     firsts = [a.attempt for a in attempts if a.correct]
-    started = [times.get(a.attempt, (None, None))[0] for a in attempts[:1]]
+    # From its journals, a failed task's too (it started, though no attempt finished).
+    starts = sorted(start for start, _ in times.values() if start is not None)
     judge_usage = record.judge_usage
     return {
         "task_id": record.task_id,
@@ -178,7 +179,7 @@ def _task_row(record: TaskRecord, times: Times) -> Row:
         "tool_calls": record.tool_calls,
         **_tokens(record.usage),
         "cost_usd": record.cost,
-        "started_at": started[0] if started else None,
+        "started_at": starts[0] if starts else None,
         "finished_at": times.get(last.attempt, (None, None))[1] if last else None,
         "seconds": record.elapsed_seconds,
         "metadata": json.dumps(record.metadata, ensure_ascii=False) if record.metadata else None,
