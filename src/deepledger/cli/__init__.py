@@ -45,6 +45,7 @@ def _commands() -> dict[str, Callable[[list[str]], int]]:
         "report": report.report_command,
         "replay": replay.replay_command,
         "judge": judge.judge_command,
+        "export": __import__("deepledger.cli.export", fromlist=["HELP"]).export_command,
     }
 
 

@@ -32,6 +32,7 @@ class ExportRequest:
     end_reasons: frozenset[str] | None = None  # keep attempts that ended so; None: any
     per_turn: bool = False  # one sample per turn (its trimmed request + reply)
     thinking: Thinking = "keep"  # the model's reasoning text kept in samples, or dropped
+    per_attempt: bool = False  # results: one row per attempt of pass@k, not per task
 
 
 @dataclass
