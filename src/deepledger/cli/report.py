@@ -14,15 +14,17 @@ if TYPE_CHECKING:
 
 
 def report_command(args: list[str]) -> int:
-    """One run: rebuild its summary and report. Several: average them and write one
-    report comparing them (``--out FILE``, else beside the runs). A sweep folder
+    """One run: rebuild its summary and report (a ``deepledger run`` folder: its report,
+    the summary printed and not written). Several: average them and write one report
+    comparing them (``--out FILE``, else beside the runs). A sweep folder
     (``hydra.sweep.dir``) stands for its runs, compared side by side, not averaged."""
     from deepledger.bench.aggregate import aggregate, format_aggregate
     from deepledger.bench.metrics import format_summary
-    from deepledger.bench.report import rebuild_summary
+    from deepledger.bench.report import format_run_folder, rebuild_summary, run_folder_summary
     from deepledger.report.compare import default_output, sweep_runs, write_comparison
     from deepledger.report.page import write_run_report
     from deepledger.store.layout import REPORT
+    from deepledger.store.locate import require_run, run_kind
 
     out = None
     if "--out" in args:
@@ -39,12 +41,24 @@ def report_command(args: list[str]) -> int:
     for folder in map(Path, args):
         runs = sweep_runs(folder)
         sweep = sweep or runs is not None
+        if runs is None and len(args) > 1 and run_kind(folder) == "run":
+            raise ConfigError(
+                f"deepledger report: {folder} is a `deepledger run` folder: only bench runs "
+                f"are compared; report it alone (deepledger report {folder})."
+            )
+        if runs is None:  # a folder that is no run gets one line, not a traceback
+            require_run(folder, "report")
         run_dirs += runs or [folder]
     if len(run_dirs) == 1 and out is not None:
         raise ConfigError(
             f"--out names the comparison of several runs; one run's report is {REPORT} in "
             "its run directory."
         )
+    if len(run_dirs) == 1 and run_kind(run_dirs[0]) == "run":
+        # Nothing but report.html is written into it: its own process may still be going.
+        print(format_run_folder(run_dirs[0]))
+        print(f"Report: {write_run_report(run_dirs[0], run_folder_summary(run_dirs[0]))}")
+        return 0
     if len(run_dirs) == 1:
         summary = rebuild_summary(run_dirs[0])
         print(format_summary(summary))
