@@ -4,6 +4,7 @@ nothing written into the folder but report.html."""
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 from pathlib import Path
 
@@ -100,6 +101,11 @@ def test_a_question_stopped_midway_is_shown_unfinished_and_the_page_is_rendered_
     assert not (asked / "report.html").exists()
     done = deepledger("report", str(asked))
     assert done.returncode == 0 and "stopped before it finished" in done.stdout
+    with (asked / ".lock").open("rb") as held:  # as the question's own process holds it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        data = collect(asked, current_summary(asked))
+        assert data.run["state"] == "running" and data.tasks[0]["judgement"] == "running now"
+        assert "running now" in deepledger("report", str(asked)).stdout
 
 
 def test_a_folder_that_is_no_run_gets_one_line_naming_the_nearest(asked):
