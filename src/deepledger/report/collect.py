@@ -4,7 +4,9 @@ Works on a finished run, on one still going and on one that was killed: tasks wi
 line in ``benchmark_results.jsonl`` are shown as judged; tasks with journals but no line
 yet are ``unfinished`` (running, or stopped before their end); tasks the suite expected
 that have not started are counted. A journal this version cannot read is listed under
-``missing`` instead of stopping the report.
+``missing`` instead of stopping the report. A ``deepledger run`` folder is read as a
+run of one task, its question: never judged (a question has no ground truth), shown
+as it is while it is being answered.
 
 Long texts are clipped so that a report of 1,000 long tasks stays small enough to open:
 the journal path is in the report, and the journal keeps every character.
