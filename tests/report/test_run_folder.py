@@ -136,4 +136,6 @@ def test_the_run_folder_page_opens_its_task_with_a_chart_scaled_to_it(asked):
         assert zero - point > 100  # pixels: y grows downwards
         assert "is far above these prompts" in page.inner_text("#trajectory")
         assert "being answered" not in page.inner_text("#banners")
+        cards = page.inner_text("#run-cards")
+        assert "not judged" in cards and "accuracy" not in cards
     assert visit.problems == []

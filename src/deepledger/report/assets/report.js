@@ -132,7 +132,8 @@ function summaryCards(run) {
   const tokens = (s.tokens || {}).total || {};
   const turns = s.turns || {}, calls = s.tool_calls || {};
   return el("div", { class: "cards", id: "run-cards" },
-    card("accuracy (pass@1)", fmtPct(s.accuracy), `${fmtInt(s.correct_first_attempt)} of ${fmtInt(t.judged)} judged`),
+    run.kind === "run" ? card("verdict", "not judged", "a question asked with deepledger run has no ground truth")
+      : card("accuracy (pass@1)", fmtPct(s.accuracy), `${fmtInt(s.correct_first_attempt)} of ${fmtInt(t.judged)} judged`),
     s.k > 1 ? card(`pass@${s.k}`, fmtPct(s.pass_at_k), `${fmtInt(s.correct_any_attempt)} correct in any attempt`) : null,
     t.unjudged ? el("div", { class: "card", id: "unjudged-card" }, el("div", { class: "label", text: "unjudged" }),
       el("div", { class: "value", text: fmtInt(t.unjudged) }),
