@@ -190,3 +190,39 @@ def test_the_cost_card_says_who_priced_the_run(finished_run):
         card = visit.page.locator("#run-cards").inner_text()
         assert "gpt-4.1 priced by genai-prices 0.2.5 (openai/gpt-4.1); unpriced: mystery" in card
     assert visit.problems == []
+
+
+IN_VIEW = """(selector) => {
+  const box = document.querySelector(selector)?.getBoundingClientRect();
+  return !!box && box.top >= 0 && box.top < window.innerHeight;
+}"""
+
+
+def test_an_address_naming_a_task_opens_it_in_view_by_id_or_by_its_place(tmp_path):
+    root = make_run(tmp_path / "run", tasks=60, conf_dir=CONF)
+    report = write_run_report(root, quick_summary(root))
+    heading = "#trajectory h3"
+    for fragment, task in (
+        ("#task=synthetic-0040", "synthetic-0040"),
+        ("#task=12", "synthetic-0011"),
+    ):
+        with open_report(report, fragment) as visit:
+            page = visit.page
+            page.wait_for_selector("#chart-turns canvas")  # every chart above it drawn
+            page.wait_for_selector("#chart-task canvas")
+            assert task in page.locator(heading).first.inner_text()
+            page.wait_for_function(IN_VIEW, arg=heading, timeout=20_000)
+            assert page.evaluate("window.scrollY") > 0
+            # The run's prompts reach 29k of a 32k window: the window is drawn with them.
+            run_scale = "document.getElementById('chart-prompt').vegaView.scale('y').domain()"
+            assert page.evaluate(run_scale)[1] >= 32_000
+            assert page.evaluate("location.hash") == f"#task={task}"
+            # Another address typed while the page is open: that task, in view too.
+            page.evaluate("window.scrollTo(0, 0); location.hash = '#task=3'")
+            opened = "(id) => document.querySelector('#trajectory h3')?.textContent.includes(id)"
+            page.wait_for_function(opened, arg="synthetic-0002")
+            page.wait_for_function(IN_VIEW, arg=heading, timeout=20_000)
+        assert visit.problems == []
+    with open_report(report, "#task=61") as visit:  # past the last task: said, nothing opened
+        assert "does not have" in visit.page.inner_text("#trajectory")
+    assert visit.problems == []

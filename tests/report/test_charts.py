@@ -69,3 +69,20 @@ def test_a_tasks_chart_reads_what_its_trajectory_carries(finished_run):
         rows = carried[dataset]
         assert rows, dataset
         assert fields <= set().union(*map(set, rows)), dataset
+
+
+def test_no_chart_fixes_its_value_axis_the_data_sets_it():
+    """A fixed domain (the model's window, say) would squeeze a small run flat onto the
+    axis; the window's rule is a layer of its own that the page leaves out unless the
+    data comes near it (report.js: windowNearData)."""
+    specs = {**charts.all_specs(), "runs": charts.runs_bars("cost", "cost", "$.4f", "$.2f")}
+    for name, spec in specs.items():
+        for layer in layers(spec):
+            y = (layer.get("encoding") or {}).get("y") or {}
+            assert not {"domain", "domainMax", "domainMin"} & set(y.get("scale") or {}), name
+    window = [
+        layer
+        for layer in layers(charts.prompt_tokens_task())
+        if (layer.get("data") or {}).get("name") == "window"
+    ]
+    assert len(window) == 1 and window[0]["mark"]["type"] == "rule"

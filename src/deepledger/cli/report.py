@@ -14,15 +14,16 @@ if TYPE_CHECKING:
 
 
 def report_command(args: list[str]) -> int:
-    """One run: rebuild its summary and report. Several: average them and write one
-    report comparing them (``--out FILE``, else beside the runs). A sweep folder
+    """One run: rebuild its summary and report (a ``deepledger run`` folder: its report,
+    the summary printed and not written). Several: average them and write one report
+    comparing them (``--out FILE``, else beside the runs). A sweep folder
     (``hydra.sweep.dir``) stands for its runs, compared side by side, not averaged."""
     from deepledger.bench.aggregate import aggregate, format_aggregate
-    from deepledger.bench.metrics import format_summary
     from deepledger.bench.report import rebuild_summary
     from deepledger.report.compare import default_output, sweep_runs, write_comparison
     from deepledger.report.page import write_run_report
     from deepledger.store.layout import REPORT
+    from deepledger.store.locate import require_run, run_kind
 
     out = None
     if "--out" in args:
@@ -39,6 +40,13 @@ def report_command(args: list[str]) -> int:
     for folder in map(Path, args):
         runs = sweep_runs(folder)
         sweep = sweep or runs is not None
+        if runs is None and len(args) > 1 and run_kind(folder) == "run":
+            raise ConfigError(
+                f"deepledger report: {folder} is a `deepledger run` folder: only bench runs "
+                f"are compared; report it alone (deepledger report {folder})."
+            )
+        if runs is None and len(args) == 1:  # no run: one line, not a traceback
+            require_run(folder, "report")  # (of several, the comparison lists it)
         run_dirs += runs or [folder]
     if len(run_dirs) == 1 and out is not None:
         raise ConfigError(
@@ -46,10 +54,7 @@ def report_command(args: list[str]) -> int:
             "its run directory."
         )
     if len(run_dirs) == 1:
-        summary = rebuild_summary(run_dirs[0])
-        print(format_summary(summary))
-        print(f"Report: {write_run_report(run_dirs[0], summary)}")
-        return 0
+        return _report_one(run_dirs[0])
     summaries: dict[Path, SummaryRecord] = {}
     for run_dir in run_dirs:
         try:
@@ -64,3 +69,21 @@ def report_command(args: list[str]) -> int:
     path = write_comparison(run_dirs, summaries, out or default_output(run_dirs))
     print(f"Comparison: {path}")
     return 0 if combined["complete"] else 1
+
+
+def _report_one(run_dir: Path) -> int:
+    """One run's summary printed and its report written. Into a ``deepledger run``
+    folder nothing else is written (no summary.json): its process may still be going."""
+    from deepledger.bench.metrics import format_summary
+    from deepledger.bench.report import format_run_folder, rebuild_summary, run_folder_summary
+    from deepledger.report.page import write_run_report
+    from deepledger.store.locate import run_kind
+
+    if run_kind(run_dir) == "run":
+        print(format_run_folder(run_dir))
+        print(f"Report: {write_run_report(run_dir, run_folder_summary(run_dir))}")
+        return 0
+    summary = rebuild_summary(run_dir)
+    print(format_summary(summary))
+    print(f"Report: {write_run_report(run_dir, summary)}")
+    return 0

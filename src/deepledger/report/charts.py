@@ -4,6 +4,8 @@ Every spec reads named datasets (``calls``, ``marks``, ``window``...) that the p
 in: the run's charts from the data written into the page, a task's chart from that
 task's trajectory when the reader opens it. The specs themselves carry no data.
 
+No spec fixes a value axis: each scale is set by the data the page gives it.
+
 A run's four charts never change with its data, so they are rendered once, here, into
 ``assets/charts.json``, which the page reads: a run's report is written at the end of
 every ``deepledger bench``, and importing altair alone took longer than the rest of the
@@ -42,6 +44,9 @@ def _spec(chart: alt.TopLevelMixin) -> JSONObject:
 
 
 def _window_rule() -> alt.Chart:
+    """The model's window as a rule. It shares the prompts' scale, so the page gives it
+    data only when the prompts come near it (``report.js``: ``windowNearData``): drawn
+    always, it would set the axis and flatten a 2k-token task onto 0."""
     rule: alt.Chart = (
         alt.Chart(alt.NamedData(name="window"))
         .mark_rule(color="#c0392b", strokeDash=[6, 4])

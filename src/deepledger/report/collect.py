@@ -4,7 +4,9 @@ Works on a finished run, on one still going and on one that was killed: tasks wi
 line in ``benchmark_results.jsonl`` are shown as judged; tasks with journals but no line
 yet are ``unfinished`` (running, or stopped before their end); tasks the suite expected
 that have not started are counted. A journal this version cannot read is listed under
-``missing`` instead of stopping the report.
+``missing`` instead of stopping the report. A ``deepledger run`` folder is read as a
+run of one task, its question: never judged (a question has no ground truth), shown
+as it is while it is being answered.
 
 Long texts are clipped so that a report of 1,000 long tasks stays small enough to open:
 the journal path is in the report, and the journal keeps every character.
@@ -34,11 +36,14 @@ from deepledger.records.events import (
     Looping,
     ReplyCut,
     RetryStarted,
+    TaskFinished,
+    TaskStarted,
     WindowExhausted,
 )
 from deepledger.records.results import AttemptRecord, SummaryRecord, TaskRecord
 from deepledger.report.view import CallPoint, JournalView, MarkPoint, RunFacts, TaskRow
 from deepledger.store.layout import RunLayout, attempt_journals, safe_name, subagent_journals
+from deepledger.store.locate import run_kind
 from deepledger.store.lock import run_is_live
 from deepledger.store.run_store import load_manifest, task_records
 
@@ -69,7 +74,11 @@ class RunData:
 
 
 def collect(root: Path, summary: SummaryRecord) -> RunData:
-    """The report's data for ``root``; ``summary`` is the run's metrics (summary.json)."""
+    """The report's data for ``root``, a ``deepledger bench`` run directory or a
+    ``deepledger run`` folder (read as a run of one task); ``summary`` is the run's
+    metrics (``bench.report.current_summary``)."""
+    if run_kind(root) == "run":
+        return _collect_run_folder(root, summary)
     manifest, config = load_manifest(root)
     records = task_records(root)
     data = RunData(run=_run_facts(root, manifest, config, summary))
@@ -117,6 +126,7 @@ def _run_facts(
     live = not finished and run_is_live(root)
     return {
         "dir": str(root),
+        "kind": "bench",
         "benchmark": config["benchmark"]["name"],
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
         "deepledger_version": __version__,
@@ -219,7 +229,119 @@ def _utc(stamp: str) -> datetime:
 
 def last_writes(root: Path) -> list[datetime]:
     """When each results, progress and journal file of the run was last written."""
-    paths = RunLayout(root).jsonl_files()
+    return _mtimes(RunLayout(root).jsonl_files())
+
+
+# -- a `deepledger run` folder: one question ------------------------------------------
+RUN_BENCHMARK = "deepledger run"  # what a run folder's report and summary call its suite
+# A question asked with `deepledger run` has no ground truth: its answer is never graded.
+NOT_JUDGED = "not judged: a question asked with `deepledger run` has no ground truth"
+
+
+def _question_events(root: Path) -> tuple[TaskStarted | None, TaskFinished | None]:
+    """The run folder's task_started and task_finished (None: not written yet)."""
+    events = events_of(RunLayout(root).run_journal, (TaskStarted, TaskFinished))
+    started = next((e for e in events if isinstance(e, TaskStarted)), None)
+    finished = next((e for e in reversed(events) if isinstance(e, TaskFinished)), None)
+    return started, finished
+
+
+def run_folder_record(root: Path) -> TaskRecord | None:
+    """The question of a ``deepledger run`` folder as a task's record once it ended
+    (None before: running, or stopped), its id the folder's name. Never judged."""
+    started, finished = _question_events(root)
+    if finished is None:
+        return None
+    seconds = None
+    if started is not None and started.ts and finished.ts:
+        seconds = round((_utc(finished.ts) - _utc(started.ts)).total_seconds(), 1)
+    answered = AttemptRecord(final_answer=finished.answer, provenance=finished.provenance)
+    return TaskRecord(
+        task_id=root.name,
+        question=started.task if started is not None else "",
+        final_answer=finished.answer,
+        provenance=finished.provenance,
+        end_reason=finished.end_reason.value,
+        end_detail=finished.end_detail,
+        attempts=[answered],
+        usage=finished.usage,
+        cost=finished.cost,
+        turns=finished.turns,
+        tool_calls=finished.tool_calls,
+        elapsed_seconds=seconds,
+    )
+
+
+def _collect_run_folder(root: Path, summary: SummaryRecord) -> RunData:
+    """A ``deepledger run`` folder as a run of one task: its question, answer and
+    trajectory (sub-agents included), read while it runs too."""
+    layout = RunLayout(root)
+    record = run_folder_record(root)
+    data = RunData(run=_run_folder_facts(root, summary))
+    trajectory: list[JournalView] = []
+    try:
+        trajectory, data.calls, data.marks = _journal_views(
+            root, layout.run_journal, 0, "the question", (1, 0)
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        data.run["missing"].append(
+            f"{layout.run_journal.name}: a journal this version cannot read ({exc!r})"
+        )
+    live = data.run["state"] == "running"
+    row = _row(root.name, record, trajectory, live, layout.run_journal.name)
+    if record is not None:
+        row["judgement"] = NOT_JUDGED
+    elif not live:  # a `deepledger run` is not resumed: the question is asked again
+        row["judgement"] = "stopped before it finished"
+    data.tasks.append(row)
+    data.trajectories.append(trajectory)
+    data.calls.sort(key=lambda c: str(c.get("ts") or ""))
+    data.run["tasks_shown"] = 1
+    return data
+
+
+def _run_folder_facts(root: Path, summary: SummaryRecord) -> RunFacts:
+    layout = RunLayout(root)
+    started, finished = _question_events(root)
+    live = finished is None and run_is_live(root)
+    session: JSONObject = {
+        "started_at": started.ts if started else None,
+        "finished_at": finished.ts if finished else None,
+    }
+    journals = [layout.run_journal, *(c.path for c in subagent_journals(layout.run_journal))]
+    return {
+        "dir": str(root),
+        "kind": "run",
+        "benchmark": RUN_BENCHMARK,
+        "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "deepledger_version": __version__,
+        "recorded_version": None,  # a run folder has no manifest to say it
+        "state": "finished" if finished else "running" if live else "stopped",
+        "started_at": session["started_at"],
+        "finished_at": session["finished_at"],
+        "sessions": 1,
+        "wall_seconds": wall_seconds(
+            [session] if started else [], live=live, activity=lambda: _mtimes(journals)
+        ),
+        "config": config_highlights(_hydra_config(root), _hydra_choices(root)),
+        "overrides": _hydra_overrides(root),
+        "summary": summary.to_json(),
+        "missing": [],
+        "tasks_shown": 0,
+        "tasks_not_started": 0,
+    }
+
+
+def _hydra_config(root: Path) -> JSONObject:
+    """The settings a run folder was started with (``.hydra/config.yaml``, redacted)."""
+    try:
+        config = OmegaConf.to_container(OmegaConf.load(RunLayout(root).hydra_config))
+    except Exception:  # not started through Hydra, or unreadable: settings unknown
+        return {}
+    return {str(k): v for k, v in config.items()} if isinstance(config, dict) else {}
+
+
+def _mtimes(paths: list[Path]) -> list[datetime]:
     times = []
     for path in paths:
         try:
@@ -365,34 +487,51 @@ def _trajectory(
     calls: list[CallPoint] = []
     marks: list[MarkPoint] = []
     for attempt, retry, path in _journals(task_dir):
-        label = f"attempt {attempt} · retry {retry}"
-        runs = [(label, path)]
-        for called in subagent_journals(path):
-            runs.append((f"{label} · sub-agent {' › '.join(called.names)}", called.path))
-        for name, journal in runs:
-            recorded = read_journal_file(journal, _READ)
-            events = recorded.events
-            started = next((e for e in events if isinstance(e, RetryStarted)), None)
-            trajectory.append(
-                {
-                    "label": name,
-                    "attempt": attempt,
-                    "retry": retry,
-                    "subagent": journal is not path,
-                    "journal": journal.relative_to(root).as_posix(),
-                    "carried_post_mortems": started.carried_post_mortems if started else None,
-                    "events": [
-                        compact_event(line, size)
-                        for line, size in zip(recorded.lines, recorded.sizes, strict=True)
-                    ],
-                }
-            )
-            calls += _calls(events, index, name, None if journal is path else "subagent")
-            if journal is path:
-                marks += _marks(events, index, label)
+        views, more_calls, more_marks = _journal_views(
+            root, path, index, f"attempt {attempt} · retry {retry}", (attempt, retry)
+        )
+        trajectory += views
+        calls += more_calls
+        marks += more_marks
     for attempt, retry, path in _journals(task_dir, interrupted=True):
         label = f"attempt {attempt} · retry {retry} (interrupted)"
         calls += _calls(events_of(path), index, label, "interrupted")
+    return trajectory, calls, marks
+
+
+def _journal_views(
+    root: Path, path: Path, index: int, label: str, attempt_retry: tuple[int, int]
+) -> tuple[list[JournalView], list[CallPoint], list[MarkPoint]]:
+    """One run of the loop's journal and its sub-agents' (each right after the run that
+    called it), their model calls, and the marks of the loop's own journal."""
+    attempt, retry = attempt_retry
+    trajectory: list[JournalView] = []
+    calls: list[CallPoint] = []
+    marks: list[MarkPoint] = []
+    runs = [(label, path)]
+    for called in subagent_journals(path):
+        runs.append((f"{label} · sub-agent {' › '.join(called.names)}", called.path))
+    for name, journal in runs:
+        recorded = read_journal_file(journal, _READ)
+        events = recorded.events
+        started = next((e for e in events if isinstance(e, RetryStarted)), None)
+        trajectory.append(
+            {
+                "label": name,
+                "attempt": attempt,
+                "retry": retry,
+                "subagent": journal is not path,
+                "journal": journal.relative_to(root).as_posix(),
+                "carried_post_mortems": started.carried_post_mortems if started else None,
+                "events": [
+                    compact_event(line, size)
+                    for line, size in zip(recorded.lines, recorded.sizes, strict=True)
+                ],
+            }
+        )
+        calls += _calls(events, index, name, None if journal is path else "subagent")
+        if journal is path:
+            marks += _marks(events, index, label)
     return trajectory, calls, marks
 
 

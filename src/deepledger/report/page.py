@@ -165,12 +165,21 @@ def _collector_paused() -> Iterator[None]:
 
 
 def write_run_report(root: Path, summary: SummaryRecord) -> Path:
-    """Write ``root/report.html`` (atomically) and return its path."""
+    """Write ``root/report.html`` (atomically) and return its path. ``root``: a
+    ``deepledger bench`` run directory or a ``deepledger run`` folder."""
+    path = RunLayout(root).report
+    write_text_atomic(path, render_run_report(root, summary), mode=0o644)
+    return path
+
+
+def render_run_report(root: Path, summary: SummaryRecord) -> str:
+    """The report page of the run in ``root`` (either kind), written nowhere; the
+    summary of a run as it is now: ``bench.report.current_summary(root)``."""
     with _collector_paused():
-        return _write_run_report(root, summary)
+        return _render_run_report(root, summary)
 
 
-def _write_run_report(root: Path, summary: SummaryRecord) -> Path:
+def _render_run_report(root: Path, summary: SummaryRecord) -> str:
     data = collect(root, summary)
     window = data.run["config"].get("llm.max_context_length")
     drawn = _drawn(len(data.tasks))
@@ -205,9 +214,7 @@ def _write_run_report(root: Path, summary: SummaryRecord) -> Path:
         for i in range(len(data.tasks))
     ]
     title = f"{data.run['benchmark']} · {data.run['config']['llm']} · {root.name}"
-    path = RunLayout(root).report
-    write_text_atomic(path, render(title, payload, packed), mode=0o644)
-    return path
+    return render(title, payload, packed)
 
 
 def _window(window: object) -> list[WindowRule]:

@@ -21,6 +21,7 @@ class RunFacts(TypedDict):
     """The run as a whole: where, when, with what settings, and its summary."""
 
     dir: str
+    kind: Literal["bench", "run"]  # a `deepledger bench` run, or a `deepledger run` folder
     benchmark: str
     generated_at: str
     deepledger_version: str

@@ -57,6 +57,20 @@ function withoutEmptyLayers(spec, datasets) {
   return { ...spec, layer: layer.length ? layer : spec.layer.slice(0, 1) };
 }
 
+// The model's window is drawn only when the data comes near it (a quarter of it or
+// more): a rule far above would squeeze a 2k-token task flat onto the axis.
+const WINDOW_SHOWN_FROM = 0.25;
+function windowNearData(rules, ...rowSets) {
+  let largest = 0; // a loop, not Math.max(...rows): a long run has more rows than arguments fit
+  for (const rows of rowSets) for (const row of rows || []) if (isNum(row.input) && row.input > largest) largest = row.input;
+  return (rules || []).filter((rule) => largest >= WINDOW_SHOWN_FROM * rule.tokens);
+}
+function windowNote(rules, shown) {
+  const rule = (rules || [])[0];
+  if (!rule || shown.length) return null;
+  return el("p", { class: "muted window-note", text: `The model's window (${fmtInt(rule.tokens)} tokens, llm.max_context_length) is far above these prompts: not drawn.` });
+}
+
 async function draw(target, spec, datasets) {
   const own = Object.entries(datasets).filter(([name]) => name !== "window");
   if (own.every(([, rows]) => !rows.length)) {
@@ -65,7 +79,8 @@ async function draw(target, spec, datasets) {
   }
   try {
     const full = { ...withoutEmptyLayers(spec, datasets), datasets: { ...(spec.datasets || {}), ...datasets } };
-    await window.vegaEmbed(target, full, { actions: false, renderer: "canvas" });
+    const drawn = await window.vegaEmbed(target, full, { actions: false, renderer: "canvas" });
+    target.vegaView = drawn.view; // kept on its element: a test (or a console) can ask it its scales
   } catch (error) {
     target.replaceChildren(el("p", { class: "err", text: `This chart could not be drawn: ${error}` }));
     throw error;
@@ -81,7 +96,11 @@ async function unpack(base64) {
 // -- the run -------------------------------------------------------------------------
 function runBanners(run) {
   const out = [];
-  if (run.state !== "finished") {
+  if (run.state !== "finished" && run.kind === "run") {
+    out.push(banner("info", (run.state === "running" ? "This question is being answered now: its trajectory so far is shown. "
+      : "This question was stopped before it was answered: its trajectory up to then is shown. ") +
+      "Rebuild this page at any time with: ", el("code", { text: `deepledger report ${run.dir}` })));
+  } else if (run.state !== "finished") {
     out.push(banner("info",
       (run.state === "running" ? "This run has not finished: it is running now. "
         : "This run has not finished: it was stopped before its end (run the same bench command to resume it). ") +
@@ -113,7 +132,8 @@ function summaryCards(run) {
   const tokens = (s.tokens || {}).total || {};
   const turns = s.turns || {}, calls = s.tool_calls || {};
   return el("div", { class: "cards", id: "run-cards" },
-    card("accuracy (pass@1)", fmtPct(s.accuracy), `${fmtInt(s.correct_first_attempt)} of ${fmtInt(t.judged)} judged`),
+    run.kind === "run" ? card("verdict", "not judged", "a question asked with deepledger run has no ground truth")
+      : card("accuracy (pass@1)", fmtPct(s.accuracy), `${fmtInt(s.correct_first_attempt)} of ${fmtInt(t.judged)} judged`),
     s.k > 1 ? card(`pass@${s.k}`, fmtPct(s.pass_at_k), `${fmtInt(s.correct_any_attempt)} correct in any attempt`) : null,
     t.unjudged ? el("div", { class: "card", id: "unjudged-card" }, el("div", { class: "label", text: "unjudged" }),
       el("div", { class: "value", text: fmtInt(t.unjudged) }),
@@ -274,13 +294,19 @@ function chartsSection() {
       "Every call of the agent's model in the order made (sub-agents' and interrupted retries' included, the judge's apart): " +
       "all input tokens, and those the provider did not serve from its cache."),
     panel("chart-turns", "Turns per task", null)));
-  queueMicrotask(async () => {
-    await draw(node.querySelector("#chart-prompt"), DATA.charts.prompt_run,
-      { calls: ds.calls, marks: ds.marks, window: ds.window });
-    await draw(node.querySelector("#chart-cumulative"), DATA.charts.cumulative, { cumulative: ds.cumulative });
-    await draw(node.querySelector("#chart-turns"), DATA.charts.turns, { turns: ds.turns });
-  });
+  runChartsDrawn = new Promise((resolve) => queueMicrotask(async () => {
+    try { await drawRunCharts(node, ds); } finally { resolve(); }
+  }));
   return node;
+}
+
+async function drawRunCharts(node, ds) {
+  const rule = windowNearData(ds.window, ds.calls, ds.marks);
+  const prompt = node.querySelector("#chart-prompt");
+  prompt.before(windowNote(ds.window, rule) || "");
+  await draw(prompt, DATA.charts.prompt_run, { calls: ds.calls, marks: ds.marks, window: rule });
+  await draw(node.querySelector("#chart-cumulative"), DATA.charts.cumulative, { cumulative: ds.cumulative });
+  await draw(node.querySelector("#chart-turns"), DATA.charts.turns, { turns: ds.turns });
 }
 
 // -- the task table ------------------------------------------------------------------
@@ -489,18 +515,48 @@ function carriedInto(journal, journals) {
       (e.failure_type ? ` · failure type: ${e.failure_type}` : "") }), el("div", { class: "text", text: e.text }))));
 }
 
-// The address names the open task by its id (positions move as a live run finishes tasks).
+// The address names the open task by its id (positions move as a live run finishes
+// tasks). A number that is no task's id names the task at that place in the run,
+// counted from 1: report.html#task=12 is the twelfth task.
 const taskHash = (task) => `#task=${encodeURIComponent(task.id)}`;
 function taskFromHash() {
   const wanted = /^#task=(.+)$/.exec(location.hash);
   if (!wanted) return -1;
+  let id;
   try {
-    const id = decodeURIComponent(wanted[1]);
-    return DATA.tasks.findIndex((t) => t.id === id);
+    id = decodeURIComponent(wanted[1]);
   } catch {
     return -1; // an address edited by hand into something that is no task
   }
+  const found = DATA.tasks.findIndex((t) => t.id === id);
+  if (found >= 0 || !/^[1-9][0-9]{0,8}$/.test(id)) return found;
+  return Number(id) <= DATA.tasks.length ? Number(id) - 1 : -1;
 }
+
+// The task the address names, opened and scrolled into view (on load, and when the
+// address changes); an address naming no task of this run says so where it would be.
+async function openTaskFromHash() {
+  if (DATA.kind !== "run" || !location.hash.startsWith("#task=")) return false;
+  const wanted = taskFromHash();
+  if (wanted >= 0) {
+    await openTask(wanted, { scroll: true });
+    return true;
+  }
+  document.getElementById("trajectory")?.replaceChildren(el("p", { class: "muted",
+    text: `The address names a task this run does not have (${location.hash.slice(1)}): click one in the table.` }));
+  return false;
+}
+
+// Bring the trajectory to the top of the window: at once, and again once the run's
+// charts above it are drawn (each grows from its placeholder and pushes it down),
+// unless another task was opened meanwhile.
+async function scrollToTrajectory(mine) {
+  const section = () => document.getElementById("trajectory-section");
+  section()?.scrollIntoView({ block: "start" });
+  await runChartsDrawn;
+  if (mine === opening) section()?.scrollIntoView({ block: "start" });
+}
+
 // A failed call: the loop's turn, or a closing call's purpose (the notes' has a turn too).
 function callLabel(e) {
   if (!e.purpose) return `turn ${e.turn}`;
@@ -508,8 +564,9 @@ function callLabel(e) {
 }
 
 let opening = 0; // the newest openTask wins when clicks overtake each other
+let runChartsDrawn = Promise.resolve(); // the run's charts, drawn above the trajectory
 
-async function openTask(index) {
+async function openTask(index, { scroll = false } = {}) {
   const task = DATA.tasks[index];
   if (!task) return;
   const mine = ++opening;
@@ -537,11 +594,14 @@ async function openTask(index) {
       el("div", { class: "body" }, carriedInto(j, payload.journals),
         j.events.map((e) => markCycle(renderEvent(e), e, start))));
   });
+  const rule = windowNearData(DATA.datasets.window, payload.calls, payload.marks);
   target.replaceChildren(header,
-    el("div", { class: "panel", style: "margin-top:12px" }, el("h3", { text: "Prompt tokens per turn" }), chart),
+    el("div", { class: "panel", style: "margin-top:12px" }, el("h3", { text: "Prompt tokens per turn" }),
+      windowNote(DATA.datasets.window, rule), chart),
     ...(journals.length ? journals : [el("p", { class: "muted", text: "No journal was found for this task." })]));
   if (location.hash !== taskHash(task)) history.replaceState(null, "", taskHash(task));
-  await draw(chart, DATA.charts.prompt_task, { calls: payload.calls, marks: payload.marks, window: DATA.datasets.window });
+  if (scroll) scrollToTrajectory(mine);
+  await draw(chart, DATA.charts.prompt_task, { calls: payload.calls, marks: payload.marks, window: rule });
 }
 
 function renderRun() {
@@ -553,8 +613,9 @@ function renderRun() {
   const trajectory = section("trajectory-section", "Trajectory",
     el("div", { id: "trajectory" }, el("p", { class: "muted", text: "Click a task in the table to see its trajectory." })));
   main.replaceChildren(runSection(run), chartsSection(), taskSection(DATA.tasks, (i) => openTask(i)), trajectory);
-  const wanted = taskFromHash();
-  if (wanted >= 0) openTask(wanted);
+  openTaskFromHash().then((opened) => {
+    if (!opened && DATA.tasks.length === 1 && !location.hash) openTask(0); // nothing else to choose
+  });
 }
 
 // -- several runs side by side ---------------------------------------------------------
@@ -601,8 +662,5 @@ function renderComparison() {
 
 if (DATA.kind === "comparison") renderComparison();
 else renderRun();
-window.addEventListener("hashchange", () => {
-  const wanted = DATA.kind === "run" ? taskFromHash() : -1;
-  if (wanted >= 0) openTask(wanted);
-});
+window.addEventListener("hashchange", () => openTaskFromHash());
 document.body.dataset.ready = "true";
