@@ -18,7 +18,7 @@ import re
 import shutil
 import statistics
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -34,7 +34,63 @@ TASKS = ("easy/1", "hard #2", "näive 3")  # ids with "/", " ", "#", a non-ASCII
 SECRET = "sk-exported-never-0451"
 # check_progress_*.py's id pattern for benchmarks whose ids are not hex
 TASK_ID_PATTERN = r"task_([^_]+(?:-[^_]+)*)"
-CORRECT_RESULTS = ("CORRECT", "SUCCESS")
+# What MiroThinker's files hold, as its source has them: the fields of a task log (its
+# TaskLog), of a step log, of a benchmark_results.jsonl line and of one of its attempts,
+# in their order; a step's levels; its times (UTC+8, to the second, no offset); the stamp
+# in a task log's name, as its resume parses it.
+TASK_LOG_FIELDS = [
+    "status",
+    "start_time",
+    "end_time",
+    "task_id",
+    "input",
+    "ground_truth",
+    "final_boxed_answer",
+    "final_judge_result",
+    "judge_type",
+    "eval_details",
+    "error",
+    "current_main_turn_id",
+    "current_sub_agent_turn_id",
+    "sub_agent_counter",
+    "current_sub_agent_session_id",
+    "env_info",
+    "log_dir",
+    "main_agent_message_history",
+    "sub_agent_message_history_sessions",
+    "step_logs",
+    "trace_data",
+]
+STEP_FIELDS = ["step_name", "message", "timestamp", "info_level", "metadata"]
+STEP_LEVELS = {"info", "warning", "error", "debug"}
+RESULT_FIELDS = [
+    "task_id",
+    "task_question",
+    "ground_truth",
+    "file_path",
+    "status",
+    "model_boxed_answer",
+    "metadata",
+    "error_message",
+    "final_judge_result",
+    "judge_type",
+    "log_file_path",
+    "attempts",
+    "pass_at_k_success",
+    "k_value",
+]
+ATTEMPT_FIELDS = [
+    "attempt_number",
+    "model_boxed_answer",
+    "status",
+    "log_file_path",
+    "final_judge_result",
+    "judge_type",
+    "is_correct",
+]
+UTC_PLUS_8 = timezone(timedelta(hours=8))
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+NAME_STAMP_FORMAT = "%Y-%m-%d-%H-%M-%S"
 
 
 def scripted_model() -> ScriptedLLM:
@@ -109,16 +165,14 @@ def completed(data: dict) -> bool:
 
 
 def judged_correct(result: object) -> bool:
+    """A text verdict counts as correct when it is CORRECT or SUCCESS, holds
+    PASS_AT_K_SUCCESS, or is true, 1, yes or pass (any case); a bool is itself."""
     if isinstance(result, bool):
         return result
-    if isinstance(result, str):
-        upper = result.upper()
-        return (
-            upper in CORRECT_RESULTS
-            or "PASS_AT_K_SUCCESS" in upper
-            or upper.lower() in ("true", "1", "yes", "pass")
-        )
-    return False
+    text = str(result).casefold() if isinstance(result, str) else ""
+    return text in {"correct", "success", "true", "1", "yes", "pass"} or (
+        "pass_at_k_success" in text
+    )
 
 
 def progress(results_dir: Path) -> dict[str, object]:
@@ -180,6 +234,52 @@ def test_mirothinkers_scripts_read_the_runs_accuracy_and_pass_at_k(
     logs = sorted((out / "run_1").glob("task_*.json"))
     assert len(logs) == 5 and len(outcome.written) == 7 and outcome.rows == 3
     assert not any(SECRET in p.read_text(encoding="utf-8") for p in out.rglob("*") if p.is_file())
+
+
+def test_the_files_have_mirothinkers_names_fields_and_times(
+    bench_run: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "mirothinker"
+    export(ExportRequest(run_dirs=(bench_run,), format="mirothinker", out=out))
+
+    logs = sorted((out / "run_1").glob("task_*.json"))
+    assert logs
+    for path in logs:
+        log = json.loads(path.read_text(encoding="utf-8"))
+        assert list(log) == TASK_LOG_FIELDS
+        named = re.fullmatch(r"(.+)_attempt-(\d+)_format-retry-(\d+)", log["task_id"])
+        assert named is not None
+        task_id, attempt, retry = named.groups()
+        assert task_id in TASKS and log["status"] == "success" and log["error"] == ""
+        stamp = re.sub(r"[:. ]", "-", log["start_time"])
+        assert path.name.endswith(f"_attempt-{attempt}_format-retry-{retry}_{stamp}.json")
+        datetime.strptime(path.stem.split("_")[-1], NAME_STAMP_FORMAT)
+        start = datetime.strptime(log["start_time"], TIME_FORMAT)
+        assert datetime.strptime(log["end_time"], TIME_FORMAT) >= start
+        # the retry's start in its journal, in UTC+8 (a later one may be a second after)
+        journal = bench_run / log["trace_data"]["deepledger"]["journal"]
+        lines = map(json.loads, journal.read_text(encoding="utf-8").splitlines())
+        first = next(x["ts"] for x in lines if x["event"] == "retry_started")
+        began = datetime.fromisoformat(first).astimezone(UTC_PLUS_8).replace(tzinfo=None)
+        began = began.replace(microsecond=0)
+        assert start == began if (attempt, retry) == ("1", "0") else start >= began
+        assert set(log["input"]) == {"task_description", "task_file_name"}
+        assert set(log["main_agent_message_history"]) == {"system_prompt", "message_history"}
+        assert log["main_agent_message_history"]["message_history"][0]["role"] == "user"
+        assert isinstance(log["current_main_turn_id"], int) and log["current_main_turn_id"] >= 1
+        assert log["final_judge_result"] in {"CORRECT", "INCORRECT", "NOT_ATTEMPTED"}
+        for step in log["step_logs"]:
+            assert list(step) == STEP_FIELDS and step["info_level"] in STEP_LEVELS
+            datetime.strptime(step["timestamp"], TIME_FORMAT)
+
+    results = (out / "run_1" / "benchmark_results.jsonl").read_text(encoding="utf-8")
+    for line in map(json.loads, results.splitlines()):
+        assert list(line) == RESULT_FIELDS
+        assert line["status"] == "success" and line["judge_type"] == "pass_at_k"
+        assert isinstance(line["pass_at_k_success"], bool) and line["k_value"] == 2
+        for attempt_line in line["attempts"]:
+            assert list(attempt_line) == ATTEMPT_FIELDS
+            assert Path(attempt_line["log_file_path"]) in logs
 
 
 def test_a_folder_that_holds_files_is_refused_and_left_as_it_was(

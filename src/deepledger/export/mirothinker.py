@@ -365,12 +365,13 @@ def _history(started: TaskStarted | None, events: list[Event]) -> JSONObject:
 
 def _sessions(journal: Path) -> JSONObject:
     """Each sub-agent run's conversation, named ``<agent>_<n>`` as MiroThinker names its
-    sessions (a nested one: its callers' names joined by ``/`` before it)."""
+    sessions (a nested one: its callers' names joined by ``.`` before it; not ``/``, as
+    collect-trace puts a session's name in a file name)."""
     sessions: JSONObject = {}
     for sub in subagent_journals(journal):
         events = read_journal(sub.path)
         started = next((e for e in events if isinstance(e, TaskStarted)), None)
-        name = "/".join(_session_name(n) for n in sub.names)
+        name = ".".join(_session_name(n) for n in sub.names)
         sessions[name] = _history(started, events)
     return sessions
 
