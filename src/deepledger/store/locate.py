@@ -99,7 +99,7 @@ def require_run(folder: Path, command: str, kinds: tuple[RunKind, ...] = RUN_KIN
         problem = f"{folder} is not a run folder"
     near = nearest_run(folder if folder.is_dir() else _existing_parent(folder), kinds)
     hint = f"; the nearest run folder is {near}" if near is not None else ""
-    raise ConfigError(f"deepledger {command}: {problem} (expected {expected}){hint}.")
+    raise ConfigError(f"{problem}; deepledger {command} expects {expected}{hint}.")
 
 
 _NAME: dict[RunKind, str] = {
