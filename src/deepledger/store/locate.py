@@ -34,6 +34,9 @@ RUN_KINDS: tuple[RunKind, ...] = ("bench", "run")
 # How deep below a folder runs are looked for: the default run folder is
 # logs/<benchmark>/<model>/<stamp>, and a sweep's jobs sit one level below their sweep.
 SEARCH_DEPTH = 4
+# How far up from a folder that is not a run its nearest run is looked for.
+UPWARD_LEVELS = 2
+_TOP_OF_DISK = 2  # path parts of "/" (1) and of "/tmp", "/home" (2)
 # Folders never searched: they hold a run's own parts, or nothing of ours.
 _NOT_SEARCHED = frozenset({HYDRA, TASKS, TOOL_SERVER_LOGS, SUPERSEDED, JUDGINGS, ".git"})
 
@@ -71,10 +74,11 @@ def runs_under(root: Path, depth: int = SEARCH_DEPTH) -> Iterator[tuple[Path, Ru
 
 def nearest_run(folder: Path, kinds: tuple[RunKind, ...] = RUN_KINDS) -> Path | None:
     """The run folder closest to ``folder``: below it first (the newest by name, which
-    is its start time in the default layout), else below its parents, going up a few
-    levels and never above the working folder or home (that would search the disk)."""
-    for base in (folder, *folder.resolve().parents[:SEARCH_DEPTH]):
-        if not base.is_dir():
+    is its start time in the default layout), else below its parents, going up two
+    levels at most, never above the working folder or home, and never from a folder
+    at the top of the disk (``/``, ``/tmp``): that would search the disk."""
+    for base in (folder, *folder.resolve().parents[:UPWARD_LEVELS]):
+        if not base.is_dir() or len(base.resolve().parts) <= _TOP_OF_DISK:
             continue
         found = [path for path, kind in runs_under(base) if kind in kinds and path != folder]
         if found:
