@@ -52,7 +52,10 @@ def test_bad_run_folder_and_nothing_judged_through_the_real_command(
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     [line] = done.stderr.splitlines()
-    assert f"{not_a_run} is not a run folder; deepledger export expects a `deepledger bench` run folder" in line
+    assert (
+        f"{not_a_run} is not a run folder; deepledger export expects a `deepledger bench` "
+        "run folder" in line
+    )
     assert f"the nearest run folder is {tmp_path / 'logs' / 'tiny' / 'run'}" in line
 
     unjudged = unjudged_copy(run_dir, tmp_path / "unjudged")
@@ -178,6 +181,10 @@ def test_a_folder_format_goes_into_a_new_or_empty_folder(
     written = capsys.readouterr().out.splitlines()
     assert written and all(Path(p).is_relative_to(empty) and Path(p).is_file() for p in written)
     assert [p.name for p in tmp_path.iterdir()] == ["miro"]  # no partial folder beside it
+    # The logs the results name are where the export ended up, not its temporary folder.
+    results = (empty / "run_1" / "benchmark_results.jsonl").read_text(encoding="utf-8")
+    logs = [a["log_file_path"] for x in results.splitlines() for a in json.loads(x)["attempts"]]
+    assert logs and all(Path(log).is_file() and Path(log).is_relative_to(empty) for log in logs)
     assert main(["export", str(run_dir), "mirothinker", "--out", str(empty)]) == 2
     assert "exists; pass --force" in capsys.readouterr().err
 
@@ -189,8 +196,9 @@ def test_a_run_folder_of_deepledger_run_is_for_the_training_formats_only(
     single.mkdir()
     RunLayout(single).run_journal.write_text("", encoding="utf-8")
     assert main(["export", str(single), "results", "--out", str(tmp_path / "r.jsonl")]) == 2
-    assert f"{single} is a `deepledger run` folder; deepledger export expects a `deepledger bench`" in (
-        capsys.readouterr().err
+    assert (
+        f"{single} is a `deepledger run` folder; deepledger export expects a `deepledger bench`"
+        in (capsys.readouterr().err)
     )
     # chatml takes it; this one has no recorded configuration to rebuild requests from.
     out = tmp_path / "s.jsonl"

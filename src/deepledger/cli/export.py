@@ -99,6 +99,7 @@ def export_command(args: list[str]) -> int:
         per_turn=parsed.per_turn,
         thinking=parsed.thinking,
         per_attempt=parsed.per_attempt,
+        final_out=out.absolute(),
     )
     try:
         outcome = export(request)

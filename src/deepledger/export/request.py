@@ -33,6 +33,16 @@ class ExportRequest:
     per_turn: bool = False  # one sample per turn (its trimmed request + reply)
     thinking: Thinking = "keep"  # the model's reasoning text kept in samples, or dropped
     per_attempt: bool = False  # results: one row per attempt of pass@k, not per task
+    # Where ``out`` is renamed to once written (``deepledger export`` writes under a
+    # temporary name); None: ``out`` is the output. A path written inside the output
+    # (MiroThinker's log_file_path) names the final place, not the temporary one.
+    final_out: Path | None = None
+
+    def final(self, path: Path) -> Path:
+        """``path``, written under ``out``, where it will be once the output is in place."""
+        if self.final_out is None or not path.is_relative_to(self.out):
+            return path
+        return self.final_out / path.relative_to(self.out)
 
 
 @dataclass
