@@ -168,8 +168,29 @@ def test_filters_are_checked(
     assert (
         main(["export", str(run_dir), "results", "--per-turn", "--out", str(tmp_path / "x")]) == 2
     )
-    assert "--per-turn makes training samples" in capsys.readouterr().err
+    assert "--per-turn does not apply to results (it takes --only," in capsys.readouterr().err
+    # An option the format does not use is refused, not ignored.
+    for args in (["chatml", "--table", "parquet"], ["dpo", "--only", "all"]):
+        assert main(["export", str(run_dir), *args, "--out", str(tmp_path / "x")]) == 2
+        assert f"{args[1]} does not apply to {args[0]}" in capsys.readouterr().err
+    assert main(["export", str(run_dir), "mirothinker", "--only", "correct"]) == 2
+    assert "--only does not apply to mirothinker (it takes only --out and --force)" in (
+        capsys.readouterr().err
+    )
     assert files_in(tmp_path) == []
+
+
+def test_whole_run_formats_take_a_run_nobody_judged(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    unjudged = unjudged_copy(run_dir, tmp_path / "unjudged")
+    assert main(["export", str(unjudged), "results", "--out", str(tmp_path / "r.jsonl")]) == 0
+    assert main(["export", str(unjudged), "mirothinker", "--out", str(tmp_path / "miro")]) == 0
+    assert any((tmp_path / "miro" / "run_1").glob("task_*.json"))
+    # A training format keeps correct attempts by default: there are none.
+    assert main(["export", str(unjudged), "chatml", "--out", str(tmp_path / "c.jsonl")]) == 1
+    assert "--only correct (chatml's default), but no task of" in capsys.readouterr().err
+    assert not (tmp_path / "c.jsonl").exists()
 
 
 def test_a_folder_format_goes_into_a_new_or_empty_folder(

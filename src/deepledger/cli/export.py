@@ -41,16 +41,21 @@ options:
   --force              replace PATH if it exists (without: refused)
   --table jsonl|parquet  results: JSON lines (default) or a Parquet table
   --per-attempt        results: a row per attempt instead of per task
-  --only correct|all   keep attempts judged correct, or all; default: correct for the
-                       training formats, all for results. `--only correct` on runs
-                       with no judged task exits 1 and writes nothing
-  --min-turns N        keep attempts (tasks, for results) of at least N turns
+  --only correct|all   results, chatml, openai: keep what was judged correct, or all;
+                       default: correct for chatml and openai, all for results.
+                       `--only correct` on runs with no judged task exits 1 and
+                       writes nothing
+  --min-turns N        results, chatml, openai, dpo: keep attempts (tasks, for
+                       results) of at least N turns
   --max-turns N        ... of at most N turns
-  --end-reason R [R...]  keep those that ended so: model_finished, turns_exhausted,
+  --end-reason R [R...]  ... that ended so: model_finished, turns_exhausted,
                        window_exhausted, looping, limit, cut_or_empty, error
   --per-turn           chatml/openai: a sample per turn (the request as the model saw
                        it, trimmed, and its reply) instead of one per attempt
   --thinking keep|drop chatml/openai/dpo: keep the model's reasoning text, or drop it
+
+mirothinker exports whole runs and takes none of these; an option a format does not
+use is refused (exit 2), not ignored.
 
 The written path is printed on stdout; counts and what was left out (and why) on
 stderr. Nothing is written in a run folder, and a failed export leaves no file.
@@ -70,6 +75,7 @@ def export_command(args: list[str]) -> int:
     folders, name = _split_positionals(parsed.positionals, FORMATS)
     chosen = format_named(name)
     run_dirs = resolve_runs(folders, chosen.kinds)
+    _check_options(parsed, name, chosen)
     _check_filters(parsed.min_turns, parsed.max_turns, parsed.end_reason)
     if parsed.out == "-":
         raise ConfigError(
@@ -78,9 +84,12 @@ def export_command(args: list[str]) -> int:
         )
     out = Path(parsed.out) if parsed.out else default_out(folders, run_dirs, name, chosen, parsed)
     check_out(out, force=parsed.force, folder_format=chosen.output == "folder")
-    if parsed.only == "correct" and not judged_tasks(run_dirs):
+    only = parsed.only or chosen.default_only
+    # Formats that export whole runs (mirothinker) take no --only: nothing to check.
+    if "--only" in chosen.options and only == "correct" and not judged_tasks(run_dirs):
+        said = "--only correct" if parsed.only else f"--only correct ({name}'s default)"
         print(
-            f"deepledger export: --only correct, but no task of {_runs_text(run_dirs)} was "
+            f"deepledger export: {said}, but no task of {_runs_text(run_dirs)} was "
             "judged (no ground truth, or the judge gave no verdict); nothing written. "
             "Use --only all, or `deepledger judge RUN_DIR` to grade the answers first.",
             file=sys.stderr,
@@ -91,13 +100,13 @@ def export_command(args: list[str]) -> int:
         run_dirs=run_dirs,
         format=name,
         out=partial,
-        table=parsed.table,
-        only=parsed.only or chosen.default_only,
+        table=parsed.table or "jsonl",
+        only=only,
         min_turns=parsed.min_turns,
         max_turns=parsed.max_turns,
         end_reasons=frozenset(parsed.end_reason) if parsed.end_reason else None,
         per_turn=parsed.per_turn,
-        thinking=parsed.thinking,
+        thinking=parsed.thinking or "keep",
         per_attempt=parsed.per_attempt,
         final_out=out.absolute(),
     )
@@ -122,14 +131,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("positionals", nargs="*")
     parser.add_argument("--out")
     parser.add_argument("--force", action="store_true")
-    parser.add_argument("--table", choices=("jsonl", "parquet"), default="jsonl")
+    # No defaults here (None: not given), so that an option a format does not use is
+    # refused (_check_options); the request's defaults apply.
+    parser.add_argument("--table", choices=("jsonl", "parquet"))
     parser.add_argument("--per-attempt", action="store_true")
     parser.add_argument("--only", choices=("correct", "all"))
     parser.add_argument("--min-turns", type=int)
     parser.add_argument("--max-turns", type=int)
     parser.add_argument("--end-reason", nargs="+", action="extend")
     parser.add_argument("--per-turn", action="store_true")
-    parser.add_argument("--thinking", choices=("keep", "drop"), default="keep")
+    parser.add_argument("--thinking", choices=("keep", "drop"))
     return parser
 
 
@@ -162,6 +173,30 @@ def resolve_runs(folders: list[str], kinds: tuple[RunKind, ...] = ("bench",)) ->
         for run_dir in below:
             found.setdefault(run_dir.resolve(), None)
     return tuple(found)
+
+
+def _check_options(parsed: argparse.Namespace, name: str, chosen: ExportFormat) -> None:
+    """Refuse an option the format does not use, rather than ignore it."""
+    given = [
+        option
+        for option in (
+            "--table",
+            "--per-attempt",
+            "--only",
+            "--min-turns",
+            "--max-turns",
+            "--end-reason",
+            "--per-turn",
+            "--thinking",
+        )
+        if getattr(parsed, option[2:].replace("-", "_")) not in (None, False)
+    ]
+    if unused := [option for option in given if option not in chosen.options]:
+        takes = ", ".join(chosen.options) if chosen.options else "only --out and --force"
+        raise ConfigError(
+            f"deepledger export: {unused[0]} does not apply to {name} (it takes {takes}); "
+            "leave it out, or pick the format it is for (deepledger export --help)."
+        )
 
 
 def _check_filters(least: int | None, most: int | None, end_reasons: list[str] | None) -> None:
@@ -202,7 +237,7 @@ def default_out(
     else:
         stem = f"{len(run_dirs)}-runs"
     stem = re.sub(r"[^\w.+-]+", "_", stem).strip("._") or "export"
-    suffix = "" if chosen.output == "folder" else f".{parsed.table}"
+    suffix = "" if chosen.output == "folder" else f".{parsed.table or 'jsonl'}"
     return Path.cwd() / f"{stem}.{name}{suffix}"
 
 

@@ -261,7 +261,8 @@ def _write(request: ExportRequest, lines: list[str], outcome: ExportOutcome) -> 
         raise DeepLedgerError(
             f"deepledger export {request.format}: nothing to write"
             + (f" ({why})" if why else " (no attempts in the runs given)")
-            + (": try --only all" if request.only == "correct" else "")
+            # dpo needs both verdicts whatever --only says
+            + (": try --only all" if request.only == "correct" and request.format != "dpo" else "")
             + "."
         )
     request.out.parent.mkdir(parents=True, exist_ok=True)
