@@ -208,6 +208,19 @@ def test_a_folder_format_goes_into_a_new_or_empty_folder(
     assert logs and all(Path(log).is_file() and Path(log).is_relative_to(empty) for log in logs)
     assert main(["export", str(run_dir), "mirothinker", "--out", str(empty)]) == 2
     assert "exists; pass --force" in capsys.readouterr().err
+    # --force replaces an earlier export whole (the new one named where it ends up) ...
+    (empty / "run_2").mkdir()
+    assert main(["export", str(run_dir), "mirothinker", "--out", str(empty), "--force"]) == 0
+    assert capsys.readouterr().out.splitlines() == written
+    assert sorted(p.name for p in empty.iterdir()) == ["run_1"]
+    assert [p.name for p in tmp_path.iterdir()] == ["miro"]
+    # ... and never a folder holding anything else; a file format never takes a folder.
+    (empty / "notes.txt").write_text("mine")
+    assert main(["export", str(run_dir), "mirothinker", "--out", str(empty), "--force"]) == 2
+    assert "holds 'notes.txt', which no export wrote" in capsys.readouterr().err
+    assert (empty / "notes.txt").read_text() == "mine"
+    assert main(["export", str(run_dir), "results", "--out", str(empty), "--force"]) == 2
+    assert "is a folder; this format writes a file" in capsys.readouterr().err
 
 
 def test_a_run_folder_of_deepledger_run_is_for_the_training_formats_only(

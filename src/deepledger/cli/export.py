@@ -82,7 +82,12 @@ def export_command(args: list[str]) -> int:
             "deepledger export: writes a file, not stdout (--out -); give --out a path, "
             "or none for one in the current folder (its path is printed on stdout)."
         )
-    out = Path(parsed.out) if parsed.out else default_out(folders, run_dirs, name, chosen, parsed)
+    # Absolute and normal: `--out .` names the current folder, and its name is needed.
+    out = (
+        Path(os.path.abspath(parsed.out))
+        if parsed.out
+        else default_out(folders, run_dirs, name, chosen, parsed)
+    )
     check_out(out, force=parsed.force, folder_format=chosen.output == "folder")
     only = parsed.only or chosen.default_only
     # Formats that export whole runs (mirothinker) take no --only: nothing to check.
@@ -256,20 +261,52 @@ def check_out(out: Path, *, force: bool, folder_format: bool = False) -> None:
                 f"deepledger export: {out} is in the run folder {folder}, which its run "
                 "may still be writing; pass --out PATH outside any run folder."
             )
+    if out.is_dir() and not folder_format:
+        raise ConfigError(
+            f"deepledger export: {out} is a folder; this format writes a file: give --out "
+            "a file's path."
+        )
+    if out.exists() and not out.is_dir() and folder_format:
+        raise ConfigError(
+            f"deepledger export: {out} is a file; this format writes a folder: give --out "
+            "a new or empty folder."
+        )
     empty_folder = folder_format and out.is_dir() and not any(out.iterdir())
     if out.exists() and not force and not empty_folder:
         raise ConfigError(
             f"deepledger export: {out} exists; pass --force to replace it, or --out another path."
         )
+    if force and folder_format and out.is_dir() and (strays := _not_an_export(out)):
+        # --force replaces a folder whole: only one an earlier export wrote.
+        raise ConfigError(
+            f"deepledger export: {out} holds {strays[0]!r}, which no export wrote; --force "
+            "replaces only an earlier export's folder: give --out a new or empty folder."
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
 
 
+def _not_an_export(folder: Path) -> list[str]:
+    """What in ``folder`` a folder export (MiroThinker's ``run_N/`` folders) did not write."""
+    return sorted(
+        p.name for p in folder.iterdir() if not (p.is_dir() and re.fullmatch(r"run_\d+", p.name))
+    )
+
+
 def _move_into_place(partial: Path, out: Path) -> None:
-    """The finished output under its name: a file replaced in one step; a folder after
-    the one it replaces (``--force``) is removed."""
-    if partial.is_dir() and out.exists():
-        _remove(out)
-    os.replace(partial, out)
+    """The finished output under its name: a file replaced in one step; a folder that
+    replaces one (``--force``, or an empty one) after the old is set aside, and the old
+    removed only once the new is in place (put back if the rename fails)."""
+    if not (partial.is_dir() and out.is_dir()):
+        os.replace(partial, out)
+        return
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    os.replace(out, old)
+    try:
+        os.replace(partial, out)
+    except OSError:
+        os.replace(old, out)
+        raise
+    _remove(old)
 
 
 def _remove(path: Path) -> None:
