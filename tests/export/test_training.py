@@ -20,7 +20,7 @@ import pytest
 from deepledger.cli import main
 from deepledger.errors import DeepLedgerError
 from deepledger.export import ExportRequest, export
-from deepledger.export.training import redacted
+from deepledger.store.redaction import redact_exported as redacted
 from tests.support.doubles.fake_llm_server import (
     FakeLLMServer,
     FakeToolCall,

@@ -43,7 +43,7 @@ from deepledger.store.layout import (
     subagent_journals,
 )
 from deepledger.store.locate import require_run
-from deepledger.store.redaction import redact
+from deepledger.store.redaction import redact_exported
 from deepledger.store.run_store import load_manifest, task_records
 from deepledger.tools.protocols import make_protocol
 
@@ -166,7 +166,9 @@ def _write_run(run: _Run, folder: Path, outcome: ExportOutcome, request: ExportR
     if not run.complete:  # MiroThinker writes these two once its run has ended
         outcome.skip(f"{run.root}: unfinished run, no {_RESULTS} nor accuracy file")
         return
-    lines = "".join(json.dumps(redact(line), ensure_ascii=False) + "\n" for line in results)
+    lines = "".join(
+        json.dumps(redact_exported(line), ensure_ascii=False) + "\n" for line in results
+    )
     (folder / _RESULTS).write_text(lines, encoding="utf-8")
     passed = sum(1 for line in results if line["pass_at_k_success"])
     accuracy = passed / len(results) if results else 0.0
@@ -210,7 +212,7 @@ def _write_task_logs(
         name = f"task_{miro_task_id(file_id(task_id), attempt, retry)}"
         stamp = log["start_time"].replace(":", "-").replace(".", "-").replace(" ", "-")
         target = folder / f"{name}_{stamp}.json"
-        write_json_atomic(target, redact(log))
+        write_json_atomic(target, redact_exported(log))
         outcome.written.append(target)
         written.files[attempt] = target
     if not journals:

@@ -29,7 +29,7 @@ from deepledger.records.results import (
 )
 from deepledger.store.files import read_jsonl
 from deepledger.store.layout import RunLayout, attempt_journals, safe_name
-from deepledger.store.redaction import redact
+from deepledger.store.redaction import redact_exported
 from deepledger.store.run_store import load_manifest, task_records
 
 Row = dict[str, Any]
@@ -117,7 +117,7 @@ def run_rows(run_dir: Path, request: ExportRequest, outcome: ExportOutcome) -> l
         for row in _task_rows(record, times, request.per_attempt):
             reason = left_out(row, request)
             if reason is None:
-                rows.append(redact(run | row))  # as the journals are: no secret leaves
+                rows.append(redact_exported(run | row))  # as the journals are: no secret leaves
             else:
                 outcome.skip(reason)
     return rows

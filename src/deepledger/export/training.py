@@ -21,8 +21,8 @@ which has no field for it) and in OpenAI's ``parallel_tool_calls``. With the XML
 protocol the tool schemas are in the system prompt, as the model read them; a native
 run's specs are not journaled, so its samples carry no ``tools``.
 
-Identical samples are written once; every string passes through the redaction the
-manifest and the recorded command line get (``store/redaction.py``; journals keep tool
+Identical samples are written once; every string passes through the redaction of
+every export (``store/redaction.py``'s ``redact_exported``; journals keep tool
 results as they came). ``dpo`` pairs a correct and an incorrect attempt at one task
 (in the runs given): the prompt is the system prompt and the task (the same for both,
 else the pair is left out), chosen and rejected the rest of each attempt.
@@ -36,7 +36,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from deepledger.errors import DeepLedgerError
 from deepledger.export.request import ExportOutcome, ExportRequest
@@ -51,11 +50,10 @@ from deepledger.llm.openai import to_wire_messages
 from deepledger.messages import JSONObject, Message, Role, sorted_json
 from deepledger.store.files import write_text_atomic
 from deepledger.store.layout import RunLayout
-from deepledger.store.redaction import redact, redact_assignments
+from deepledger.store.redaction import redact_exported
 from deepledger.store.run_store import task_records
 
 _THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
-_WORD = re.compile(r"\S+")
 
 
 @dataclass(frozen=True)
@@ -245,7 +243,7 @@ def _inline_reasoning(message: JSONObject) -> JSONObject:
 
 def _add(lines: list[str], seen: set[str], sample: JSONObject, outcome: ExportOutcome) -> None:
     """``sample`` redacted, unless an identical one was added already."""
-    clean = redacted(sample)
+    clean = redact_exported(sample)
     digest = hashlib.sha256(sorted_json(clean)).hexdigest()
     if digest in seen:
         outcome.skip("duplicate")
@@ -270,29 +268,3 @@ def _write(request: ExportRequest, lines: list[str], outcome: ExportOutcome) -> 
     outcome.written.append(request.out)
     outcome.rows = len(lines)
     return outcome
-
-
-def redacted(value: Any) -> Any:
-    """``value`` with secrets redacted as the manifest and argv are (``store/redaction``),
-    word by word in a text: a ``key=value`` override loses all after its ``=``, which in
-    a message would take the rest of the message with it. A tool call's JSON arguments
-    are redacted as the object they hold, and stay valid JSON."""
-    if isinstance(value, dict):
-        return {
-            k: _redacted_arguments(v) if k == "arguments" and isinstance(v, str) else redacted(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [redacted(v) for v in value]
-    if isinstance(value, str):
-        return _WORD.sub(lambda word: redact_assignments(word.group()), value)
-    return value
-
-
-def _redacted_arguments(text: str) -> str:
-    try:
-        parsed = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return str(redacted(text))
-    clean = redact(parsed)
-    return text if clean == parsed else json.dumps(clean, ensure_ascii=False)
