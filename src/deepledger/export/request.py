@@ -38,6 +38,19 @@ class ExportRequest:
     # (MiroThinker's log_file_path) names the final place, not the temporary one.
     final_out: Path | None = None
 
+    def left_out(self, turns: int, end_reason: str | None) -> str | None:
+        """Why an attempt (or a task) of ``turns`` turns that ended by ``end_reason`` is
+        not exported under the turn and end-reason filters; None: it is."""
+        if self.min_turns is not None and turns < self.min_turns:
+            return f"fewer than {self.min_turns} turns (--min-turns)"
+        if self.max_turns is not None and turns > self.max_turns:
+            return f"more than {self.max_turns} turns (--max-turns)"
+        if self.end_reasons is not None and end_reason not in self.end_reasons:
+            return (
+                f"ended by {end_reason}, not {' or '.join(sorted(self.end_reasons))} (--end-reason)"
+            )
+        return None
+
     def final(self, path: Path) -> Path:
         """``path``, written under ``out``, where it will be once the output is in place."""
         if self.final_out is None or not path.is_relative_to(self.out):

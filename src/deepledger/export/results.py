@@ -127,13 +127,7 @@ def left_out(row: Row, request: ExportRequest) -> str | None:
     """Why ``row`` is not exported under the request's filters; None: it is."""
     if request.only == "correct" and row["verdict"] != "correct":
         return "not judged correct (--only correct)"
-    if request.min_turns is not None and row["turns"] < request.min_turns:
-        return f"fewer than {request.min_turns} turns (--min-turns)"
-    if request.max_turns is not None and row["turns"] > request.max_turns:
-        return f"more than {request.max_turns} turns (--max-turns)"
-    if request.end_reasons is not None and row["end_reason"] not in request.end_reasons:
-        return f"end reason not {' or '.join(sorted(request.end_reasons))} (--end-reason)"
-    return None
+    return request.left_out(row["turns"], row["end_reason"])
 
 
 # -- rows ------------------------------------------------------------------------------

@@ -167,14 +167,8 @@ def _trajectory(
     if trajectory.problem is not None:
         outcome.skip(f"not rebuildable: {trajectory.problem}")
         return None
-    if request.min_turns is not None and trajectory.turns < request.min_turns:
-        outcome.skip(f"fewer than {request.min_turns} turns")
-        return None
-    if request.max_turns is not None and trajectory.turns > request.max_turns:
-        outcome.skip(f"more than {request.max_turns} turns")
-        return None
-    if request.end_reasons is not None and trajectory.end_reason not in request.end_reasons:
-        outcome.skip(f"ended by {trajectory.end_reason}")
+    if (reason := request.left_out(trajectory.turns, trajectory.end_reason)) is not None:
+        outcome.skip(reason)
         return None
     return trajectory
 
