@@ -219,6 +219,10 @@ def test_a_folder_format_goes_into_a_new_or_empty_folder(
     assert main(["export", str(run_dir), "mirothinker", "--out", str(empty), "--force"]) == 2
     assert "holds 'notes.txt', which no export wrote" in capsys.readouterr().err
     assert (empty / "notes.txt").read_text() == "mine"
+    (empty / "notes.txt").unlink()
+    shutil.copytree(run_dir, empty / "run_2")  # a deepledger run where MiroThinker puts its
+    assert main(["export", str(run_dir), "mirothinker", "--out", str(empty), "--force"]) == 2
+    assert "holds 'run_2', which no export wrote" in capsys.readouterr().err
     assert main(["export", str(run_dir), "results", "--out", str(empty), "--force"]) == 2
     assert "is a folder; this format writes a file" in capsys.readouterr().err
 

@@ -286,10 +286,17 @@ def check_out(out: Path, *, force: bool, folder_format: bool = False) -> None:
 
 
 def _not_an_export(folder: Path) -> list[str]:
-    """What in ``folder`` a folder export (MiroThinker's ``run_N/`` folders) did not write."""
-    return sorted(
-        p.name for p in folder.iterdir() if not (p.is_dir() and re.fullmatch(r"run_\d+", p.name))
-    )
+    """What in ``folder`` a folder export (MiroThinker's ``run_N/`` folders) did not write.
+    A deepledger run in a ``run_N/`` is no export: MiroThinker's own layout puts its
+    runs there (``hydra.run.dir=<results>/run_N``)."""
+    from deepledger.store.layout import RunLayout
+
+    def exported(path: Path) -> bool:
+        layout = RunLayout(path)
+        ours = (layout.manifest.is_file(), layout.tasks.is_dir(), layout.run_journal.is_file())
+        return path.is_dir() and re.fullmatch(r"run_\d+", path.name) is not None and not any(ours)
+
+    return sorted(p.name for p in folder.iterdir() if not exported(p))
 
 
 def _move_into_place(partial: Path, out: Path) -> None:
