@@ -141,6 +141,11 @@ def test_a_sweep_folder_stands_for_its_runs(
     assert sorted(set(frame["run_dir"])) == [str(sweep / "0"), str(sweep / "1")]
     assert len(frame) == 12  # 6 attempts a run
     assert "from 2 runs" in capsys.readouterr().err
+    # A MiroThinker export beside the runs (its run_N/ has a results file) is no run.
+    assert main(["export", str(sweep / "0"), "mirothinker", "--out", str(sweep / "miro")]) == 0
+    out.unlink()
+    assert main(["export", "results", str(sweep), "--out", str(out)]) == 0
+    assert "from 2 runs" in capsys.readouterr().err
 
 
 def test_a_failed_export_leaves_nothing(

@@ -167,11 +167,17 @@ def _split_positionals(
 def resolve_runs(folders: list[str], kinds: tuple[RunKind, ...] = ("bench",)) -> tuple[Path, ...]:
     """The run folders (of ``kinds``) the arguments name: a run folder itself, or every
     run below a folder that is none (a sweep, logs/); each once, in the order given."""
+    from deepledger.store.layout import RunLayout
     from deepledger.store.locate import require_run, run_kind, runs_under
+
+    def exportable(path: Path, kind: RunKind) -> bool:
+        # A bench run below has its manifest: a folder with a results file alone is a
+        # run not started yet, or a MiroThinker export (its run_N/ has that file too).
+        return kind in kinds and (kind != "bench" or RunLayout(path).manifest.is_file())
 
     found: dict[Path, None] = {}
     for folder in map(Path, folders):
-        below = [] if run_kind(folder) else [p for p, k in runs_under(folder) if k in kinds]
+        below = [] if run_kind(folder) else [p for p, k in runs_under(folder) if exportable(p, k)]
         if not below:
             require_run(folder, "export", kinds=kinds)
             below = [folder]

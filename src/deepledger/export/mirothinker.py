@@ -130,7 +130,7 @@ def _distinct(roots: tuple[Path, ...]) -> list[Path]:
 
 
 def _read_run(root: Path) -> _Run:
-    require_run(root, "deepledger export", ("bench",))
+    require_run(root, "export", ("bench",))
     manifest, config = load_manifest(root)
     records = task_records(root)
     by_folder = {safe_name(task_id): task_id for task_id in records}
