@@ -63,7 +63,7 @@ def test_bad_run_folder_and_nothing_judged_through_the_real_command(
     out.mkdir()
     before = files_in(tmp_path)
     done = deepledger(
-        "export", str(unjudged), "results", "--only", "correct", "--out", str(out / "x.jsonl")
+        "export", str(unjudged), "results", "--only", "correct", "--out", str(out / "n" / "x.jsonl")
     )
     assert done.returncode == 1, done.stderr
     assert "--only correct, but no task of" in done.stderr
@@ -157,8 +157,8 @@ def test_a_failed_export_leaves_nothing(
 
     monkeypatch.setattr("deepledger.export.results.write_jsonl", half_written)
     with pytest.raises(OSError, match="No space left"):
-        main(["export", str(run_dir), "results", "--out", str(tmp_path / "r.jsonl")])
-    assert files_in(tmp_path) == []
+        main(["export", str(run_dir), "results", "--out", str(tmp_path / "new" / "r.jsonl")])
+    assert files_in(tmp_path) == []  # not even the folder made for it
 
 
 def test_filters_are_checked(

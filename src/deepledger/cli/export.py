@@ -4,6 +4,7 @@ table, training samples, MiroThinker's logs), the formats of ``export/formats.py
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ from deepledger.errors import ConfigError
 
 if TYPE_CHECKING:
     from deepledger.export.formats import ExportFormat
-    from deepledger.export.request import ExportOutcome
+    from deepledger.export.request import ExportOutcome, ExportRequest
     from deepledger.store.locate import RunKind
 
 HELP = """\
@@ -65,7 +66,7 @@ docs/export.md has a sample of each format.
 
 def export_command(args: list[str]) -> int:
     """Parse the command line, export, and say what was written and left out."""
-    from deepledger.export.formats import FORMATS, export, format_named, judged_tasks
+    from deepledger.export.formats import FORMATS, format_named, judged_tasks
     from deepledger.export.request import ExportRequest
 
     if any(arg in ("-h", "--help") for arg in args):
@@ -115,13 +116,28 @@ def export_command(args: list[str]) -> int:
         per_attempt=parsed.per_attempt,
         final_out=out.absolute(),
     )
-    try:
-        outcome = export(request)
-        _move_into_place(partial, out)
-    finally:
-        _remove(partial)  # a writer that failed, or was interrupted, leaves nothing
+    outcome = _write(request, out)
     _say(outcome, partial, out, name, run_dirs)
     return 0
+
+
+def _write(request: ExportRequest, out: Path) -> ExportOutcome:
+    """Export under the request's temporary name, then rename it to ``out``; a writer
+    that fails, or is interrupted, leaves nothing, not even the folders made for it."""
+    from deepledger.export.formats import export
+
+    made = [p for p in reversed(out.parents) if not p.exists()]  # outermost first
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        outcome = export(request)
+        _move_into_place(request.out, out)
+    except BaseException:
+        _remove(request.out)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+    return outcome
 
 
 class _Parser(argparse.ArgumentParser):
@@ -254,8 +270,7 @@ def default_out(
 
 def check_out(out: Path, *, force: bool, folder_format: bool = False) -> None:
     """Refuse an output inside a run folder (a live run may own it) and, without
-    ``force``, one that exists (an empty folder is taken for a folder format); make
-    the folder it goes in."""
+    ``force``, one that exists (an empty folder is taken for a folder format)."""
     from deepledger.store.layout import RunLayout
 
     absolute = out.absolute()
@@ -288,7 +303,6 @@ def check_out(out: Path, *, force: bool, folder_format: bool = False) -> None:
             f"deepledger export: {out} holds {strays[0]!r}, which no export wrote; --force "
             "replaces only an earlier export's folder: give --out a new or empty folder."
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
 
 
 def _not_an_export(folder: Path) -> list[str]:
