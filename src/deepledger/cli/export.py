@@ -39,7 +39,8 @@ options:
   --out PATH           the file (or folder, mirothinker) to write; default: in the
                        current folder, named after the run and the format, e.g.
                        tiny-gpt-4.1-20260101_120000.results.jsonl (never in a run folder)
-  --force              replace PATH if it exists (without: refused)
+  --force              replace PATH if it exists (without: refused); a folder only
+                       when an earlier export wrote it
   --table jsonl|parquet  results: JSON lines (default) or a Parquet table
   --per-attempt        results: a row per attempt instead of per task
   --only correct|all   results, chatml, openai: keep what was judged correct, or all;

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -87,8 +87,11 @@ FORMATS: dict[str, ExportFormat] = {
 
 
 def export(request: ExportRequest) -> ExportOutcome:
-    """Run ``request`` with its format's writer."""
-    return format_named(request.format).writer()(request)
+    """Run ``request`` with its format's writer (``only`` unset: the format's default)."""
+    chosen = format_named(request.format)
+    if request.only is None:
+        request = replace(request, only=chosen.default_only)
+    return chosen.writer()(request)
 
 
 def format_named(name: str) -> ExportFormat:

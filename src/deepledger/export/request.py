@@ -26,7 +26,9 @@ class ExportRequest:
     format: str  # a key of formats.FORMATS
     out: Path  # a file (results, chatml, openai, dpo) or a folder (mirothinker)
     table: TableFormat = "jsonl"  # results: JSONL or Parquet
-    only: Only = "correct"  # training samples: attempts judged correct, or every one
+    # Attempts (tasks) judged correct, or every one; None: the format's default
+    # (formats.ExportFormat.default_only: correct for chatml/openai, all for results).
+    only: Only | None = None
     min_turns: int | None = None
     max_turns: int | None = None
     end_reasons: frozenset[str] | None = None  # keep attempts that ended so; None: any
