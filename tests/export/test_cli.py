@@ -4,6 +4,7 @@ exit code and the files left behind are the point)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 from pathlib import Path
@@ -149,15 +150,20 @@ def test_a_sweep_folder_stands_for_its_runs(
 
 
 def test_a_failed_export_leaves_nothing(
-    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     def half_written(rows: object, out: Path) -> None:
         out.write_text('{"task_id": "easy/1"}\n')
-        raise OSError("No space left on device")
+        raise OSError(errno.ENOSPC, "No space left on device", str(out))
 
     monkeypatch.setattr("deepledger.export.results.write_jsonl", half_written)
-    with pytest.raises(OSError, match="No space left"):
-        main(["export", str(run_dir), "results", "--out", str(tmp_path / "new" / "r.jsonl")])
+    out = tmp_path / "new" / "r.jsonl"
+    assert main(["export", str(run_dir), "results", "--out", str(out)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "No space left on device" in line and f"nothing was written to {out}" in line
     assert files_in(tmp_path) == []  # not even the folder made for it
 
 

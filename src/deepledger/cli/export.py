@@ -128,15 +128,20 @@ def _write(request: ExportRequest, out: Path) -> ExportOutcome:
     from deepledger.export.formats import export
 
     made = [p for p in reversed(out.parents) if not p.exists()]  # outermost first
-    out.parent.mkdir(parents=True, exist_ok=True)
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         outcome = export(request)
         _move_into_place(request.out, out)
-    except BaseException:
+    except BaseException as exc:
         _remove(request.out)
         for folder in reversed(made):
             with contextlib.suppress(OSError):
                 folder.rmdir()
+        if isinstance(exc, OSError):  # an unwritable --out, a full disk: one line
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise ConfigError(
+                f"deepledger export: {exc.strerror or exc}{where}; nothing was written to {out}."
+            ) from exc
         raise
     return outcome
 
