@@ -23,6 +23,7 @@ def judge_command(args: list[str]) -> int:
     from deepledger.bench.judging import format_judging, run_judging
     from deepledger.bench.services import PresetPath
     from deepledger.bench.suite import unjudged_warning
+    from deepledger.store.locate import require_run
 
     if any(a in ("-h", "--help") for a in args):
         print(f"{JUDGE_USAGE}\n\n{judge_command.__doc__}")
@@ -52,6 +53,7 @@ def judge_command(args: list[str]) -> int:
     load_dotenv(Path.cwd() / ".env", override=False)  # the judge's key, as bench reads it
     quiet_http_logs()
     run_dir = Path(positional[0])
+    require_run(run_dir, "judge", kinds=("bench",))
     presets = PresetPath((*dirs, config_dir()))  # -cd first, as Hydra's search path has it
     try:
         summary, folder = asyncio.run(run_judging(run_dir, positional[1:], presets, name))

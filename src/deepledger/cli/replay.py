@@ -12,6 +12,7 @@ from deepledger.errors import ConfigError
 def replay_command(args: list[str]) -> int:
     """Replay a finished run's journals under other context policies; no model calls."""
     from deepledger.bench.replay import run_replay
+    from deepledger.store.locate import require_run
 
     price = None
     if "--price" in args:
@@ -27,6 +28,7 @@ def replay_command(args: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    require_run(Path(args[0]), "replay", kinds=("bench",))
     print(run_replay(Path(args[0]), args[1:], price))
     return 0
 
