@@ -132,3 +132,17 @@ def test_deepledger_help_points_at_each_commands_page():
     assert run.returncode == 0
     assert "deepledger COMMAND --help" in run.stdout
     assert "Powered by Hydra" not in run.stdout
+
+
+def test_no_command_is_a_usage_error_with_the_page_on_stderr(capsys):
+    assert main([]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "deepledger COMMAND --help" in err
+
+
+def test_a_commands_page_is_its_modules_help_whatever_its_entry(monkeypatch):
+    from deepledger.cli import replay
+
+    monkeypatch.setattr(replay, "HELP", "deepledger replay — a page")
+    as_lambda = _command("replay", lambda args: replay.replay_command(args))
+    assert as_lambda.help() == "deepledger replay — a page"

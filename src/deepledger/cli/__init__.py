@@ -68,19 +68,25 @@ def _commands() -> dict[str, Entry]:
 
 def _command(name: str, entry: Entry) -> Command:
     """The table's entry as a command: bench and run (Hydra's) get the page made from the
-    schema and conf/; every other command's page is its module's ``HELP``."""
+    schema and conf/; every other command's page is the ``HELP`` of its module,
+    ``deepledger.cli.<name>``, whatever form its entry takes (the module, its handler, a
+    lambda calling it)."""
     from deepledger.cli.usage import hydra_command_help
 
-    if name in ("bench", "run") and not isinstance(entry, ModuleType):
-        return Command(entry, lambda: hydra_command_help(name))
-    if isinstance(entry, ModuleType):
-        module, handler = entry, getattr(entry, f"{name}_command")
-    else:
-        module, handler = sys.modules[entry.__module__], entry
+    handler = getattr(entry, f"{name}_command") if isinstance(entry, ModuleType) else entry
+    if name in ("bench", "run"):
+        return Command(handler, lambda: hydra_command_help(name))
+    return Command(handler, lambda: _module_help(name))
+
+
+def _module_help(name: str) -> str:
+    import importlib
+
+    module = importlib.import_module(f"deepledger.cli.{name}")
     page = getattr(module, "HELP", None)
     if not isinstance(page, str):  # a command without a page is a bug: say whose
         raise TypeError(f"{module.__name__} defines no HELP: str (deepledger {name} --help)")
-    return Command(handler, lambda: page)
+    return page
 
 
 def wants_help(args: list[str]) -> bool:
@@ -112,11 +118,14 @@ def _main_guarded(argv: list[str] | None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in (*HELP_FLAGS, "help"):
+    if not args:  # a usage error: the page goes to stderr, stdout stays for answers
+        print(USAGE, file=sys.stderr)
+        return EXIT_USAGE
+    if args[0] in (*HELP_FLAGS, "help"):
         if args[1:2] and args[0] == "help":  # deepledger help COMMAND
             return _main([args[1], "--help"])
         print(USAGE)
-        return 0 if args else EXIT_USAGE
+        return 0
     if args[0] in ("-V", "--version"):
         print(f"deepledger {__version__}")
         return 0
