@@ -98,6 +98,7 @@ def test_every_other_command_has_a_help_page():
         page = _command(name, _commands()[name]).help()
         assert page.startswith(f"deepledger {name} — "), name
         assert f"usage: deepledger {name}" in page and "Exit codes:" in page, name
+        assert max(map(len, page.splitlines())) <= 100, name  # a terminal's width
 
 
 @pytest.mark.parametrize("name", non_hydra_commands())

@@ -14,13 +14,14 @@ JUDGE_USAGE = (
     "[benchmark.execution.max_concurrent=N] [--name NAME] [-cd DIR]"
 )
 
-HELP = f"""\
+HELP = """\
 deepledger judge — grade a finished run's answers again with another judge, without running
 the agent. The verdicts go to RUN_DIR/judgings/<name>/ (results.jsonl, judging.json) beside
 the run's own judgement, which is not touched; the summary on stdout gives the accuracy under
 each and how often they agree.
 
-{JUDGE_USAGE}
+usage: deepledger judge RUN_DIR [benchmark.judge.KEY=VALUE ...]
+         [benchmark.execution.max_concurrent=N] [--name NAME] [-cd DIR]
 
   benchmark.judge.KEY=VALUE   the judge (name=exact|normalized|numeric|list|gaia|aime|llm; for
                               llm: benchmark.judge.llm=PRESET, rule, template ...)
