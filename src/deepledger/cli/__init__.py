@@ -37,8 +37,9 @@ __all__ = ["USAGE", "checked_overrides", "config_dir", "main", "split_run_argume
 
 HELP_FLAGS = ("-h", "--help")
 
-# An entry of the table: a command's module (its ``<name>_command`` and ``HELP``), or a
-# handler function (its module's ``HELP`` is the help page).
+# An entry of the table: a command's module ``deepledger.cli.<name>`` (its
+# ``<name>_command`` runs it), or a function that runs it. Either way the help page is
+# that module's ``HELP`` (bench's and run's are made by usage.py).
 Entry = ModuleType | Callable[[list[str]], int]
 
 
@@ -51,7 +52,8 @@ class Command:
 
 
 def _commands() -> dict[str, Entry]:
-    """Each command's entry, imported when it runs: ``deepledger --help`` loads none."""
+    """Each command's entry, imported when it runs: ``deepledger --help`` loads none. A
+    new command: its module (``HELP``, ``<name>_command``) and one line here."""
     from deepledger.cli import judge, replay, report
     from deepledger.cli.bench import bench_command
     from deepledger.cli.hydra_command import hydra_command
@@ -135,10 +137,10 @@ def _main(argv: list[str] | None) -> int:
         print(f"deepledger: unknown command {name!r}.\n\n{USAGE}", file=sys.stderr)
         return EXIT_USAGE
     command = _command(name, entries[name])
-    if wants_help(rest):
-        print(command.help().rstrip("\n"))
-        return 0
     try:
+        if wants_help(rest):  # bench's page reads conf/: a missing one is said in a line
+            print(command.help().rstrip("\n"))
+            return 0
         return command.run(rest)
     except DeepLedgerError as exc:
         return fail(exc)
