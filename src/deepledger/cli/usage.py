@@ -65,8 +65,8 @@ as llm.api_key=... is used and never written.
 HYDRA_COMMANDS = {
     "bench": """\
 deepledger bench — run a benchmark suite: every task of the benchmark preset answered by the
-agent and judged; progress on stderr, the summary on stdout. The run folder (printed at the
-end; logs/<benchmark>/<model>/<time>, or hydra.run.dir=DIR) holds the journals, results.jsonl,
+agent and judged; progress on stderr, the summary on stdout. The run folder (printed;
+logs/<benchmark>/<model>/<time>, or hydra.run.dir=DIR) holds the journals, results.jsonl,
 summary.json and report.html. The same command with the same hydra.run.dir resumes it.
 
 usage: deepledger bench [GROUP=PRESET ...] [KEY=VALUE ...]
@@ -77,7 +77,8 @@ tools). stdout holds the answer block (Answer:, a line of counts, Log: the journ
 goes to stderr; the run folder is logs/<benchmark>/<model>/<time> (or hydra.run.dir=DIR).
 
 usage: deepledger run "QUESTION" [GROUP=PRESET ...] [KEY=VALUE ...]
-       deepledger run question=@FILE [task_file=PATH] [...]   the question read from a file
+       deepledger run @FILE [task_file=PATH] [...]   the question read from a UTF-8 file
+                                                     (@@: a literal @); task_file attaches one
 An argument is an override when its key is a config key or group; any other argument is the
 question (after --, always).""",
 }
