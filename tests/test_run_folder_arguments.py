@@ -29,7 +29,7 @@ def test_a_folder_that_is_not_a_run_gets_one_line_naming_the_nearest_run(
     assert f"the nearest run folder is {run}" in line
 
 
-@pytest.mark.parametrize("command", ["replay", "judge"])
+@pytest.mark.parametrize("command", ["judge"])
 def test_a_single_question_folder_is_not_taken_for_a_bench_run(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

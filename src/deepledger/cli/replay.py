@@ -46,6 +46,6 @@ def replay_command(args: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    require_run(Path(args[0]), "replay", kinds=("bench",))
+    require_run(Path(args[0]), "replay")
     print(run_replay(Path(args[0]), args[1:], price))
     return 0
