@@ -277,3 +277,13 @@ def test_native_calls_and_compaction_per_turn_and_in_openai_format(tmp_path: Pat
     export(ExportRequest((run.folder,), "openai", whole))
     assert all(sample["tools"] == [] for sample in lines(out))
     assert all("tools" not in sample for sample in lines(whole))
+
+
+def test_tool_schemas_are_redacted() -> None:
+    schema = {"type": "object", "x-api-key": "sk-1", "description": "pass token=sk-2 along"}
+    tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+    assert redacted(tool)["function"]["parameters"] == {
+        "type": "object",
+        "x-api-key": "***",
+        "description": "pass token=*** along",
+    }

@@ -281,17 +281,25 @@ def redacted(value: Any) -> Any:
     """``value`` with secrets redacted as the manifest and argv are (``store/redaction``),
     word by word in a text: a ``key=value`` override loses all after its ``=``, which in
     a message would take the rest of the message with it. A tool call's JSON arguments
-    are redacted as the object they hold, and stay valid JSON."""
+    are redacted as the object they hold, and stay valid JSON; the text under a key named
+    like a secret (a tool server's schema may hold one) goes whole."""
     if isinstance(value, dict):
-        return {
-            k: _redacted_arguments(v) if k == "arguments" and isinstance(v, str) else redacted(v)
-            for k, v in value.items()
-        }
+        return {k: _redacted_entry(k, v) for k, v in value.items()}
     if isinstance(value, list):
         return [redacted(v) for v in value]
     if isinstance(value, str):
         return _WORD.sub(lambda word: redact_assignments(word.group()), value)
     return value
+
+
+def _redacted_entry(key: str, value: Any) -> Any:
+    if not isinstance(value, str):
+        return redacted(value)
+    if key == "arguments":
+        return _redacted_arguments(value)
+    if redact({key: "x"})[key] == "***":  # a key named like a secret (store/redaction's rule)
+        return "***" if value else value
+    return redacted(value)
 
 
 def _redacted_arguments(text: str) -> str:
