@@ -89,3 +89,18 @@ def killed_run(_killed_run, tmp_path):
 def runs_keeping(_runs_keeping, tmp_path):
     """Two finished runs that differ in agent.keep_tool_result (-1 and 5), side by side."""
     return [Path(shutil.copytree(run, tmp_path / run.name)) for run in _runs_keeping]
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Processes the tests started and left running, by command line: a test that builds
+    a tool pool or a server and never closes it shows up here, not as a failure (the
+    leak tests check their own processes), so it can be found and fixed."""
+    import os
+
+    from tests.support.processes import command_line, descendants_now
+
+    left = sorted(descendants_now(os.getpid()))
+    if left:
+        terminalreporter.write_sep("-", f"{len(left)} processes the tests left running")
+        for process in left:
+            terminalreporter.write_line(f"{process[0]}: {command_line(process)[:300]}")

@@ -23,25 +23,6 @@ def test_help_lists_the_commands():
         assert f"deepledger {command}" in run.stdout
 
 
-@pytest.mark.parametrize("command", ["bench", "run"])
-def test_command_help_says_what_the_common_keys_mean_in_the_schemas_words(command: str):
-    from deepledger.config.docs import key_docs, plain
-
-    run = deepledger(command, "--help")
-    assert run.returncode == 0, run.stderr
-    assert "Powered by Hydra" in run.stdout  # Hydra's own help is still there, above
-    lines = run.stdout.splitlines()
-    common = [doc for doc in key_docs() if doc.common]
-    assert len(common) >= 20
-    for doc in common:
-        line = next(line for line in lines if line.startswith(f"  {doc.key}="))
-        assert len(line) <= 100, line
-        said = line.split("  ", 2)[2].removesuffix(" ...")
-        assert plain(doc.meaning).startswith(said), (line, doc.meaning)
-    max_tokens = next(line for line in lines if line.startswith("  llm.max_tokens="))
-    assert max_tokens == "  llm.max_tokens=4096  the reply budget of each call"
-
-
 def test_cfg_job_prints_the_composed_config_with_overrides():
     run = deepledger(
         "bench", "--cfg", "job", "agent.keep_tool_result=5", "agent.context_compress_limit=3"
@@ -510,7 +491,7 @@ def test_replay_reads_a_run_folder(tmp_path):
 def test_replay_of_a_folder_that_is_no_run_names_what_is_missing(tmp_path):
     replay = deepledger("replay", str(tmp_path))
     assert replay.returncode == 2
-    assert "manifest.json" in replay.stderr and ".hydra/config.yaml" in replay.stderr
+    assert "is not a run folder" in replay.stderr and "manifest.json" in replay.stderr
 
 
 def test_the_question_stays_out_of_the_run_folders_names(tmp_path):
@@ -528,6 +509,13 @@ def test_the_question_stays_out_of_the_run_folders_names(tmp_path):
     assert re.fullmatch(r"\d{8}_\d{6}", journal.parent.name)
     jobs = sorted(p.parent.name for p in tmp_path.glob("logs/*/multirun/*/*/journal.jsonl"))
     assert jobs == ["0_llm.temperature=0", "1_llm.temperature=1"]
+    # Hydra's launcher lines are progress: stderr; stdout holds the two answer blocks only
+    assert "Launching 2 jobs locally" in sweep.stderr and "#1 : " in sweep.stderr
+    assert "[HYDRA]" not in sweep.stdout
+    assert [line for line in sweep.stdout.splitlines() if line.startswith("Answer: ")] == [
+        "Answer: 42",
+        "Answer: 42",
+    ]
 
 
 def test_flags_may_come_after_the_overrides():
@@ -536,18 +524,80 @@ def test_flags_may_come_after_the_overrides():
     assert "keep_tool_result: 5" in run.stdout
 
 
-@pytest.mark.parametrize("flag", ["--help", "--version"])
-def test_a_closed_stdout_ends_the_command_quietly(flag):
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["--version"],
+        ["bench", "--help"],
+        ["run", "-h"],
+        ["report", "--help"],
+        ["bench", "--cfg", "job"],  # Hydra's own printing
+        ["bench", "--hydra-help"],
+    ],
+)
+def test_a_closed_stdout_ends_the_command_quietly(args):
     """`deepledger --help | head -1`: the reader is gone before the output is written (its
     end of the pipe is closed first, so this does not depend on who runs first)."""
+    run = with_stdout_closed(*args)
+    assert run.stderr == "" and run.returncode == 141  # 128 + SIGPIPE, as a shell reports
+
+
+def with_stdout_closed(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``deepledger ARGS | head -0``, the reader gone before the command starts."""
     exe = shutil.which("deepledger", path=str(Path(sys.executable).parent))
     command = [exe] if exe else [sys.executable, "-m", "deepledger"]
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        run = subprocess.run(
-            [*command, flag], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120
+        return subprocess.run(
+            [*command, *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+            timeout=300,
         )
     finally:
         os.close(write_end)
-    assert run.stderr == "" and run.returncode == 141  # 128 + SIGPIPE, as a shell reports
+
+
+def test_a_closed_stdout_ends_run_quietly_after_its_work(tmp_path):
+    """`deepledger run ... | head -1`: Hydra runs the command and would print the
+    BrokenPipeError of its answer block as a crash (exit 1); it ends 141, the run whole."""
+    with boxed_replies() as server:
+        run = with_stdout_closed(
+            "run",
+            "What is six times seven?",
+            "llm=openai_compatible",
+            f"llm.base_url={server.openai_base_url}",
+            "agent.main_agent.tools=[]",
+            f"hydra.run.dir={tmp_path / 'run'}",
+            cwd=tmp_path,
+        )
+    assert run.returncode == 141, run.stderr
+    assert "Traceback" not in run.stderr and "Error" not in run.stderr, run.stderr
+    events = [json.loads(line)["event"] for line in (tmp_path / "run/journal.jsonl").open()]
+    assert events[-1] == "task_finished"
+
+
+def test_a_closed_stdout_ends_bench_report_and_replay_quietly(tmp_path):
+    from deepledger.store.layout import SUMMARY
+
+    with boxed_replies() as server:
+        bench = with_stdout_closed(
+            "bench",
+            "llm=openai_compatible",
+            f"llm.base_url={server.openai_base_url}",
+            "agent.main_agent.tools=[]",
+            f"benchmark.data.data_dir={ROOT / 'benchmarks/example'}",
+            "benchmark.execution.max_tasks=1",
+            f"hydra.run.dir={tmp_path / 'run'}",
+            cwd=tmp_path,
+        )
+    assert bench.returncode == 141, bench.stderr
+    assert "Traceback" not in bench.stderr, bench.stderr
+    assert (tmp_path / "run" / SUMMARY).is_file()  # the run finished all the same
+    for command in ("report", "replay"):
+        run = with_stdout_closed(command, str(tmp_path / "run"), cwd=tmp_path)
+        assert (run.returncode, run.stderr) == (141, ""), command

@@ -53,10 +53,8 @@ def test_bad_run_folder_and_nothing_judged_through_the_real_command(
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     [line] = done.stderr.splitlines()
-    assert (
-        f"{not_a_run} is not a run folder; deepledger export expects a `deepledger bench` "
-        "run folder" in line
-    )
+    expects = "deepledger export expects a `deepledger bench` run folder"
+    assert f"{not_a_run} is not a run folder; {expects}" in line
     assert f"the nearest run folder is {tmp_path / 'logs' / 'tiny' / 'run'}" in line
 
     unjudged = unjudged_copy(run_dir, tmp_path / "unjudged")
@@ -90,7 +88,7 @@ def test_the_format_and_a_run_folder_are_both_needed(capsys: pytest.CaptureFixtu
 def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["export", "--help"]) == 0
     said = capsys.readouterr().out
-    assert said.startswith(HELP) and "installed: " in said and "results" in said
+    assert said.startswith(HELP) and "results" in said
 
 
 def test_default_output_is_in_the_current_folder_and_never_replaced(
@@ -245,9 +243,8 @@ def test_a_run_folder_of_deepledger_run_is_for_the_training_formats_only(
     single.mkdir()
     RunLayout(single).run_journal.write_text("", encoding="utf-8")
     assert main(["export", str(single), "results", "--out", str(tmp_path / "r.jsonl")]) == 2
-    assert (
-        f"{single} is a `deepledger run` folder; deepledger export expects a `deepledger bench`"
-        in (capsys.readouterr().err)
+    assert f"{single} is a `deepledger run` folder; deepledger export expects" in (
+        capsys.readouterr().err
     )
     # chatml takes it; this one has no recorded configuration to rebuild requests from.
     out = tmp_path / "s.jsonl"

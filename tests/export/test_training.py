@@ -64,6 +64,7 @@ class Model:
     starts: Counter[str] = field(default_factory=Counter)
     turns: Counter[tuple[str, int]] = field(default_factory=Counter)  # loop calls an attempt
     received: list[tuple[str, int, list[Any]]] = field(default_factory=list)
+    offered: list[tuple[str, int, Any]] = field(default_factory=list)  # tools (no compaction's)
 
     def __call__(self, request: RecordedRequest) -> Reply:
         key = task_key(request) or "?"
@@ -72,8 +73,9 @@ class Model:
         self.received.append((key, self.starts[key], request.messages))
         texts = message_texts(request)
         last = texts[-1]
-        if any(NOTES_MARK in text for text in texts):
+        if any(NOTES_MARK in text for text in texts):  # a compaction call: no sample
             return Reply("Notes: the keys looked up so far.")
+        self.offered.append((key, self.starts[key], request.body.get("tools")))
         if POST_MORTEM_MARK in last:
             return Reply("Failure type: wrong_answer")
         if SUMMARY_MARK in last:
@@ -266,12 +268,18 @@ def test_native_calls_and_compaction_per_turn_and_in_openai_format(tmp_path: Pat
         for key, n, m in run.model.received
         if (key, n) in CORRECT and NOTES_MARK not in json.dumps(m)  # notes calls: no samples
     ]
-    prompts = [sample["messages"][:-1] for sample in lines(out)]
+    samples = lines(out)
+    prompts = [sample["messages"][:-1] for sample in samples]
     assert sorted(map(json.dumps, prompts)) == sorted(map(json.dumps, received))
     assert any("Notes: the keys" in json.dumps(prompt) for prompt in prompts)  # compacted
+    # The tool schemas, as every request of those attempts carried them (the same ones).
+    [offered] = {json.dumps(redacted(t)) for key, n, t in run.model.offered if (key, n) in CORRECT}
+    assert "faulty__lookup" in offered
+    assert {json.dumps(sample["tools"]) for sample in samples} == {offered}
     whole = tmp_path / "openai.jsonl"
     export(ExportRequest((run.folder,), "openai", whole))
     for sample in lines(whole):
+        assert json.dumps(sample["tools"]) == offered
         assert sample["parallel_tool_calls"] is True  # two calls in one reply
         messages = sample["messages"]
         calls = [c for m in messages for c in m.get("tool_calls", ())]
@@ -285,3 +293,22 @@ def test_native_calls_and_compaction_per_turn_and_in_openai_format(tmp_path: Pat
         secret = json.loads(calls[2]["function"]["arguments"])  # still JSON, redacted
         assert secret == {"key": "token=***", "fault": "error"}
         assert messages[2]["content"] == "<think>\nwhy\n</think>\n\nStep 0."
+    # A journal of an older release has no tool_specs: no tools (chatml's list empty).
+    for journal in run.folder.glob("tasks/*/attempt-*.jsonl"):
+        older = [json.loads(line) for line in journal.read_text().splitlines()]
+        assert sum(e.pop("tool_specs", None) is not None for e in older) == 1
+        journal.write_text("".join(json.dumps(e) + "\n" for e in older))
+    export(ExportRequest((run.folder,), "chatml", out))
+    export(ExportRequest((run.folder,), "openai", whole))
+    assert all(sample["tools"] == [] for sample in lines(out))
+    assert all("tools" not in sample for sample in lines(whole))
+
+
+def test_tool_schemas_are_redacted() -> None:
+    schema = {"type": "object", "x-api-key": "sk-1", "description": "pass token=sk-2 along"}
+    tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+    assert redacted(tool)["function"]["parameters"] == {
+        "type": "object",
+        "x-api-key": "***",
+        "description": "pass token=*** along",
+    }

@@ -63,7 +63,13 @@ from deepledger.records.events import (
     TaskStarted,
 )
 from deepledger.store.journal import Journal
-from deepledger.tools.protocols import ForcedCall, ParsedCalls, ToolProtocol, specs_digest
+from deepledger.tools.protocols import (
+    ForcedCall,
+    ParsedCalls,
+    ToolProtocol,
+    specs_digest,
+    specs_json,
+)
 from deepledger.tools.task_tools import TaskTools
 
 
@@ -198,6 +204,9 @@ class Orchestrator:
         """The state of a new run, its start journaled: with the journal, all a replay
         needs (the task's images are journaled without their data)."""
         history = [Message.system(self.system_prompt), Message.task(task_text, task_images)]
+        # The offered tools are fixed for the attempt (a resume refuses others by their
+        # digest): their specs are journaled once, here, not with every call.
+        specs = self.protocol.specs(self.tools.tools)
         self.journal.write(
             TaskStarted(
                 task=task_text,
@@ -205,7 +214,8 @@ class Orchestrator:
                 tools=[t.qualified_name for t in self.tools.tools],
                 system_prompt=self.system_prompt,
                 protocol=self.protocol.name,
-                tool_specs_sha256=specs_digest(self.protocol.specs(self.tools.tools)),
+                tool_specs_sha256=specs_digest(specs),
+                tool_specs=specs_json(specs) or None,
             )
         )
         return RunState(history=history, ledger=self.ledger)

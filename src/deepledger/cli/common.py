@@ -1,5 +1,5 @@
 """What every command shares: exit codes, the config folder, failing in one paragraph,
-ending the process quickly."""
+a closed output pipe, ending the process quickly."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, TextIO, cast
 
 from deepledger.errors import ConfigError, DeepLedgerError, EndpointRejectedError
 
@@ -29,6 +31,70 @@ def config_dir() -> Path:
 
 
 EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE: what a shell shows for `yes | head -1`
+
+
+class _PipeGuardedStdout:
+    """``sys.stdout`` while a command runs, except that a reader gone (``deepledger run
+    ... | head -1``) is no error: the first write or flush that meets the closed pipe
+    points file descriptor 1 at /dev/null, so the rest of the output (and the
+    interpreter's last flush) goes nowhere, and the command finishes its work (its run
+    folder complete) instead of stopping at a print. The exception never reaches the
+    command's code, where Hydra would catch it and print a traceback of its own."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.cut = False  # the reader went away: the command ends with 141
+
+    def write(self, text: str) -> int:
+        if not self.cut:
+            with self._cut_on_closed_pipe():
+                return self._stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.cut:
+            with self._cut_on_closed_pipe():
+                self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, buffer, ...
+        return getattr(self._stream, name)
+
+    @contextlib.contextmanager
+    def _cut_on_closed_pipe(self) -> Iterator[None]:
+        try:
+            yield
+        except BrokenPipeError:
+            if not stdout_closed(self._stream):
+                raise  # stdout is fine: some other pipe broke, a bug
+            self.cut = True
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+
+def stdout_closed(stream: TextIO | None = None) -> bool:
+    """Whether stdout is a pipe whose reading end has gone (poll reports an error)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register((stream or sys.stdout).fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):  # no usable stdout at all
+        return True
+
+
+@contextlib.contextmanager
+def closed_pipe_guard() -> Iterator[_PipeGuardedStdout]:
+    """``sys.stdout`` guarded against a closed pipe while the block runs (the command),
+    then the stream it was. ``.cut`` says whether the reader went away."""
+    saved = sys.stdout
+    guarded = _PipeGuardedStdout(saved)
+    sys.stdout = stream = cast(TextIO, guarded)
+    try:
+        yield guarded
+    finally:
+        if sys.stdout is stream:  # a command that replaced it keeps its own
+            sys.stdout = saved
 
 
 def end_process(code: int) -> None:

@@ -70,9 +70,6 @@ def export_command(args: list[str]) -> int:
     from deepledger.export.formats import FORMATS, format_named, judged_tasks
     from deepledger.export.request import ExportRequest
 
-    if any(arg in ("-h", "--help") for arg in args):
-        print(HELP + f"installed: {', '.join(sorted(FORMATS))}")
-        return 0
     parsed = _parser().parse_intermixed_args(args)
     folders, name = _split_positionals(parsed.positionals, FORMATS)
     chosen = format_named(name)

@@ -68,12 +68,7 @@ def hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
     try:
         _entry()
     except SystemExit as exc:
-        code = _hydra_exit_code(exc, composed="code" in outcome)
-        if code == 0 and any(a in ("-h", "--help") for a in overrides):
-            from deepledger.config.docs import key_help
-
-            print(f"\n{key_help(name)}")  # below Hydra's help: what the keys mean
-        return code
+        return _hydra_exit_code(exc, composed="code" in outcome)
     except ValueError as exc:  # Hydra's check of its flags ("only one of --cfg, -m, ...")
         if "code" in outcome:
             raise

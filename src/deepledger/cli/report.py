@@ -12,6 +12,24 @@ from deepledger.errors import ConfigError, DeepLedgerError
 if TYPE_CHECKING:
     from deepledger.records.results import SummaryRecord
 
+HELP = """\
+deepledger report — rebuild a finished (or interrupted) run's summary and HTML report from its
+journals, or compare several runs in one report. No model is called.
+
+usage: deepledger report RUN_DIR                  one run: prints its summary and writes
+                                                  RUN_DIR/report.html
+       deepledger report RUN_DIR RUN_DIR... [--out FILE]
+                                                  several runs: their summaries averaged
+                                                  (repeats of one setting) and one
+                                                  comparison.html (beside the runs, or FILE)
+       deepledger report SWEEP_DIR                a -m sweep's folder: its runs compared
+                                                  side by side, never averaged
+
+RUN_DIR is a folder a bench wrote (logs/<benchmark>/<model>/<time>). The summary goes to
+stdout, the report's path after it.
+Exit codes: 0 done, 1 a run could not be read or a compared run is incomplete, 2 a usage
+  error, 141 the output pipe was closed."""
+
 
 def report_command(args: list[str]) -> int:
     """One run: rebuild its summary and report (a ``deepledger run`` folder: its report,

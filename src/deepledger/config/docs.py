@@ -176,15 +176,12 @@ def help_lines(docs: Sequence[KeyDoc] | None = None, width: int = HELP_WIDTH) ->
         yield f"{head}  {textwrap.shorten(plain(doc.meaning), room, placeholder=' ...')}"
 
 
-def key_help(command: str) -> str:
-    """What ``deepledger COMMAND --help`` adds to Hydra's help: the common keys."""
-    return "\n".join(
-        [
-            f"== Common keys (deepledger {command} KEY=VALUE; every key and what it means: "
-            "docs/configuration.md) ==",
-            *help_lines(),
-        ]
-    )
+def key_help() -> list[str]:
+    """The common keys as ``deepledger bench|run --help`` lists them, under a heading."""
+    return [
+        "Common keys (KEY=VALUE, shown with the schema's default; a preset may set others):",
+        *help_lines(),
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

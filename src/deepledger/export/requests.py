@@ -12,9 +12,9 @@ policy's request with that call's journaled prompts.
 
 What a journal cannot give back is said as a problem and the attempt left out: a
 context overflow the server refused (the request it was retried with is not
-journaled) and images (journals keep no image data). A native-protocol run's tool
-specs are not journaled either (only their names and digest): its samples carry no
-``tools``.
+journaled) and images (journals keep no image data). The tool specs the requests
+carried are ``task_started``'s ``tool_specs`` (a journal of an older release has only
+their names and digest: its samples carry no ``tools``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from deepledger.context.policy import ContextPolicy
 from deepledger.context.replay import at_once, follow_history
 from deepledger.context.strategies import make_strategy
 from deepledger.errors import ConfigError
-from deepledger.messages import Message, MessageKind, Role
+from deepledger.messages import JSONObject, Message, MessageKind, Role, ToolSpec
 from deepledger.records.codec import read_journal
 from deepledger.records.events import (
     AssistantTurn,
@@ -120,6 +120,7 @@ class Trajectory:
     end_reason: str | None = None
     problem: str | None = None  # why it cannot be rebuilt exactly (then left out)
     reasoning_sent: bool = False  # llm.send_back_reasoning: native calls carried it back
+    tool_specs: list[ToolSpec] = field(default_factory=list[ToolSpec])  # what requests carried
 
 
 def rebuild(path: Path, settings: RunSettings) -> Trajectory:
@@ -131,11 +132,27 @@ def rebuild(path: Path, settings: RunSettings) -> Trajectory:
     if started is None or started.system_prompt is None:
         trajectory.problem = "the journal holds no task_started with its system prompt"
         return trajectory
+    specs = _tool_specs(started.tool_specs or [])
+    if specs is None:
+        trajectory.problem = "task_started's tool_specs are not name/description/parameters"
+        return trajectory
+    trajectory.tool_specs = specs
     if started.task_images:
         trajectory.problem = "the task holds images, which journals keep no data of"
         return trajectory
     _Walk(trajectory, settings, started).run(events[events.index(started) + 1 :])
     return trajectory
+
+
+def _tool_specs(journaled: list[JSONObject]) -> list[ToolSpec] | None:
+    """The journaled specs as the requests carried them (None: not readable)."""
+    try:
+        return [
+            ToolSpec(str(spec["name"]), str(spec["description"]), dict(spec["parameters"]))
+            for spec in journaled
+        ]
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 class _Walk:

@@ -18,8 +18,10 @@ Messages are in the OpenAI wire form the run's requests were sent in
 (``reasoning_content`` on the reply, which reasoning chat templates render as a
 think block; a ``<think>`` block at the start of the content for OpenAI's format,
 which has no field for it) and in OpenAI's ``parallel_tool_calls``. With the XML
-protocol the tool schemas are in the system prompt, as the model read them; a native
-run's specs are not journaled, so its samples carry no ``tools``.
+protocol the tool schemas are in the system prompt, as the model read them; where the
+requests carried them as ``tools`` (the native protocol, hermes with a template that
+writes them), the samples carry the journaled specs in that wire form (a journal of an
+older release has none: no ``tools``).
 
 Identical samples are written once; every string passes through the redaction of
 every export (``store/redaction.py``'s ``redact_exported``; journals keep tool
@@ -46,7 +48,7 @@ from deepledger.export.requests import (
     rebuild,
     run_settings,
 )
-from deepledger.llm.openai import to_wire_messages
+from deepledger.llm.openai import to_wire_messages, to_wire_tool
 from deepledger.messages import JSONObject, Message, Role, sorted_json
 from deepledger.store.files import write_text_atomic
 from deepledger.store.layout import RunLayout
@@ -210,14 +212,18 @@ def _wire(
 def _sample(
     messages: list[JSONObject], trajectory: Trajectory, request: ExportRequest, *, openai: bool
 ) -> JSONObject:
-    """One line: ``messages`` and the tools. Their schemas are in an XML run's system
-    prompt, as the model read them; a native run's are not journaled, so ``tools`` is
-    empty in ``chatml`` and left out of ``openai`` (whose ``parallel_tool_calls`` says
-    whether a reply made several native calls at once, for samples that have any)."""
+    """One line: ``messages`` and the tools the requests carried, as ``llm/openai.py``
+    sent them (an XML run's schemas are in its system prompt: none; ``chatml`` then has
+    ``[]``, ``openai`` no ``tools`` rather than an empty list).
+    ``parallel_tool_calls`` says whether a reply made several native calls at once, for
+    ``openai`` samples that have any."""
+    tools = [to_wire_tool(spec) for spec in trajectory.tool_specs]
     if not openai:
-        return {"messages": messages, "tools": []}
+        return {"messages": messages, "tools": tools}
     messages = [_inline_reasoning(m) for m in messages]
     sample: JSONObject = {"messages": messages}
+    if tools:
+        sample["tools"] = tools
     calls = [len(m["tool_calls"]) for m in messages if m.get("tool_calls")]
     if calls:
         sample["parallel_tool_calls"] = max(calls) > 1

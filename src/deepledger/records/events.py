@@ -97,6 +97,11 @@ class TaskStarted(Event):
     # A digest of the tool specs the requests carry (native function calls, or the
     # tools a template writes): a resume refuses to continue with other tools.
     tool_specs_sha256: str | None = None
+    # Those specs, each ``{"name", "description", "parameters"}`` (the digest's form),
+    # once a journal: a training export gives them back as the samples' ``tools``. None:
+    # the requests carry none (the XML protocol's schemas are in the system prompt), or
+    # an older release did not record them.
+    tool_specs: list[JSONObject] | None = None
 
 
 class LoopEnded(Event):

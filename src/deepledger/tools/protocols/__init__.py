@@ -13,7 +13,7 @@ import json
 
 from deepledger.config import ProtocolName
 from deepledger.llm.base import LLMCapabilities
-from deepledger.messages import ToolSpec
+from deepledger.messages import JSONObject, ToolSpec
 from deepledger.prompts import PromptSet
 from deepledger.tools.protocols.base import ForcedCall, ParsedCalls, ToolProtocol, wire_name
 from deepledger.tools.protocols.hermes import HermesProtocol
@@ -30,6 +30,7 @@ __all__ = [
     "XmlProtocol",
     "make_protocol",
     "specs_digest",
+    "specs_json",
     "wire_name",
 ]
 
@@ -59,11 +60,16 @@ def make_protocol(
     return protocol
 
 
-def specs_digest(specs: list[ToolSpec]) -> str:
-    """A sha256 of the tool specs a conversation's requests carry, the same for the same
-    tools in the same order (a resumed run compares it with the journaled one)."""
-    canonical = [
+def specs_json(specs: list[ToolSpec]) -> list[JSONObject]:
+    """The specs as ``task_started`` journals them and their digest is taken of."""
+    return [
         {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
         for spec in specs
     ]
+
+
+def specs_digest(specs: list[ToolSpec]) -> str:
+    """A sha256 of the tool specs a conversation's requests carry, the same for the same
+    tools in the same order (a resumed run compares it with the journaled one)."""
+    canonical = specs_json(specs)
     return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()
