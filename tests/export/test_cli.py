@@ -4,6 +4,7 @@ exit code and the files left behind are the point)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 from pathlib import Path
@@ -61,7 +62,7 @@ def test_bad_run_folder_and_nothing_judged_through_the_real_command(
     out.mkdir()
     before = files_in(tmp_path)
     done = deepledger(
-        "export", str(unjudged), "results", "--only", "correct", "--out", str(out / "x.jsonl")
+        "export", str(unjudged), "results", "--only", "correct", "--out", str(out / "n" / "x.jsonl")
     )
     assert done.returncode == 1, done.stderr
     assert "--only correct, but no task of" in done.stderr
@@ -139,19 +140,29 @@ def test_a_sweep_folder_stands_for_its_runs(
     assert sorted(set(frame["run_dir"])) == [str(sweep / "0"), str(sweep / "1")]
     assert len(frame) == 12  # 6 attempts a run
     assert "from 2 runs" in capsys.readouterr().err
+    # A MiroThinker export beside the runs (its run_N/ has a results file) is no run.
+    assert main(["export", str(sweep / "0"), "mirothinker", "--out", str(sweep / "miro")]) == 0
+    out.unlink()
+    assert main(["export", "results", str(sweep), "--out", str(out)]) == 0
+    assert "from 2 runs" in capsys.readouterr().err
 
 
 def test_a_failed_export_leaves_nothing(
-    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     def half_written(rows: object, out: Path) -> None:
         out.write_text('{"task_id": "easy/1"}\n')
-        raise OSError("No space left on device")
+        raise OSError(errno.ENOSPC, "No space left on device", str(out))
 
     monkeypatch.setattr("deepledger.export.results.write_jsonl", half_written)
-    with pytest.raises(OSError, match="No space left"):
-        main(["export", str(run_dir), "results", "--out", str(tmp_path / "r.jsonl")])
-    assert files_in(tmp_path) == []
+    out = tmp_path / "new" / "r.jsonl"
+    assert main(["export", str(run_dir), "results", "--out", str(out)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "No space left on device" in line and f"nothing was written to {out}" in line
+    assert files_in(tmp_path) == []  # not even the folder made for it
 
 
 def test_filters_are_checked(
@@ -166,8 +177,29 @@ def test_filters_are_checked(
     assert (
         main(["export", str(run_dir), "results", "--per-turn", "--out", str(tmp_path / "x")]) == 2
     )
-    assert "--per-turn makes training samples" in capsys.readouterr().err
+    assert "--per-turn does not apply to results (it takes --only," in capsys.readouterr().err
+    # An option the format does not use is refused, not ignored.
+    for args in (["chatml", "--table", "parquet"], ["dpo", "--only", "all"]):
+        assert main(["export", str(run_dir), *args, "--out", str(tmp_path / "x")]) == 2
+        assert f"{args[1]} does not apply to {args[0]}" in capsys.readouterr().err
+    assert main(["export", str(run_dir), "mirothinker", "--only", "correct"]) == 2
+    assert "--only does not apply to mirothinker (it takes only --out and --force)" in (
+        capsys.readouterr().err
+    )
     assert files_in(tmp_path) == []
+
+
+def test_whole_run_formats_take_a_run_nobody_judged(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    unjudged = unjudged_copy(run_dir, tmp_path / "unjudged")
+    assert main(["export", str(unjudged), "results", "--out", str(tmp_path / "r.jsonl")]) == 0
+    assert main(["export", str(unjudged), "mirothinker", "--out", str(tmp_path / "miro")]) == 0
+    assert any((tmp_path / "miro" / "run_1").glob("task_*.json"))
+    # A training format keeps correct attempts by default: there are none.
+    assert main(["export", str(unjudged), "chatml", "--out", str(tmp_path / "c.jsonl")]) == 1
+    assert "--only correct (chatml's default), but no task of" in capsys.readouterr().err
+    assert not (tmp_path / "c.jsonl").exists()
 
 
 def test_a_folder_format_goes_into_a_new_or_empty_folder(
@@ -179,8 +211,29 @@ def test_a_folder_format_goes_into_a_new_or_empty_folder(
     written = capsys.readouterr().out.splitlines()
     assert written and all(Path(p).is_relative_to(empty) and Path(p).is_file() for p in written)
     assert [p.name for p in tmp_path.iterdir()] == ["miro"]  # no partial folder beside it
+    # The logs the results name are where the export ended up, not its temporary folder.
+    results = (empty / "run_1" / "benchmark_results.jsonl").read_text(encoding="utf-8")
+    logs = [a["log_file_path"] for x in results.splitlines() for a in json.loads(x)["attempts"]]
+    assert logs and all(Path(log).is_file() and Path(log).is_relative_to(empty) for log in logs)
     assert main(["export", str(run_dir), "mirothinker", "--out", str(empty)]) == 2
     assert "exists; pass --force" in capsys.readouterr().err
+    # --force replaces an earlier export whole (the new one named where it ends up) ...
+    (empty / "run_2").mkdir()
+    assert main(["export", str(run_dir), "mirothinker", "--out", str(empty), "--force"]) == 0
+    assert capsys.readouterr().out.splitlines() == written
+    assert sorted(p.name for p in empty.iterdir()) == ["run_1"]
+    assert [p.name for p in tmp_path.iterdir()] == ["miro"]
+    # ... and never a folder holding anything else; a file format never takes a folder.
+    (empty / "notes.txt").write_text("mine")
+    assert main(["export", str(run_dir), "mirothinker", "--out", str(empty), "--force"]) == 2
+    assert "holds 'notes.txt', which no export wrote" in capsys.readouterr().err
+    assert (empty / "notes.txt").read_text() == "mine"
+    (empty / "notes.txt").unlink()
+    shutil.copytree(run_dir, empty / "run_2")  # a deepledger run where MiroThinker puts its
+    assert main(["export", str(run_dir), "mirothinker", "--out", str(empty), "--force"]) == 2
+    assert "holds 'run_2', which no export wrote" in capsys.readouterr().err
+    assert main(["export", str(run_dir), "results", "--out", str(empty), "--force"]) == 2
+    assert "is a folder; this format writes a file" in capsys.readouterr().err
 
 
 def test_a_run_folder_of_deepledger_run_is_for_the_training_formats_only(

@@ -115,7 +115,8 @@ def scripted_model() -> ScriptedLLM:
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("bench") / "run"
-    cfg = config("benchmark.execution.pass_at_k=2")
+    # One task at a time: the results lines (and the tests) follow the tasks' order.
+    cfg = config("benchmark.execution.pass_at_k=2", "benchmark.execution.max_concurrent=1")
     asyncio.run(run(cfg, scripted_model(), root, only=TASKS, manifest=True))
     return root
 

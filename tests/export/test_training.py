@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from deepledger.cli import main
 from deepledger.errors import DeepLedgerError
 from deepledger.export import ExportRequest, export
-from deepledger.export.training import redacted
+from deepledger.store.redaction import redact_exported as redacted
 from tests.support.doubles.fake_llm_server import (
     FakeLLMServer,
     FakeToolCall,
@@ -228,6 +229,30 @@ def test_dpo_pairs_share_the_prompt(run: Run, tmp_path: Path) -> None:
     assert pair["chosen"][0]["role"] == pair["rejected"][0]["role"] == "assistant"
     assert pair["chosen"][-1]["content"] == "\\boxed{code-k01}"
     assert pair["rejected"][-1]["content"] == "\\boxed{code-wrong}"
+
+
+def test_the_command_line_writes_what_the_model_received_and_pairs_on_its_prompt(
+    run: Run, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's check through `deepledger export`, so that its flags reach the writer."""
+    out = tmp_path / "turns.jsonl"
+    flags = ["--per-turn", "--end-reason", "model_finished", "--min-turns", "1"]
+    argv = ["export", str(run.folder), "chatml", "--only", "correct", *flags, "--out", str(out)]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == f"{out}\n"
+    received = [redacted(m) for key, n, m in run.model.received if (key, n) in CORRECT]
+    prompts = [sample["messages"][:-1] for sample in lines(out)]
+    assert sorted(map(json.dumps, prompts)) == sorted(map(json.dumps, received))
+    assert main([*argv[:-1], str(tmp_path / "few.jsonl"), "--max-turns", "3"]) == 1
+    assert "2 more than 3 turns" in capsys.readouterr().err
+    assert not (tmp_path / "few.jsonl").exists()
+
+    pairs = tmp_path / "dpo.jsonl"
+    assert main(["export", "dpo", str(run.folder), "--thinking", "drop", "--out", str(pairs)]) == 0
+    [pair] = lines(pairs)
+    firsts = [redacted(m) for key, n, m in run.model.received if key == "k01" and len(m) == 2]
+    assert len(firsts) == 2 and firsts[0] == firsts[1] == pair["prompt"]
+    assert THOUGHT not in pairs.read_text(encoding="utf-8")
 
 
 def test_native_calls_and_compaction_per_turn_and_in_openai_format(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deepledger.store.redaction import redact, redact_assignments
+from deepledger.store.redaction import redact, redact_assignments, redact_exported
 
 
 def test_redact_blanks_secret_assignments_in_text():
@@ -29,3 +29,18 @@ def test_a_secret_key_in_a_nested_config_is_blanked_and_empty_or_other_values_ke
         redact_assignments("+tools.x.env.GITHUB_TOKEN@pkg='a b'")
         == "+tools.x.env.GITHUB_TOKEN@pkg=***"
     )
+
+
+def test_an_export_loses_the_secret_not_the_message() -> None:
+    message = {
+        "role": "tool",
+        "content": "The access token=sk-1 was refused. Paris is the answer.",
+        "tool_calls": [{"function": {"arguments": '{"key": "token=sk-2", "n": 1}'}}],
+        "api_key": "sk-3",
+    }
+    assert redact_exported(message) == {
+        "role": "tool",
+        "content": "The access token=*** was refused. Paris is the answer.",
+        "tool_calls": [{"function": {"arguments": '{"key": "token=***", "n": 1}'}}],
+        "api_key": "***",
+    }

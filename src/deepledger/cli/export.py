@@ -4,6 +4,7 @@ table, training samples, MiroThinker's logs), the formats of ``export/formats.py
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ from deepledger.errors import ConfigError
 
 if TYPE_CHECKING:
     from deepledger.export.formats import ExportFormat
-    from deepledger.export.request import ExportOutcome
+    from deepledger.export.request import ExportOutcome, ExportRequest
     from deepledger.store.locate import RunKind
 
 HELP = """\
@@ -38,19 +39,25 @@ options:
   --out PATH           the file (or folder, mirothinker) to write; default: in the
                        current folder, named after the run and the format, e.g.
                        tiny-gpt-4.1-20260101_120000.results.jsonl (never in a run folder)
-  --force              replace PATH if it exists (without: refused)
+  --force              replace PATH if it exists (without: refused); a folder only
+                       when an earlier export wrote it
   --table jsonl|parquet  results: JSON lines (default) or a Parquet table
   --per-attempt        results: a row per attempt instead of per task
-  --only correct|all   keep attempts judged correct, or all; default: correct for the
-                       training formats, all for results. `--only correct` on runs
-                       with no judged task exits 1 and writes nothing
-  --min-turns N        keep attempts (tasks, for results) of at least N turns
+  --only correct|all   results, chatml, openai: keep what was judged correct, or all;
+                       default: correct for chatml and openai, all for results.
+                       `--only correct` on runs with no judged task exits 1 and
+                       writes nothing
+  --min-turns N        results, chatml, openai, dpo: keep attempts (tasks, for
+                       results) of at least N turns
   --max-turns N        ... of at most N turns
-  --end-reason R [R...]  keep those that ended so: model_finished, turns_exhausted,
+  --end-reason R [R...]  ... that ended so: model_finished, turns_exhausted,
                        window_exhausted, looping, limit, cut_or_empty, error
   --per-turn           chatml/openai: a sample per turn (the request as the model saw
                        it, trimmed, and its reply) instead of one per attempt
   --thinking keep|drop chatml/openai/dpo: keep the model's reasoning text, or drop it
+
+mirothinker exports whole runs and takes none of these; an option a format does not
+use is refused (exit 2), not ignored.
 
 The written path is printed on stdout; counts and what was left out (and why) on
 stderr. Nothing is written in a run folder, and a failed export leaves no file.
@@ -60,24 +67,33 @@ docs/export.md has a sample of each format.
 
 def export_command(args: list[str]) -> int:
     """Parse the command line, export, and say what was written and left out."""
-    from deepledger.export.formats import FORMATS, export, format_named, judged_tasks
+    from deepledger.export.formats import FORMATS, format_named, judged_tasks
     from deepledger.export.request import ExportRequest
 
     parsed = _parser().parse_intermixed_args(args)
     folders, name = _split_positionals(parsed.positionals, FORMATS)
     chosen = format_named(name)
     run_dirs = resolve_runs(folders, chosen.kinds)
+    _check_options(parsed, name, chosen)
     _check_filters(parsed.min_turns, parsed.max_turns, parsed.end_reason)
     if parsed.out == "-":
         raise ConfigError(
             "deepledger export: writes a file, not stdout (--out -); give --out a path, "
             "or none for one in the current folder (its path is printed on stdout)."
         )
-    out = Path(parsed.out) if parsed.out else default_out(folders, run_dirs, name, chosen, parsed)
+    # Absolute and normal: `--out .` names the current folder, and its name is needed.
+    out = (
+        Path(os.path.abspath(parsed.out))
+        if parsed.out
+        else default_out(folders, run_dirs, name, chosen, parsed)
+    )
     check_out(out, force=parsed.force, folder_format=chosen.output == "folder")
-    if parsed.only == "correct" and not judged_tasks(run_dirs):
+    only = parsed.only or chosen.default_only
+    # Formats that export whole runs (mirothinker) take no --only: nothing to check.
+    if "--only" in chosen.options and only == "correct" and not judged_tasks(run_dirs):
+        said = "--only correct" if parsed.only else f"--only correct ({name}'s default)"
         print(
-            f"deepledger export: --only correct, but no task of {_runs_text(run_dirs)} was "
+            f"deepledger export: {said}, but no task of {_runs_text(run_dirs)} was "
             "judged (no ground truth, or the judge gave no verdict); nothing written. "
             "Use --only all, or `deepledger judge RUN_DIR` to grade the answers first.",
             file=sys.stderr,
@@ -88,22 +104,43 @@ def export_command(args: list[str]) -> int:
         run_dirs=run_dirs,
         format=name,
         out=partial,
-        table=parsed.table,
-        only=parsed.only or chosen.default_only,
+        table=parsed.table or "jsonl",
+        only=only,
         min_turns=parsed.min_turns,
         max_turns=parsed.max_turns,
         end_reasons=frozenset(parsed.end_reason) if parsed.end_reason else None,
         per_turn=parsed.per_turn,
-        thinking=parsed.thinking,
+        thinking=parsed.thinking or "keep",
         per_attempt=parsed.per_attempt,
+        final_out=out.absolute(),
     )
-    try:
-        outcome = export(request)
-        _move_into_place(partial, out)
-    finally:
-        _remove(partial)  # a writer that failed, or was interrupted, leaves nothing
+    outcome = _write(request, out)
     _say(outcome, partial, out, name, run_dirs)
     return 0
+
+
+def _write(request: ExportRequest, out: Path) -> ExportOutcome:
+    """Export under the request's temporary name, then rename it to ``out``; a writer
+    that fails, or is interrupted, leaves nothing, not even the folders made for it."""
+    from deepledger.export.formats import export
+
+    made = [p for p in reversed(out.parents) if not p.exists()]  # outermost first
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        outcome = export(request)
+        _move_into_place(request.out, out)
+    except BaseException as exc:
+        _remove(request.out)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        if isinstance(exc, OSError):  # an unwritable --out, a full disk: one line
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise ConfigError(
+                f"deepledger export: {exc.strerror or exc}{where}; nothing was written to {out}."
+            ) from exc
+        raise
+    return outcome
 
 
 class _Parser(argparse.ArgumentParser):
@@ -118,14 +155,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("positionals", nargs="*")
     parser.add_argument("--out")
     parser.add_argument("--force", action="store_true")
-    parser.add_argument("--table", choices=("jsonl", "parquet"), default="jsonl")
+    # No defaults here (None: not given), so that an option a format does not use is
+    # refused (_check_options); the request's defaults apply.
+    parser.add_argument("--table", choices=("jsonl", "parquet"))
     parser.add_argument("--per-attempt", action="store_true")
     parser.add_argument("--only", choices=("correct", "all"))
     parser.add_argument("--min-turns", type=int)
     parser.add_argument("--max-turns", type=int)
     parser.add_argument("--end-reason", nargs="+", action="extend")
     parser.add_argument("--per-turn", action="store_true")
-    parser.add_argument("--thinking", choices=("keep", "drop"), default="keep")
+    parser.add_argument("--thinking", choices=("keep", "drop"))
     return parser
 
 
@@ -147,17 +186,47 @@ def _split_positionals(
 def resolve_runs(folders: list[str], kinds: tuple[RunKind, ...] = ("bench",)) -> tuple[Path, ...]:
     """The run folders (of ``kinds``) the arguments name: a run folder itself, or every
     run below a folder that is none (a sweep, logs/); each once, in the order given."""
+    from deepledger.store.layout import RunLayout
     from deepledger.store.locate import require_run, run_kind, runs_under
+
+    def exportable(path: Path, kind: RunKind) -> bool:
+        # A bench run below has its manifest: a folder with a results file alone is a
+        # run not started yet, or a MiroThinker export (its run_N/ has that file too).
+        return kind in kinds and (kind != "bench" or RunLayout(path).manifest.is_file())
 
     found: dict[Path, None] = {}
     for folder in map(Path, folders):
-        below = [] if run_kind(folder) else [p for p, k in runs_under(folder) if k in kinds]
+        below = [] if run_kind(folder) else [p for p, k in runs_under(folder) if exportable(p, k)]
         if not below:
             require_run(folder, "export", kinds=kinds)
             below = [folder]
         for run_dir in below:
             found.setdefault(run_dir.resolve(), None)
     return tuple(found)
+
+
+def _check_options(parsed: argparse.Namespace, name: str, chosen: ExportFormat) -> None:
+    """Refuse an option the format does not use, rather than ignore it."""
+    given = [
+        option
+        for option in (
+            "--table",
+            "--per-attempt",
+            "--only",
+            "--min-turns",
+            "--max-turns",
+            "--end-reason",
+            "--per-turn",
+            "--thinking",
+        )
+        if getattr(parsed, option[2:].replace("-", "_")) not in (None, False)
+    ]
+    if unused := [option for option in given if option not in chosen.options]:
+        takes = ", ".join(chosen.options) if chosen.options else "only --out and --force"
+        raise ConfigError(
+            f"deepledger export: {unused[0]} does not apply to {name} (it takes {takes}); "
+            "leave it out, or pick the format it is for (deepledger export --help)."
+        )
 
 
 def _check_filters(least: int | None, most: int | None, end_reasons: list[str] | None) -> None:
@@ -198,14 +267,13 @@ def default_out(
     else:
         stem = f"{len(run_dirs)}-runs"
     stem = re.sub(r"[^\w.+-]+", "_", stem).strip("._") or "export"
-    suffix = "" if chosen.output == "folder" else f".{parsed.table}"
+    suffix = "" if chosen.output == "folder" else f".{parsed.table or 'jsonl'}"
     return Path.cwd() / f"{stem}.{name}{suffix}"
 
 
 def check_out(out: Path, *, force: bool, folder_format: bool = False) -> None:
     """Refuse an output inside a run folder (a live run may own it) and, without
-    ``force``, one that exists (an empty folder is taken for a folder format); make
-    the folder it goes in."""
+    ``force``, one that exists (an empty folder is taken for a folder format)."""
     from deepledger.store.layout import RunLayout
 
     absolute = out.absolute()
@@ -217,20 +285,58 @@ def check_out(out: Path, *, force: bool, folder_format: bool = False) -> None:
                 f"deepledger export: {out} is in the run folder {folder}, which its run "
                 "may still be writing; pass --out PATH outside any run folder."
             )
+    if out.is_dir() and not folder_format:
+        raise ConfigError(
+            f"deepledger export: {out} is a folder; this format writes a file: give --out "
+            "a file's path."
+        )
+    if out.exists() and not out.is_dir() and folder_format:
+        raise ConfigError(
+            f"deepledger export: {out} is a file; this format writes a folder: give --out "
+            "a new or empty folder."
+        )
     empty_folder = folder_format and out.is_dir() and not any(out.iterdir())
     if out.exists() and not force and not empty_folder:
         raise ConfigError(
             f"deepledger export: {out} exists; pass --force to replace it, or --out another path."
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if force and folder_format and out.is_dir() and (strays := _not_an_export(out)):
+        # --force replaces a folder whole: only one an earlier export wrote.
+        raise ConfigError(
+            f"deepledger export: {out} holds {strays[0]!r}, which no export wrote; --force "
+            "replaces only an earlier export's folder: give --out a new or empty folder."
+        )
+
+
+def _not_an_export(folder: Path) -> list[str]:
+    """What in ``folder`` a folder export (MiroThinker's ``run_N/`` folders) did not write.
+    A deepledger run in a ``run_N/`` is no export: MiroThinker's own layout puts its
+    runs there (``hydra.run.dir=<results>/run_N``)."""
+    from deepledger.store.layout import RunLayout
+
+    def exported(path: Path) -> bool:
+        layout = RunLayout(path)
+        ours = (layout.manifest.is_file(), layout.tasks.is_dir(), layout.run_journal.is_file())
+        return path.is_dir() and re.fullmatch(r"run_\d+", path.name) is not None and not any(ours)
+
+    return sorted(p.name for p in folder.iterdir() if not exported(p))
 
 
 def _move_into_place(partial: Path, out: Path) -> None:
-    """The finished output under its name: a file replaced in one step; a folder after
-    the one it replaces (``--force``) is removed."""
-    if partial.is_dir() and out.exists():
-        _remove(out)
-    os.replace(partial, out)
+    """The finished output under its name: a file replaced in one step; a folder that
+    replaces one (``--force``, or an empty one) after the old is set aside, and the old
+    removed only once the new is in place (put back if the rename fails)."""
+    if not (partial.is_dir() and out.is_dir()):
+        os.replace(partial, out)
+        return
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    os.replace(out, old)
+    try:
+        os.replace(partial, out)
+    except OSError:
+        os.replace(old, out)
+        raise
+    _remove(old)
 
 
 def _remove(path: Path) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -37,6 +37,9 @@ class ExportFormat:
     output: Literal["file", "folder"] = "file"
     # The run folders it reads: bench runs, and for some `deepledger run` folders too.
     kinds: tuple[RunKind, ...] = ("bench",)
+    # The options of `deepledger export` it honours (besides --out and --force): the
+    # command refuses the others rather than ignore them.
+    options: tuple[str, ...] = ()
 
     def writer(self) -> Writer:
         module, _, function = self.entry.partition(":")
@@ -44,41 +47,51 @@ class ExportFormat:
         return writer
 
 
+_FILTERS = ("--only", "--min-turns", "--max-turns", "--end-reason")
+
 FORMATS: dict[str, ExportFormat] = {
     "mirothinker": ExportFormat(
         "mirothinker:export_mirothinker",
         "MiroThinker's benchmark log folder (run_N/ task logs, benchmark_results.jsonl, "
         "pass@k accuracy file), read by its average-score and progress scripts; OUT is a "
         "new or empty folder",
-        default_only="all",  # the whole run, judged or not
+        default_only="all",  # the whole run, judged or not: no filters
         output="folder",
     ),
     "results": ExportFormat(
         "results:export_results",
         "a row per task (--per-attempt: per attempt), JSONL or Parquet (--table)",
         default_only="all",
+        options=(*_FILTERS, "--table", "--per-attempt"),
     ),
     "chatml": ExportFormat(
         "training:chatml",
         "training samples, one JSON line each: messages as the model received and wrote them",
         kinds=("bench", "run"),
+        options=(*_FILTERS, "--per-turn", "--thinking"),
     ),
     "openai": ExportFormat(
         "training:openai",
         "training samples in OpenAI's chat fine-tuning format (messages, tools)",
         kinds=("bench", "run"),
+        options=(*_FILTERS, "--per-turn", "--thinking"),
     ),
     "dpo": ExportFormat(
         "training:dpo",
         "preference pairs: a correct and an incorrect attempt at one task, same prompt",
         kinds=("bench", "run"),
+        # Pairs need both verdicts: --only is not for it.
+        options=("--min-turns", "--max-turns", "--end-reason", "--thinking"),
     ),
 }
 
 
 def export(request: ExportRequest) -> ExportOutcome:
-    """Run ``request`` with its format's writer."""
-    return format_named(request.format).writer()(request)
+    """Run ``request`` with its format's writer (``only`` unset: the format's default)."""
+    chosen = format_named(request.format)
+    if request.only is None:
+        request = replace(request, only=chosen.default_only)
+    return chosen.writer()(request)
 
 
 def format_named(name: str) -> ExportFormat:

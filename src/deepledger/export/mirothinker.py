@@ -43,7 +43,7 @@ from deepledger.store.layout import (
     subagent_journals,
 )
 from deepledger.store.locate import require_run
-from deepledger.store.redaction import redact
+from deepledger.store.redaction import redact_exported
 from deepledger.store.run_store import load_manifest, task_records
 from deepledger.tools.protocols import make_protocol
 
@@ -97,7 +97,7 @@ def export_mirothinker(request: ExportRequest) -> ExportOutcome:
         )
     outcome = ExportOutcome()
     for number, run in enumerate(runs, 1):
-        _write_run(run, request.out / f"run_{number}", outcome)
+        _write_run(run, request.out / f"run_{number}", outcome, request)
     return outcome
 
 
@@ -130,7 +130,7 @@ def _distinct(roots: tuple[Path, ...]) -> list[Path]:
 
 
 def _read_run(root: Path) -> _Run:
-    require_run(root, "deepledger export", ("bench",))
+    require_run(root, "export", ("bench",))
     manifest, config = load_manifest(root)
     records = task_records(root)
     by_folder = {safe_name(task_id): task_id for task_id in records}
@@ -155,18 +155,20 @@ def _journaled_id(journals: list[tuple[int, int, Path]]) -> str | None:
     return None
 
 
-def _write_run(run: _Run, folder: Path, outcome: ExportOutcome) -> None:
+def _write_run(run: _Run, folder: Path, outcome: ExportOutcome, request: ExportRequest) -> None:
     folder.mkdir(parents=True)
     results: list[JSONObject] = []
     for task_id in _task_order(run):
         record = run.records.get(task_id)
         written = _write_task_logs(run, task_id, record, folder, outcome)
         if record is not None:
-            results.append(_result_line(record, written, run.k))
+            results.append(_result_line(record, written, run.k, request))
     if not run.complete:  # MiroThinker writes these two once its run has ended
         outcome.skip(f"{run.root}: unfinished run, no {_RESULTS} nor accuracy file")
         return
-    lines = "".join(json.dumps(redact(line), ensure_ascii=False) + "\n" for line in results)
+    lines = "".join(
+        json.dumps(redact_exported(line), ensure_ascii=False) + "\n" for line in results
+    )
     (folder / _RESULTS).write_text(lines, encoding="utf-8")
     passed = sum(1 for line in results if line["pass_at_k_success"])
     accuracy = passed / len(results) if results else 0.0
@@ -210,7 +212,7 @@ def _write_task_logs(
         name = f"task_{miro_task_id(file_id(task_id), attempt, retry)}"
         stamp = log["start_time"].replace(":", "-").replace(".", "-").replace(" ", "-")
         target = folder / f"{name}_{stamp}.json"
-        write_json_atomic(target, redact(log))
+        write_json_atomic(target, redact_exported(log))
         outcome.written.append(target)
         written.files[attempt] = target
     if not journals:
@@ -442,13 +444,15 @@ def _trace(finished: TaskFinished | None, journal: Path) -> JSONObject:
 
 
 # -- benchmark_results.jsonl ----------------------------------------------------------
-def _result_line(record: TaskRecord, written: _Written, k: int) -> JSONObject:
+def _result_line(
+    record: TaskRecord, written: _Written, k: int, request: ExportRequest
+) -> JSONObject:
     """The task as a line of MiroThinker's benchmark_results.jsonl (its BenchmarkResult,
     fields in its order). The task's answer and log are those of the attempt judged
     correct, so that collect-trace, which keeps the logs of PASS_AT_K_SUCCESS lines, keeps
     right answers (MiroThinker itself names the first attempt's there); with none
     correct, the first attempt's, as MiroThinker's."""
-    attempts = [_attempt_line(a, written) for a in record.attempts]
+    attempts = [_attempt_line(a, written, request) for a in record.attempts]
     passed = record.correct is True or any(a["is_correct"] for a in attempts)
     main = next((a for a in attempts if a["is_correct"]), attempts[0] if attempts else {})
     if passed:
@@ -473,13 +477,15 @@ def _result_line(record: TaskRecord, written: _Written, k: int) -> JSONObject:
     }
 
 
-def _attempt_line(attempt: AttemptRecord, written: _Written) -> JSONObject:
+def _attempt_line(attempt: AttemptRecord, written: _Written, request: ExportRequest) -> JSONObject:
+    """One attempt of a result line; its log named where it will be once the export is
+    in place (MiroThinker's scripts open the absolute path)."""
     log = written.files.get(attempt.attempt)
     return {
         "attempt_number": attempt.attempt,
         "model_boxed_answer": attempt.final_answer or FORMAT_ERROR,
         "status": "success",  # an attempt with a record ran to its end
-        "log_file_path": str(log.resolve()) if log else None,
+        "log_file_path": str(request.final(log).resolve()) if log else None,
         "final_judge_result": _label(attempt) or None,
         "judge_type": attempt.judgement.judge if attempt.judgement else None,
         "is_correct": attempt.correct is True,

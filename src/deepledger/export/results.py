@@ -29,7 +29,7 @@ from deepledger.records.results import (
 )
 from deepledger.store.files import read_jsonl
 from deepledger.store.layout import RunLayout, attempt_journals, safe_name
-from deepledger.store.redaction import redact
+from deepledger.store.redaction import redact_exported
 from deepledger.store.run_store import load_manifest, task_records
 
 Row = dict[str, Any]
@@ -117,7 +117,7 @@ def run_rows(run_dir: Path, request: ExportRequest, outcome: ExportOutcome) -> l
         for row in _task_rows(record, times, request.per_attempt):
             reason = left_out(row, request)
             if reason is None:
-                rows.append(redact(run | row))  # as the journals are: no secret leaves
+                rows.append(redact_exported(run | row))  # as the journals are: no secret leaves
             else:
                 outcome.skip(reason)
     return rows
@@ -127,13 +127,7 @@ def left_out(row: Row, request: ExportRequest) -> str | None:
     """Why ``row`` is not exported under the request's filters; None: it is."""
     if request.only == "correct" and row["verdict"] != "correct":
         return "not judged correct (--only correct)"
-    if request.min_turns is not None and row["turns"] < request.min_turns:
-        return f"fewer than {request.min_turns} turns (--min-turns)"
-    if request.max_turns is not None and row["turns"] > request.max_turns:
-        return f"more than {request.max_turns} turns (--max-turns)"
-    if request.end_reasons is not None and row["end_reason"] not in request.end_reasons:
-        return f"end reason not {' or '.join(sorted(request.end_reasons))} (--end-reason)"
-    return None
+    return request.left_out(row["turns"], row["end_reason"])
 
 
 # -- rows ------------------------------------------------------------------------------

@@ -23,8 +23,8 @@ requests carried them as ``tools`` (the native protocol, hermes with a template 
 writes them), the samples carry the journaled specs in that wire form (a journal of an
 older release has none: no ``tools``).
 
-Identical samples are written once; every string passes through the redaction the
-manifest and the recorded command line get (``store/redaction.py``; journals keep tool
+Identical samples are written once; every string passes through the redaction of
+every export (``store/redaction.py``'s ``redact_exported``; journals keep tool
 results as they came). ``dpo`` pairs a correct and an incorrect attempt at one task
 (in the runs given): the prompt is the system prompt and the task (the same for both,
 else the pair is left out), chosen and rejected the rest of each attempt.
@@ -38,7 +38,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from deepledger.errors import DeepLedgerError
 from deepledger.export.request import ExportOutcome, ExportRequest
@@ -53,11 +52,10 @@ from deepledger.llm.openai import to_wire_messages, to_wire_tool
 from deepledger.messages import JSONObject, Message, Role, sorted_json
 from deepledger.store.files import write_text_atomic
 from deepledger.store.layout import RunLayout
-from deepledger.store.redaction import redact, redact_assignments
+from deepledger.store.redaction import redact_exported
 from deepledger.store.run_store import task_records
 
 _THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
-_WORD = re.compile(r"\S+")
 
 
 @dataclass(frozen=True)
@@ -171,14 +169,8 @@ def _trajectory(
     if trajectory.problem is not None:
         outcome.skip(f"not rebuildable: {trajectory.problem}")
         return None
-    if request.min_turns is not None and trajectory.turns < request.min_turns:
-        outcome.skip(f"fewer than {request.min_turns} turns")
-        return None
-    if request.max_turns is not None and trajectory.turns > request.max_turns:
-        outcome.skip(f"more than {request.max_turns} turns")
-        return None
-    if request.end_reasons is not None and trajectory.end_reason not in request.end_reasons:
-        outcome.skip(f"ended by {trajectory.end_reason}")
+    if (reason := request.left_out(trajectory.turns, trajectory.end_reason)) is not None:
+        outcome.skip(reason)
         return None
     return trajectory
 
@@ -251,7 +243,7 @@ def _inline_reasoning(message: JSONObject) -> JSONObject:
 
 def _add(lines: list[str], seen: set[str], sample: JSONObject, outcome: ExportOutcome) -> None:
     """``sample`` redacted, unless an identical one was added already."""
-    clean = redacted(sample)
+    clean = redact_exported(sample)
     digest = hashlib.sha256(sorted_json(clean)).hexdigest()
     if digest in seen:
         outcome.skip("duplicate")
@@ -267,7 +259,8 @@ def _write(request: ExportRequest, lines: list[str], outcome: ExportOutcome) -> 
         raise DeepLedgerError(
             f"deepledger export {request.format}: nothing to write"
             + (f" ({why})" if why else " (no attempts in the runs given)")
-            + (": try --only all" if request.only == "correct" else "")
+            # dpo needs both verdicts whatever --only says
+            + (": try --only all" if request.only == "correct" and request.format != "dpo" else "")
             + "."
         )
     request.out.parent.mkdir(parents=True, exist_ok=True)
@@ -275,37 +268,3 @@ def _write(request: ExportRequest, lines: list[str], outcome: ExportOutcome) -> 
     outcome.written.append(request.out)
     outcome.rows = len(lines)
     return outcome
-
-
-def redacted(value: Any) -> Any:
-    """``value`` with secrets redacted as the manifest and argv are (``store/redaction``),
-    word by word in a text: a ``key=value`` override loses all after its ``=``, which in
-    a message would take the rest of the message with it. A tool call's JSON arguments
-    are redacted as the object they hold, and stay valid JSON; the text under a key named
-    like a secret (a tool server's schema may hold one) goes whole."""
-    if isinstance(value, dict):
-        return {k: _redacted_entry(k, v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redacted(v) for v in value]
-    if isinstance(value, str):
-        return _WORD.sub(lambda word: redact_assignments(word.group()), value)
-    return value
-
-
-def _redacted_entry(key: str, value: Any) -> Any:
-    if not isinstance(value, str):
-        return redacted(value)
-    if key == "arguments":
-        return _redacted_arguments(value)
-    if redact({key: "x"})[key] == "***":  # a key named like a secret (store/redaction's rule)
-        return "***" if value else value
-    return redacted(value)
-
-
-def _redacted_arguments(text: str) -> str:
-    try:
-        parsed = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return str(redacted(text))
-    clean = redact(parsed)
-    return text if clean == parsed else json.dumps(clean, ensure_ascii=False)

@@ -7,6 +7,7 @@ A value is a secret when its key is named like one (``api_key``, ``token``, ``se
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -17,6 +18,7 @@ _SECRET_ASSIGNMENT = re.compile(
     r"(?P<key>[\w.@/+~-]*?(?:api[_-]?key|token|secret|password))=(?P<value>[^,\s]+)",
     re.IGNORECASE,
 )
+_WORD = re.compile(r"\S+")
 
 
 def redact(value: Any) -> Any:
@@ -46,3 +48,31 @@ def redact_assignments(text: str) -> str:
     if equals and value and _SECRET_KEY.search(key.split("@", 1)[0].strip()):
         return f"{key}=***"
     return _SECRET_ASSIGNMENT.sub(lambda m: f"{m['key']}=***", text)
+
+
+def redact_exported(value: Any) -> Any:
+    """What leaves deepledger in an export (results rows, training samples, MiroThinker's
+    logs): values of keys named like secrets, as :func:`redact`; in a text, each word's
+    secret-looking ``key=value`` (:func:`redact` takes a whole text for one override,
+    which in a message would take the rest of the message with it); a tool call's JSON
+    ``arguments`` redacted as the object they hold, so they stay valid JSON."""
+    if isinstance(value, dict):
+        return {k: _redact_exported_item(str(k), v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_exported(v) for v in value]
+    if isinstance(value, str):
+        return _WORD.sub(lambda word: redact_assignments(word.group()), value)
+    return value
+
+
+def _redact_exported_item(key: str, value: Any) -> Any:
+    if _SECRET_KEY.search(key) and isinstance(value, str) and value:
+        return "***"
+    if key != "arguments" or not isinstance(value, str):
+        return redact_exported(value)
+    try:
+        parsed = json.loads(value)
+    except (json.JSONDecodeError, RecursionError):
+        return redact_exported(value)
+    clean = redact_exported(parsed)
+    return value if clean == parsed else json.dumps(clean, ensure_ascii=False)
