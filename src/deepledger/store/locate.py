@@ -1,8 +1,8 @@
 """Which folders are runs: telling a run folder from any other, finding the runs under a
 folder (``logs/``), and, for a folder that is not a run, the nearest one that is.
 
-A ``bench`` run folder holds ``manifest.json`` (written when its run starts) or, before
-that, the ``tasks/`` and ``benchmark_results.jsonl`` a run writes; a ``deepledger run``
+A ``bench`` run folder holds ``manifest.json`` (written when its run starts) or the
+``tasks/`` folder a run writes; a ``deepledger run``
 folder holds ``journal.jsonl``. Commands that take a run folder (``report``, ``replay``,
 ``judge``, ``resume``, ``export``, ``view``) check it here, so that a mistyped path
 gets one line saying what was expected and where the nearest run is, not a traceback
@@ -44,7 +44,9 @@ _NOT_SEARCHED = frozenset({HYDRA, TASKS, TOOL_SERVER_LOGS, SUPERSEDED, JUDGINGS,
 def run_kind(folder: Path) -> RunKind | None:
     """``"bench"`` or ``"run"`` when ``folder`` is a run folder, else None."""
     layout = RunLayout(folder)
-    if layout.manifest.is_file() or layout.results.is_file() or layout.tasks.is_dir():
+    # Not benchmark_results.jsonl alone: a MiroThinker log folder (deepledger export
+    # mirothinker) has one too, and is no run of ours.
+    if layout.manifest.is_file() or layout.tasks.is_dir():
         return "bench"
     if layout.run_journal.is_file():
         return "run"
