@@ -55,11 +55,7 @@ def hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
         except DeepLedgerError as exc:
             code = fail(exc)
         except KeyboardInterrupt:  # tool servers are already stopped by the time we get here
-            print(
-                f"\ndeepledger {name}: interrupted. Finished work is saved; run the same "
-                "command again (same hydra.run.dir) to resume.",
-                file=sys.stderr,
-            )
+            print(f"\n{interrupted_message(name, overrides)}", file=sys.stderr)
             code = EXIT_INTERRUPTED
         outcome["code"] = max(outcome["code"], code)  # a sweep's worst job
 
@@ -77,6 +73,26 @@ def hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
     finally:
         sys.argv = saved_argv
     return outcome.get("code", 0)
+
+
+def interrupted_message(name: str, overrides: list[str]) -> str:
+    """What Ctrl-C leaves said: for a bench, the exact command that resumes it in its
+    folder (``bench/resuming.py``); a single question has nothing to resume."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from deepledger.bench.resuming import how_to_resume
+
+    hydra = HydraConfig.get()
+    run_dir = Path(hydra.runtime.output_dir)
+    if name != "bench":
+        return (
+            f"deepledger {name}: interrupted; what it did so far is in {run_dir}. A single "
+            "question is not resumed: ask it again."
+        )
+    sweep_dir = run_dir.parent if hydra.mode == RunMode.MULTIRUN else None
+    why = f"deepledger {name}: interrupted. Finished work is saved in {run_dir}"
+    return how_to_resume(overrides, run_dir, sweep_dir, why=why)
 
 
 def checked_overrides(name: str, overrides: list[str]) -> list[str]:

@@ -1,0 +1,129 @@
+"""``deepledger resume``: a bench run resumed in its own folder, from its saved overrides."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from deepledger.cli.common import EXIT_USAGE
+from deepledger.errors import ConfigError
+
+HELP = """\
+usage: deepledger resume RUN_DIR [OVERRIDES...]
+
+Resume a `deepledger bench` run in its own folder: the tasks it has not finished run,
+the finished ones are kept. The run's configuration is its own: the overrides it was
+started with (saved in RUN_DIR/.hydra/overrides.yaml) plus hydra.run.dir=RUN_DIR, and
+OVERRIDES after them (a raised budget, more concurrency). It is the same as
+
+  deepledger bench <the run's overrides> OVERRIDES hydra.run.dir=RUN_DIR
+
+so what a bench checks on a resume applies: a changed setting is refused unless
+resume.allow_config_change=true; a task whose question, ground truth or attachment
+changed follows resume.on_changed_tasks.
+
+Secrets are never saved: a key given as llm.api_key=KEY on the first command line
+must be given again (deepledger resume RUN_DIR llm.api_key=KEY), as must any other
+override whose key names a secret (saved as ***). Keys read from the environment or
+./.env need nothing. A run started with --config-dir (-cd) needs it again too.
+
+A sweep (-m) has one folder per job: resume one job with deepledger resume JOB_DIR,
+or the whole sweep with its bench command and hydra.sweep.dir=SWEEP_DIR. A
+`deepledger run` folder is not resumable: ask the question again.
+
+examples:
+  deepledger resume logs/tiny/my-model/20260101_120000
+  deepledger resume logs/tiny/my-model/20260101_120000 benchmark.execution.max_concurrent=8
+  deepledger resume logs/tiny/my-model/20260101_120000 llm.api_key=$MY_KEY
+
+exit codes: 0 done, 1 some tasks failed or the budget stopped it, 2 not a bench run
+folder or a configuration error, 130 Ctrl-C (resume again the same way).
+"""
+
+
+def resume_command(args: list[str]) -> int:
+    """Resume the bench run in ``args[0]`` through the same Hydra path as ``bench``."""
+    from deepledger.cli.bench import bench_command
+    from deepledger.cli.hydra_command import hydra_command
+
+    if not args or args[0].startswith("-") or "=" in args[0]:
+        print("usage: deepledger resume RUN_DIR [OVERRIDES...]", file=sys.stderr)
+        return EXIT_USAGE
+    run_dir = Path(args[0]).absolute()
+    try:
+        overrides = resumed_overrides(run_dir, args[1:])
+    except ConfigError as exc:  # its message names the command already: no second prefix
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    print(f"deepledger resume: resuming {run_dir}", file=sys.stderr)
+    return hydra_command("bench", overrides, bench_command)
+
+
+def resumed_overrides(run_dir: Path, extra: list[str]) -> list[str]:
+    """The run's saved overrides, those ``extra`` sets again left out, then ``extra``,
+    then ``hydra.run.dir``; :class:`ConfigError` for a folder that is not a bench run,
+    or a secret the folder does not keep and ``extra`` does not give."""
+    from deepledger.bench.resuming import override_key
+    from deepledger.store.locate import require_run, run_kind
+
+    if run_kind(run_dir) == "run":
+        raise ConfigError(
+            f"deepledger resume: {run_dir} is a `deepledger run` folder: one question has "
+            "no finished parts to keep, so it is not resumed; ask it again with "
+            "deepledger run. Only a `deepledger bench` run folder resumes."
+        )
+    require_run(run_dir, "resume", kinds=("bench",))
+    saved = saved_overrides(run_dir)
+    given = {override_key(o) for o in extra if not o.startswith("-")}
+    if "llm.api_key" in given:  # it becomes llm.api_key_env again (take_command_line_key)
+        given.add("llm.api_key_env")
+    kept = [o for o in saved if override_key(o) not in given and not o.startswith("hydra.run.")]
+    _require_secrets(run_dir, kept)
+    return [*kept, *extra, f"hydra.run.dir={run_dir}"]
+
+
+def saved_overrides(run_dir: Path) -> list[str]:
+    """The overrides the run was started with, as Hydra saved them (redacted)."""
+    from omegaconf import OmegaConf
+
+    from deepledger.store.layout import RunLayout
+
+    path = RunLayout(run_dir).hydra_overrides
+    if not path.is_file():
+        raise ConfigError(
+            f"deepledger resume: {path} is missing, so the overrides {run_dir} was started "
+            "with are unknown; resume it with its bench command and "
+            f"hydra.run.dir={run_dir}."
+        )
+    try:
+        saved = OmegaConf.to_container(OmegaConf.load(path))
+    except Exception as exc:  # a YAML error of any kind: the file is not Hydra's
+        raise ConfigError(f"deepledger resume: cannot read {path}: {exc}") from None
+    if not isinstance(saved, list):
+        raise ConfigError(f"deepledger resume: {path} is not a list of overrides.")
+    return [str(o) for o in saved]
+
+
+def _require_secrets(run_dir: Path, kept: list[str]) -> None:
+    """A secret the folder kept as ``***``, or a key given on the first command line,
+    must be given again: resuming with ``***`` as the key would fail at the endpoint."""
+    from deepledger.bench.resuming import KEY_PLACEHOLDER
+    from deepledger.config import COMMAND_LINE_KEY_ENV
+
+    missing = [
+        f"{o.partition('=')[0]}={KEY_PLACEHOLDER}" for o in kept if o.partition("=")[2] == "***"
+    ]
+    if f"llm.api_key_env={COMMAND_LINE_KEY_ENV}" in kept and not os.environ.get(
+        COMMAND_LINE_KEY_ENV
+    ):
+        missing.insert(0, f"llm.api_key={KEY_PLACEHOLDER}")
+    if missing:
+        raise ConfigError(
+            f"deepledger resume: {run_dir} was started with "
+            f"{'a secret' if len(missing) == 1 else 'secrets'} on its command line, which "
+            "a run folder never keeps; give "
+            f"{'it' if len(missing) == 1 else 'them'} again, your values in place of "
+            f"{KEY_PLACEHOLDER}: {shlex.join(['deepledger', 'resume', str(run_dir), *missing])}"
+        )
