@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from deepledger.bench.resuming import (
+from deepledger.cli.hydra_command import take_command_line_key
+from deepledger.cli.resume import resumed_overrides
+from deepledger.cli.resuming import (
     KEY_PLACEHOLDER,
     bench_resume_command,
     how_to_resume,
     short_resume_command,
     sweep_resume_command,
 )
-from deepledger.cli.hydra_command import take_command_line_key
-from deepledger.cli.resume import resumed_overrides
 from deepledger.config import COMMAND_LINE_KEY_ENV
 from deepledger.errors import ConfigError
 from deepledger.store.locate import runs_under
@@ -48,7 +48,7 @@ def test_the_resume_command_is_quoted_and_sets_the_run_folder_once():
     words = shlex.split(command)
     assert words == [
         "deepledger", "bench", "llm=openai_compatible", "agent.note='it is, here'",
-        "hydra.run.dir=/tmp/my runs/a$b",
+        "hydra.run.dir='/tmp/my runs/a$b'",  # quoted for Hydra too: it holds a space
     ]  # fmt: skip
     assert shlex.split(short_resume_command(overrides, Path("/tmp/my runs/a$b"))) == [
         "deepledger", "resume", "/tmp/my runs/a$b"
@@ -237,3 +237,17 @@ def test_deepledger_resume_run_dir_resumes_it_in_its_folder(tmp_path):
         done = deepledger("resume", str(run_dir), cwd=tmp_path, timeout=300)
         assert_resumed(tmp_path, run_dir, server, asked, done)
         assert f"deepledger resume: resuming {run_dir}" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "folder", ["/runs/0_agent.keep_tool_result=1,llm.x=2", "/my runs/it's", '/a"b', "/x/${HOME}"]
+)
+def test_a_folder_hydra_would_misread_is_quoted_in_its_override(folder):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from deepledger.cli.resuming import folder_override
+
+    override = folder_override("hydra.run.dir", Path(folder))
+    value = OverridesParser.create().parse_override(override).value()
+    assert OmegaConf.create({"dir": value}).dir == folder

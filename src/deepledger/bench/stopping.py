@@ -4,7 +4,7 @@ For an endpoint, which model, URL and key variable to check.
 
 Each stops the whole suite at its first occurrence, since every other task would meet
 it too; the message says what to fix and that the run resumes in its folder (the
-command that resumes it: ``bench/resuming.py``).
+command that resumes it: ``cli/resuming.py``).
 """
 
 from __future__ import annotations

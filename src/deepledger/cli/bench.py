@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deepledger.bench.metrics import plural
-from deepledger.bench.resuming import how_to_resume, short_resume_command
 from deepledger.cli.common import config_dir, fail
+from deepledger.cli.resuming import how_to_resume, short_resume_command
 from deepledger.errors import ConfigError, RunDirectoryError, RunRejectedError
 from deepledger.store.layout import RunLayout
 
@@ -51,14 +51,13 @@ def refused_leaves_nothing() -> Iterator[None]:
 
 def bench_command(cfg: Config, node: DictConfig) -> int:
     from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
 
     from deepledger.bench.suite import run_suite
+    from deepledger.cli.hydra_command import in_sweep
     from deepledger.config import node_data
 
-    hydra = HydraConfig.get()
-    root = Path(hydra.runtime.output_dir)
-    sweep_dir = root.parent if hydra.mode == RunMode.MULTIRUN else None
+    root = Path(HydraConfig.get().runtime.output_dir)
+    sweep_dir = root.parent if in_sweep() else None
     overrides = sys.argv[1:]  # the command line as Hydra got it (cli/hydra_command.py)
     composed = node_data(node, resolve=False)  # for .hydra/config.yaml: as composed
     try:

@@ -57,6 +57,8 @@ def hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
         except KeyboardInterrupt:  # tool servers are already stopped by the time we get here
             print(f"\n{interrupted_message(name, overrides)}", file=sys.stderr)
             code = EXIT_INTERRUPTED
+            if in_sweep():  # Ctrl-C stops the sweep: its later jobs do not start
+                raise SystemExit(code) from None
         outcome["code"] = max(outcome["code"], code)  # a sweep's worst job
 
     saved_argv = sys.argv
@@ -77,22 +79,28 @@ def hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
 
 def interrupted_message(name: str, overrides: list[str]) -> str:
     """What Ctrl-C leaves said: for a bench, the exact command that resumes it in its
-    folder (``bench/resuming.py``); a single question has nothing to resume."""
+    folder (``cli/resuming.py``); a single question has nothing to resume."""
     from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
 
-    from deepledger.bench.resuming import how_to_resume
+    from deepledger.cli.resuming import how_to_resume
 
-    hydra = HydraConfig.get()
-    run_dir = Path(hydra.runtime.output_dir)
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
     if name != "bench":
         return (
             f"deepledger {name}: interrupted; what it did so far is in {run_dir}. A single "
             "question is not resumed: ask it again."
         )
-    sweep_dir = run_dir.parent if hydra.mode == RunMode.MULTIRUN else None
+    sweep_dir = run_dir.parent if in_sweep() else None
     why = f"deepledger {name}: interrupted. Finished work is saved in {run_dir}"
     return how_to_resume(overrides, run_dir, sweep_dir, why=why)
+
+
+def in_sweep() -> bool:
+    """Whether the command runs a job of a ``-m`` sweep."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def checked_overrides(name: str, overrides: list[str]) -> list[str]:

@@ -48,7 +48,9 @@ def resume_command(args: list[str]) -> int:
     from deepledger.cli.bench import bench_command
     from deepledger.cli.hydra_command import hydra_command
 
-    if not args or args[0].startswith("-") or "=" in args[0]:
+    # A sweep job's folder has "=" in its name (0_agent.keep_tool_result=1): an override
+    # only when no such folder exists.
+    if not args or args[0].startswith("-") or ("=" in args[0] and not Path(args[0]).exists()):
         print("usage: deepledger resume RUN_DIR [OVERRIDES...]", file=sys.stderr)
         return EXIT_USAGE
     run_dir = Path(args[0]).absolute()
@@ -65,7 +67,7 @@ def resumed_overrides(run_dir: Path, extra: list[str]) -> list[str]:
     """The run's saved overrides, those ``extra`` sets again left out, then ``extra``,
     then ``hydra.run.dir``; :class:`ConfigError` for a folder that is not a bench run,
     or a secret the folder does not keep and ``extra`` does not give."""
-    from deepledger.bench.resuming import override_key
+    from deepledger.cli.resuming import folder_override, override_key
     from deepledger.store.locate import require_run, run_kind
 
     if run_kind(run_dir) == "run":
@@ -81,7 +83,7 @@ def resumed_overrides(run_dir: Path, extra: list[str]) -> list[str]:
         given.add("llm.api_key_env")
     kept = [o for o in saved if override_key(o) not in given and not o.startswith("hydra.run.")]
     _require_secrets(run_dir, kept)
-    return [*kept, *extra, f"hydra.run.dir={run_dir}"]
+    return [*kept, *extra, folder_override("hydra.run.dir", run_dir)]
 
 
 def saved_overrides(run_dir: Path) -> list[str]:
@@ -109,7 +111,7 @@ def saved_overrides(run_dir: Path) -> list[str]:
 def _require_secrets(run_dir: Path, kept: list[str]) -> None:
     """A secret the folder kept as ``***``, or a key given on the first command line,
     must be given again: resuming with ``***`` as the key would fail at the endpoint."""
-    from deepledger.bench.resuming import KEY_PLACEHOLDER
+    from deepledger.cli.resuming import KEY_PLACEHOLDER
     from deepledger.config import COMMAND_LINE_KEY_ENV
 
     missing = [

@@ -13,6 +13,7 @@ whose key is named like a secret (``store/redaction.py``).
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -23,6 +24,22 @@ KEY_PLACEHOLDER = "<YOUR_KEY>"
 _SWEEP_FLAGS = ("-m", "--multirun")
 # Overrides that name the run folder (or the sweep's): the resume command sets its own.
 _FOLDER_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
+_PLAIN_FOLDER = re.compile(r"[\w./-]+")
+_INTERPOLATION = re.compile(r"(\\*)\$\{")
+
+
+def folder_override(key: str, folder: Path) -> str:
+    """``key=<folder>`` in Hydra's override grammar: quoted when the path holds what the
+    grammar reads otherwise (a sweep job's ``0_a.b=1,c=2``, a space, ``${``)."""
+    from hydra.core.override_parser.types import Quote, QuotedString
+
+    text = str(folder)
+    if _PLAIN_FOLDER.fullmatch(text):
+        return f"{key}={text}"
+    # OmegaConf reads \${ as a literal ${, and \\ before ${ as one backslash.
+    literal = _INTERPOLATION.sub(lambda m: m[1] * 2 + "\\${", text)
+    quote = Quote.double if "'" in literal and '"' not in literal else Quote.single
+    return f"{key}={QuotedString(text=literal, quote=quote).with_quotes()}"
 
 
 def override_key(override: str) -> str:
@@ -59,7 +76,7 @@ def bench_resume_command(overrides: list[str], run_dir: Path) -> str:
     shell: a single run's, or one job of a sweep resumed alone (its own overrides)."""
     kept = [o for o in overrides if o not in _SWEEP_FLAGS and override_key(o) not in _FOLDER_KEYS]
     shown, _ = shown_overrides(kept)
-    return shlex.join(["deepledger", "bench", *shown, f"hydra.run.dir={run_dir}"])
+    return shlex.join(["deepledger", "bench", *shown, folder_override("hydra.run.dir", run_dir)])
 
 
 def sweep_resume_command(overrides: list[str], sweep_dir: Path) -> str:
@@ -67,7 +84,9 @@ def sweep_resume_command(overrides: list[str], sweep_dir: Path) -> str:
     in its own folder, whose name its number and swept values make again."""
     kept = [o for o in overrides if override_key(o) not in _FOLDER_KEYS]
     shown, _ = shown_overrides(kept)
-    return shlex.join(["deepledger", "bench", *shown, f"hydra.sweep.dir={sweep_dir}"])
+    return shlex.join(
+        ["deepledger", "bench", *shown, folder_override("hydra.sweep.dir", sweep_dir)]
+    )
 
 
 def short_resume_command(overrides: list[str], run_dir: Path) -> str:
