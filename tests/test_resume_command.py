@@ -106,6 +106,17 @@ def test_resume_takes_the_saved_overrides_then_the_extra_ones_then_the_folder(tm
     ]  # fmt: skip
 
 
+def test_resume_keeps_hydras_own_overrides_but_not_its_folder_or_mode(tmp_path):
+    run = saved_run(tmp_path / "run", ["llm=openai"])
+    hydra = [f"hydra.sweep.dir={tmp_path}", "hydra.mode=MULTIRUN", "hydra.searchpath=[file:///p]"]
+    (run / ".hydra" / "hydra.yaml").write_text(
+        json.dumps({"hydra": {"overrides": {"hydra": hydra}}})
+    )
+    assert resumed_overrides(run, []) == [
+        "hydra.searchpath=[file:///p]", "llm=openai", f"hydra.run.dir={run}"
+    ]  # fmt: skip
+
+
 def test_resume_asks_again_for_the_secrets_the_folder_never_kept(tmp_path, monkeypatch):
     monkeypatch.delenv(COMMAND_LINE_KEY_ENV, raising=False)
     run = saved_run(

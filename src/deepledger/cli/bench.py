@@ -79,12 +79,12 @@ def bench_command(cfg: Config, node: DictConfig) -> int:
     budget = summary.budget
     not_done = budget is not None and (budget.tasks_not_started or budget.tasks_stopped)
     stopped = budget is not None and budget.exhausted and not_done  # tasks kept from finishing
-    if stopped or summary.tasks.errors:
+    if stopped or (errors := summary.tasks.errors):
         why = (
             "deepledger bench: the budget stopped the run"
             if stopped
-            else f"deepledger bench: {plural(summary.tasks.errors, 'task')} errored (a "
-            "resume runs them again)"
+            else f"deepledger bench: {plural(errors, 'task')} errored (a resume runs "
+            f"{'it' if errors == 1 else 'them'} again)"
         )
         print(how_to_resume(overrides, root, sweep_dir, why=why), file=sys.stderr)
     return 0 if not summary.tasks.errors and not stopped else 1

@@ -87,24 +87,42 @@ def resumed_overrides(run_dir: Path, extra: list[str]) -> list[str]:
 
 
 def saved_overrides(run_dir: Path) -> list[str]:
-    """The overrides the run was started with, as Hydra saved them (redacted)."""
-    from omegaconf import OmegaConf
-
+    """The overrides the run was started with, as Hydra saved them (redacted): Hydra's
+    own (``hydra.searchpath`` for presets kept elsewhere, say; not the folder's or the
+    mode's, which the resume sets) from ``hydra.yaml``, then the config's."""
+    from deepledger.cli.resuming import override_key
     from deepledger.store.layout import RunLayout
 
-    path = RunLayout(run_dir).hydra_overrides
-    if not path.is_file():
+    layout = RunLayout(run_dir)
+    if not layout.hydra_overrides.is_file():
         raise ConfigError(
-            f"deepledger resume: {path} is missing, so the overrides {run_dir} was started "
-            "with are unknown; resume it with its bench command and "
+            f"deepledger resume: {layout.hydra_overrides} is missing, so the overrides "
+            f"{run_dir} was started with are unknown; resume it with its bench command and "
             f"hydra.run.dir={run_dir}."
         )
+    task = _yaml_list(layout.hydra_overrides, None)
+    hydra = _yaml_list(layout.hydra_settings, "hydra") if layout.hydra_settings.is_file() else []
+    own = [o for o in hydra if not override_key(o).startswith(_SET_BY_RESUME)]
+    return [*own, *task]
+
+
+# Hydra's overrides a resume sets itself: the run's folder, and a single run's mode.
+_SET_BY_RESUME = ("hydra.run.", "hydra.sweep.", "hydra.mode", "hydra.job.num", "hydra.job.id")
+
+
+def _yaml_list(path: Path, hydra_key: str | None) -> list[str]:
+    """The overrides saved in ``path``: the file itself (``overrides.yaml``), or its
+    ``hydra.overrides.<hydra_key>`` (``hydra.yaml``)."""
+    from omegaconf import OmegaConf
+
     try:
         saved = OmegaConf.to_container(OmegaConf.load(path))
+        if hydra_key is not None and isinstance(saved, dict):
+            saved = saved.get("hydra", {}).get("overrides", {}).get(hydra_key, [])
     except Exception as exc:  # a YAML error of any kind: the file is not Hydra's
         raise ConfigError(f"deepledger resume: cannot read {path}: {exc}") from None
     if not isinstance(saved, list):
-        raise ConfigError(f"deepledger resume: {path} is not a list of overrides.")
+        raise ConfigError(f"deepledger resume: {path} holds no list of overrides.")
     return [str(o) for o in saved]
 
 
