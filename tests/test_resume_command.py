@@ -126,7 +126,7 @@ def test_resume_asks_again_for_the_secrets_the_folder_never_kept(tmp_path, monke
     with pytest.raises(ConfigError) as refused:
         resumed_overrides(run, [])
     assert str(refused.value) == (
-        f"deepledger resume: {run} was started with secrets on its command line, which a "
+        f"{run} was started with secrets on its command line, which a "
         f"run folder never keeps; give them again, your values in place of {KEY_PLACEHOLDER}: "
         f"deepledger resume {run} 'llm.api_key={KEY_PLACEHOLDER}' "
         f"'+tools.x.env.MY_TOKEN={KEY_PLACEHOLDER}'"

@@ -54,11 +54,7 @@ def resume_command(args: list[str]) -> int:
         print("usage: deepledger resume RUN_DIR [OVERRIDES...]", file=sys.stderr)
         return EXIT_USAGE
     run_dir = Path(args[0]).absolute()
-    try:
-        overrides = resumed_overrides(run_dir, args[1:])
-    except ConfigError as exc:  # its message names the command already: no second prefix
-        print(exc, file=sys.stderr)
-        return EXIT_USAGE
+    overrides = resumed_overrides(run_dir, args[1:])  # refused: one line from main, exit 2
     print(f"deepledger resume: resuming {run_dir}", file=sys.stderr)
     return hydra_command("bench", overrides, bench_command)
 
@@ -72,9 +68,9 @@ def resumed_overrides(run_dir: Path, extra: list[str]) -> list[str]:
 
     if run_kind(run_dir) == "run":
         raise ConfigError(
-            f"deepledger resume: {run_dir} is a `deepledger run` folder: one question has "
-            "no finished parts to keep, so it is not resumed; ask it again with "
-            "deepledger run. Only a `deepledger bench` run folder resumes."
+            f"{run_dir} is a `deepledger run` folder: one question has no finished parts "
+            "to keep, so it is not resumed; ask it again with deepledger run. deepledger "
+            "resume takes a `deepledger bench` run folder."
         )
     require_run(run_dir, "resume", kinds=("bench",))
     saved = saved_overrides(run_dir)
@@ -96,7 +92,7 @@ def saved_overrides(run_dir: Path) -> list[str]:
     layout = RunLayout(run_dir)
     if not layout.hydra_overrides.is_file():
         raise ConfigError(
-            f"deepledger resume: {layout.hydra_overrides} is missing, so the overrides "
+            f"{layout.hydra_overrides} is missing, so the overrides "
             f"{run_dir} was started with are unknown; resume it with its bench command and "
             f"hydra.run.dir={run_dir}."
         )
@@ -120,9 +116,9 @@ def _yaml_list(path: Path, hydra_key: str | None) -> list[str]:
         if hydra_key is not None and isinstance(saved, dict):
             saved = saved.get("hydra", {}).get("overrides", {}).get(hydra_key, [])
     except Exception as exc:  # a YAML error of any kind: the file is not Hydra's
-        raise ConfigError(f"deepledger resume: cannot read {path}: {exc}") from None
+        raise ConfigError(f"cannot read {path}: {exc}") from None
     if not isinstance(saved, list):
-        raise ConfigError(f"deepledger resume: {path} holds no list of overrides.")
+        raise ConfigError(f"{path} holds no list of overrides.")
     return [str(o) for o in saved]
 
 
@@ -141,7 +137,7 @@ def _require_secrets(run_dir: Path, kept: list[str]) -> None:
         missing.insert(0, f"llm.api_key={KEY_PLACEHOLDER}")
     if missing:
         raise ConfigError(
-            f"deepledger resume: {run_dir} was started with "
+            f"{run_dir} was started with "
             f"{'a secret' if len(missing) == 1 else 'secrets'} on its command line, which "
             "a run folder never keeps; give "
             f"{'it' if len(missing) == 1 else 'them'} again, your values in place of "
