@@ -83,12 +83,18 @@ def interrupted_message(name: str, overrides: list[str]) -> str:
     from hydra.core.hydra_config import HydraConfig
 
     from deepledger.cli.resuming import how_to_resume
+    from deepledger.store.layout import RunLayout
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     if name != "bench":
         return (
             f"deepledger {name}: interrupted; what it did so far is in {run_dir}. A single "
             "question is not resumed: ask it again."
+        )
+    if not RunLayout(run_dir).manifest.is_file():
+        return (
+            f"deepledger {name}: interrupted before its run started in {run_dir}: nothing "
+            "was done, so nothing is resumed; run the command again."
         )
     sweep_dir = run_dir.parent if in_sweep() else None
     why = f"deepledger {name}: interrupted. Finished work is saved in {run_dir}"
