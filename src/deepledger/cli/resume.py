@@ -11,35 +11,35 @@ from deepledger.cli.common import EXIT_USAGE
 from deepledger.errors import ConfigError
 
 HELP = """\
-usage: deepledger resume RUN_DIR [OVERRIDES...]
-
-Resume a `deepledger bench` run in its own folder: the tasks it has not finished run,
-the finished ones are kept. The run's configuration is its own: the overrides it was
-started with (saved in RUN_DIR/.hydra/overrides.yaml) plus hydra.run.dir=RUN_DIR, and
-OVERRIDES after them (a raised budget, more concurrency). It is the same as
+deepledger resume — resume a `deepledger bench` run in its own folder: the tasks it has not
+finished run, the finished ones are kept. Its configuration is its own: the overrides it
+was started with (RUN_DIR/.hydra/overrides.yaml) then OVERRIDES, as
 
   deepledger bench <the run's overrides> OVERRIDES hydra.run.dir=RUN_DIR
 
-so what a bench checks on a resume applies: a changed setting is refused unless
-resume.allow_config_change=true; a task whose question, ground truth or attachment
-changed follows resume.on_changed_tasks.
+so what a bench checks on a resume applies (a changed setting is refused unless
+resume.allow_config_change=true; changed tasks follow resume.on_changed_tasks).
 
-Secrets are never saved: a key given as llm.api_key=KEY on the first command line
-must be given again (deepledger resume RUN_DIR llm.api_key=KEY), as must any other
-override whose key names a secret (saved as ***). Keys read from the environment or
-./.env need nothing. A run started with --config-dir (-cd) needs it again too.
+usage: deepledger resume RUN_DIR [OVERRIDES...]
 
-A sweep (-m) has one folder per job: resume one job with deepledger resume JOB_DIR,
-or the whole sweep with its bench command and hydra.sweep.dir=SWEEP_DIR. A
-`deepledger run` folder is not resumable: ask the question again.
+  RUN_DIR        the run's folder (a bench names it when it starts, and prints this
+                 command when Ctrl-C, a budget or an error stops it)
+  OVERRIDES      after the saved ones: a raised budget, more concurrency, a key
+
+Secrets are never saved: a key given as llm.api_key=KEY on the first command line is
+given again (deepledger resume RUN_DIR llm.api_key=KEY), as is any override whose key
+names a secret (saved as ***), and -cd DIR. Keys from the environment or ./.env need
+nothing. A sweep (-m) has one folder per job: deepledger resume JOB_DIR resumes one; the
+sweep's command with hydra.sweep.dir=SWEEP_DIR resumes them all. A `deepledger run`
+folder is not resumed: ask the question again.
 
 examples:
   deepledger resume logs/tiny/my-model/20260101_120000
-  deepledger resume logs/tiny/my-model/20260101_120000 benchmark.execution.max_concurrent=8
-  deepledger resume logs/tiny/my-model/20260101_120000 llm.api_key=$MY_KEY
+  deepledger resume logs/tiny/my-model/20260101_120000 benchmark.execution.max_tokens=200000
 
-exit codes: 0 done, 1 some tasks failed or the budget stopped it, 2 not a bench run
-folder or a configuration error, 130 Ctrl-C (resume again the same way).
+Exit codes: 0 done, 1 some tasks failed or the budget stopped it, 2 a usage or
+  configuration error or a folder that is not a bench run, 130 Ctrl-C (resume again the
+  same way), 141 the output pipe was closed.
 """
 
 
