@@ -464,6 +464,8 @@ def test_failed_work_exits_1_and_a_bad_flag_2(tmp_path):
     assert one.returncode == 1, one.stderr
     assert "HTTP 500" in one.stderr and "Traceback" not in one.stderr
     assert suite.returncode == 1, suite.stderr
+    assert "1 task errored (a resume runs it again); to resume this run" in suite.stderr
+    assert f"  deepledger resume {tmp_path}/bench\n" in suite.stderr
     flag = deepledger("bench", "--cfg", "everything")
     assert flag.returncode == 2 and "invalid choice" in flag.stderr
     both = deepledger("bench", "--cfg", "job", "-m", "agent.keep_tool_result=1,2")

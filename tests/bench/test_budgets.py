@@ -392,8 +392,9 @@ def test_bench_stopped_by_its_budget_exits_1_and_resumes_with_a_raised_one(tmp_p
         )  # fmt: skip
         seen = len(server.requests)
         stopped = json.loads((run_dir / "summary.json").read_text())["budget"]
+        # The run's own overrides (max_tokens=40 among them), the raised budget replacing it.
         second = subprocess.run(
-            [*base, "benchmark.execution.max_tokens=100000"],
+            [*base[:3], "resume", str(run_dir), "benchmark.execution.max_tokens=100000"],
             cwd=ROOT, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         later = [r.messages[1]["content"] for r in server.requests[seen:]]
@@ -402,6 +403,8 @@ def test_bench_stopped_by_its_budget_exits_1_and_resumes_with_a_raised_one(tmp_p
     # hard #2 finished its retry 0, then the budget stopped its retry 1 unrecorded.
     assert "1 running task was stopped unrecorded; 2 tasks were not started" in first.stderr
     assert "1 task stopped, 2 tasks not started" in first.stdout  # the summary's budget line
+    assert "the budget stopped the run; to resume this run in the same folder" in first.stderr
+    assert f"  deepledger resume {run_dir}\n" in first.stderr
     assert stopped["exhausted"] and stopped["spent_tokens"] == 75
     assert (stopped["tasks_stopped"], stopped["tasks_not_started"]) == (1, 2)
     assert second.returncode == 0, second.stderr

@@ -70,6 +70,8 @@ def test_a_401_stops_the_suite_with_one_message_and_a_resume_runs_every_task(tmp
     assert "HTTP 401" in message and "llm.model_name='gpt-4.1-mini'" in message
     assert f"llm.base_url='{url}'" in message and "$OPENAI_API_KEY" in message
     assert f"{TASKS} tasks are not done" in message
+    assert f"then resume the run in its folder (deepledger resume {run_dir})" in message
+    assert f"hydra.run.dir={run_dir}\n" in stopped.stderr  # the whole command, after it
     assert "Traceback" not in stopped.stderr and KEY not in stopped.stderr + stopped.stdout
     assert after_stop == []  # nothing recorded as finished (or wrong)
     assert resumed.returncode == 0, resumed.stderr

@@ -204,8 +204,9 @@ def test_a_disk_that_fills_mid_run_stops_it_and_the_run_resumes_once_freed(tmp_p
 
         print(stderr)
         assert first.returncode == 2, stderr
-        last = stderr.strip().splitlines()[-1]  # what the run ends by saying
-        assert "the disk is full" in last and "run the same command again" in last
+        said = stderr.strip().splitlines()  # what the run ends by saying: why, then how
+        assert any("the disk is full" in s and "run the same command again" in s for s in said)
+        assert said[-1].strip() == f"deepledger resume {run_dir}"
         assert recorded and recorded < TASKS
         json.loads((run_dir / "manifest.json").read_text())  # whole, not torn
         filler.unlink()

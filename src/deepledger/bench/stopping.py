@@ -3,7 +3,8 @@
 For an endpoint, which model, URL and key variable to check.
 
 Each stops the whole suite at its first occurrence, since every other task would meet
-it too; the message says what to fix and that the same command resumes.
+it too; the message says what to fix and that the run resumes in its folder (the
+command that resumes it: ``cli/resuming.py``).
 """
 
 from __future__ import annotations
@@ -65,14 +66,14 @@ class RunStops:
         whose = exc.whose or self.whose(exc)
         said = exc.said or str(exc.__cause__ or exc)  # key blanked
         if any(isinstance(cause, EndpointUnreachableError) for cause in causes(exc)):
-            return _unreachable(whose, said, not_done)
+            return _unreachable(whose, said, not_done, self.root)
         status = f"HTTP {exc.status}" if exc.status else "a rejection"
         return RunRejectedError(
             f"the model endpoint answered {status}, refusing the key or the model, for "
             f"{whose}. The suite stopped at this first such answer: {plural(not_done, 'task')} "
             f"{'is' if not_done == 1 else 'are'} not done and none of them was recorded. Fix "
-            "the key, the model name or the URL, then run the same command again (same "
-            "hydra.run.dir) to resume.\n"
+            "the key, the model name or the URL, then resume the run in its folder "
+            f"(deepledger resume {self.root}).\n"
             f"  The server said: {said}"
         )
 
@@ -152,13 +153,13 @@ def say_budget_spent(hit: LimitHit, not_started: int, stopped: int) -> None:
     )
     print(
         f"deepledger: the run's budget is spent: {hit.describe()}. {'; '.join(what)}; raise "
-        "the budget and run the same command again (same hydra.run.dir) to run them "
-        "(finished tasks and retries are kept).",
+        "the budget and resume the run in its folder to run them (finished tasks and "
+        "retries are kept): the command follows.",
         file=sys.stderr,
     )
 
 
-def _unreachable(whose: str, said: str, not_done: int) -> RunRejectedError:
+def _unreachable(whose: str, said: str, not_done: int, root: Path) -> RunRejectedError:
     """The one message of a suite stopped because its model could not be reached before
     any call of the process that met it reached it (``llm/retry.py``)."""
     return RunRejectedError(
@@ -166,8 +167,8 @@ def _unreachable(whose: str, said: str, not_done: int) -> RunRejectedError:
         "process that met it (with backend=ray: one worker) had reached it. The suite "
         "stopped after the first task's retries: "
         f"{plural(not_done, 'task')} {'is' if not_done == 1 else 'are'} not done and none "
-        "of them was recorded. Check the URL (and that its server is running), then run "
-        "the same command again (same hydra.run.dir) to resume.\n"
+        "of them was recorded. Check the URL (and that its server is running), then resume "
+        f"the run in its folder (deepledger resume {root}).\n"
         f"  {said}"
     )
 

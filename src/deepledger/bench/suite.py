@@ -94,8 +94,8 @@ async def run_suite(
     if report is not None:
         print(f"Report: {report}")
     how = (
-        "run the same command again (same hydra.run.dir); or grade them apart, in a "
-        f"judging beside the run's results: deepledger judge {root}"
+        f"resume the run in its folder (deepledger resume {root}); or grade them apart, "
+        f"in a judging beside the run's results: deepledger judge {root}"
     )
     if warning := unjudged_warning(summary.tasks.unjudged, how):
         print(f"deepledger: {warning}", file=sys.stderr)

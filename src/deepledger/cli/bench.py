@@ -9,8 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from deepledger.cli.common import config_dir
-from deepledger.errors import ConfigError
+from deepledger.bench.metrics import plural
+from deepledger.cli.common import config_dir, fail
+from deepledger.cli.resuming import how_to_resume, short_resume_command
+from deepledger.errors import ConfigError, RunDirectoryError, RunRejectedError
+from deepledger.store.layout import RunLayout
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -50,19 +53,48 @@ def bench_command(cfg: Config, node: DictConfig) -> int:
     from hydra.core.hydra_config import HydraConfig
 
     from deepledger.bench.suite import run_suite
+    from deepledger.cli.hydra_command import in_sweep
     from deepledger.config import node_data
 
     root = Path(HydraConfig.get().runtime.output_dir)
+    sweep_dir = root.parent if in_sweep() else None
+    overrides = sys.argv[1:]  # the command line as Hydra got it (cli/hydra_command.py)
     composed = node_data(node, resolve=False)  # for .hydra/config.yaml: as composed
-    # run_suite refuses some settings itself (no tasks in data_dir, a judge's missing
-    # key) before its run starts writing: those leave no folder either.
-    with refused_leaves_nothing():
-        checked(cfg)
-        summary = asyncio.run(
-            run_suite(cfg, root, config_dir(), sys.argv[1:], hydra_config=composed)
-        )
+    try:
+        # run_suite refuses some settings itself (no tasks in data_dir, a judge's missing
+        # key) before its run starts writing: those leave no folder either.
+        with refused_leaves_nothing():
+            checked(cfg)
+            say_run_folder(root, overrides)
+            summary = asyncio.run(
+                run_suite(cfg, root, config_dir(), overrides, hydra_config=composed)
+            )
+    except (RunRejectedError, RunDirectoryError) as exc:
+        if not RunLayout(root).manifest.is_file():
+            raise  # refused before its run started: nothing to resume
+        code = fail(exc)  # the suite stopped: what it finished is saved
+        print(how_to_resume(overrides, root, sweep_dir), file=sys.stderr)
+        return code
     print(f"Run directory: {root}")
     budget = summary.budget
     not_done = budget is not None and (budget.tasks_not_started or budget.tasks_stopped)
     stopped = budget is not None and budget.exhausted and not_done  # tasks kept from finishing
+    if stopped or (errors := summary.tasks.errors):
+        why = (
+            "deepledger bench: the budget stopped the run"
+            if stopped
+            else f"deepledger bench: {plural(errors, 'task')} errored (a resume runs "
+            f"{'it' if errors == 1 else 'them'} again)"
+        )
+        print(how_to_resume(overrides, root, sweep_dir, why=why), file=sys.stderr)
     return 0 if not summary.tasks.errors and not stopped else 1
+
+
+def say_run_folder(root: Path, overrides: list[str]) -> None:
+    """The run folder, named before any work, on stderr: the one a resume needs (the
+    default one carries the start time, so the same command again starts a new run)."""
+    print(
+        f"deepledger bench: run folder {root} — resume with: "
+        f"{short_resume_command(overrides, root)}",
+        file=sys.stderr,
+    )

@@ -55,12 +55,10 @@ def hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
         except DeepLedgerError as exc:
             code = fail(exc)
         except KeyboardInterrupt:  # tool servers are already stopped by the time we get here
-            print(
-                f"\ndeepledger {name}: interrupted. Finished work is saved; run the same "
-                "command again (same hydra.run.dir) to resume.",
-                file=sys.stderr,
-            )
+            print(f"\n{interrupted_message(name, overrides)}", file=sys.stderr)
             code = EXIT_INTERRUPTED
+            if in_sweep():  # Ctrl-C stops the sweep: its later jobs do not start
+                raise SystemExit(code) from None
         outcome["code"] = max(outcome["code"], code)  # a sweep's worst job
 
     saved_argv = sys.argv
@@ -77,6 +75,38 @@ def hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
     finally:
         sys.argv = saved_argv
     return outcome.get("code", 0)
+
+
+def interrupted_message(name: str, overrides: list[str]) -> str:
+    """What Ctrl-C leaves said: for a bench, the exact command that resumes it in its
+    folder (``cli/resuming.py``); a single question has nothing to resume."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from deepledger.cli.resuming import how_to_resume
+    from deepledger.store.layout import RunLayout
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    if name != "bench":
+        return (
+            f"deepledger {name}: interrupted; what it did so far is in {run_dir}. A single "
+            "question is not resumed: ask it again."
+        )
+    if not RunLayout(run_dir).manifest.is_file():
+        return (
+            f"deepledger {name}: interrupted before its run started in {run_dir}: nothing "
+            "was done, so nothing is resumed; run the command again."
+        )
+    sweep_dir = run_dir.parent if in_sweep() else None
+    why = f"deepledger {name}: interrupted. Finished work is saved in {run_dir}"
+    return how_to_resume(overrides, run_dir, sweep_dir, why=why)
+
+
+def in_sweep() -> bool:
+    """Whether the command runs a job of a ``-m`` sweep."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def checked_overrides(name: str, overrides: list[str]) -> list[str]:

@@ -1,0 +1,145 @@
+"""``deepledger resume``: a bench run resumed in its own folder, from its saved overrides."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from deepledger.cli.common import EXIT_USAGE
+from deepledger.errors import ConfigError
+
+HELP = """\
+deepledger resume — resume a `deepledger bench` run in its own folder: the tasks it has not
+finished run, the finished ones are kept. Its configuration is its own: the overrides it
+was started with (RUN_DIR/.hydra/overrides.yaml) then OVERRIDES, as
+
+  deepledger bench <the run's overrides> OVERRIDES hydra.run.dir=RUN_DIR
+
+so what a bench checks on a resume applies (a changed setting is refused unless
+resume.allow_config_change=true; changed tasks follow resume.on_changed_tasks).
+
+usage: deepledger resume RUN_DIR [OVERRIDES...]
+
+  RUN_DIR        the run's folder (a bench names it when it starts, and prints this
+                 command when Ctrl-C, a budget or an error stops it)
+  OVERRIDES      after the saved ones: a raised budget, more concurrency, a key
+
+Secrets are never saved: a key given as llm.api_key=KEY on the first command line is
+given again (deepledger resume RUN_DIR llm.api_key=KEY), as is any override whose key
+names a secret (saved as ***), and -cd DIR. Keys from the environment or ./.env need
+nothing. A sweep (-m) has one folder per job: deepledger resume JOB_DIR resumes one; the
+sweep's command with hydra.sweep.dir=SWEEP_DIR resumes them all. A `deepledger run`
+folder is not resumed: ask the question again.
+
+examples:
+  deepledger resume logs/tiny/my-model/20260101_120000
+  deepledger resume logs/tiny/my-model/20260101_120000 benchmark.execution.max_tokens=200000
+
+Exit codes: 0 done, 1 some tasks failed or the budget stopped it, 2 a usage or
+  configuration error or a folder that is not a bench run, 130 Ctrl-C (resume again the
+  same way), 141 the output pipe was closed.
+"""
+
+
+def resume_command(args: list[str]) -> int:
+    """Resume the bench run in ``args[0]`` through the same Hydra path as ``bench``."""
+    from deepledger.cli.bench import bench_command
+    from deepledger.cli.hydra_command import hydra_command
+
+    # A sweep job's folder has "=" in its name (0_agent.keep_tool_result=1): an override
+    # only when no such folder exists.
+    if not args or args[0].startswith("-") or ("=" in args[0] and not Path(args[0]).exists()):
+        print("usage: deepledger resume RUN_DIR [OVERRIDES...]", file=sys.stderr)
+        return EXIT_USAGE
+    run_dir = Path(args[0]).absolute()
+    overrides = resumed_overrides(run_dir, args[1:])  # refused: one line from main, exit 2
+    print(f"deepledger resume: resuming {run_dir}", file=sys.stderr)
+    return hydra_command("bench", overrides, bench_command)
+
+
+def resumed_overrides(run_dir: Path, extra: list[str]) -> list[str]:
+    """The run's saved overrides, those ``extra`` sets again left out, then ``extra``,
+    then ``hydra.run.dir``; :class:`ConfigError` for a folder that is not a bench run,
+    or a secret the folder does not keep and ``extra`` does not give."""
+    from deepledger.cli.resuming import folder_override, override_key
+    from deepledger.store.locate import require_run, run_kind
+
+    if run_kind(run_dir) == "run":
+        raise ConfigError(
+            f"{run_dir} is a `deepledger run` folder: one question has no finished parts "
+            "to keep, so it is not resumed; ask it again with deepledger run. deepledger "
+            "resume takes a `deepledger bench` run folder."
+        )
+    require_run(run_dir, "resume", kinds=("bench",))
+    saved = saved_overrides(run_dir)
+    given = {override_key(o) for o in extra if not o.startswith("-")}
+    if "llm.api_key" in given:  # it becomes llm.api_key_env again (take_command_line_key)
+        given.add("llm.api_key_env")
+    kept = [o for o in saved if override_key(o) not in given and not o.startswith("hydra.run.")]
+    _require_secrets(run_dir, kept)
+    return [*kept, *extra, folder_override("hydra.run.dir", run_dir)]
+
+
+def saved_overrides(run_dir: Path) -> list[str]:
+    """The overrides the run was started with, as Hydra saved them (redacted): Hydra's
+    own (``hydra.searchpath`` for presets kept elsewhere, say; not the folder's or the
+    mode's, which the resume sets) from ``hydra.yaml``, then the config's."""
+    from deepledger.cli.resuming import override_key
+    from deepledger.store.layout import RunLayout
+
+    layout = RunLayout(run_dir)
+    if not layout.hydra_overrides.is_file():
+        raise ConfigError(
+            f"{layout.hydra_overrides} is missing, so the overrides "
+            f"{run_dir} was started with are unknown; resume it with its bench command and "
+            f"hydra.run.dir={run_dir}."
+        )
+    task = _yaml_list(layout.hydra_overrides, None)
+    hydra = _yaml_list(layout.hydra_settings, "hydra") if layout.hydra_settings.is_file() else []
+    own = [o for o in hydra if not override_key(o).startswith(_SET_BY_RESUME)]
+    return [*own, *task]
+
+
+# Hydra's overrides a resume sets itself: the run's folder, and a single run's mode.
+_SET_BY_RESUME = ("hydra.run.", "hydra.sweep.", "hydra.mode", "hydra.job.num", "hydra.job.id")
+
+
+def _yaml_list(path: Path, hydra_key: str | None) -> list[str]:
+    """The overrides saved in ``path``: the file itself (``overrides.yaml``), or its
+    ``hydra.overrides.<hydra_key>`` (``hydra.yaml``)."""
+    from omegaconf import OmegaConf
+
+    try:
+        saved = OmegaConf.to_container(OmegaConf.load(path))
+        if hydra_key is not None and isinstance(saved, dict):
+            saved = saved.get("hydra", {}).get("overrides", {}).get(hydra_key, [])
+    except Exception as exc:  # a YAML error of any kind: the file is not Hydra's
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    if not isinstance(saved, list):
+        raise ConfigError(f"{path} holds no list of overrides.")
+    return [str(o) for o in saved]
+
+
+def _require_secrets(run_dir: Path, kept: list[str]) -> None:
+    """A secret the folder kept as ``***``, or a key given on the first command line,
+    must be given again: resuming with ``***`` as the key would fail at the endpoint."""
+    from deepledger.cli.resuming import KEY_PLACEHOLDER
+    from deepledger.config import COMMAND_LINE_KEY_ENV
+
+    missing = [
+        f"{o.partition('=')[0]}={KEY_PLACEHOLDER}" for o in kept if o.partition("=")[2] == "***"
+    ]
+    if f"llm.api_key_env={COMMAND_LINE_KEY_ENV}" in kept and not os.environ.get(
+        COMMAND_LINE_KEY_ENV
+    ):
+        missing.insert(0, f"llm.api_key={KEY_PLACEHOLDER}")
+    if missing:
+        raise ConfigError(
+            f"{run_dir} was started with "
+            f"{'a secret' if len(missing) == 1 else 'secrets'} on its command line, which "
+            "a run folder never keeps; give "
+            f"{'it' if len(missing) == 1 else 'them'} again, your values in place of "
+            f"{KEY_PLACEHOLDER}: {shlex.join(['deepledger', 'resume', str(run_dir), *missing])}"
+        )

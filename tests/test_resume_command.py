@@ -1,0 +1,264 @@
+"""Resume as promised: a bench names its run folder at start, Ctrl-C prints the exact
+command that resumes it, and that command (or ``deepledger resume RUN_DIR``) resumes it
+in the same folder, finished tasks kept; a key given on the command line never shown."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from deepledger.cli.hydra_command import take_command_line_key
+from deepledger.cli.resume import resumed_overrides
+from deepledger.cli.resuming import (
+    KEY_PLACEHOLDER,
+    bench_resume_command,
+    how_to_resume,
+    short_resume_command,
+    sweep_resume_command,
+)
+from deepledger.config import COMMAND_LINE_KEY_ENV
+from deepledger.errors import ConfigError
+from deepledger.store.locate import runs_under
+from tests.support.bench import arithmetic_suite, results
+from tests.support.cli import deepledger
+from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
+from tests.support.processes import takes_ctrl_c
+
+SECRET = "sk-never-shown-4242"
+TASKS = 4
+DEEPLEDGER = [sys.executable, "-m", "deepledger"]
+
+
+# --- the command, formatted -------------------------------------------------------------
+
+
+def test_the_resume_command_is_quoted_and_sets_the_run_folder_once():
+    overrides = ["llm=openai_compatible", "agent.note='it is, here'", "hydra.run.dir=old/run"]
+    command = bench_resume_command(overrides, Path("/tmp/my runs/a$b"))
+    words = shlex.split(command)
+    assert words == [
+        "deepledger", "bench", "llm=openai_compatible", "agent.note='it is, here'",
+        "hydra.run.dir='/tmp/my runs/a$b'",  # quoted for Hydra too: it holds a space
+    ]  # fmt: skip
+    assert shlex.split(short_resume_command(overrides, Path("/tmp/my runs/a$b"))) == [
+        "deepledger", "resume", "/tmp/my runs/a$b"
+    ]  # fmt: skip
+
+
+def test_a_key_given_on_the_command_line_is_never_shown(monkeypatch):
+    monkeypatch.setenv(COMMAND_LINE_KEY_ENV, "")  # restored after take_command_line_key sets it
+    overrides = take_command_line_key(
+        ["llm=openai", f"llm.api_key={SECRET}", f"+tools.search.env.SERPER_API_KEY={SECRET}"]
+    )
+    said = how_to_resume(overrides, Path("/runs/r"), why="deepledger bench: interrupted")
+    assert SECRET not in said
+    bench, short = (shlex.split(s) for s in said.splitlines() if s.startswith("  deepledger "))
+    assert f"llm.api_key={KEY_PLACEHOLDER}" in bench and f"llm.api_key={KEY_PLACEHOLDER}" in short
+    assert f"+tools.search.env.SERPER_API_KEY={KEY_PLACEHOLDER}" in short
+    assert f"llm.api_key_env={COMMAND_LINE_KEY_ENV}" not in bench
+    assert f"Replace {KEY_PLACEHOLDER} with the key you gave" in said
+
+
+def test_a_sweep_resumes_in_its_sweep_folder_and_a_job_alone_in_its_own():
+    overrides = ["-m", "agent.keep_tool_result=1,5", "hydra.sweep.dir=old"]
+    sweep = shlex.split(sweep_resume_command(overrides, Path("/s")))
+    assert sweep == [
+        "deepledger",
+        "bench",
+        "-m",
+        "agent.keep_tool_result=1,5",
+        "hydra.sweep.dir=/s",
+    ]
+    said = how_to_resume(overrides, Path("/s/0_agent.keep_tool_result=1"), Path("/s"))
+    assert (
+        "hydra.sweep.dir=/s" in said and "deepledger resume /s/0_agent.keep_tool_result=1" in said
+    )
+
+
+# --- deepledger resume's overrides ------------------------------------------------------
+
+
+def saved_run(folder: Path, overrides: list[str]) -> Path:
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / "manifest.json").write_text("{}")
+    (folder / ".hydra" / "overrides.yaml").write_text(
+        "".join(f"- {json.dumps(o)}\n" for o in overrides)
+    )
+    return folder
+
+
+def test_resume_takes_the_saved_overrides_then_the_extra_ones_then_the_folder(tmp_path):
+    run = saved_run(tmp_path / "run", ["llm=openai_compatible", "benchmark.execution.max_tasks=3"])
+    got = resumed_overrides(run, ["benchmark.execution.max_tasks=5", "agent.x=1"])
+    assert got == [
+        "llm=openai_compatible", "benchmark.execution.max_tasks=5", "agent.x=1",
+        f"hydra.run.dir={run}",
+    ]  # fmt: skip
+
+
+def test_resume_keeps_hydras_own_overrides_but_not_its_folder_or_mode(tmp_path):
+    run = saved_run(tmp_path / "run", ["llm=openai"])
+    hydra = [f"hydra.sweep.dir={tmp_path}", "hydra.mode=MULTIRUN", "hydra.searchpath=[file:///p]"]
+    (run / ".hydra" / "hydra.yaml").write_text(
+        json.dumps({"hydra": {"overrides": {"hydra": hydra}}})
+    )
+    assert resumed_overrides(run, []) == [
+        "hydra.searchpath=[file:///p]", "llm=openai", f"hydra.run.dir={run}"
+    ]  # fmt: skip
+
+
+def test_resume_asks_again_for_the_secrets_the_folder_never_kept(tmp_path, monkeypatch):
+    monkeypatch.delenv(COMMAND_LINE_KEY_ENV, raising=False)
+    run = saved_run(
+        tmp_path / "run",
+        ["llm=openai", f"llm.api_key_env={COMMAND_LINE_KEY_ENV}", "+tools.x.env.MY_TOKEN=***"],
+    )
+    with pytest.raises(ConfigError) as refused:
+        resumed_overrides(run, [])
+    assert str(refused.value) == (
+        f"{run} was started with secrets on its command line, which a "
+        f"run folder never keeps; give them again, your values in place of {KEY_PLACEHOLDER}: "
+        f"deepledger resume {run} 'llm.api_key={KEY_PLACEHOLDER}' "
+        f"'+tools.x.env.MY_TOKEN={KEY_PLACEHOLDER}'"
+    )
+    got = resumed_overrides(run, [f"llm.api_key={SECRET}", "+tools.x.env.MY_TOKEN=t"])
+    assert got == ["llm=openai", f"llm.api_key={SECRET}", "+tools.x.env.MY_TOKEN=t",
+                   f"hydra.run.dir={run}"]  # fmt: skip
+
+
+def test_resume_refuses_a_folder_that_is_not_a_bench_run_in_one_line(tmp_path):
+    single = tmp_path / "logs" / "question"
+    single.mkdir(parents=True)
+    (single / "journal.jsonl").write_text("")
+    bench = saved_run(tmp_path / "logs" / "bench", ["llm=openai"])
+    other = deepledger("resume", str(tmp_path / "logs" / "nothing-here"), cwd=tmp_path)
+    assert other.returncode == 2 and len(other.stderr.strip().splitlines()) == 1
+    assert f"the nearest run folder is {bench}" in other.stderr
+    question = deepledger("resume", str(single), cwd=tmp_path)
+    assert question.returncode == 2 and "is a `deepledger run` folder" in question.stderr
+    assert "not resumed" in question.stderr and "Traceback" not in question.stderr
+
+
+# --- the real command: interrupted, then resumed ----------------------------------------
+
+
+def answering(released: threading.Event):
+    """``\\boxed{2n}`` for "What is n + n?"; every task after the first held until
+    ``released``, so the interrupt lands while the second task runs."""
+
+    def respond(request) -> Reply:
+        text = " ".join(str(m.get("content") or "") for m in request.messages)
+        n = int(re.search(r"What is (\d+) \+", text)[1])  # type: ignore[index]
+        if n > 1:
+            released.wait(120)
+        return Reply(f"\\boxed{{{2 * n}}}", delay=0.01)
+
+    return respond
+
+
+def interrupted_bench(tmp_path: Path, url: str, released: threading.Event, *extra: str):
+    """`deepledger bench` on the default run folder (under tmp_path/logs), Ctrl-C once
+    its first task is recorded: the run folder and what the run said on stderr."""
+    data = arithmetic_suite(tmp_path / "data", TASKS)
+    command = [
+        *DEEPLEDGER, "bench", f"benchmark.data.data_dir={data}", "benchmark.name=tiny",
+        "benchmark.judge.name=normalized", "llm=openai_compatible", f"llm.base_url={url}",
+        "agent.main_agent.tools=[]", "agent.max_final_answer_retries=1",
+        "benchmark.execution.max_concurrent=1", *extra,
+    ]  # fmt: skip
+    env = {**os.environ, "DEEPLEDGER_PLAIN_PROGRESS": "1"}
+    run = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, preexec_fn=takes_ctrl_c,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _folders(tmp_path):
+            time.sleep(0.05)
+        [run_dir] = _folders(tmp_path)
+        while time.monotonic() < deadline and not results(run_dir):
+            time.sleep(0.05)
+        assert results(run_dir), "no task was recorded"
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        released.set()
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, stderr
+    assert f"deepledger bench: run folder {run_dir} — resume with:" in stderr.splitlines()[0]
+    return run_dir, stderr
+
+
+def _folders(tmp_path: Path) -> list[Path]:
+    logs = tmp_path / "logs"
+    return [path for path, _ in runs_under(logs)] if logs.is_dir() else []
+
+
+def assert_resumed(tmp_path: Path, run_dir: Path, server, asked_before: int, done) -> None:
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _folders(tmp_path) == [run_dir]  # no new folder under logs/
+    finished = [r["task_id"] for r in results(run_dir) if r["status"] == "finished"]
+    assert sorted(set(finished)) == [f"t{n}" for n in range(1, TASKS + 1)]
+    assert finished.count("t1") == 1  # recorded before the interrupt, never run again
+    later = " ".join(json.dumps(r.messages) for r in server.requests[asked_before:])
+    assert "What is 1 +" not in later
+    assert f"Run directory: {run_dir}" in done.stdout
+
+
+def test_ctrl_c_prints_the_command_that_resumes_the_run_in_its_folder(tmp_path):
+    released = threading.Event()
+    with FakeLLMServer(responder=answering(released)) as server:
+        run_dir, stderr = interrupted_bench(
+            tmp_path, server.openai_base_url, released, f"llm.api_key={SECRET}"
+        )
+        assert SECRET not in stderr
+        lines = stderr.splitlines()
+        command = lines[lines.index(next(s for s in lines if "resume this run" in s)) + 1]
+        words = shlex.split(command)
+        assert words[:2] == ["deepledger", "bench"] and words[-1] == f"hydra.run.dir={run_dir}"
+        assert f"llm.api_key={KEY_PLACEHOLDER}" in words  # the user puts the key back
+        words = [w.replace(KEY_PLACEHOLDER, SECRET) for w in words]
+        asked = len(server.requests)
+        env = {**os.environ, "DEEPLEDGER_PLAIN_PROGRESS": "1"}
+        done = subprocess.run(
+            [*DEEPLEDGER, *words[1:]], cwd=tmp_path, env=env, capture_output=True,
+            text=True, timeout=300,
+        )  # fmt: skip
+        assert_resumed(tmp_path, run_dir, server, asked, done)
+    assert SECRET not in (run_dir / ".hydra" / "overrides.yaml").read_text()
+
+
+def test_deepledger_resume_run_dir_resumes_it_in_its_folder(tmp_path):
+    released = threading.Event()
+    with FakeLLMServer(responder=answering(released)) as server:
+        run_dir, stderr = interrupted_bench(tmp_path, server.openai_base_url, released)
+        assert f"deepledger resume {run_dir}" in stderr
+        asked = len(server.requests)
+        done = deepledger("resume", str(run_dir), cwd=tmp_path, timeout=300)
+        assert_resumed(tmp_path, run_dir, server, asked, done)
+        assert f"deepledger resume: resuming {run_dir}" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "folder", ["/runs/0_agent.keep_tool_result=1,llm.x=2", "/my runs/it's", '/a"b', "/x/${HOME}"]
+)
+def test_a_folder_hydra_would_misread_is_quoted_in_its_override(folder):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from deepledger.cli.resuming import folder_override
+
+    override = folder_override("hydra.run.dir", Path(folder))
+    value = OverridesParser.create().parse_override(override).value()
+    assert OmegaConf.create({"dir": value}).dir == folder
