@@ -1,4 +1,4 @@
-"""The ``deepledger`` command: ``bench | run | report | replay | judge``.
+"""The ``deepledger`` command: ``bench | run | resume | report | replay | judge | export | view``.
 
 Hydra has no subcommands, so the first argument picks the command and the rest goes
 to Hydra (overrides, ``--cfg job``, ``-m`` sweeps, ``hydra.run.dir=...``); for ``run``,

@@ -21,12 +21,14 @@ if TYPE_CHECKING:
     from deepledger.store.locate import RunKind
 
 HELP = """\
+deepledger export — write runs out in a form other tools read: a results table for pandas,
+training samples, preference pairs, MiroThinker's log folder.
+
 usage: deepledger export RUN_DIR [RUN_DIR...] FORMAT [options]
 
-Write runs out in a form other tools read. RUN_DIR is a `deepledger bench` run folder
-(its hydra.run.dir; chatml, openai and dpo take a `deepledger run` folder too), or a
-folder holding runs (a -m sweep folder, logs/): every run below it is exported, into
-one output.
+RUN_DIR is a `deepledger bench` run folder (its hydra.run.dir; chatml, openai and dpo
+take a `deepledger run` folder too), or a folder holding runs (a -m sweep folder,
+logs/): every run below it is exported, into one output.
 
 formats:
   results      a row per task (--per-attempt: per attempt of pass@k), JSONL or Parquet
@@ -62,7 +64,10 @@ use is refused (exit 2), not ignored.
 The written path is printed on stdout; counts and what was left out (and why) on
 stderr. Nothing is written in a run folder, and a failed export leaves no file.
 docs/export.md has a sample of each format.
-"""
+
+Exit codes: 0 written, 1 nothing to write (e.g. --only correct and no task judged
+  correct), 2 a usage error (not a run folder, an option the format does not take),
+  141 the output pipe was closed."""
 
 
 def export_command(args: list[str]) -> int:

@@ -33,6 +33,11 @@ usage:
                                             grade a finished run's answers again
                                             (benchmark.judge.*), beside its own
                                             judgement, with the agreement between them
+  deepledger resume RUN_DIR [OVERRIDES...]  go on with a stopped bench in its own folder,
+                                            from the overrides it was started with
+  deepledger export RUN_DIR... FORMAT [--out PATH]
+                                            write runs out: results (JSONL, Parquet),
+                                            chatml, openai, dpo, mirothinker
   deepledger COMMAND --help                 the command's help (bench, run: the common
                                             keys, what they mean, and the presets)
   deepledger bench --cfg job [OVERRIDES]    print the composed config and stop
