@@ -1,0 +1,71 @@
+"""Serving the viewer with uvicorn: the port taken (the next free one when the asked one
+is in use), the address printed, and Ctrl-C ending it quietly."""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import socket
+from pathlib import Path
+
+from deepledger.errors import ConfigError
+
+PORTS_TRIED = 50  # the asked port and the next ones, before giving up
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reached only from this machine (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host`` at ``port`` or, when that one is in use, the next
+    free port after it; a one-line error when none of the next few is free."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for candidate in range(port, min(port + PORTS_TRIED, 65536)):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, candidate))
+        except OSError as exc:
+            sock.close()
+            if exc.errno == errno.EADDRINUSE:
+                continue
+            raise ConfigError(
+                f"deepledger view: cannot listen on {host}:{candidate} ({exc.strerror}); "
+                "choose another --host."
+            ) from exc
+        sock.listen(128)
+        return sock
+    raise ConfigError(
+        f"deepledger view: ports {port}-{port + PORTS_TRIED - 1} on {host} are all in use; "
+        "choose another with --port."
+    )
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
+def serve(logs: Path, sock: socket.socket, *, allow_questions: bool) -> None:
+    """Serve the viewer of ``logs`` on ``sock`` until interrupted."""
+    import uvicorn
+
+    from deepledger.view.app import create_app
+
+    app = create_app(logs, allow_questions=allow_questions)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        # Open event streams of live runs must not hold Ctrl-C up for long.
+        timeout_graceful_shutdown=1,
+        lifespan="off",
+    )
+    uvicorn.Server(config).run(sockets=[sock])
