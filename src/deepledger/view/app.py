@@ -13,6 +13,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -101,10 +102,10 @@ def create_app(logs: Path, *, allow_questions: bool = True) -> Starlette:
     routes = [
         Route("/", home),
         Route("/api/runs", runs),
-        Route("/run", lambda request: _run_page(viewer, request)),
-        Route("/api/run/data", lambda request: _run_data(viewer, request)),
-        Route("/api/run/events", lambda request: _journal_events(viewer, request)),
-        Route("/api/questions", lambda request: _ask(viewer, request), methods=["POST"]),
+        Route("/run", partial(_run_page, viewer)),
+        Route("/api/run/data", partial(_run_data, viewer)),
+        Route("/api/run/events", partial(_journal_events, viewer)),
+        Route("/api/questions", partial(_ask, viewer), methods=["POST"]),
         Route("/{name:str}", static),
     ]
     app = Starlette(routes=routes)

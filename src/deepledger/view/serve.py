@@ -3,9 +3,13 @@ is in use), the address printed, and Ctrl-C ending it quietly."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
+import signal
 import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from deepledger.errors import ConfigError
@@ -68,4 +72,28 @@ def serve(logs: Path, sock: socket.socket, *, allow_questions: bool) -> None:
         timeout_graceful_shutdown=1,
         lifespan="off",
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    _quiet_server_class()(config).run(sockets=[sock])
+
+
+def _quiet_server_class() -> type:
+    import uvicorn
+
+    class QuietServer(uvicorn.Server):
+        """uvicorn's server, except that the Ctrl-C which stops it is not raised again
+        once it has stopped (uvicorn does, and the process would die of the signal at
+        whatever line it had reached): ``deepledger view`` ends with 130 itself."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            stops = (signal.SIGINT, signal.SIGTERM)
+            before = {sig: signal.signal(sig, self.handle_exit) for sig in stops}
+            try:
+                yield
+            finally:
+                for sig, handler in before.items():
+                    signal.signal(sig, handler)
+
+    return QuietServer
