@@ -38,14 +38,17 @@ EXIT_INTERRUPTED = 130
 
 
 def view_command(args: list[str]) -> int:
+    if "-h" in args or "--help" in args:
+        print(HELP, end="")
+        return 0
     try:
         logs, host, port, browser, allow = _parse(args)
     except ConfigError as exc:
-        print(f"deepledger view: {exc}\n\n{HELP}", file=sys.stderr)
+        print(f"deepledger view: {exc} (see deepledger view --help)", file=sys.stderr)
         return EXIT_USAGE
     if not logs.is_dir():
         raise ConfigError(
-            f"deepledger view: {logs} is not a folder (expected the logs folder that holds "
+            f"{logs} is not a folder (expected the logs folder that holds "
             "the runs, e.g. logs); runs are written under logs/ by default."
         )
     from deepledger.view.serve import bind, is_loopback, serve, url_of

@@ -41,13 +41,12 @@ def bind(host: str, port: int) -> socket.socket:
             if exc.errno == errno.EADDRINUSE:
                 continue
             raise ConfigError(
-                f"deepledger view: cannot listen on {host}:{candidate} ({exc.strerror}); "
-                "choose another --host."
+                f"cannot listen on {host}:{candidate} ({exc.strerror}); choose another --host."
             ) from exc
         sock.listen(128)
         return sock
     raise ConfigError(
-        f"deepledger view: ports {port}-{port + PORTS_TRIED - 1} on {host} are all in use; "
+        f"ports {port}-{port + PORTS_TRIED - 1} on {host} are all in use; "
         "choose another with --port."
     )
 
