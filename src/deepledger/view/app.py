@@ -85,6 +85,8 @@ def create_app(logs: Path, *, allow_questions: bool = True) -> Starlette:
 
     def static(request: Request) -> Response:
         name = request.path_params["name"]
+        if name == "favicon.ico":  # none: asked for by every browser
+            return Response(status_code=204)
         if name not in _ASSETS:
             return Response("not found", 404)
         return Response(asset(name), media_type=_ASSETS[name])
@@ -197,10 +199,9 @@ async def _stream(root: Path, asked: questions.Question | None) -> AsyncIterator
             yield {"event": "line", "data": json.dumps(compact_event(line))}
         live = await asyncio.to_thread(run_is_live, root)
         running = live or (asked is not None and asked.process.poll() is None)
-        now = "running" if running else "ended"
-        if now != status:
-            status = now
-            yield {"event": "status", "data": now}
+        if running and status is None:  # how it ended is the "end" event's
+            status = "running"
+            yield {"event": "status", "data": status}
         if not running and not lines:
             yield {"event": "end", "data": json.dumps(_ending(root, asked))}
             return
