@@ -4,6 +4,8 @@ stream, and the port taken when the asked one is in use."""
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import pathlib
 import shutil
@@ -12,6 +14,7 @@ import time
 import pytest
 from starlette.testclient import TestClient
 
+from deepledger.records.codec import read_journal_file
 from deepledger.store.lock import claim, release
 from deepledger.view.app import create_app
 from deepledger.view.live import whole_lines
@@ -205,3 +208,19 @@ def _events(client: TestClient, rid: str) -> list[tuple[str, object]]:
                     break
             assert time.monotonic() < deadline
     return events
+
+
+def test_a_live_benchs_journal_torn_at_its_end_shows_its_whole_lines(logs, tmp_path):
+    root = shutil.copytree(logs / "suite" / "m" / "2026-01-02_10-00-00", tmp_path / "logs" / "r")
+    journal = sorted(root.glob("tasks/*/attempt-1-retry-0.jsonl"))[-1]  # the unfinished task
+    whole = len(read_journal_file(journal).lines)
+    with journal.open("ab") as handle:
+        handle.write(b'{"event": "assistant", "turn": 99, "message": {"role": "assis')
+    assert len(read_journal_file(journal).lines) == whole  # the half line is not read
+    answer = TestClient(create_app(tmp_path / "logs")).get("/api/run/data", params={"id": "r"})
+    data = answer.json()
+    assert data["data"]["run"]["missing"] == []
+    index = next(i for i, t in enumerate(data["data"]["tasks"]) if t["status"] == "unfinished")
+    detail = json.loads(gzip.decompress(base64.b64decode(data["packed"][index])))
+    shown = [j for j in detail["journals"] if j["journal"].endswith(journal.name)]
+    assert len(shown[0]["events"]) == whole
