@@ -224,3 +224,12 @@ def test_a_live_benchs_journal_torn_at_its_end_shows_its_whole_lines(logs, tmp_p
     detail = json.loads(gzip.decompress(base64.b64decode(data["packed"][index])))
     shown = [j for j in detail["journals"] if j["journal"].endswith(journal.name)]
     assert len(shown[0]["events"]) == whole
+
+
+def test_a_name_other_than_loopbacks_is_refused_when_bound_to_loopback(logs):
+    app = create_app(logs, hosts=["127.0.0.1", "localhost"])
+    assert TestClient(app, base_url="http://127.0.0.1:8765").get("/api/runs").status_code == 200
+    assert TestClient(app, base_url="http://localhost").get("/api/runs").status_code == 200
+    rebound = TestClient(app, base_url="http://evil.example:8765")  # DNS made to point here
+    assert rebound.get("/api/runs").status_code == 400
+    assert rebound.post("/api/questions", json={"question": "hi"}).status_code == 400

@@ -21,6 +21,8 @@ from urllib.parse import quote
 
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -76,8 +78,13 @@ def asset(name: str) -> str:
     return resources.files("deepledger.view").joinpath("assets", name).read_text("utf-8")
 
 
-def create_app(logs: Path, *, allow_questions: bool = True) -> Starlette:
-    """The viewer of the runs under ``logs``."""
+def create_app(
+    logs: Path, *, allow_questions: bool = True, hosts: list[str] | None = None
+) -> Starlette:
+    """The viewer of the runs under ``logs``. ``hosts``: the only names a request may
+    address it by (a page elsewhere whose name was made to point at 127.0.0.1 is
+    refused: it would otherwise read the runs, and start questions, as the viewer's own
+    page does); None: any."""
     viewer = Viewer(logs.resolve(), allow_questions)
 
     def home(request: Request) -> Response:
@@ -110,7 +117,8 @@ def create_app(logs: Path, *, allow_questions: bool = True) -> Starlette:
         Route("/api/questions", partial(_ask, viewer), methods=["POST"]),
         Route("/{name:str}", static),
     ]
-    app = Starlette(routes=routes)
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)] if hosts else []
+    app = Starlette(routes=routes, middleware=middleware)
     app.state.viewer = viewer
     return app
 

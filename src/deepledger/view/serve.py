@@ -63,7 +63,10 @@ def serve(logs: Path, sock: socket.socket, *, allow_questions: bool) -> None:
 
     from deepledger.view.app import create_app
 
-    app = create_app(logs, allow_questions=allow_questions)
+    host = sock.getsockname()[0]
+    # On loopback, only loopback names: a DNS name rebound to 127.0.0.1 is refused.
+    hosts = ["127.0.0.1", "localhost", host] if is_loopback(host) and ":" not in host else None
+    app = create_app(logs, allow_questions=allow_questions, hosts=hosts)
     config = uvicorn.Config(
         app,
         log_level="warning",
