@@ -9,6 +9,7 @@ import gzip
 import json
 import pathlib
 import shutil
+import signal
 import time
 
 import pytest
@@ -142,7 +143,9 @@ def test_the_port_in_use_gives_the_next_free_one_printed(tmp_path):
         with viewer(tmp_path, "--port", str(port)) as view:
             assert view.url != f"http://127.0.0.1:{port}/"
             assert view.url.startswith("http://127.0.0.1:")
-        assert view.process.returncode == 130
+        # 130; or, seen twice on a loaded machine and not reproduced alone, the end by
+        # the signal itself, which a shell reports as 130 too
+        assert view.process.returncode in (130, -signal.SIGINT)
         said = view.process.stderr.read()
         assert f"port {port} is in use; using " in said
     finally:

@@ -3,6 +3,7 @@ any of them, a running bench live, and asks questions."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -53,6 +54,9 @@ def view_command(args: list[str]) -> int:
         )
     from deepledger.view.serve import bind, is_loopback, serve, url_of
 
+    # SIGINT stops the viewer even when started where it is ignored (a background job
+    # of a script): a server left running after kill -INT would hold its port.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sock = bind(host, port)
     url = url_of(sock)
     if sock.getsockname()[1] != port:
