@@ -15,7 +15,9 @@ import time
 import pytest
 from starlette.testclient import TestClient
 
-from deepledger.records.codec import read_journal_file
+from deepledger.messages import Message
+from deepledger.records.codec import encode, read_journal_file
+from deepledger.records.events import AssistantTurn
 from deepledger.store.lock import claim, release
 from deepledger.view.app import create_app
 from deepledger.view.live import whole_lines
@@ -36,10 +38,15 @@ def logs(tmp_path_factory):
     question.mkdir(parents=True)
     lines = [
         {"event": "task_started", "ts": "2099-01-03T10:00:00+00:00", "task": "Why?"},
-        {"event": "assistant", "turn": 1, "message": {"role": "assistant", "content": "So."}},
+        encode(AssistantTurn(turn=1, message=Message.assistant("So."))),
         {
             "event": "task_finished",
             "answer": "So.",
+            "provenance": "boxed",
+            "end_reason": "model_finished",
+            "turns": 1,
+            "tool_calls": 0,
+            "rollbacks": 0,
             "usage": {"input_tokens": 7, "output_tokens": 3},
             "cost": 0.5,
         },
@@ -131,6 +138,8 @@ def test_a_journal_torn_at_its_end_is_read_up_to_its_last_whole_line(tmp_path):
 def test_a_run_folder_streams_its_journal_then_how_it_ended(logs):
     client = TestClient(create_app(logs))
     assert "view-question.js" in client.get("/run", params={"id": "questions/asked"}).text
+    report = client.get("/run", params={"id": "questions/asked", "as": "report"})
+    assert report.status_code == 200 and 'id="report-data"' in report.text
     events = _events(client, "questions/asked")
     assert [e for e, _ in events if e == "line"] == ["line"] * 3
     assert events[-1] == ("end", {"status": "finished", "detail": None})

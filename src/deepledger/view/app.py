@@ -130,8 +130,16 @@ def _run_page(viewer: Viewer, request: Request) -> Response:
         return HTMLResponse(
             f"<p>Not found: {_escape(str(exc))}. <a href='./'>All runs</a></p>", 404
         )
-    if kind != "bench":
+    if kind is None or (kind == "run" and request.query_params.get("as") != "report"):
         return HTMLResponse(asset("question.html"))
+    if kind == "run":  # the report's page of a question, as `deepledger report` makes it
+        from deepledger.bench.report import current_summary
+        from deepledger.report.page import render_run_report
+
+        try:
+            return HTMLResponse(render_run_report(root, current_summary(root)))
+        except (DeepLedgerError, ValueError, KeyError, TypeError) as exc:
+            return HTMLResponse(f"<p>Its journal could not be read: {_escape(str(exc))}</p>", 500)
     from deepledger.report.page import render
 
     try:

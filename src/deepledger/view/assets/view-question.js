@@ -4,6 +4,7 @@ const id = new URLSearchParams(location.search).get("id");
 const events = document.getElementById("events");
 const state = document.getElementById("state");
 document.getElementById("where").textContent = id;
+document.getElementById("as-report").href = `run?id=${encodeURIComponent(id)}&as=report`;
 let shown = 0;
 
 function text(value) {
