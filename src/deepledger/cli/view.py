@@ -11,26 +11,33 @@ from deepledger.cli.common import EXIT_USAGE
 from deepledger.errors import ConfigError
 
 HELP = """\
-usage: deepledger view [LOGS_DIR] [--host HOST] [--port PORT] [--no-browser] [--allow-questions]
+deepledger view — a local web app over the runs under a logs folder: every `deepledger
+bench` and `deepledger run` folder, newest first, with suite, model, accuracy, tokens, cost,
+status (finished / running / stopped) and start time. A bench's page is its report.html
+page; one that is running updates as it runs (progress, each task's status, the open
+task's trajectory turn by turn). The form on the first page asks a question (`deepledger
+run` in a process of its own, its folder under LOGS_DIR/questions/) and shows its
+trajectory as it is written.
 
-A local web app over the runs under LOGS_DIR (default: logs): every `deepledger bench`
-and `deepledger run` folder, newest first, with suite, model, accuracy, tokens, cost,
-status (finished / running / stopped) and start time. A run's page is the same page as
-its report.html; a bench that is running updates as it runs (progress, each task's
-status, the open task's trajectory turn by turn). The form on the first page asks a
-question (`deepledger run` in a process of its own, its folder under
-LOGS_DIR/questions/) and shows its trajectory as it is written.
+usage: deepledger view [LOGS_DIR] [--host HOST] [--port PORT] [--no-browser]
+                       [--allow-questions]
 
-options:
   LOGS_DIR           the folder whose runs are listed (default: logs)
   --host HOST        the address to listen on (default: 127.0.0.1, this machine only)
-  --port PORT        the port (default: 8765; when in use, the next free one, printed)
+  --port PORT        the port (default: 8765; when in use, the next free one, said)
   --no-browser       do not open the page in a browser
   --allow-questions  let the form start runs even when --host is not a loopback
                      address (off by default: anyone who reaches the page could start
                      processes on this machine)
 
-The address is printed on stdout when the viewer is listening. Ctrl-C stops it (exit 130).
+The address is printed on stdout once the viewer listens; the rest goes to stderr.
+
+examples:
+  deepledger view
+  deepledger view logs/tiny --port 9000 --no-browser
+
+Exit codes: 130 stopped by Ctrl-C (the viewer runs until then), 2 a usage error or a
+  LOGS_DIR that is not a folder, 141 the output pipe was closed.
 """
 
 DEFAULT_HOST = "127.0.0.1"
@@ -39,9 +46,6 @@ EXIT_INTERRUPTED = 130
 
 
 def view_command(args: list[str]) -> int:
-    if "-h" in args or "--help" in args:
-        print(HELP, end="")
-        return 0
     try:
         logs, host, port, browser, allow = _parse(args)
     except ConfigError as exc:
