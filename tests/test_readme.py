@@ -35,6 +35,9 @@ NOT_RUN = {
     "scripts/demo.sh": "runs scripts/setup.sh --qwen (installs, builds llama.cpp, 1.1 GB of "
     "model) and a 10-task suite with it: minutes",
     "scripts/test.sh": "the whole test suite, this file included",
+    "deepledger view": "a server that runs until Ctrl-C (tests/view/ start it on a free port)",
+    "deepledger view runs/ --port 9000 --no-browser": "a server that runs until Ctrl-C "
+    "(tests/view/ start it on a free port)",
     "deepledger judge logs/hle/my-model/20261205_101010 benchmark.judge.llm=openai "
     "benchmark.judge.model=o3-mini-2025-01-31": "needs an OpenAI API key "
     "(tests/bench/test_judge_command.py judges a run with loopback judges)",

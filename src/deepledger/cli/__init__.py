@@ -54,7 +54,7 @@ class Command:
 def _commands() -> dict[str, Entry]:
     """Each command's entry, imported when it runs: ``deepledger --help`` loads none. A
     new command: its module (``HELP``, ``<name>_command``) and one line here."""
-    from deepledger.cli import export, judge, replay, report, resume
+    from deepledger.cli import export, judge, replay, report, resume, view
     from deepledger.cli.bench import bench_command
     from deepledger.cli.hydra_command import hydra_command
     from deepledger.cli.run import run_command
@@ -67,6 +67,7 @@ def _commands() -> dict[str, Entry]:
         "judge": judge,
         "export": export,
         "resume": resume,
+        "view": view,
     }
 
 

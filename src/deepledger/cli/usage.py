@@ -38,6 +38,8 @@ usage:
   deepledger export RUN_DIR... FORMAT [--out PATH]
                                             write runs out: results (JSONL, Parquet),
                                             chatml, openai, dpo, mirothinker
+  deepledger view [LOGS_DIR] [--port PORT]  the runs under logs/ in a local web app:
+                                            a running bench live, questions asked
   deepledger COMMAND --help                 the command's help (bench, run: the common
                                             keys, what they mean, and the presets)
   deepledger bench --cfg job [OVERRIDES]    print the composed config and stop

@@ -180,6 +180,13 @@ def render_run_report(root: Path, summary: SummaryRecord) -> str:
 
 
 def _render_run_report(root: Path, summary: SummaryRecord) -> str:
+    return render(*run_page_parts(root, summary))
+
+
+def run_page_parts(root: Path, summary: SummaryRecord) -> tuple[str, RunPayload, list[str]]:
+    """The run's page as its parts: title, the data read at once and each task's packed
+    trajectory. ``deepledger view`` serves the same page, and refetches the data of a
+    live run, from these."""
     data = collect(root, summary)
     window = data.run["config"].get("llm.max_context_length")
     drawn = _drawn(len(data.tasks))
@@ -214,7 +221,7 @@ def _render_run_report(root: Path, summary: SummaryRecord) -> str:
         for i in range(len(data.tasks))
     ]
     title = f"{data.run['benchmark']} · {data.run['config']['llm']} · {root.name}"
-    return render(title, payload, packed)
+    return title, payload, packed
 
 
 def _window(window: object) -> list[WindowRule]:

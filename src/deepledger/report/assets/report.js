@@ -664,3 +664,40 @@ if (DATA.kind === "comparison") renderComparison();
 else renderRun();
 window.addEventListener("hashchange", () => openTaskFromHash());
 document.body.dataset.ready = "true";
+
+// -- live: the page as `deepledger view` serves it for a run still going ----------------
+// The viewer adds #report-live (where to fetch the run's data again); the static report
+// has none and never fetches anything. While the run is live the data is asked for
+// again every LIVE_MS (the viewer answers 204 when nothing changed) and the page drawn
+// again from it: progress, each task's status, the open task's trajectory.
+const LIVE_MS = 1500;
+const liveSettings = document.getElementById("report-live");
+if (liveSettings && DATA.kind === "run") followLive(JSON.parse(liveSettings.textContent));
+
+function followLive(live) {
+  let since = live.signature;
+  const home = el("a", { href: live.home, id: "all-runs", text: "all runs" });
+  document.getElementById("top").append(el("p", {}, home));
+  async function poll() {
+    try {
+      const reply = await fetch(`${live.data}&since=${encodeURIComponent(since)}`, { cache: "no-store" });
+      if (reply.status === 200) {
+        const fresh = await reply.json();
+        since = fresh.signature;
+        // DATA and PACKED are the page's own: refilled in place, then drawn again.
+        for (const key of Object.keys(DATA)) delete DATA[key];
+        Object.assign(DATA, fresh.data);
+        PACKED.splice(0, PACKED.length, ...fresh.packed);
+        const y = window.scrollY;
+        renderRun();
+        window.scrollTo(0, y);
+      }
+    } catch (error) {
+      console.info(`the viewer did not answer: ${error}`);
+    }
+    document.body.dataset.liveState = DATA.run.state;
+    if (DATA.run.state === "running") setTimeout(poll, LIVE_MS);
+  }
+  document.body.dataset.liveState = DATA.run.state;
+  if (DATA.run.state === "running") setTimeout(poll, LIVE_MS);
+}
