@@ -27,6 +27,9 @@ from deepledger.messages import JSONObject
 HEIGHT = 260
 # Turns are whole numbers: no label on a tick between two of them (a short run's axis).
 TURN_AXIS = alt.Axis(tickMinStep=1, labelExpr="datum.value % 1 ? '' : format(datum.value, 'd')")
+# Tokens and tasks are counted in whole numbers too: a question of a few tokens, or a
+# run of one task, would otherwise get labels at 0.2, 0.4...
+COUNT_AXIS = alt.Axis(tickMinStep=1, labelExpr="datum.value % 1 ? '' : format(datum.value, ',d')")
 MARK_COLORS = {
     "window guard": "#c0392b",
     "compaction": "#2471a3",
@@ -81,10 +84,17 @@ def prompt_tokens_run() -> JSONObject:
     acted."""
     lines = (
         alt.Chart(alt.NamedData(name="calls"))
-        .mark_line(strokeWidth=1, opacity=0.35, color="#566573")
+        # Small points on the lines: a trajectory of one turn is one point, which a line
+        # alone does not draw (a run of one one-turn question showed an empty chart).
+        .mark_line(
+            strokeWidth=1,
+            opacity=0.35,
+            color="#566573",
+            point=alt.OverlayMarkDef(size=20, opacity=0.7, color="#566573"),
+        )
         .encode(
             x=alt.X("turn:Q", title="turn", axis=TURN_AXIS),
-            y=alt.Y("input:Q", title="prompt tokens"),
+            y=alt.Y("input:Q", title="prompt tokens", axis=COUNT_AXIS),
             detail="key:N",
             tooltip=["label:N", "turn:Q", alt.Tooltip("input:Q", format=",")],
         )
@@ -103,7 +113,7 @@ def prompt_tokens_task() -> JSONObject:
         .mark_line(point=True)
         .encode(
             x=alt.X("turn:Q", title="turn", axis=TURN_AXIS),
-            y=alt.Y("input:Q", title="prompt tokens"),
+            y=alt.Y("input:Q", title="prompt tokens", axis=COUNT_AXIS),
             color=alt.Color("run:N", title="attempt · retry"),
             tooltip=[
                 "run:N",
@@ -128,8 +138,8 @@ def cumulative_input() -> JSONObject:
         alt.Chart(alt.NamedData(name="cumulative"))
         .mark_line()
         .encode(
-            x=alt.X("call:Q", title="model calls, in the order they were made"),
-            y=alt.Y("tokens:Q", title="cumulative input tokens"),
+            x=alt.X("call:Q", title="model calls, in the order they were made", axis=COUNT_AXIS),
+            y=alt.Y("tokens:Q", title="cumulative input tokens", axis=COUNT_AXIS),
             color=alt.Color("series:N", title="", legend=alt.Legend(orient="top-left")),
             tooltip=["series:N", "call:Q", alt.Tooltip("tokens:Q", format=",")],
         )
@@ -148,7 +158,7 @@ def turns_histogram() -> JSONObject:
                 title="turns per task",
                 axis=alt.Axis(format="d"),
             ),
-            y=alt.Y("count():Q", title="tasks"),
+            y=alt.Y("count():Q", title="tasks", axis=COUNT_AXIS),
             tooltip=[alt.Tooltip("count():Q", title="tasks")],
         )
         .properties(width="container", height=HEIGHT)
