@@ -138,4 +138,10 @@ def test_the_run_folder_page_opens_its_task_with_a_chart_scaled_to_it(asked):
         assert "being answered" not in page.inner_text("#banners")
         cards = page.inner_text("#run-cards")
         assert "not judged" in cards and "accuracy" not in cards
+        # Nothing judged, nothing carried: no accuracy tables, no verdict anywhere, and no
+        # ground truth or post-mortem column.
+        shown = page.inner_text("#report").lower()
+        assert [w for w in ("correct", "wrong", "accuracy", "post-mortem") if w in shown] == []
+        assert "End reasons" in page.inner_text("#outcomes")
+        assert page.locator("#task-table th[data-key=ground_truth]").count() == 0
     assert visit.problems == []

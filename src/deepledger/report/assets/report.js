@@ -220,9 +220,11 @@ function runSection(run) {
         ["run directory", run.dir], ["benchmark", run.benchmark],
         ["command-line overrides", (run.overrides || []).join(" ") || "none"], ...config,
         ["started", run.started_at], ["finished", run.finished_at || "not yet"]])),
-      el("div", { class: "panel" },
-        groupTable("Accuracy by answer provenance", s.by_provenance, "tasks"),
-        groupTable("First attempt vs carried-over post-mortems", {
+      el("div", { class: "panel", id: "outcomes" },
+        // A question asked with `deepledger run` is never judged and never retried with a
+        // post-mortem: both tables would be empty rows of "0 / 0".
+        run.kind === "run" ? null : groupTable("Accuracy by answer provenance", s.by_provenance, "tasks"),
+        run.kind === "run" ? null : groupTable("First attempt vs carried-over post-mortems", {
           "no post-mortem carried": pm.without || {}, "post-mortem(s) carried": pm.with || {} }, "attempts"),
         el("h3", { text: "End reasons" }), kvTable(ends)),
       el("div", { class: "panel" }, el("h3", { text: "Token economics" }), kvTable(economicsRows(s.token_economics))),
@@ -323,8 +325,10 @@ const COLUMNS = [
 
 function taskSection(tasks, onOpen) {
   // With pass@k, a task solved on a later attempt is "correct": show the first attempt too.
+  // A `deepledger run` question has no ground truth and carries no post-mortems: no column.
   const columns = (DATA.run.summary || {}).k > 1
-    ? [...COLUMNS.slice(0, 2), ["first_attempt", "1st attempt", "status"], ...COLUMNS.slice(2)] : COLUMNS;
+    ? [...COLUMNS.slice(0, 2), ["first_attempt", "1st attempt", "status"], ...COLUMNS.slice(2)]
+    : DATA.run.kind === "run" ? COLUMNS.filter(([key]) => key !== "ground_truth" && key !== "post_mortems") : COLUMNS;
   const state = { sort: null, descending: false, text: "", status: "", end: "", provenance: "" };
   const options = (key) => ["", ...new Set(tasks.map((t) => t[key]).filter((v) => v))];
   const select = (key, label) => el("select", { "aria-label": label, id: `filter-${key}`,
