@@ -616,7 +616,7 @@ function renderRun() {
   document.getElementById("banners").replaceChildren(...runBanners(run));
   const trajectory = section("trajectory-section", "Trajectory",
     el("div", { id: "trajectory" }, el("p", { class: "muted", text: "Click a task in the table to see its trajectory." })));
-  main.replaceChildren(runSection(run), chartsSection(), taskSection(DATA.tasks, (i) => openTask(i)), trajectory);
+  main.replaceChildren(runSection(run), chartsSection(), taskSection(DATA.tasks, (i) => openTask(i, { scroll: true })), trajectory);
   openTaskFromHash().then((opened) => {
     if (!opened && DATA.tasks.length === 1 && !location.hash) openTask(0); // nothing else to choose
   });
