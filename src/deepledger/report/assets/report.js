@@ -129,7 +129,11 @@ function pricedBy(prices) {
 function summaryCards(run) {
   const s = run.summary || {};
   const t = s.tasks || {};
-  const tokens = (s.tokens || {}).total || {};
+  // A question still being answered (or stopped) has no record for the summary to sum:
+  // its tokens so far are its row's, and its cost is known only once it ends.
+  const open = run.kind === "run" && !t.finished ? DATA.tasks[0] : null;
+  const tokens = open ? { input: open.input_tokens, output: open.output_tokens, cache_read: open.cache_read_tokens }
+    : (s.tokens || {}).total || {};
   const turns = s.turns || {}, calls = s.tool_calls || {};
   return el("div", { class: "cards", id: "run-cards" },
     run.kind === "run" ? card("verdict", "not judged", "a question asked with deepledger run has no ground truth")
@@ -145,7 +149,8 @@ function summaryCards(run) {
       ? `the judge's model: ${fmtTokens(s.judge_tokens.input)} in · ${fmtTokens(s.judge_tokens.output)} out` : "the judge used no model"),
     (s.extraction_tokens || {}).input ? card("page extraction", fmtTokens(s.extraction_tokens.input),
       `input tokens of scrape_and_extract_info's model (${fmtTokens(s.extraction_tokens.output)} out, ${fmtInt(s.extraction_tokens.tasks)} tasks); included above`) : null,
-    card("cost", fmtCost(s.cost_total), [s.cost_unknown_tasks ? `${s.cost_unknown_tasks} tasks unpriced` : `${fmtCost(s.cost_mean_per_task)} per task`, pricedBy(s.prices)].filter(Boolean).join(" · ")),
+    open ? card("cost", "unknown", run.state === "running" ? "priced once the question is answered" : "not priced: stopped before its end")
+      : card("cost", fmtCost(s.cost_total), [s.cost_unknown_tasks ? `${s.cost_unknown_tasks} tasks unpriced` : `${fmtCost(s.cost_mean_per_task)} per task`, pricedBy(s.prices)].filter(Boolean).join(" · ")),
     card("turns per task", isNum(turns.mean) ? turns.mean.toFixed(1) : "–", `median ${turns.median ?? "–"} · max ${turns.max ?? "–"}`),
     card("tool calls per task", isNum(calls.mean) ? calls.mean.toFixed(1) : "–", `median ${calls.median ?? "–"} · max ${calls.max ?? "–"}`),
     card("wall time", fmtSeconds(run.wall_seconds), run.sessions > 1 ? `over ${run.sessions} sessions (resumed)` : run.state),
