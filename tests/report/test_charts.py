@@ -89,16 +89,17 @@ def test_no_chart_fixes_its_value_axis_the_data_sets_it():
 
 
 def test_a_trajectory_of_one_turn_is_drawn_and_counts_get_whole_labels():
-    """A line through one point draws nothing: the run's lines carry points, so a
-    question answered in one turn is seen. Tokens, calls and tasks are whole numbers:
-    a small run's axes label no 0.2 or 0.5."""
+    """A line through one point draws nothing: the run's chart draws a trajectory of one
+    turn as a point, so a question answered at once is seen. Tokens, calls and tasks
+    are whole numbers: a small run's axes label no 0.2 or 0.5."""
     specs = charts.all_specs()
-    (line,) = [
+    line, single = [
         layer
         for layer in layers(specs["prompt_run"])
         if (layer.get("data") or {}).get("name") == "calls"
     ]
-    assert line["mark"]["type"] == "line" and line["mark"].get("point")
+    assert line["mark"]["type"] == "line" and single["mark"]["type"] == "point"
+    assert single["encoding"]["opacity"]["condition"]["test"] == "datum.points == 1"
     axes = [
         (layer.get("encoding") or {}).get(channel, {}).get("axis") or {}
         for spec in specs.values()

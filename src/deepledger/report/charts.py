@@ -84,14 +84,7 @@ def prompt_tokens_run() -> JSONObject:
     acted."""
     lines = (
         alt.Chart(alt.NamedData(name="calls"))
-        # Small points on the lines: a trajectory of one turn is one point, which a line
-        # alone does not draw (a run of one one-turn question showed an empty chart).
-        .mark_line(
-            strokeWidth=1,
-            opacity=0.35,
-            color="#566573",
-            point=alt.OverlayMarkDef(size=20, opacity=0.7, color="#566573"),
-        )
+        .mark_line(strokeWidth=1, opacity=0.35, color="#566573")
         .encode(
             x=alt.X("turn:Q", title="turn", axis=TURN_AXIS),
             y=alt.Y("input:Q", title="prompt tokens", axis=COUNT_AXIS),
@@ -100,10 +93,30 @@ def prompt_tokens_run() -> JSONObject:
         )
     )
     return _spec(
-        alt.layer(lines, _window_rule(), _mark_points()).properties(
+        alt.layer(lines, _single_turns(), _window_rule(), _mark_points()).properties(
             width="container", height=HEIGHT
         )
     )
+
+
+def _single_turns() -> alt.Chart:
+    """A point for each trajectory of one turn, which a line alone does not draw (a
+    question answered at once left the chart empty). Only those are seen: points on
+    every line would blacken a run of hundreds of tasks."""
+    points: alt.Chart = (
+        alt.Chart(alt.NamedData(name="calls"))
+        .transform_joinaggregate(points="count()", groupby=["key"])
+        .mark_point(filled=True, size=24, color="#566573")
+        .encode(
+            x=alt.X("turn:Q"),
+            y=alt.Y("input:Q"),
+            # The others are kept, unseen: filtered out, a run with no one-turn
+            # trajectory would give the layer no data, which Vega warns of.
+            opacity=alt.condition("datum.points == 1", alt.value(0.7), alt.value(0)),
+            tooltip=["label:N", "turn:Q", alt.Tooltip("input:Q", format=",")],
+        )
+    )
+    return points
 
 
 def prompt_tokens_task() -> JSONObject:
