@@ -238,4 +238,9 @@ def test_an_address_naming_a_task_opens_it_in_view_by_id_or_by_its_place(tmp_pat
         page.wait_for_function(opened, arg="synthetic-0007")
         page.wait_for_function(AT_TOP, arg="#trajectory-section", timeout=20_000)
         assert page.evaluate("location.hash") == "#task=synthetic-0007"
+        page.evaluate("location.hash = '#task=nothing-such'")  # typed: said, nothing marked
+        page.wait_for_function(
+            "() => document.getElementById('trajectory').innerText.includes('does not have')"
+        )
+        assert page.locator("#task-table tr.selected").count() == 0
     assert visit.problems == []

@@ -551,6 +551,8 @@ async function openTaskFromHash() {
     await openTask(wanted, { scroll: true });
     return true;
   }
+  opening++; // a task still opening must not cover the message, nor stay marked in the table
+  for (const tr of document.querySelectorAll("#task-table tbody tr.selected")) tr.classList.remove("selected");
   document.getElementById("trajectory")?.replaceChildren(el("p", { class: "muted",
     text: `The address names a task this run does not have (${location.hash.slice(1)}): click one in the table.` }));
   return false;
