@@ -20,12 +20,13 @@ if TYPE_CHECKING:
     from deepledger.store.locate import RunKind
 
 HELP = """\
-usage: deepledger export RUN_DIR [RUN_DIR...] FORMAT [options]
+deepledger export — write runs out in a form other tools read: a results table, training
+samples, MiroThinker's log folder. No model is called.
 
-Write runs out in a form other tools read. RUN_DIR is a `deepledger bench` run folder
-(its hydra.run.dir; chatml, openai and dpo take a `deepledger run` folder too), or a
-folder holding runs (a -m sweep folder, logs/): every run below it is exported, into
-one output.
+usage: deepledger export RUN_DIR [RUN_DIR...] FORMAT [options]
+RUN_DIR is a `deepledger bench` run folder (chatml, openai and dpo take a `deepledger run`
+folder too), or a folder holding runs (a -m sweep folder, logs/): every run below it is
+exported, into one output.
 
 formats:
   results      a row per task (--per-attempt: per attempt of pass@k), JSONL or Parquet
@@ -42,8 +43,7 @@ options:
   --table jsonl|parquet  results: JSON lines (default) or a Parquet table
   --per-attempt        results: a row per attempt instead of per task
   --only correct|all   keep attempts judged correct, or all; default: correct for the
-                       training formats, all for results. `--only correct` on runs
-                       with no judged task exits 1 and writes nothing
+                       training formats, all for results
   --min-turns N        keep attempts (tasks, for results) of at least N turns
   --max-turns N        ... of at most N turns
   --end-reason R [R...]  keep those that ended so: model_finished, turns_exhausted,
@@ -55,6 +55,8 @@ options:
 The written path is printed on stdout; counts and what was left out (and why) on
 stderr. Nothing is written in a run folder, and a failed export leaves no file.
 docs/export.md has a sample of each format.
+Exit codes: 0 done, 1 `--only correct` and no task of the runs was judged (nothing
+  written), 2 a usage error or a folder that is not a run, 141 the output pipe was closed.
 """
 
 

@@ -33,6 +33,10 @@ usage:
                                             grade a finished run's answers again
                                             (benchmark.judge.*), beside its own
                                             judgement, with the agreement between them
+  deepledger export RUN_DIR [RUN_DIR...] FORMAT [--out PATH]
+                                            write runs out: a results table (JSONL,
+                                            Parquet), training samples (chatml, openai,
+                                            dpo) or MiroThinker's log folder
   deepledger COMMAND --help                 the command's help (bench, run: the common
                                             keys, what they mean, and the presets)
   deepledger bench --cfg job [OVERRIDES]    print the composed config and stop
@@ -56,7 +60,7 @@ Config groups:
     xbench-deepsearch|webwalkerqa|seal-0|deepsearchqa|futurex|aime2025; MiroThinker's
     browsecomp_zh|xbench_deepsearch|xbench_deepresearch|debug|collect_trace|default.
 Tool servers: tools.<name>.* (search, reader, python, web_search, search_and_scrape_webpage,
-  tool-python, time); web.search_backend=serper|searxng|tavily|brave|local.
+  tool-python, time); web.search_backend=serper|searxng|tavily|brave|local|sogou.
 API keys are read from the environment (or ./.env), never from config files; a key given
 as llm.api_key=... is used and never written.
 """
