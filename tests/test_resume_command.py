@@ -117,6 +117,20 @@ def test_resume_keeps_hydras_own_overrides_but_not_its_folder_or_mode(tmp_path):
     ]  # fmt: skip
 
 
+def test_resume_finds_the_presets_of_the_runs_config_dir_again(tmp_path):
+    run = saved_run(tmp_path / "run", ["llm=mine"])
+    sources = [
+        {"path": "/pkg/conf", "schema": "file", "provider": "main"},
+        {"path": "/home/me/my presets", "schema": "file", "provider": "command-line"},
+    ]
+    (run / ".hydra" / "hydra.yaml").write_text(
+        json.dumps({"hydra": {"runtime": {"config_sources": sources}}})
+    )
+    folder = f"hydra.run.dir={run}"
+    assert resumed_overrides(run, []) == ["-cd", "/home/me/my presets", "llm=mine", folder]
+    assert resumed_overrides(run, ["-cd", "other"]) == ["llm=mine", "-cd", "other", folder]
+
+
 def test_resume_asks_again_for_the_secrets_the_folder_never_kept(tmp_path, monkeypatch):
     monkeypatch.delenv(COMMAND_LINE_KEY_ENV, raising=False)
     run = saved_run(

@@ -28,9 +28,10 @@ usage: deepledger resume RUN_DIR [OVERRIDES...]
 
 Secrets are never saved: a key given as llm.api_key=KEY on the first command line is
 given again (deepledger resume RUN_DIR llm.api_key=KEY), as is any override whose key
-names a secret (saved as ***), and -cd DIR. Keys from the environment or ./.env need
-nothing. A sweep (-m) has one folder per job: deepledger resume JOB_DIR resumes one; the
-sweep's command with hydra.sweep.dir=SWEEP_DIR resumes them all. A `deepledger run`
+names a secret (saved as ***). Keys from the environment or ./.env need nothing; the
+run's -cd DIR is used again unless OVERRIDES give one. A sweep (-m) has one folder per
+job: deepledger resume JOB_DIR resumes one; the sweep's command with
+hydra.sweep.dir=SWEEP_DIR resumes them all. A `deepledger run`
 folder is not resumed: ask the question again.
 
 examples:
@@ -64,6 +65,7 @@ def resumed_overrides(run_dir: Path, extra: list[str]) -> list[str]:
     then ``hydra.run.dir``; :class:`ConfigError` for a folder that is not a bench run,
     or a secret the folder does not keep and ``extra`` does not give."""
     from deepledger.cli.resuming import folder_override, override_key
+    from deepledger.store.layout import RunLayout
     from deepledger.store.locate import require_run, run_kind
 
     if run_kind(run_dir) == "run":
@@ -79,7 +81,11 @@ def resumed_overrides(run_dir: Path, extra: list[str]) -> list[str]:
         given.add("llm.api_key_env")
     kept = [o for o in saved if override_key(o) not in given and not o.startswith("hydra.run.")]
     _require_secrets(run_dir, kept)
-    return [*kept, *extra, folder_override("hydra.run.dir", run_dir)]
+    # The presets of a --config-dir: Hydra keeps the folder among its config sources, and
+    # without it a preset of the run's (llm=mine) is unknown on the resume.
+    given_dirs = any(o in ("-cd", "--config-dir") or o.startswith("--config-dir=") for o in extra)
+    dirs = [] if given_dirs else _config_dir_flags(RunLayout(run_dir).hydra_settings)
+    return [*dirs, *kept, *extra, folder_override("hydra.run.dir", run_dir)]
 
 
 def saved_overrides(run_dir: Path) -> list[str]:
@@ -120,6 +126,21 @@ def _yaml_list(path: Path, hydra_key: str | None) -> list[str]:
     if not isinstance(saved, list):
         raise ConfigError(f"{path} holds no list of overrides.")
     return [str(o) for o in saved]
+
+
+def _config_dir_flags(hydra_settings: Path) -> list[str]:
+    """``-cd DIR`` for the folder the run's command line added with --config-dir, as
+    Hydra recorded it (``hydra.runtime.config_sources``, provider ``command-line``)."""
+    from omegaconf import OmegaConf
+
+    if not hydra_settings.is_file():
+        return []
+    try:
+        sources = OmegaConf.select(OmegaConf.load(hydra_settings), "hydra.runtime.config_sources")
+    except Exception:  # a YAML error of any kind: _yaml_list names the file
+        return []
+    folders = [str(s.get("path")) for s in sources or [] if s.get("provider") == "command-line"]
+    return ["-cd", folders[0]] if folders else []
 
 
 def _require_secrets(run_dir: Path, kept: list[str]) -> None:
