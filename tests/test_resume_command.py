@@ -150,6 +150,20 @@ def test_resume_asks_again_for_the_secrets_the_folder_never_kept(tmp_path, monke
                    f"hydra.run.dir={run}"]  # fmt: skip
 
 
+def test_a_secret_inside_a_value_is_never_resumed_as_stars(tmp_path, monkeypatch):
+    monkeypatch.delenv(COMMAND_LINE_KEY_ENV, raising=False)
+    url = f"llm.base_url=https://h/v1?token={SECRET}"
+    said = how_to_resume(["llm=openai", url], tmp_path / "run")
+    assert SECRET not in said and f"'llm.base_url=https://h/v1?token={KEY_PLACEHOLDER}'" in said
+    run = saved_run(tmp_path / "run", ["llm=openai", "llm.base_url=https://h/v1?token=***"])
+    with pytest.raises(ConfigError) as refused:
+        resumed_overrides(run, [])
+    assert str(refused.value).endswith(
+        f"deepledger resume {run} 'llm.base_url=https://h/v1?token={KEY_PLACEHOLDER}'"
+    )
+    assert resumed_overrides(run, [url]) == ["llm=openai", url, f"hydra.run.dir={run}"]
+
+
 def test_resume_refuses_a_folder_that_is_not_a_bench_run_in_one_line(tmp_path):
     single = tmp_path / "logs" / "question"
     single.mkdir(parents=True)

@@ -146,12 +146,11 @@ def _config_dir_flags(hydra_settings: Path) -> list[str]:
 def _require_secrets(run_dir: Path, kept: list[str]) -> None:
     """A secret the folder kept as ``***``, or a key given on the first command line,
     must be given again: resuming with ``***`` as the key would fail at the endpoint."""
-    from deepledger.cli.resuming import KEY_PLACEHOLDER
+    from deepledger.cli.resuming import KEY_PLACEHOLDER, holds_redacted, placeheld
     from deepledger.config import COMMAND_LINE_KEY_ENV
 
-    missing = [
-        f"{o.partition('=')[0]}={KEY_PLACEHOLDER}" for o in kept if o.partition("=")[2] == "***"
-    ]
+    # A secret inside a value (llm.base_url=https://h/?token=***) counts as a whole one.
+    missing = [placeheld(o) for o in kept if holds_redacted(o)]
     if f"llm.api_key_env={COMMAND_LINE_KEY_ENV}" in kept and not os.environ.get(
         COMMAND_LINE_KEY_ENV
     ):

@@ -21,6 +21,7 @@ from deepledger.config import COMMAND_LINE_KEY_ENV
 from deepledger.store.redaction import redact_assignments
 
 KEY_PLACEHOLDER = "<YOUR_KEY>"
+REDACTED = "***"  # what store/redaction.py puts in a secret's place
 _SWEEP_FLAGS = ("-m", "--multirun")
 # Overrides that name the run folder (or the sweep's): the resume command sets its own.
 _FOLDER_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
@@ -56,12 +57,25 @@ def shown_overrides(overrides: list[str]) -> tuple[list[str], bool]:
         if override == f"llm.api_key_env={COMMAND_LINE_KEY_ENV}":
             shown.append(f"llm.api_key={KEY_PLACEHOLDER}")
             hidden = True
-        elif redact_assignments(override) != override:
-            shown.append(f"{override.partition('=')[0]}={KEY_PLACEHOLDER}")
+        elif (redacted := redact_assignments(override)) != override:
+            # Only the secret is held back: in llm.base_url=https://h/?token=T the rest of
+            # the value is the user's and must come back as it was.
+            shown.append(placeheld(redacted))
             hidden = True
         else:
             shown.append(override)
     return shown, hidden
+
+
+def placeheld(redacted: str) -> str:
+    """A redacted override (``key=***``, ``k=https://h/?token=***``) with
+    :data:`KEY_PLACEHOLDER` where each secret was."""
+    return redacted.replace(f"={REDACTED}", f"={KEY_PLACEHOLDER}")
+
+
+def holds_redacted(override: str) -> bool:
+    """Whether ``override``, as a run folder saved it, lost a secret to redaction."""
+    return f"={REDACTED}" in override
 
 
 def secret_overrides(overrides: list[str]) -> list[str]:
