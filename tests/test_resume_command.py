@@ -164,6 +164,15 @@ def test_a_secret_inside_a_value_is_never_resumed_as_stars(tmp_path, monkeypatch
     assert resumed_overrides(run, [url]) == ["llm=openai", url, f"hydra.run.dir={run}"]
 
 
+def test_a_resume_command_pasted_with_its_placeholder_is_refused_in_one_line(tmp_path):
+    run = saved_run(tmp_path / "run", ["llm=openai"])
+    pasted = deepledger("resume", str(run), f"llm.api_key={KEY_PLACEHOLDER}", cwd=tmp_path)
+    assert pasted.returncode == 2, pasted.stderr
+    assert pasted.stderr.splitlines()[-1].startswith(
+        f"deepledger: llm.api_key={KEY_PLACEHOLDER} still holds the placeholder: put your key"
+    )
+
+
 def test_resume_refuses_a_folder_that_is_not_a_bench_run_in_one_line(tmp_path):
     single = tmp_path / "logs" / "question"
     single.mkdir(parents=True)

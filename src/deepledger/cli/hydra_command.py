@@ -113,8 +113,16 @@ def checked_overrides(name: str, overrides: list[str]) -> list[str]:
     """The command line's overrides as Hydra gets them (a key on it moved to a variable,
     MiroThinker's spellings read, flags first), refused with :class:`ConfigError` naming
     an unknown key, an override that does not parse or a preset that does not exist."""
+    from deepledger.cli.resuming import KEY_PLACEHOLDER
     from deepledger.config import carried_override, unknown_override_keys, unknown_presets
 
+    # A resume command pasted as printed would send the placeholder as the key.
+    if placeheld := [o for o in overrides if KEY_PLACEHOLDER in o.partition("=")[2]]:
+        raise ConfigError(
+            f"{placeheld[0].partition('=')[0]}={KEY_PLACEHOLDER} still holds the placeholder: "
+            f"put your key in place of {KEY_PLACEHOLDER} (inside the quotes) and run the "
+            "command again."
+        )
     overrides = flags_first([carried_override(o) for o in take_command_line_key(overrides)])
     if problems := unknown_override_keys(overrides):
         raise ConfigError(
