@@ -299,3 +299,11 @@ def test_a_folder_hydra_would_misread_is_quoted_in_its_override(folder):
     override = folder_override("hydra.run.dir", Path(folder))
     value = OverridesParser.create().parse_override(override).value()
     assert OmegaConf.create({"dir": value}).dir == folder
+
+
+def test_a_stop_message_names_the_folder_so_it_pastes():
+    from deepledger.bench.stopping import _unreachable
+
+    folder = "/my runs/it's"
+    said = str(_unreachable("the agent's model", "refused", 2, Path(folder)))
+    assert f"(deepledger resume {shlex.quote(folder)})." in said
