@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 from deepledger.config import COMMAND_LINE_KEY_ENV
@@ -103,16 +104,26 @@ def sweep_resume_command(overrides: list[str], sweep_dir: Path) -> str:
     )
 
 
-def short_resume_command(overrides: list[str], run_dir: Path) -> str:
-    """``deepledger resume <run_dir>``, plus the secrets the folder does not keep."""
-    return shlex.join(["deepledger", "resume", str(run_dir), *secret_overrides(overrides)])
+def short_resume_command(overrides: list[str], run_dir: Path, extra: Sequence[str] = ()) -> str:
+    """``deepledger resume <run_dir>``, plus the secrets the folder does not keep, then
+    ``extra``."""
+    return shlex.join(["deepledger", "resume", str(run_dir), *secret_overrides(overrides), *extra])
 
 
 def how_to_resume(
-    overrides: list[str], run_dir: Path, sweep_dir: Path | None = None, why: str = ""
+    overrides: list[str],
+    run_dir: Path,
+    sweep_dir: Path | None = None,
+    why: str = "",
+    changed: list[str] | None = None,
 ) -> str:
     """The lines that say how to resume ``run_dir`` (a job of the sweep in ``sweep_dir``
-    when given), for stderr. ``why``: what stopped it, to start the first line."""
+    when given), for stderr. ``why``: what stopped it, to start the first line;
+    ``changed``: overrides the resume needs in place of the run's (a raised budget)."""
+    changed = changed or []
+    short = short_resume_command(overrides, run_dir, changed)
+    replaced = {override_key(o) for o in changed}
+    overrides = [o for o in overrides if override_key(o) not in replaced] + changed
     lead = f"{why}; to resume" if why else "To resume"
     lines = []
     if sweep_dir is not None:
@@ -126,7 +137,7 @@ def how_to_resume(
         lines.append(f"{lead} this run in the same folder (finished work kept), run:")
         lines.append(f"  {bench_resume_command(overrides, run_dir)}")
         lines.append("or, shorter (the run's saved overrides):")
-    lines.append(f"  {short_resume_command(overrides, run_dir)}")
+    lines.append(f"  {short}")
     if shown_overrides(overrides)[1]:
         lines.append(
             f"Replace {KEY_PLACEHOLDER} with the key you gave: a key is never saved or shown."
