@@ -233,7 +233,8 @@ def interrupted_bench(tmp_path: Path, url: str, released: threading.Event, *extr
         if run.poll() is None:
             run.kill()
     assert run.returncode == 130, stderr
-    assert f"deepledger bench: run folder {run_dir} — resume with:" in stderr.splitlines()[0]
+    said = [line for line in stderr.splitlines() if not line.startswith("[")]  # Hydra's
+    assert f"deepledger bench: run folder {run_dir} — resume with:" in said[0]
     return run_dir, stderr
 
 
@@ -285,6 +286,28 @@ def test_deepledger_resume_run_dir_resumes_it_in_its_folder(tmp_path):
         done = deepledger("resume", str(run_dir), cwd=tmp_path, timeout=300)
         assert_resumed(tmp_path, run_dir, server, asked, done)
         assert f"deepledger resume: resuming {run_dir}" in done.stderr
+
+
+def test_ctrl_c_in_a_sweep_prints_the_command_that_resumes_every_job_in_its_folder(tmp_path):
+    released = threading.Event()
+    with FakeLLMServer(responder=answering(released)) as server:
+        job, stderr = interrupted_bench(
+            tmp_path, server.openai_base_url, released, "-m", "agent.keep_tool_result=1,5"
+        )
+        lines = stderr.splitlines()
+        command = lines[lines.index(next(s for s in lines if "resume the sweep" in s)) + 1]
+        words = shlex.split(command)
+        assert words[:3] == ["deepledger", "bench", "-m"]
+        assert words[-1] == f"hydra.sweep.dir={job.parent}"
+        env = {**os.environ, "DEEPLEDGER_PLAIN_PROGRESS": "1"}
+        done = subprocess.run(
+            [*DEEPLEDGER, *words[1:]], cwd=tmp_path, env=env, capture_output=True,
+            text=True, timeout=300,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The interrupted job goes on in its folder, the next one starts beside it.
+    assert _folders(tmp_path) == [job, job.parent / "1_agent.keep_tool_result=5"]
+    assert [r["task_id"] for r in results(job)].count("t1") == 1
 
 
 @pytest.mark.parametrize(
