@@ -131,6 +131,23 @@ def test_resume_finds_the_presets_of_the_runs_config_dir_again(tmp_path):
     assert resumed_overrides(run, ["-cd", "other"]) == ["llm=mine", "-cd", "other", folder]
 
 
+def test_resume_works_where_the_run_was_started_so_its_relative_paths_hold(
+    tmp_path, monkeypatch, capsys
+):
+    from deepledger.cli.resume import _go_where_started
+
+    started = tmp_path / "project"
+    started.mkdir()
+    run = saved_run(tmp_path / "run", ["benchmark.data.data_dir=../../data"])
+    (run / ".hydra" / "hydra.yaml").write_text(
+        json.dumps({"hydra": {"runtime": {"cwd": str(started)}}})
+    )
+    monkeypatch.chdir(tmp_path)  # restored after the test
+    _go_where_started(run)
+    assert Path.cwd() == started
+    assert f"working in {started}, where the run was started" in capsys.readouterr().err
+
+
 def test_resume_asks_again_for_the_secrets_the_folder_never_kept(tmp_path, monkeypatch):
     monkeypatch.delenv(COMMAND_LINE_KEY_ENV, raising=False)
     run = saved_run(

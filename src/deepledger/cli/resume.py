@@ -6,6 +6,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from deepledger.cli.common import EXIT_USAGE
 from deepledger.errors import ConfigError
@@ -29,10 +30,11 @@ usage: deepledger resume RUN_DIR [OVERRIDES...]
 Secrets are never saved: a key given as llm.api_key=KEY on the first command line is
 given again (deepledger resume RUN_DIR llm.api_key=KEY), as is any override whose key
 names a secret (saved as ***). Keys from the environment or ./.env need nothing; the
-run's -cd DIR is used again unless OVERRIDES give one. A sweep (-m) has one folder per
-job: deepledger resume JOB_DIR resumes one; the sweep's command with
-hydra.sweep.dir=SWEEP_DIR resumes them all. A `deepledger run`
-folder is not resumed: ask the question again.
+run's -cd DIR is used again unless OVERRIDES give one. It works in the folder the run
+was started in, so relative paths (the run's and OVERRIDES') read as they did. A sweep
+(-m) has one folder per job: deepledger resume JOB_DIR resumes one; the sweep's command
+with hydra.sweep.dir=SWEEP_DIR resumes them all. A `deepledger run` folder is not
+resumed: ask the question again.
 
 examples:
   deepledger resume logs/tiny/my-model/20260101_120000
@@ -57,6 +59,7 @@ def resume_command(args: list[str]) -> int:
     run_dir = Path(args[0]).absolute()
     overrides = resumed_overrides(run_dir, args[1:])  # refused: one line from main, exit 2
     print(f"deepledger resume: resuming {run_dir}", file=sys.stderr)
+    _go_where_started(run_dir)
     return hydra_command("bench", overrides, bench_command)
 
 
@@ -131,16 +134,38 @@ def _yaml_list(path: Path, hydra_key: str | None) -> list[str]:
 def _config_dir_flags(hydra_settings: Path) -> list[str]:
     """``-cd DIR`` for the folder the run's command line added with --config-dir, as
     Hydra recorded it (``hydra.runtime.config_sources``, provider ``command-line``)."""
+    sources = _hydra_setting(hydra_settings, "hydra.runtime.config_sources") or []
+    folders = [str(s.get("path")) for s in sources if s.get("provider") == "command-line"]
+    return ["-cd", folders[0]] if folders else []
+
+
+def _hydra_setting(hydra_settings: Path, key: str) -> Any:
+    """``key`` of the run's ``hydra.yaml`` as Hydra recorded it; None when it is not there."""
     from omegaconf import OmegaConf
 
     if not hydra_settings.is_file():
-        return []
+        return None
     try:
-        sources = OmegaConf.select(OmegaConf.load(hydra_settings), "hydra.runtime.config_sources")
+        return OmegaConf.select(OmegaConf.load(hydra_settings), key)
     except Exception:  # a YAML error of any kind: _yaml_list names the file
-        return []
-    folders = [str(s.get("path")) for s in sources or [] if s.get("provider") == "command-line"]
-    return ["-cd", folders[0]] if folders else []
+        return None
+
+
+def _go_where_started(run_dir: Path) -> None:
+    """Work from the folder the run was started in (Hydra's ``hydra.runtime.cwd``): its
+    saved overrides' relative paths (benchmark.data.data_dir=../../data, say) and its
+    ./.env are relative to it, so from anywhere else the resume would not find them."""
+    from deepledger.store.layout import RunLayout
+
+    started_in = _hydra_setting(RunLayout(run_dir).hydra_settings, "hydra.runtime.cwd")
+    if not started_in or not Path(started_in).is_dir() or Path(started_in) == Path.cwd():
+        return
+    os.chdir(started_in)
+    print(
+        f"deepledger resume: working in {started_in}, where the run was started: relative "
+        "paths, its own and yours, are read from there.",
+        file=sys.stderr,
+    )
 
 
 def _require_secrets(run_dir: Path, kept: list[str]) -> None:
