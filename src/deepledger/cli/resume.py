@@ -95,7 +95,7 @@ def saved_overrides(run_dir: Path) -> list[str]:
     """The overrides the run was started with, as Hydra saved them (redacted): Hydra's
     own (``hydra.searchpath`` for presets kept elsewhere, say; not the folder's or the
     mode's, which the resume sets) from ``hydra.yaml``, then the config's."""
-    from deepledger.cli.resuming import override_key
+    from deepledger.cli.resuming import folder_override, override_key
     from deepledger.store.layout import RunLayout
 
     layout = RunLayout(run_dir)
@@ -103,7 +103,7 @@ def saved_overrides(run_dir: Path) -> list[str]:
         raise ConfigError(
             f"{layout.hydra_overrides} is missing, so the overrides "
             f"{run_dir} was started with are unknown; resume it with its bench command and "
-            f"hydra.run.dir={run_dir}."
+            f"{shlex.quote(folder_override('hydra.run.dir', run_dir))}."
         )
     task = _yaml_list(layout.hydra_overrides, None)
     hydra = _yaml_list(layout.hydra_settings, "hydra") if layout.hydra_settings.is_file() else []
