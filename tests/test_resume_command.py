@@ -106,6 +106,13 @@ def test_resume_takes_the_saved_overrides_then_the_extra_ones_then_the_folder(tm
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("moving", ["-m", "hydra.run.dir=elsewhere", "hydra.sweep.dir=s"])
+def test_resume_refuses_what_would_put_the_run_in_another_folder(tmp_path, moving):
+    run = saved_run(tmp_path / "run", ["llm=openai"])
+    with pytest.raises(ConfigError, match=f"^{moving}: deepledger resume runs in RUN_DIR"):
+        resumed_overrides(run, [moving])
+
+
 def test_resume_keeps_hydras_own_overrides_but_not_its_folder_or_mode(tmp_path):
     run = saved_run(tmp_path / "run", ["llm=openai"])
     hydra = [f"hydra.sweep.dir={tmp_path}", "hydra.mode=MULTIRUN", "hydra.searchpath=[file:///p]"]

@@ -78,6 +78,13 @@ def resumed_overrides(run_dir: Path, extra: list[str]) -> list[str]:
             "resume takes a `deepledger bench` run folder."
         )
     require_run(run_dir, "resume", kinds=("bench",))
+    # Either would put the resumed run in another folder than RUN_DIR.
+    if moving := [o for o in extra if o in ("-m", "--multirun") or _sets_folder(o)]:
+        raise ConfigError(
+            f"{moving[0]}: deepledger resume runs in RUN_DIR ({run_dir}) itself; leave "
+            f"{moving[0].partition('=')[0]} out (a sweep resumes with its own bench command "
+            "and hydra.sweep.dir=SWEEP_DIR)."
+        )
     saved = saved_overrides(run_dir)
     given = {override_key(o) for o in extra if not o.startswith("-")}
     if "llm.api_key" in given:  # it becomes llm.api_key_env again (take_command_line_key)
@@ -89,6 +96,12 @@ def resumed_overrides(run_dir: Path, extra: list[str]) -> list[str]:
     given_dirs = any(o in ("-cd", "--config-dir") or o.startswith("--config-dir=") for o in extra)
     dirs = [] if given_dirs else _config_dir_flags(RunLayout(run_dir).hydra_settings)
     return [*dirs, *kept, *extra, folder_override("hydra.run.dir", run_dir)]
+
+
+def _sets_folder(override: str) -> bool:
+    from deepledger.cli.resuming import override_key
+
+    return override_key(override).startswith(("hydra.run.dir", "hydra.sweep.", "hydra.mode"))
 
 
 def saved_overrides(run_dir: Path) -> list[str]:
