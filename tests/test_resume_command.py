@@ -69,6 +69,16 @@ def test_a_key_given_on_the_command_line_is_never_shown(monkeypatch):
     assert f"Replace {KEY_PLACEHOLDER} with the key you gave" in said
 
 
+def test_a_key_read_from_the_environment_is_shown_as_typed_a_default_never():
+    lookup = "+tools.x.env.SERPER_API_KEY=${oc.env:SERPER_API_KEY}"
+    fallback = f"+tools.y.env.MY_TOKEN=${{oc.env:MY_TOKEN,{SECRET}}}"
+    words = shlex.split(bench_resume_command([lookup, fallback], Path("/r")))
+    assert lookup in words and SECRET not in " ".join(words)
+    assert f"+tools.y.env.MY_TOKEN={KEY_PLACEHOLDER}" in words
+    short = shlex.split(short_resume_command([lookup, fallback], Path("/r")))
+    assert short[3:] == [lookup, f"+tools.y.env.MY_TOKEN={KEY_PLACEHOLDER}"]  # kept as ***
+
+
 def test_a_sweep_resumes_in_its_sweep_folder_and_a_job_alone_in_its_own():
     overrides = ["-m", "agent.keep_tool_result=1,5", "hydra.sweep.dir=old"]
     sweep = shlex.split(sweep_resume_command(overrides, Path("/s")))

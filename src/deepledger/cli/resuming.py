@@ -28,6 +28,8 @@ _SWEEP_FLAGS = ("-m", "--multirun")
 _FOLDER_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
 _PLAIN_FOLDER = re.compile(r"[\w./-]+")
 _INTERPOLATION = re.compile(r"(\\*)\$\{")
+# ${oc.env:SERPER_API_KEY}: where the key is, not the key (a default after a comma might be).
+_ENV_LOOKUP = re.compile(r"\$\{oc\.env:\w+\}")
 
 
 def folder_override(key: str, folder: Path) -> str:
@@ -58,6 +60,8 @@ def shown_overrides(overrides: list[str]) -> tuple[list[str], bool]:
         if override == f"llm.api_key_env={COMMAND_LINE_KEY_ENV}":
             shown.append(f"llm.api_key={KEY_PLACEHOLDER}")
             hidden = True
+        elif _ENV_LOOKUP.fullmatch(override.partition("=")[2]):
+            shown.append(override)  # names the variable the key is in: no secret
         elif (redacted := redact_assignments(override)) != override:
             # Only the secret is held back: in llm.base_url=https://h/?token=T the rest of
             # the value is the user's and must come back as it was.
@@ -83,7 +87,10 @@ def secret_overrides(overrides: list[str]) -> list[str]:
     """The overrides of ``overrides`` that carry a secret, as placeholders: what a
     ``deepledger resume`` needs again, since the run folder keeps none."""
     shown, _ = shown_overrides(overrides)
-    return [s for s, o in zip(shown, overrides, strict=True) if s != o]
+    # A ${oc.env:NAME} lookup is shown as typed, but the folder kept it as *** too.
+    return [
+        s for s, o in zip(shown, overrides, strict=True) if s != o or redact_assignments(o) != o
+    ]
 
 
 def bench_resume_command(overrides: list[str], run_dir: Path) -> str:
