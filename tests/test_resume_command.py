@@ -79,6 +79,13 @@ def test_a_key_read_from_the_environment_is_shown_as_typed_a_default_never():
     assert short[3:] == [lookup, f"+tools.y.env.MY_TOKEN={KEY_PLACEHOLDER}"]  # kept as ***
 
 
+def test_a_key_given_as_an_environment_lookup_names_its_variable(monkeypatch):
+    monkeypatch.delenv(COMMAND_LINE_KEY_ENV, raising=False)
+    overrides = take_command_line_key(["llm=openai", "llm.api_key=${oc.env:MY_OPENAI_KEY}"])
+    assert overrides == ["llm=openai", "llm.api_key_env=MY_OPENAI_KEY"]
+    assert COMMAND_LINE_KEY_ENV not in os.environ  # not the literal ${oc.env:...} as the key
+
+
 def test_a_sweep_resumes_in_its_sweep_folder_and_a_job_alone_in_its_own():
     overrides = ["-m", "agent.keep_tool_result=1,5", "hydra.sweep.dir=old"]
     sweep = shlex.split(sweep_resume_command(overrides, Path("/s")))
