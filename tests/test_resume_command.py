@@ -69,6 +69,23 @@ def test_a_key_given_on_the_command_line_is_never_shown(monkeypatch):
     assert f"Replace {KEY_PLACEHOLDER} with the key you gave" in said
 
 
+def test_a_key_read_from_the_environment_is_shown_as_typed_a_default_never():
+    lookup = "+tools.x.env.SERPER_API_KEY=${oc.env:SERPER_API_KEY}"
+    fallback = f"+tools.y.env.MY_TOKEN=${{oc.env:MY_TOKEN,{SECRET}}}"
+    words = shlex.split(bench_resume_command([lookup, fallback], Path("/r")))
+    assert lookup in words and SECRET not in " ".join(words)
+    assert f"+tools.y.env.MY_TOKEN={KEY_PLACEHOLDER}" in words
+    short = shlex.split(short_resume_command([lookup, fallback], Path("/r")))
+    assert short[3:] == [lookup, f"+tools.y.env.MY_TOKEN={KEY_PLACEHOLDER}"]  # kept as ***
+
+
+def test_a_key_given_as_an_environment_lookup_names_its_variable(monkeypatch):
+    monkeypatch.delenv(COMMAND_LINE_KEY_ENV, raising=False)
+    overrides = take_command_line_key(["llm=openai", "llm.api_key=${oc.env:MY_OPENAI_KEY}"])
+    assert overrides == ["llm=openai", "llm.api_key_env=MY_OPENAI_KEY"]
+    assert COMMAND_LINE_KEY_ENV not in os.environ  # not the literal ${oc.env:...} as the key
+
+
 def test_a_sweep_resumes_in_its_sweep_folder_and_a_job_alone_in_its_own():
     overrides = ["-m", "agent.keep_tool_result=1,5", "hydra.sweep.dir=old"]
     sweep = shlex.split(sweep_resume_command(overrides, Path("/s")))
@@ -106,6 +123,13 @@ def test_resume_takes_the_saved_overrides_then_the_extra_ones_then_the_folder(tm
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("moving", ["-m", "hydra.run.dir=elsewhere", "hydra.sweep.dir=s"])
+def test_resume_refuses_what_would_put_the_run_in_another_folder(tmp_path, moving):
+    run = saved_run(tmp_path / "run", ["llm=openai"])
+    with pytest.raises(ConfigError, match=f"^{moving}: deepledger resume runs in RUN_DIR"):
+        resumed_overrides(run, [moving])
+
+
 def test_resume_keeps_hydras_own_overrides_but_not_its_folder_or_mode(tmp_path):
     run = saved_run(tmp_path / "run", ["llm=openai"])
     hydra = [f"hydra.sweep.dir={tmp_path}", "hydra.mode=MULTIRUN", "hydra.searchpath=[file:///p]"]
@@ -115,6 +139,37 @@ def test_resume_keeps_hydras_own_overrides_but_not_its_folder_or_mode(tmp_path):
     assert resumed_overrides(run, []) == [
         "hydra.searchpath=[file:///p]", "llm=openai", f"hydra.run.dir={run}"
     ]  # fmt: skip
+
+
+def test_resume_finds_the_presets_of_the_runs_config_dir_again(tmp_path):
+    run = saved_run(tmp_path / "run", ["llm=mine"])
+    sources = [
+        {"path": "/pkg/conf", "schema": "file", "provider": "main"},
+        {"path": "/home/me/my presets", "schema": "file", "provider": "command-line"},
+    ]
+    (run / ".hydra" / "hydra.yaml").write_text(
+        json.dumps({"hydra": {"runtime": {"config_sources": sources}}})
+    )
+    folder = f"hydra.run.dir={run}"
+    assert resumed_overrides(run, []) == ["-cd", "/home/me/my presets", "llm=mine", folder]
+    assert resumed_overrides(run, ["-cd", "other"]) == ["llm=mine", "-cd", "other", folder]
+
+
+def test_resume_works_where_the_run_was_started_so_its_relative_paths_hold(
+    tmp_path, monkeypatch, capsys
+):
+    from deepledger.cli.resume import _go_where_started
+
+    started = tmp_path / "project"
+    started.mkdir()
+    run = saved_run(tmp_path / "run", ["benchmark.data.data_dir=../../data"])
+    (run / ".hydra" / "hydra.yaml").write_text(
+        json.dumps({"hydra": {"runtime": {"cwd": str(started)}}})
+    )
+    monkeypatch.chdir(tmp_path)  # restored after the test
+    _go_where_started(run)
+    assert Path.cwd() == started
+    assert f"working in {started}, where the run was started" in capsys.readouterr().err
 
 
 def test_resume_asks_again_for_the_secrets_the_folder_never_kept(tmp_path, monkeypatch):
@@ -134,6 +189,29 @@ def test_resume_asks_again_for_the_secrets_the_folder_never_kept(tmp_path, monke
     got = resumed_overrides(run, [f"llm.api_key={SECRET}", "+tools.x.env.MY_TOKEN=t"])
     assert got == ["llm=openai", f"llm.api_key={SECRET}", "+tools.x.env.MY_TOKEN=t",
                    f"hydra.run.dir={run}"]  # fmt: skip
+
+
+def test_a_secret_inside_a_value_is_never_resumed_as_stars(tmp_path, monkeypatch):
+    monkeypatch.delenv(COMMAND_LINE_KEY_ENV, raising=False)
+    url = f"llm.base_url=https://h/v1?token={SECRET}"
+    said = how_to_resume(["llm=openai", url], tmp_path / "run")
+    assert SECRET not in said and f"'llm.base_url=https://h/v1?token={KEY_PLACEHOLDER}'" in said
+    run = saved_run(tmp_path / "run", ["llm=openai", "llm.base_url=https://h/v1?token=***"])
+    with pytest.raises(ConfigError) as refused:
+        resumed_overrides(run, [])
+    assert str(refused.value).endswith(
+        f"deepledger resume {run} 'llm.base_url=https://h/v1?token={KEY_PLACEHOLDER}'"
+    )
+    assert resumed_overrides(run, [url]) == ["llm=openai", url, f"hydra.run.dir={run}"]
+
+
+def test_a_resume_command_pasted_with_its_placeholder_is_refused_in_one_line(tmp_path):
+    run = saved_run(tmp_path / "run", ["llm=openai"])
+    pasted = deepledger("resume", str(run), f"llm.api_key={KEY_PLACEHOLDER}", cwd=tmp_path)
+    assert pasted.returncode == 2, pasted.stderr
+    assert pasted.stderr.splitlines()[-1].startswith(
+        f"deepledger: llm.api_key={KEY_PLACEHOLDER} still holds the placeholder: put your key"
+    )
 
 
 def test_resume_refuses_a_folder_that_is_not_a_bench_run_in_one_line(tmp_path):
@@ -196,7 +274,8 @@ def interrupted_bench(tmp_path: Path, url: str, released: threading.Event, *extr
         if run.poll() is None:
             run.kill()
     assert run.returncode == 130, stderr
-    assert f"deepledger bench: run folder {run_dir} — resume with:" in stderr.splitlines()[0]
+    said = [line for line in stderr.splitlines() if not line.startswith("[")]  # Hydra's
+    assert f"deepledger bench: run folder {run_dir} — resume with:" in said[0]
     return run_dir, stderr
 
 
@@ -250,6 +329,28 @@ def test_deepledger_resume_run_dir_resumes_it_in_its_folder(tmp_path):
         assert f"deepledger resume: resuming {run_dir}" in done.stderr
 
 
+def test_ctrl_c_in_a_sweep_prints_the_command_that_resumes_every_job_in_its_folder(tmp_path):
+    released = threading.Event()
+    with FakeLLMServer(responder=answering(released)) as server:
+        job, stderr = interrupted_bench(
+            tmp_path, server.openai_base_url, released, "-m", "agent.keep_tool_result=1,5"
+        )
+        lines = stderr.splitlines()
+        command = lines[lines.index(next(s for s in lines if "resume the sweep" in s)) + 1]
+        words = shlex.split(command)
+        assert words[:3] == ["deepledger", "bench", "-m"]
+        assert words[-1] == f"hydra.sweep.dir={job.parent}"
+        env = {**os.environ, "DEEPLEDGER_PLAIN_PROGRESS": "1"}
+        done = subprocess.run(
+            [*DEEPLEDGER, *words[1:]], cwd=tmp_path, env=env, capture_output=True,
+            text=True, timeout=300,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The interrupted job goes on in its folder, the next one starts beside it.
+    assert _folders(tmp_path) == [job, job.parent / "1_agent.keep_tool_result=5"]
+    assert [r["task_id"] for r in results(job)].count("t1") == 1
+
+
 @pytest.mark.parametrize(
     "folder", ["/runs/0_agent.keep_tool_result=1,llm.x=2", "/my runs/it's", '/a"b', "/x/${HOME}"]
 )
@@ -262,3 +363,11 @@ def test_a_folder_hydra_would_misread_is_quoted_in_its_override(folder):
     override = folder_override("hydra.run.dir", Path(folder))
     value = OverridesParser.create().parse_override(override).value()
     assert OmegaConf.create({"dir": value}).dir == folder
+
+
+def test_a_stop_message_names_the_folder_so_it_pastes():
+    from deepledger.bench.stopping import _unreachable
+
+    folder = "/my runs/it's"
+    said = str(_unreachable("the agent's model", "refused", 2, Path(folder)))
+    assert f"(deepledger resume {shlex.quote(folder)})." in said

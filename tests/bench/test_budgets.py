@@ -403,8 +403,11 @@ def test_bench_stopped_by_its_budget_exits_1_and_resumes_with_a_raised_one(tmp_p
     # hard #2 finished its retry 0, then the budget stopped its retry 1 unrecorded.
     assert "1 running task was stopped unrecorded; 2 tasks were not started" in first.stderr
     assert "1 task stopped, 2 tasks not started" in first.stdout  # the summary's budget line
-    assert "the budget stopped the run; to resume this run in the same folder" in first.stderr
-    assert f"  deepledger resume {run_dir}\n" in first.stderr
+    # The printed commands raise the spent budget: the same one would stop them at once.
+    assert "the budget stopped the run (the commands below double it: " in first.stderr
+    assert f"  deepledger resume {run_dir} benchmark.execution.max_tokens=80\n" in first.stderr
+    assert " benchmark.execution.max_tokens=80 hydra.run.dir=" in first.stderr
+    assert "max_tokens=40 hydra" not in first.stderr
     assert stopped["exhausted"] and stopped["spent_tokens"] == 75
     assert (stopped["tasks_stopped"], stopped["tasks_not_started"]) == (1, 2)
     assert second.returncode == 0, second.stderr

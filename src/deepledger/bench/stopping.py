@@ -9,6 +9,7 @@ command that resumes it: ``cli/resuming.py``).
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,7 +74,7 @@ class RunStops:
             f"{whose}. The suite stopped at this first such answer: {plural(not_done, 'task')} "
             f"{'is' if not_done == 1 else 'are'} not done and none of them was recorded. Fix "
             "the key, the model name or the URL, then resume the run in its folder "
-            f"(deepledger resume {self.root}).\n"
+            f"(deepledger resume {shlex.quote(str(self.root))}).\n"
             f"  The server said: {said}"
         )
 
@@ -168,7 +169,7 @@ def _unreachable(whose: str, said: str, not_done: int, root: Path) -> RunRejecte
         "stopped after the first task's retries: "
         f"{plural(not_done, 'task')} {'is' if not_done == 1 else 'are'} not done and none "
         "of them was recorded. Check the URL (and that its server is running), then resume "
-        f"the run in its folder (deepledger resume {root}).\n"
+        f"the run in its folder (deepledger resume {shlex.quote(str(root))}).\n"
         f"  {said}"
     )
 

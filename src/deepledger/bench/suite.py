@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 import sys
 import threading
 from pathlib import Path
@@ -93,9 +94,10 @@ async def run_suite(
     print(format_summary(summary, post_mortems_on=RetryPlan.from_config(cfg).writes_post_mortems))
     if report is not None:
         print(f"Report: {report}")
+    folder = shlex.quote(str(root))  # pastes as is: a folder may hold a space or a quote
     how = (
-        f"resume the run in its folder (deepledger resume {root}); or grade them apart, "
-        f"in a judging beside the run's results: deepledger judge {root}"
+        f"resume the run in its folder (deepledger resume {folder}); or grade them apart, "
+        f"in a judging beside the run's results: deepledger judge {folder}"
     )
     if warning := unjudged_warning(summary.tasks.unjudged, how):
         print(f"deepledger: {warning}", file=sys.stderr)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from deepledger.config import Config
+    from deepledger.records.results import BudgetSummary
 
 
 def checked(cfg: Config) -> None:
@@ -80,14 +81,30 @@ def bench_command(cfg: Config, node: DictConfig) -> int:
     not_done = budget is not None and (budget.tasks_not_started or budget.tasks_stopped)
     stopped = budget is not None and budget.exhausted and not_done  # tasks kept from finishing
     if stopped or (errors := summary.tasks.errors):
+        raised = raised_budgets(budget) if stopped and budget is not None else []
         why = (
-            "deepledger bench: the budget stopped the run"
+            f"deepledger bench: the budget stopped the run (the commands below double it: "
+            f"{' '.join(raised)}; set the one you want)"
             if stopped
             else f"deepledger bench: {plural(errors, 'task')} errored (a resume runs "
             f"{'it' if errors == 1 else 'them'} again)"
         )
-        print(how_to_resume(overrides, root, sweep_dir, why=why), file=sys.stderr)
+        print(how_to_resume(overrides, root, sweep_dir, why=why, changed=raised), file=sys.stderr)
     return 0 if not summary.tasks.errors and not stopped else 1
+
+
+def raised_budgets(budget: BudgetSummary) -> list[str]:
+    """The spent run budgets, doubled, as overrides: the same budget again would stop
+    the resumed run before its first task."""
+    left = {"max_tokens": budget.left_tokens, "max_cost_usd": budget.left_usd}
+    raised = []
+    for kind, limit in budget.limits.items():
+        if (left_over := left.get(kind)) is not None and left_over <= 0:
+            # Written out in full: 2e+06 would be read as a float, a token count is not.
+            doubled = f"{int(limit * 2)}" if kind == "max_tokens" else f"{limit * 2:.6f}"
+            value = doubled.rstrip("0").rstrip(".") if "." in doubled else doubled
+            raised.append(f"benchmark.execution.{kind}={value}")
+    return raised
 
 
 def say_run_folder(root: Path, overrides: list[str]) -> None:

@@ -4,6 +4,7 @@ made from Hydra's node, Hydra's exits turned into ours."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -113,8 +114,16 @@ def checked_overrides(name: str, overrides: list[str]) -> list[str]:
     """The command line's overrides as Hydra gets them (a key on it moved to a variable,
     MiroThinker's spellings read, flags first), refused with :class:`ConfigError` naming
     an unknown key, an override that does not parse or a preset that does not exist."""
+    from deepledger.cli.resuming import KEY_PLACEHOLDER
     from deepledger.config import carried_override, unknown_override_keys, unknown_presets
 
+    # A resume command pasted as printed would send the placeholder as the key.
+    if placeheld := [o for o in overrides if KEY_PLACEHOLDER in o.partition("=")[2]]:
+        raise ConfigError(
+            f"{placeheld[0].partition('=')[0]}={KEY_PLACEHOLDER} still holds the placeholder: "
+            f"put your key in place of {KEY_PLACEHOLDER} (inside the quotes) and run the "
+            "command again."
+        )
     overrides = flags_first([carried_override(o) for o in take_command_line_key(overrides)])
     if problems := unknown_override_keys(overrides):
         raise ConfigError(
@@ -196,16 +205,20 @@ def take_command_line_key(overrides: list[str]) -> list[str]:
     """``llm.api_key=KEY`` (MiroThinker's command lines pass keys so) taken out of the
     overrides before Hydra sees them, so the key is never written to the run directory,
     the manifest or a log: it moves to a variable of this process, which the llm preset
-    then names. An empty one (an unset ``$API_KEY`` in a script) is dropped."""
+    then names. An empty one (an unset ``$API_KEY`` in a script) is dropped; one given as
+    ``${oc.env:NAME}`` becomes ``llm.api_key_env=NAME``."""
     from deepledger.config import COMMAND_LINE_KEY_ENV
 
     kept, key = [], None
     for override in overrides:
         name, _, value = override.partition("=")
-        if name.lstrip("+") == "llm.api_key":
-            key = value.strip().strip("'\"") or key
-        else:
+        if name.lstrip("+") != "llm.api_key":
             kept.append(override)
+        elif lookup := re.fullmatch(r"\$\{oc\.env:(\w+)\}", value.strip().strip("'\"")):
+            # Hydra never resolves this key (it is taken out here): the variable is named.
+            kept.append(f"llm.api_key_env={lookup[1]}")
+        else:
+            key = value.strip().strip("'\"") or key
     if key:
         os.environ[COMMAND_LINE_KEY_ENV] = key
         kept.append(f"llm.api_key_env={COMMAND_LINE_KEY_ENV}")

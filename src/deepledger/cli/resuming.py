@@ -15,17 +15,21 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 from deepledger.config import COMMAND_LINE_KEY_ENV
 from deepledger.store.redaction import redact_assignments
 
 KEY_PLACEHOLDER = "<YOUR_KEY>"
+REDACTED = "***"  # what store/redaction.py puts in a secret's place
 _SWEEP_FLAGS = ("-m", "--multirun")
 # Overrides that name the run folder (or the sweep's): the resume command sets its own.
 _FOLDER_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
 _PLAIN_FOLDER = re.compile(r"[\w./-]+")
 _INTERPOLATION = re.compile(r"(\\*)\$\{")
+# ${oc.env:SERPER_API_KEY}: where the key is, not the key (a default after a comma might be).
+_ENV_LOOKUP = re.compile(r"\$\{oc\.env:\w+\}")
 
 
 def folder_override(key: str, folder: Path) -> str:
@@ -56,19 +60,37 @@ def shown_overrides(overrides: list[str]) -> tuple[list[str], bool]:
         if override == f"llm.api_key_env={COMMAND_LINE_KEY_ENV}":
             shown.append(f"llm.api_key={KEY_PLACEHOLDER}")
             hidden = True
-        elif redact_assignments(override) != override:
-            shown.append(f"{override.partition('=')[0]}={KEY_PLACEHOLDER}")
+        elif _ENV_LOOKUP.fullmatch(override.partition("=")[2]):
+            shown.append(override)  # names the variable the key is in: no secret
+        elif (redacted := redact_assignments(override)) != override:
+            # Only the secret is held back: in llm.base_url=https://h/?token=T the rest of
+            # the value is the user's and must come back as it was.
+            shown.append(placeheld(redacted))
             hidden = True
         else:
             shown.append(override)
     return shown, hidden
 
 
+def placeheld(redacted: str) -> str:
+    """A redacted override (``key=***``, ``k=https://h/?token=***``) with
+    :data:`KEY_PLACEHOLDER` where each secret was."""
+    return redacted.replace(f"={REDACTED}", f"={KEY_PLACEHOLDER}")
+
+
+def holds_redacted(override: str) -> bool:
+    """Whether ``override``, as a run folder saved it, lost a secret to redaction."""
+    return f"={REDACTED}" in override
+
+
 def secret_overrides(overrides: list[str]) -> list[str]:
     """The overrides of ``overrides`` that carry a secret, as placeholders: what a
     ``deepledger resume`` needs again, since the run folder keeps none."""
     shown, _ = shown_overrides(overrides)
-    return [s for s, o in zip(shown, overrides, strict=True) if s != o]
+    # A ${oc.env:NAME} lookup is shown as typed, but the folder kept it as *** too.
+    return [
+        s for s, o in zip(shown, overrides, strict=True) if s != o or redact_assignments(o) != o
+    ]
 
 
 def bench_resume_command(overrides: list[str], run_dir: Path) -> str:
@@ -89,16 +111,26 @@ def sweep_resume_command(overrides: list[str], sweep_dir: Path) -> str:
     )
 
 
-def short_resume_command(overrides: list[str], run_dir: Path) -> str:
-    """``deepledger resume <run_dir>``, plus the secrets the folder does not keep."""
-    return shlex.join(["deepledger", "resume", str(run_dir), *secret_overrides(overrides)])
+def short_resume_command(overrides: list[str], run_dir: Path, extra: Sequence[str] = ()) -> str:
+    """``deepledger resume <run_dir>``, plus the secrets the folder does not keep, then
+    ``extra``."""
+    return shlex.join(["deepledger", "resume", str(run_dir), *secret_overrides(overrides), *extra])
 
 
 def how_to_resume(
-    overrides: list[str], run_dir: Path, sweep_dir: Path | None = None, why: str = ""
+    overrides: list[str],
+    run_dir: Path,
+    sweep_dir: Path | None = None,
+    why: str = "",
+    changed: list[str] | None = None,
 ) -> str:
     """The lines that say how to resume ``run_dir`` (a job of the sweep in ``sweep_dir``
-    when given), for stderr. ``why``: what stopped it, to start the first line."""
+    when given), for stderr. ``why``: what stopped it, to start the first line;
+    ``changed``: overrides the resume needs in place of the run's (a raised budget)."""
+    changed = changed or []
+    short = short_resume_command(overrides, run_dir, changed)
+    replaced = {override_key(o) for o in changed}
+    overrides = [o for o in overrides if override_key(o) not in replaced] + changed
     lead = f"{why}; to resume" if why else "To resume"
     lines = []
     if sweep_dir is not None:
@@ -112,7 +144,7 @@ def how_to_resume(
         lines.append(f"{lead} this run in the same folder (finished work kept), run:")
         lines.append(f"  {bench_resume_command(overrides, run_dir)}")
         lines.append("or, shorter (the run's saved overrides):")
-    lines.append(f"  {short_resume_command(overrides, run_dir)}")
+    lines.append(f"  {short}")
     if shown_overrides(overrides)[1]:
         lines.append(
             f"Replace {KEY_PLACEHOLDER} with the key you gave: a key is never saved or shown."
