@@ -44,3 +44,12 @@ def test_an_export_loses_the_secret_not_the_message() -> None:
         "tool_calls": [{"function": {"arguments": '{"key": "token=***", "n": 1}'}}],
         "api_key": "***",
     }
+
+
+def test_a_secret_inside_a_list_value_keeps_the_list_closed() -> None:
+    from deepledger.store.redaction import redact_assignments
+
+    override = "tools.x.args=[--api-key=abc,--token=x]"
+    assert redact_assignments(override) == "tools.x.args=[--api-key=***,--token=***]"
+    assert redact_assignments("env={API_TOKEN: 'a', b: c}") == "env={API_TOKEN: 'a', b: c}"
+    assert redact_assignments("url='https://h/?token=T'") == "url='https://h/?token=***'"

@@ -13,9 +13,11 @@ from typing import Any
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password)$", re.IGNORECASE)
 # ``key=value`` inside a longer text (Hydra's ``override_dirname`` joins overrides with
-# commas): the value runs to the next comma or space.
+# commas): the value runs to the next comma or space, or to the bracket, brace or quote
+# that closes a list, dict or string it sits in (``args=[--api-key=abc]`` keeps its ``]``,
+# so the redacted override still parses).
 _SECRET_ASSIGNMENT = re.compile(
-    r"(?P<key>[\w.@/+~-]*?(?:api[_-]?key|token|secret|password))=(?P<value>[^,\s]+)",
+    r"(?P<key>[\w.@/+~-]*?(?:api[_-]?key|token|secret|password))=(?P<value>[^,\s\]})'\"]+)",
     re.IGNORECASE,
 )
 _WORD = re.compile(r"\S+")
