@@ -74,7 +74,12 @@ def serve(logs: Path, sock: socket.socket, *, allow_questions: bool) -> None:
         timeout_graceful_shutdown=1,
         lifespan="off",
     )
-    _quiet_server_class()(config).run(sockets=[sock])
+    try:
+        _quiet_server_class()(config).run(sockets=[sock])
+    finally:  # the questions asked here end with the viewer, reaped
+        from deepledger.view.questions import stop_all
+
+        stop_all(app.state.viewer.asked.values())
 
 
 def _quiet_server_class() -> type:
