@@ -3,6 +3,8 @@ run one short page made from the schema's key descriptions and the presets in co
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from deepledger.cli import _command, _commands, main, wants_help
@@ -147,3 +149,32 @@ def test_a_commands_page_is_its_modules_help_whatever_its_entry(monkeypatch):
     monkeypatch.setattr(replay, "HELP", "deepledger replay — a page")
     as_lambda = _command("replay", lambda args: replay.replay_command(args))
     assert as_lambda.help() == "deepledger replay — a page"
+
+
+def test_deepledger_help_names_every_command_and_no_other():
+    """A command added to the table shows on `deepledger --help` (and one taken away
+    leaves it): the usage block's ``deepledger NAME`` lines are the table's commands."""
+    from deepledger.cli.usage import USAGE
+
+    usage_block = USAGE.split("\nOVERRIDES", 1)[0]
+    named = set(re.findall(r"^  deepledger ([a-z]+)\b", usage_block, re.MULTILINE))
+    assert named == set(_commands()), named ^ set(_commands())
+    assert max(map(len, USAGE.splitlines())) <= 100
+
+
+def test_the_presets_deepledger_help_names_exist():
+    from deepledger.cli.usage import USAGE
+
+    section = USAGE.split("\nConfig groups:\n", 1)[1].split("\nTool servers", 1)[0]
+    existing = presets()
+    for group, names in re.findall(r"^  (\w+)=(.*?)(?=^  \w+=|\Z)", section, re.M | re.S):
+        runs = re.findall(r"[\w.-]+(?:\|[\w.-]+)+", re.sub(r"\|\s+", "|", names))
+        listed = [name.rstrip(".") for run in runs for name in run.split("|")]
+        assert listed and set(listed) <= existing[group], (group, set(listed) - existing[group])
+
+
+def test_every_flag_the_export_page_names_is_one_it_takes():
+    from deepledger.cli.export import HELP, _parser
+
+    taken = {flag for action in _parser()._actions for flag in action.option_strings}
+    assert set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", HELP)) == taken

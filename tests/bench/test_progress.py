@@ -193,3 +193,20 @@ def _rendered(progress: Progress, console: Console) -> str:
     with console.capture() as captured:
         console.print(progress._render())
     return captured.get()
+
+
+def test_a_task_the_run_budget_stops_is_not_done_but_its_tokens_are_spent(clock):
+    out = io.StringIO()
+    with Progress(plain=True, file=out) as progress:
+        progress.start(total=3, earlier=[])
+        progress.task_started("a")
+        progress.task_started("b")
+        progress.task_spent("b", 700)
+        clock.now += 10
+        progress.task_finished("a", correct=True, tokens=1_000)
+        progress.task_stopped("b", tokens=800)  # its record-less spend replaces the live one
+    assert out.getvalue().splitlines() == [
+        "[1/3] a correct | acc 1.00 | 1.7k tokens | eta 0:00:10",
+        "[1/3] b stopped | acc 1.00 | 1.8k tokens | eta 0:00:10",
+    ]
+    assert (progress.done, progress.running, progress.tokens_so_far) == (1, 0, 1_800)

@@ -197,11 +197,18 @@ IN_VIEW = """(selector) => {
   return !!box && box.top >= 0 && box.top < window.innerHeight;
 }"""
 
+# Where a clicked task's trajectory is brought: to the top of the window.
+AT_TOP = """(selector) => {
+  const box = document.querySelector(selector)?.getBoundingClientRect();
+  return !!box && Math.abs(box.top) < 2;
+}"""
+
 
 def test_an_address_naming_a_task_opens_it_in_view_by_id_or_by_its_place(tmp_path):
     root = make_run(tmp_path / "run", tasks=60, conf_dir=CONF)
     report = write_run_report(root, quick_summary(root))
     heading = "#trajectory h3"
+    opened = "(id) => document.querySelector('#trajectory h3')?.textContent.includes(id)"
     for fragment, task in (
         ("#task=synthetic-0040", "synthetic-0040"),
         ("#task=12", "synthetic-0011"),
@@ -219,10 +226,21 @@ def test_an_address_naming_a_task_opens_it_in_view_by_id_or_by_its_place(tmp_pat
             assert page.evaluate("location.hash") == f"#task={task}"
             # Another address typed while the page is open: that task, in view too.
             page.evaluate("window.scrollTo(0, 0); location.hash = '#task=3'")
-            opened = "(id) => document.querySelector('#trajectory h3')?.textContent.includes(id)"
             page.wait_for_function(opened, arg="synthetic-0002")
             page.wait_for_function(IN_VIEW, arg=heading, timeout=20_000)
         assert visit.problems == []
     with open_report(report, "#task=61") as visit:  # past the last task: said, nothing opened
-        assert "does not have" in visit.page.inner_text("#trajectory")
+        page = visit.page
+        assert "does not have" in page.inner_text("#trajectory")
+        # A task clicked in the table: opened, brought into view, and in the address to share.
+        page.wait_for_selector("#chart-turns canvas")
+        page.click('#task-table tr[data-index="7"]')  # (the click scrolls to the row)
+        page.wait_for_function(opened, arg="synthetic-0007")
+        page.wait_for_function(AT_TOP, arg="#trajectory-section", timeout=20_000)
+        assert page.evaluate("location.hash") == "#task=synthetic-0007"
+        page.evaluate("location.hash = '#task=nothing-such'")  # typed: said, nothing marked
+        page.wait_for_function(
+            "() => document.getElementById('trajectory').innerText.includes('does not have')"
+        )
+        assert page.locator("#task-table tr.selected").count() == 0
     assert visit.problems == []

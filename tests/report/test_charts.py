@@ -86,3 +86,27 @@ def test_no_chart_fixes_its_value_axis_the_data_sets_it():
         if (layer.get("data") or {}).get("name") == "window"
     ]
     assert len(window) == 1 and window[0]["mark"]["type"] == "rule"
+
+
+def test_a_trajectory_of_one_turn_is_drawn_and_counts_get_whole_labels():
+    """A line through one point draws nothing: the run's chart draws a trajectory of one
+    turn as a point, so a question answered at once is seen. Tokens, calls and tasks
+    are whole numbers: a small run's axes label no 0.2 or 0.5."""
+    specs = charts.all_specs()
+    line, single = [
+        layer
+        for layer in layers(specs["prompt_run"])
+        if (layer.get("data") or {}).get("name") == "calls"
+    ]
+    assert line["mark"]["type"] == "line" and single["mark"]["type"] == "point"
+    assert single["encoding"]["opacity"]["condition"]["test"] == "datum.points == 1"
+    axes = [
+        (layer.get("encoding") or {}).get(channel, {}).get("axis") or {}
+        for spec in specs.values()
+        for layer in layers(spec)
+        for channel in ("x", "y")
+        if "mark" in layer
+    ]
+    counted = [axis for axis in axes if axis.get("tickMinStep") == 1]
+    assert len(counted) == 7  # turns (2), prompt tokens (2), calls, cumulative tokens, tasks
+    assert all("% 1" in axis["labelExpr"] for axis in counted)

@@ -106,6 +106,13 @@ def test_a_question_stopped_midway_is_shown_unfinished_and_the_page_is_rendered_
         data = collect(asked, current_summary(asked))
         assert data.run["state"] == "running" and data.tasks[0]["judgement"] == "running now"
         assert "running now" in deepledger("report", str(asked)).stdout
+    so_far = data.tasks[0]["input_tokens"]
+    assert so_far >= PROMPT_TOKENS
+    with open_report(asked / "report.html") as visit:  # the page of the question running
+        assert "being answered now" in visit.page.inner_text("#banners")
+        cards = visit.page.inner_text("#run-cards")  # its tokens so far, not the summary's 0
+        assert f"{so_far:,}" in cards and "priced once the question is answered" in cards
+    assert visit.problems == []
 
 
 def test_a_folder_that_is_no_run_gets_one_line_naming_the_nearest(asked):
@@ -138,4 +145,10 @@ def test_the_run_folder_page_opens_its_task_with_a_chart_scaled_to_it(asked):
         assert "being answered" not in page.inner_text("#banners")
         cards = page.inner_text("#run-cards")
         assert "not judged" in cards and "accuracy" not in cards
+        # Nothing judged, nothing carried: no accuracy tables, no verdict anywhere, and no
+        # ground truth or post-mortem column.
+        shown = page.inner_text("#report").lower()
+        assert [w for w in ("correct", "wrong", "accuracy", "post-mortem") if w in shown] == []
+        assert "End reasons" in page.inner_text("#outcomes")
+        assert page.locator("#task-table th[data-key=ground_truth]").count() == 0
     assert visit.problems == []

@@ -15,9 +15,18 @@ def deepledger(
     *args: str, env_drop: tuple[str, ...] = (), cwd: Path = ROOT, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """The command as a user types it, its output captured."""
-    exe = shutil.which("deepledger", path=str(Path(sys.executable).parent))
-    command = [exe] if exe else [sys.executable, "-m", "deepledger"]
     env = {k: v for k, v in os.environ.items() if k not in env_drop}
     return subprocess.run(
-        [*command, *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout
+        [*deepledger_command(), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
     )
+
+
+def deepledger_command() -> list[str]:
+    """The installed ``deepledger`` (else ``python -m deepledger``), as argv's start."""
+    exe = shutil.which("deepledger", path=str(Path(sys.executable).parent))
+    return [exe] if exe else [sys.executable, "-m", "deepledger"]

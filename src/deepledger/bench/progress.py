@@ -19,7 +19,9 @@ the count rises before the first task finishes. (With ``backend=ray`` the calls 
 in workers: the driver learns a task's tokens when it finishes.)
 
 With a run budget (``benchmark.execution.max_cost_usd`` / ``max_tokens``) both show what
-the run has spent against it, e.g. ``budget $0.4210/$2``, running tasks included.
+the run has spent against it, e.g. ``budget $0.4210/$2``, running tasks included. A
+task the budget stops is not done (a resume runs it): its line says ``stopped``, its
+spending stays in the tokens.
 
 The ETA is ``remaining tasks × mean duration of a task finished in this session ÷
 concurrency``, where concurrency is the most tasks seen running at once (capped by the
@@ -149,6 +151,16 @@ class Progress:
         if self._plain:
             print(self._plain_line(task_id, correct, failed), file=self._file, flush=True)
 
+    def task_stopped(self, task_id: str, tokens: int) -> None:
+        """The run's budget stopped a running task: it is not done (unrecorded, a resume
+        runs it), so not in ``[N/M]`` nor the pace, but ``tokens`` (what it spent, which
+        replaces what it reported running) are spent."""
+        self._running.pop(task_id, None)
+        self._running_tokens -= self._spent_running.pop(task_id, 0)
+        self.tokens += tokens
+        if self._plain:
+            print(self._plain_line(task_id, None, False, "stopped"), file=self._file, flush=True)
+
     def _count(self, correct: bool | None, tokens: int, failed: bool) -> None:
         self.done += 1
         self.failed += failed
@@ -202,8 +214,10 @@ class Progress:
 
     # ------------------------------------------------------------------ rendering
 
-    def _plain_line(self, task_id: str, correct: bool | None, failed: bool) -> str:
-        outcome = (
+    def _plain_line(
+        self, task_id: str, correct: bool | None, failed: bool, outcome: str = ""
+    ) -> str:
+        outcome = outcome or (
             "failed" if failed else {True: "correct", False: "wrong", None: "unjudged"}[correct]
         )
         budget = f" | budget {self._budget()}" if self._budget else ""

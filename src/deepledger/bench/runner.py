@@ -344,7 +344,7 @@ class BenchmarkRunner:
             if isinstance(record, StoppedTask):  # the run's budget: not done, resumable
                 self.stopped.append(record.hit)
                 self._stopped_spent += record.spent
-                self.progress.task_finished(task.task_id, None, record.spent.tokens)
+                self.progress.task_stopped(task.task_id, record.spent.tokens)
                 return
             await self.recorder.recorded(record)
         except OSError as exc:  # the disk, not the task: say so, and go on

@@ -7,8 +7,9 @@ text reaches the run as typed. Errors deepledger raises on purpose are printed a
 paragraph, exit code 2 for a usage or configuration error (Hydra's own included), 1 for
 failed work; a traceback means a bug. ``COMMAND -h``/``--help`` prints the command's
 page and exits 0: its module's ``HELP``, for bench and run the short page ``usage.py``
-makes; a closed output pipe ends any command with 141, quietly. One module per command;
-``common.py`` holds what they share, ``hydra_command.py`` how a command runs under Hydra.
+makes; a closed output pipe (stdout or stderr) ends any command quietly, with 141
+unless the command failed. One module per command; ``common.py`` holds what they
+share, ``hydra_command.py`` how a command runs under Hydra.
 """
 
 from __future__ import annotations
@@ -114,11 +115,14 @@ def main(argv: list[str] | None = None) -> int:
 def _main_guarded(argv: list[str] | None) -> int:
     # Not an error to report: whoever read the output has what they wanted. The exit
     # code is 141, not 0, so that `set -o pipefail` still tells the output was cut
-    # short, as it does for any program a closed pipe stops.
-    with closed_pipe_guard() as stdout:
+    # short, as it does for any program a closed pipe stops; a command that failed
+    # keeps its own code (1, 2, 130): the pipe is not why it failed.
+    with closed_pipe_guard() as streams:
         code = _main(argv)
-        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
-    return EXIT_STDOUT_CLOSED if stdout.cut else code
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:  # a closed pipe shows here, not in the interpreter's exit
+                stream.flush()
+    return EXIT_STDOUT_CLOSED if streams.cut and code == 0 else code
 
 
 def _main(argv: list[str] | None) -> int:

@@ -7,7 +7,9 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -32,14 +34,20 @@ def config_dir() -> Path:
 
 EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE: what a shell shows for `yes | head -1`
 
+# One stream is cut at a time: two threads meeting the closed pipe at once (the
+# progress display's refresh thread and the command's) must not both redirect it.
+_CUT_LOCK = threading.Lock()
 
-class _PipeGuardedStdout:
-    """``sys.stdout`` while a command runs, except that a reader gone (``deepledger run
-    ... | head -1``) is no error: the first write or flush that meets the closed pipe
-    points file descriptor 1 at /dev/null, so the rest of the output (and the
-    interpreter's last flush) goes nowhere, and the command finishes its work (its run
-    folder complete) instead of stopping at a print. The exception never reaches the
-    command's code, where Hydra would catch it and print a traceback of its own."""
+
+class _PipeGuardedStream:
+    """``sys.stdout`` (or ``sys.stderr``) while a command runs, except that a reader gone
+    (``deepledger run ... | head -1``, ``... 2>&1 | head -1``) is no error: the first
+    write or flush that meets the closed pipe points the stream's file descriptor at
+    /dev/null, so the rest of the output (and the interpreter's last flush) goes nowhere,
+    and the command finishes its work (its run folder complete) instead of stopping at a
+    print. The exception never reaches the command's code, where Hydra would catch it
+    and print a traceback of its own. Everything else (``fileno``, ``isatty``,
+    ``encoding``, ``buffer``: what rich looks at) is the stream's own."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -47,54 +55,91 @@ class _PipeGuardedStdout:
 
     def write(self, text: str) -> int:
         if not self.cut:
-            with self._cut_on_closed_pipe():
+            try:
                 return self._stream.write(text)
+            except BrokenPipeError:
+                if not self._cut_at_closed_pipe():
+                    raise
         return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
 
     def flush(self) -> None:
         if not self.cut:
-            with self._cut_on_closed_pipe():
+            try:
                 self._stream.flush()
+            except BrokenPipeError:
+                if not self._cut_at_closed_pipe():
+                    raise
 
     def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, buffer, ...
         return getattr(self._stream, name)
 
-    @contextlib.contextmanager
-    def _cut_on_closed_pipe(self) -> Iterator[None]:
-        try:
-            yield
-        except BrokenPipeError:
-            if not stdout_closed(self._stream):
-                raise  # stdout is fine: some other pipe broke, a bug
-            self.cut = True
+    def _cut_at_closed_pipe(self) -> bool:
+        """Whether the BrokenPipeError just met is this stream's reader gone (the stream
+        is cut from now on); False: the stream is fine, the error is some other pipe's."""
+        with _CUT_LOCK:
+            if self.cut:  # another thread met it first and redirected the descriptor
+                return True
+            if not pipe_closed(self._stream):
+                return False
             with contextlib.suppress(OSError, ValueError):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(devnull, self._stream.fileno())
+                finally:
+                    os.close(devnull)
+            self.cut = True
+            return True
 
 
-def stdout_closed(stream: TextIO | None = None) -> bool:
-    """Whether stdout is a pipe whose reading end has gone (poll reports an error)."""
+def pipe_closed(stream: TextIO) -> bool:
+    """Whether ``stream`` is a pipe whose reading end has gone (poll reports an error)."""
     import select
 
     try:
         poller = select.poll()
-        poller.register((stream or sys.stdout).fileno(), select.POLLOUT)
+        poller.register(stream.fileno(), select.POLLOUT)
         return any(events & select.POLLERR for _, events in poller.poll(0))
-    except (OSError, ValueError):  # no usable stdout at all
+    except (OSError, ValueError):  # no usable file descriptor at all
         return True
 
 
+@dataclass(frozen=True)
+class GuardedStreams:
+    """The standard streams a command writes to, guarded (:func:`closed_pipe_guard`)."""
+
+    stdout: _PipeGuardedStream
+    stderr: _PipeGuardedStream
+
+    @property
+    def cut(self) -> bool:
+        """Whether a reader of either went away: the command ends with 141."""
+        return self.stdout.cut or self.stderr.cut
+
+
 @contextlib.contextmanager
-def closed_pipe_guard() -> Iterator[_PipeGuardedStdout]:
-    """``sys.stdout`` guarded against a closed pipe while the block runs (the command),
-    then the stream it was. ``.cut`` says whether the reader went away."""
-    saved = sys.stdout
-    guarded = _PipeGuardedStdout(saved)
-    sys.stdout = stream = cast(TextIO, guarded)
+def closed_pipe_guard() -> Iterator[GuardedStreams]:
+    """``sys.stdout`` and ``sys.stderr`` guarded against a closed pipe while the block
+    runs (the command), then the streams they were: progress lines on stderr piped into
+    ``head`` must not cost the run its summary."""
+    saved = sys.stdout, sys.stderr
+    guarded = GuardedStreams(_PipeGuardedStream(saved[0]), _PipeGuardedStream(saved[1]))
+    # A stream the process started without (``2>&-``: None) stays None.
+    if saved[0] is not None:
+        sys.stdout = cast(TextIO, guarded.stdout)
+    if saved[1] is not None:
+        sys.stderr = cast(TextIO, guarded.stderr)
     try:
         yield guarded
     finally:
-        if sys.stdout is stream:  # a command that replaced it keeps its own
-            sys.stdout = saved
+        # A command that replaced one keeps its own.
+        if sys.stdout is cast(TextIO, guarded.stdout):
+            sys.stdout = saved[0]
+        if sys.stderr is cast(TextIO, guarded.stderr):
+            sys.stderr = saved[1]
 
 
 def end_process(code: int) -> None:
@@ -113,7 +158,8 @@ def end_process(code: int) -> None:
         return
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe: the code says so
+        # A closed pipe: the code says so. None: the process started without it (2>&-).
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
     os._exit(code)
 

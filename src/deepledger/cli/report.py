@@ -25,10 +25,11 @@ usage: deepledger report RUN_DIR                  one run: prints its summary an
        deepledger report SWEEP_DIR                a -m sweep's folder: its runs compared
                                                   side by side, never averaged
 
-RUN_DIR is a folder a bench wrote (logs/<benchmark>/<model>/<time>). The summary goes to
-stdout, the report's path after it.
+RUN_DIR is a folder a bench wrote (logs/<benchmark>/<model>/<time>); a folder deepledger
+run wrote is reported alone (its page; no summary.json). The summary goes to stdout, the
+report's path after it.
 Exit codes: 0 done, 1 a run could not be read or a compared run is incomplete, 2 a usage
-  error, 141 the output pipe was closed."""
+  error or a folder that is not a run, 141 the output pipe was closed."""
 
 
 def report_command(args: list[str]) -> int:

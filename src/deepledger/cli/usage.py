@@ -63,7 +63,7 @@ Config groups:
     xbench-deepsearch|webwalkerqa|seal-0|deepsearchqa|futurex|aime2025; MiroThinker's
     browsecomp_zh|xbench_deepsearch|xbench_deepresearch|debug|collect_trace|default.
 Tool servers: tools.<name>.* (search, reader, python, web_search, search_and_scrape_webpage,
-  tool-python, time); web.search_backend=serper|searxng|tavily|brave|local.
+  tool-python, time); web.search_backend=serper|searxng|tavily|brave|local|sogou.
 API keys are read from the environment (or ./.env), never from config files; a key given
 as llm.api_key=... is used and never written.
 """

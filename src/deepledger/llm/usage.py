@@ -191,7 +191,11 @@ class UsageLedger:
 
     def _told(self, call: CallRecord) -> CallRecord:
         if self.on_call is not None:
-            self.on_call()
+            try:
+                self.on_call()
+            except Exception:  # a display's count must never cost the call it was told of
+                log.exception("the live usage count failed; it is off for this agent")
+                self.on_call = None
         return call
 
     def _priced(self, response: LLMResponse, price: Price | None) -> CallRecord:

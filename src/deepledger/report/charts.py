@@ -27,6 +27,9 @@ from deepledger.messages import JSONObject
 HEIGHT = 260
 # Turns are whole numbers: no label on a tick between two of them (a short run's axis).
 TURN_AXIS = alt.Axis(tickMinStep=1, labelExpr="datum.value % 1 ? '' : format(datum.value, 'd')")
+# Tokens and tasks are counted in whole numbers too: a question of a few tokens, or a
+# run of one task, would otherwise get labels at 0.2, 0.4...
+COUNT_AXIS = alt.Axis(tickMinStep=1, labelExpr="datum.value % 1 ? '' : format(datum.value, ',d')")
 MARK_COLORS = {
     "window guard": "#c0392b",
     "compaction": "#2471a3",
@@ -84,16 +87,36 @@ def prompt_tokens_run() -> JSONObject:
         .mark_line(strokeWidth=1, opacity=0.35, color="#566573")
         .encode(
             x=alt.X("turn:Q", title="turn", axis=TURN_AXIS),
-            y=alt.Y("input:Q", title="prompt tokens"),
+            y=alt.Y("input:Q", title="prompt tokens", axis=COUNT_AXIS),
             detail="key:N",
             tooltip=["label:N", "turn:Q", alt.Tooltip("input:Q", format=",")],
         )
     )
     return _spec(
-        alt.layer(lines, _window_rule(), _mark_points()).properties(
+        alt.layer(lines, _single_turns(), _window_rule(), _mark_points()).properties(
             width="container", height=HEIGHT
         )
     )
+
+
+def _single_turns() -> alt.Chart:
+    """A point for each trajectory of one turn, which a line alone does not draw (a
+    question answered at once left the chart empty). Only those are seen: points on
+    every line would blacken a run of hundreds of tasks."""
+    points: alt.Chart = (
+        alt.Chart(alt.NamedData(name="calls"))
+        .transform_joinaggregate(points="count()", groupby=["key"])
+        .mark_point(filled=True, size=24, color="#566573")
+        .encode(
+            x=alt.X("turn:Q"),
+            y=alt.Y("input:Q"),
+            # The others are kept, unseen: filtered out, a run with no one-turn
+            # trajectory would give the layer no data, which Vega warns of.
+            opacity=alt.condition("datum.points == 1", alt.value(0.7), alt.value(0)),
+            tooltip=["label:N", "turn:Q", alt.Tooltip("input:Q", format=",")],
+        )
+    )
+    return points
 
 
 def prompt_tokens_task() -> JSONObject:
@@ -103,7 +126,7 @@ def prompt_tokens_task() -> JSONObject:
         .mark_line(point=True)
         .encode(
             x=alt.X("turn:Q", title="turn", axis=TURN_AXIS),
-            y=alt.Y("input:Q", title="prompt tokens"),
+            y=alt.Y("input:Q", title="prompt tokens", axis=COUNT_AXIS),
             color=alt.Color("run:N", title="attempt · retry"),
             tooltip=[
                 "run:N",
@@ -128,8 +151,8 @@ def cumulative_input() -> JSONObject:
         alt.Chart(alt.NamedData(name="cumulative"))
         .mark_line()
         .encode(
-            x=alt.X("call:Q", title="model calls, in the order they were made"),
-            y=alt.Y("tokens:Q", title="cumulative input tokens"),
+            x=alt.X("call:Q", title="model calls, in the order they were made", axis=COUNT_AXIS),
+            y=alt.Y("tokens:Q", title="cumulative input tokens", axis=COUNT_AXIS),
             color=alt.Color("series:N", title="", legend=alt.Legend(orient="top-left")),
             tooltip=["series:N", "call:Q", alt.Tooltip("tokens:Q", format=",")],
         )
@@ -148,7 +171,7 @@ def turns_histogram() -> JSONObject:
                 title="turns per task",
                 axis=alt.Axis(format="d"),
             ),
-            y=alt.Y("count():Q", title="tasks"),
+            y=alt.Y("count():Q", title="tasks", axis=COUNT_AXIS),
             tooltip=[alt.Tooltip("count():Q", title="tasks")],
         )
         .properties(width="container", height=HEIGHT)

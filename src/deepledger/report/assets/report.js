@@ -129,7 +129,11 @@ function pricedBy(prices) {
 function summaryCards(run) {
   const s = run.summary || {};
   const t = s.tasks || {};
-  const tokens = (s.tokens || {}).total || {};
+  // A question still being answered (or stopped) has no record for the summary to sum:
+  // its tokens so far are its row's, and its cost is known only once it ends.
+  const open = run.kind === "run" && !t.finished ? DATA.tasks[0] : null;
+  const tokens = open ? { input: open.input_tokens, output: open.output_tokens, cache_read: open.cache_read_tokens }
+    : (s.tokens || {}).total || {};
   const turns = s.turns || {}, calls = s.tool_calls || {};
   return el("div", { class: "cards", id: "run-cards" },
     run.kind === "run" ? card("verdict", "not judged", "a question asked with deepledger run has no ground truth")
@@ -145,7 +149,8 @@ function summaryCards(run) {
       ? `the judge's model: ${fmtTokens(s.judge_tokens.input)} in · ${fmtTokens(s.judge_tokens.output)} out` : "the judge used no model"),
     (s.extraction_tokens || {}).input ? card("page extraction", fmtTokens(s.extraction_tokens.input),
       `input tokens of scrape_and_extract_info's model (${fmtTokens(s.extraction_tokens.output)} out, ${fmtInt(s.extraction_tokens.tasks)} tasks); included above`) : null,
-    card("cost", fmtCost(s.cost_total), [s.cost_unknown_tasks ? `${s.cost_unknown_tasks} tasks unpriced` : `${fmtCost(s.cost_mean_per_task)} per task`, pricedBy(s.prices)].filter(Boolean).join(" · ")),
+    open ? card("cost", "unknown", run.state === "running" ? "priced once the question is answered" : "not priced: stopped before its end")
+      : card("cost", fmtCost(s.cost_total), [s.cost_unknown_tasks ? `${s.cost_unknown_tasks} tasks unpriced` : `${fmtCost(s.cost_mean_per_task)} per task`, pricedBy(s.prices)].filter(Boolean).join(" · ")),
     card("turns per task", isNum(turns.mean) ? turns.mean.toFixed(1) : "–", `median ${turns.median ?? "–"} · max ${turns.max ?? "–"}`),
     card("tool calls per task", isNum(calls.mean) ? calls.mean.toFixed(1) : "–", `median ${calls.median ?? "–"} · max ${calls.max ?? "–"}`),
     card("wall time", fmtSeconds(run.wall_seconds), run.sessions > 1 ? `over ${run.sessions} sessions (resumed)` : run.state),
@@ -220,9 +225,11 @@ function runSection(run) {
         ["run directory", run.dir], ["benchmark", run.benchmark],
         ["command-line overrides", (run.overrides || []).join(" ") || "none"], ...config,
         ["started", run.started_at], ["finished", run.finished_at || "not yet"]])),
-      el("div", { class: "panel" },
-        groupTable("Accuracy by answer provenance", s.by_provenance, "tasks"),
-        groupTable("First attempt vs carried-over post-mortems", {
+      el("div", { class: "panel", id: "outcomes" },
+        // A question asked with `deepledger run` is never judged and never retried with a
+        // post-mortem: both tables would be empty rows of "0 / 0".
+        run.kind === "run" ? null : groupTable("Accuracy by answer provenance", s.by_provenance, "tasks"),
+        run.kind === "run" ? null : groupTable("First attempt vs carried-over post-mortems", {
           "no post-mortem carried": pm.without || {}, "post-mortem(s) carried": pm.with || {} }, "attempts"),
         el("h3", { text: "End reasons" }), kvTable(ends)),
       el("div", { class: "panel" }, el("h3", { text: "Token economics" }), kvTable(economicsRows(s.token_economics))),
@@ -323,8 +330,10 @@ const COLUMNS = [
 
 function taskSection(tasks, onOpen) {
   // With pass@k, a task solved on a later attempt is "correct": show the first attempt too.
+  // A `deepledger run` question has no ground truth and carries no post-mortems: no column.
   const columns = (DATA.run.summary || {}).k > 1
-    ? [...COLUMNS.slice(0, 2), ["first_attempt", "1st attempt", "status"], ...COLUMNS.slice(2)] : COLUMNS;
+    ? [...COLUMNS.slice(0, 2), ["first_attempt", "1st attempt", "status"], ...COLUMNS.slice(2)]
+    : DATA.run.kind === "run" ? COLUMNS.filter(([key]) => key !== "ground_truth" && key !== "post_mortems") : COLUMNS;
   const state = { sort: null, descending: false, text: "", status: "", end: "", provenance: "" };
   const options = (key) => ["", ...new Set(tasks.map((t) => t[key]).filter((v) => v))];
   const select = (key, label) => el("select", { "aria-label": label, id: `filter-${key}`,
@@ -542,6 +551,8 @@ async function openTaskFromHash() {
     await openTask(wanted, { scroll: true });
     return true;
   }
+  opening++; // a task still opening must not cover the message, nor stay marked in the table
+  for (const tr of document.querySelectorAll("#task-table tbody tr.selected")) tr.classList.remove("selected");
   document.getElementById("trajectory")?.replaceChildren(el("p", { class: "muted",
     text: `The address names a task this run does not have (${location.hash.slice(1)}): click one in the table.` }));
   return false;
@@ -612,7 +623,7 @@ function renderRun() {
   document.getElementById("banners").replaceChildren(...runBanners(run));
   const trajectory = section("trajectory-section", "Trajectory",
     el("div", { id: "trajectory" }, el("p", { class: "muted", text: "Click a task in the table to see its trajectory." })));
-  main.replaceChildren(runSection(run), chartsSection(), taskSection(DATA.tasks, (i) => openTask(i)), trajectory);
+  main.replaceChildren(runSection(run), chartsSection(), taskSection(DATA.tasks, (i) => openTask(i, { scroll: true })), trajectory);
   openTaskFromHash().then((opened) => {
     if (!opened && DATA.tasks.length === 1 && !location.hash) openTask(0); // nothing else to choose
   });
