@@ -81,10 +81,8 @@ class GatedModel:
         contents = [m.get("content") or "" for m in request.messages]
         texts = [c if isinstance(c, str) else str(c) for c in contents]
         turns = sum(1 for m in request.messages if m.get("role") == "assistant")
-        if self.tools and turns < len(TOOL_CALLS):
-            text = TOOL_CALLS[turns]
-        else:
-            text = decide(texts)
+        calling = self.tools and turns < len(TOOL_CALLS)
+        text = TOOL_CALLS[turns] if calling else decide(texts)
         if text.startswith("\\boxed"):
             self.waiting.set()
             self.gate.wait(timeout=240)
