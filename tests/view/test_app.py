@@ -21,7 +21,7 @@ from deepledger.records.events import AssistantTurn
 from deepledger.store.lock import claim, release
 from deepledger.view.app import create_app
 from deepledger.view.live import whole_lines
-from deepledger.view.serve import bind, is_loopback
+from deepledger.view.serve import allowed_hosts, bind, is_loopback
 from tests.support.config import CONF
 from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 from tests.support.doubles.synthetic_run import make_run
@@ -297,6 +297,10 @@ def test_a_name_other_than_loopbacks_is_refused_when_bound_to_loopback(logs):
     rebound = TestClient(app, base_url="http://evil.example:8765")  # DNS made to point here
     assert rebound.get("/api/runs").status_code == 400
     assert rebound.post("/api/questions", json={"question": "hi"}).status_code == 400
+    six = create_app(logs, hosts=allowed_hosts("::1"))  # bound to IPv6's loopback
+    assert TestClient(six, base_url="http://[::1]:8765").get("/api/runs").status_code == 200
+    assert TestClient(six, base_url="http://evil.example").get("/api/runs").status_code == 400
+    assert allowed_hosts("0.0.0.0") is None  # off loopback: any name (and no questions)
 
 
 def test_a_question_still_running_ends_with_the_viewer(tmp_path):
