@@ -331,3 +331,22 @@ def test_a_question_still_running_ends_with_the_viewer(tmp_path):
             assert not run_is_live(logs / rid)
     finally:
         model.release()
+
+
+def test_a_failed_questions_stderr_is_shown_without_the_keys_it_quotes(tmp_path):
+    import subprocess
+    import sys
+    import tempfile
+
+    from deepledger.view.questions import Question
+
+    said = "Error: cannot override llm.api_key=sk-live-123 (a typo?)"
+    with tempfile.TemporaryFile() as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-c", f"import sys; sys.stderr.write({said!r}); sys.exit(2)"],
+            stderr=stderr,
+        )
+        process.wait(timeout=60)
+        failure = Question(tmp_path, process, stderr).failure()
+    assert failure is not None and "exit code 2" in failure and "llm.api_key=***" in failure
+    assert "sk-live-123" not in failure

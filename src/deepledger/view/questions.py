@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from deepledger.errors import ConfigError
+from deepledger.store.redaction import redact_assignments
 
 # Where the viewer's questions go below the logs folder, one folder each.
 QUESTIONS = "questions"
@@ -51,7 +52,9 @@ class Question:
             return None
         self.stderr.seek(0)
         said = self.stderr.read().decode("utf-8", errors="replace").strip()
-        return f"deepledger run ended with exit code {code}: {said[-STDERR_SHOWN:]}"
+        # An error may quote the overrides, an api key typed into the form among them.
+        said = redact_assignments(said[-STDERR_SHOWN:])
+        return f"deepledger run ended with exit code {code}: {said}"
 
 
 def command(question: str, overrides: str, run_dir: Path) -> list[str]:
