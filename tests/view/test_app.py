@@ -21,6 +21,7 @@ from deepledger.records.events import AssistantTurn
 from deepledger.store.lock import claim, release
 from deepledger.view.app import create_app
 from deepledger.view.live import whole_lines
+from deepledger.view.questions import stop_all
 from deepledger.view.serve import allowed_hosts, bind, is_loopback
 from tests.support.config import CONF
 from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
@@ -233,19 +234,23 @@ def test_the_question_form_is_refused_off_loopback_and_from_other_origins(tmp_pa
 
 
 def test_a_question_asked_from_the_form_runs_and_streams_its_trajectory(tmp_path):
+    app = create_app(tmp_path)
     with FakeLLMServer(responder=lambda request: Reply("\\boxed{42}")) as server:
-        client = TestClient(create_app(tmp_path))
+        client = TestClient(app)
         overrides = (
             f"llm=openai_compatible llm.base_url={server.openai_base_url} agent.main_agent.tools=[]"
         )
-        asked = client.post(
-            "/api/questions",
-            json={"question": "@What is six times seven?", "overrides": overrides},
-        )
-        assert asked.status_code == 201, asked.text
-        rid = asked.json()["id"]
-        assert rid.startswith("questions/")
-        events = _events(client, rid)
+        try:
+            asked = client.post(
+                "/api/questions",
+                json={"question": "@What is six times seven?", "overrides": overrides},
+            )
+            assert asked.status_code == 201, asked.text
+            rid = asked.json()["id"]
+            assert rid.startswith("questions/")
+            events = _events(client, rid)
+        finally:  # a failure above leaves no run going (the app has no end of its own)
+            stop_all(app.state.viewer.asked.values())
     lines = [data for event, data in events if event == "line"]
     assert lines[0]["event"] == "task_started"
     assert lines[0]["task"].startswith("@What is six times seven?")  # text, not a file
