@@ -17,7 +17,7 @@ from pathlib import Path
 from tests.support.browser import CHROMIUM_FLAGS, chromium_path
 from tests.support.cli import ROOT
 from tests.support.doubles.bench_model import decide
-from tests.support.doubles.fake_llm_server import RecordedRequest, Reply
+from tests.support.doubles.fake_llm_server import FakeUsage, RecordedRequest, Reply
 
 QUESTION = "EASY: What is the capital of France?"
 
@@ -53,21 +53,41 @@ def viewer(logs: Path, *args: str) -> Iterator[Viewer]:
                 process.wait()
 
 
+# Two calls of the `time` tool (agent.main_agent.tools=[time], a local server): the
+# trajectory a bench shows then has turns with tool calls and their results.
+TOOL_CALLS = tuple(
+    f"{said}\n<use_mcp_tool><server_name>time</server_name>"
+    "<tool_name>get_current_time</tool_name>"
+    f'<arguments>{{"timezone": "{zone}"}}</arguments></use_mcp_tool>'
+    for said, zone in (
+        ("I will check the time first.", "UTC"),
+        ("Now the time in Paris, the city I have in mind.", "Europe/Paris"),
+    )
+)
+
+
 @dataclass
 class GatedModel:
     """The bench model of tests/support/doubles/bench_model.py, except that the reply
-    holding the answer waits until ``release`` (a run held mid-task)."""
+    holding the answer waits until ``release`` (a run held mid-task). With ``tools``,
+    its first turns call the time tool (TOOL_CALLS). Each reply's prompt tokens are
+    the conversation's characters / 4, so a chart of them climbs turn by turn."""
 
     gate: threading.Event = field(default_factory=threading.Event)
     waiting: threading.Event = field(default_factory=threading.Event)
+    tools: bool = False
 
     def __call__(self, request: RecordedRequest) -> Reply:
         contents = [m.get("content") or "" for m in request.messages]
-        text = decide([c if isinstance(c, str) else str(c) for c in contents])
+        texts = [c if isinstance(c, str) else str(c) for c in contents]
+        turns = sum(1 for m in request.messages if m.get("role") == "assistant")
+        calling = self.tools and turns < len(TOOL_CALLS)
+        text = TOOL_CALLS[turns] if calling else decide(texts)
         if text.startswith("\\boxed"):
             self.waiting.set()
             self.gate.wait(timeout=240)
-        return Reply(text)
+        usage = FakeUsage(input_tokens=sum(map(len, texts)) // 4, output_tokens=len(text) // 4)
+        return Reply(text, usage=usage)
 
     def release(self) -> None:
         self.gate.set()
@@ -80,8 +100,8 @@ def one_task_suite(folder: Path) -> Path:
     return folder
 
 
-def bench(base_url: str, data: Path, run_dir: Path) -> subprocess.Popen[str]:
-    """`deepledger bench` on ``data`` in the background."""
+def bench(base_url: str, data: Path, run_dir: Path, tools: str = "[]") -> subprocess.Popen[str]:
+    """`deepledger bench` on ``data`` in the background (``tools``: its agent's)."""
     return subprocess.Popen(
         [
             sys.executable,
@@ -92,7 +112,7 @@ def bench(base_url: str, data: Path, run_dir: Path) -> subprocess.Popen[str]:
             "benchmark.name=tiny",
             "llm=openai_compatible",
             f"llm.base_url={base_url}",
-            "agent.main_agent.tools=[]",
+            f"agent.main_agent.tools={tools}",
             "agent.max_final_answer_retries=1",
             f"hydra.run.dir={run_dir}",
         ],

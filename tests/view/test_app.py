@@ -21,7 +21,8 @@ from deepledger.records.events import AssistantTurn
 from deepledger.store.lock import claim, release
 from deepledger.view.app import create_app
 from deepledger.view.live import whole_lines
-from deepledger.view.serve import bind, is_loopback
+from deepledger.view.questions import stop_all
+from deepledger.view.serve import allowed_hosts, bind, is_loopback
 from tests.support.config import CONF
 from tests.support.doubles.fake_llm_server import FakeLLMServer, Reply
 from tests.support.doubles.synthetic_run import make_run
@@ -102,6 +103,48 @@ def test_listing_reads_no_journal_of_a_finished_run(logs, tmp_path, monkeypatch)
     assert not [path for path in opened if "/tasks/" in path]
 
 
+def test_one_unreadable_run_does_not_take_the_list_down(logs, tmp_path, monkeypatch):
+    import deepledger.view.runs as runs_module
+
+    root = tmp_path / "logs"
+    good = shutil.copytree(logs / "suite" / "m" / "2026-01-01_10-00-00", root / "good")
+    shutil.copytree(logs / "questions" / "asked", root / "torn")
+    with (root / "torn" / "journal.jsonl").open("ab") as handle:
+        handle.write(b'{"event": "assistant", "turn": 2, "mess')  # written half
+    broken = {
+        "summary-not-json": ("summary.json", "{"),
+        "summary-wrong-shape": ("summary.json", '{"tasks": 3, "tokens": []}'),
+        "manifest-not-json": ("manifest.json", "{"),
+        "manifest-wrong-shape": ("manifest.json", '{"runs": [{"config": []}]}'),
+    }
+    for name, (file, text) in broken.items():
+        (shutil.copytree(good, root / name) / file).write_text(text)
+    real = runs_module.runs_under
+
+    def with_one_deleted(logs_dir):  # a run deleted between being found and being read
+        yield root / "deleted", "bench"
+        yield from real(logs_dir)
+
+    monkeypatch.setattr(runs_module, "runs_under", with_one_deleted)
+    answer = TestClient(create_app(root)).get("/api/runs")
+    assert answer.status_code == 200
+    rows = {r["id"]: r for r in answer.json()["runs"]}
+    assert set(rows) == {"good", "torn", "deleted", *broken}
+    assert rows["good"]["problem"] is None and rows["good"]["status"] == "finished"
+    assert rows["summary-not-json"]["problem"] is None  # read from its results instead
+    assert rows["torn"]["problem"] is None and rows["torn"]["question"] == "Why?"
+    for name in ("deleted", "summary-wrong-shape", "manifest-not-json", "manifest-wrong-shape"):
+        assert rows[name]["problem"], name
+    monkeypatch.setattr(runs_module, "runs_under", real)
+    client = TestClient(create_app(root))  # it raises what the app does not answer
+    for name in broken:  # a page, or a 500 that says why: never a traceback
+        assert client.get("/run", params={"id": name}).status_code in (200, 500), name
+        assert client.get("/api/run/data", params={"id": name}).status_code in (200, 500), name
+    for name in ("manifest-not-json", "manifest-wrong-shape"):
+        page = client.get("/run", params={"id": name})
+        assert page.status_code == 500 and "manifest.json" in page.text, name
+
+
 def test_a_bench_page_is_the_report_page_with_its_live_settings(logs):
     client = TestClient(create_app(logs))
     page = client.get("/run", params={"id": "suite/m/2026-01-02_10-00-00"})
@@ -175,25 +218,39 @@ def test_the_question_form_is_refused_off_loopback_and_from_other_origins(tmp_pa
     assert other.status_code == 403
     form = open_.post("/api/questions", data={"question": "hi"})  # a cross-site form post
     assert form.status_code == 415
-    bad = open_.post("/api/questions", json={"question": "hi", "overrides": "hydra.run.dir=/x"})
-    assert bad.status_code == 400 and "the question and its folder" in bad.json()["error"]
+    for owned in (
+        "hydra.run.dir=/x",
+        "++hydra.run.dir=/x",
+        "++question=@/etc/passwd",
+        "+hydra.callbacks.x._target_=os.system",
+        "hydra/launcher=basic",
+        "~hydra",
+        "--cfg job",
+    ):
+        bad = open_.post("/api/questions", json={"question": "hi", "overrides": owned})
+        assert bad.status_code == 400, owned
+        assert "the question and its folder" in bad.json()["error"]
     assert not (tmp_path / "questions").exists()
 
 
 def test_a_question_asked_from_the_form_runs_and_streams_its_trajectory(tmp_path):
+    app = create_app(tmp_path)
     with FakeLLMServer(responder=lambda request: Reply("\\boxed{42}")) as server:
-        client = TestClient(create_app(tmp_path))
+        client = TestClient(app)
         overrides = (
             f"llm=openai_compatible llm.base_url={server.openai_base_url} agent.main_agent.tools=[]"
         )
-        asked = client.post(
-            "/api/questions",
-            json={"question": "@What is six times seven?", "overrides": overrides},
-        )
-        assert asked.status_code == 201, asked.text
-        rid = asked.json()["id"]
-        assert rid.startswith("questions/")
-        events = _events(client, rid)
+        try:
+            asked = client.post(
+                "/api/questions",
+                json={"question": "@What is six times seven?", "overrides": overrides},
+            )
+            assert asked.status_code == 201, asked.text
+            rid = asked.json()["id"]
+            assert rid.startswith("questions/")
+            events = _events(client, rid)
+        finally:  # a failure above leaves no run going (the app has no end of its own)
+            stop_all(app.state.viewer.asked.values())
     lines = [data for event, data in events if event == "line"]
     assert lines[0]["event"] == "task_started"
     assert lines[0]["task"].startswith("@What is six times seven?")  # text, not a file
@@ -245,3 +302,56 @@ def test_a_name_other_than_loopbacks_is_refused_when_bound_to_loopback(logs):
     rebound = TestClient(app, base_url="http://evil.example:8765")  # DNS made to point here
     assert rebound.get("/api/runs").status_code == 400
     assert rebound.post("/api/questions", json={"question": "hi"}).status_code == 400
+    six = create_app(logs, hosts=allowed_hosts("::1"))  # bound to IPv6's loopback
+    assert TestClient(six, base_url="http://[::1]:8765").get("/api/runs").status_code == 200
+    assert TestClient(six, base_url="http://evil.example").get("/api/runs").status_code == 400
+    assert allowed_hosts("0.0.0.0") is None  # off loopback: any name (and no questions)
+
+
+def test_a_question_still_running_ends_with_the_viewer(tmp_path):
+    import urllib.request
+
+    from deepledger.store.lock import run_is_live
+    from tests.view.support import QUESTION, GatedModel
+
+    model = GatedModel()  # holds the run before its answer: it is running when stopped
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    try:
+        with FakeLLMServer(responder=model) as server:
+            with viewer(logs) as view:
+                overrides = f"llm=openai_compatible llm.base_url={server.openai_base_url}"
+                body = {"question": QUESTION, "overrides": overrides + " agent.main_agent.tools=[]"}
+                request = urllib.request.Request(
+                    f"{view.url}api/questions",
+                    data=json.dumps(body).encode(),
+                    headers={"content-type": "application/json"},
+                )
+                with urllib.request.urlopen(request, timeout=60) as answer:
+                    rid = json.loads(answer.read())["id"]
+                assert model.waiting.wait(timeout=240)
+                assert run_is_live(logs / rid)
+            assert view.process.returncode == 130
+            # The viewer waited for its question's process: its hold on the folder is gone.
+            assert not run_is_live(logs / rid)
+    finally:
+        model.release()
+
+
+def test_a_failed_questions_stderr_is_shown_without_the_keys_it_quotes(tmp_path):
+    import subprocess
+    import sys
+    import tempfile
+
+    from deepledger.view.questions import Question
+
+    said = "Error: cannot override llm.api_key=sk-live-123 (a typo?)"
+    with tempfile.TemporaryFile() as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-c", f"import sys; sys.stderr.write({said!r}); sys.exit(2)"],
+            stderr=stderr,
+        )
+        process.wait(timeout=60)
+        failure = Question(tmp_path, process, stderr).failure()
+    assert failure is not None and "exit code 2" in failure and "llm.api_key=***" in failure
+    assert "sk-live-123" not in failure

@@ -10,16 +10,21 @@ a question starting with ``@`` is never read as a file name.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
 from deepledger.errors import ConfigError
+from deepledger.store.redaction import redact_assignments
 
 # Where the viewer's questions go below the logs folder, one folder each.
 QUESTIONS = "questions"
@@ -28,6 +33,8 @@ STDERR_SHOWN = 4_000
 # The same question text `deepledger run` reads as a file name when it starts with this
 # (cli/run_args.py); doubled, it is the character itself.
 FILE_PREFIX = "@"
+# How long a question's run has to stop on SIGINT when the viewer ends, before SIGKILL.
+STOP_GRACE_SECONDS = 10.0
 
 
 @dataclass
@@ -45,7 +52,9 @@ class Question:
             return None
         self.stderr.seek(0)
         said = self.stderr.read().decode("utf-8", errors="replace").strip()
-        return f"deepledger run ended with exit code {code}: {said[-STDERR_SHOWN:]}"
+        # An error may quote the overrides, an api key typed into the form among them.
+        said = redact_assignments(said[-STDERR_SHOWN:])
+        return f"deepledger run ended with exit code {code}: {said}"
 
 
 def command(question: str, overrides: str, run_dir: Path) -> list[str]:
@@ -62,7 +71,7 @@ def command(question: str, overrides: str, run_dir: Path) -> list[str]:
             f"The overrides could not be read ({exc}): quote them as in a shell."
         ) from exc
     for word in extra:
-        if word.startswith("-") or word.split("=", 1)[0] in ("question", "hydra.run.dir"):
+        if word.startswith("-") or _form_owned(word):
             raise ConfigError(
                 f"{word!r} is not an override the viewer passes on: give key=value "
                 "overrides of the run's settings (the question and its folder are the form's)."
@@ -76,6 +85,35 @@ def command(question: str, overrides: str, run_dir: Path) -> list[str]:
         *extra,
         f"hydra.run.dir={run_dir}",
     ]
+
+
+def _form_owned(word: str) -> bool:
+    """Whether override ``word`` sets what the form owns: the question (``question=``,
+    ``++question=``...) or anything of Hydra's (``hydra.run.dir``, ``hydra.callbacks``,
+    the ``hydra/launcher`` group...), which could move the run's folder out of the logs
+    folder or have Hydra import and call code named in the form."""
+    key = word.split("=", 1)[0].lstrip("+~").split("@", 1)[0].strip()
+    return key == "question" or key == "hydra" or key.startswith(("hydra.", "hydra/"))
+
+
+def stop_all(asked: Iterable[Question], grace: float = STOP_GRACE_SECONDS) -> None:
+    """End the questions' processes still running, as Ctrl-C would (SIGINT, then
+    SIGKILL after ``grace``), and reap every one: none outlives the viewer."""
+    every = list(asked)
+    running = [q for q in every if q.process.poll() is None]
+    for question in running:
+        with contextlib.suppress(ProcessLookupError):
+            question.process.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + grace
+    for question in running:
+        try:
+            question.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            question.process.kill()
+            question.process.wait()
+    for question in every:
+        question.process.poll()
+        question.stderr.close()
 
 
 def new_folder(logs: Path) -> Path:

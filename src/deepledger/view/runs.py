@@ -55,7 +55,9 @@ def run_row(logs: Path, root: Path, kind: RunKind) -> JSONObject:
     }
     try:
         row.update(_bench_row(root, row["status"]) if kind == "bench" else _question_row(root))
-    except (DeepLedgerError, OSError, ValueError, KeyError, TypeError) as exc:
+    # A file of the wrong shape (a list where an object belongs...) is that run's problem,
+    # shown on its row: one bad run must not take the whole list down.
+    except (DeepLedgerError, OSError, ValueError, LookupError, TypeError, AttributeError) as exc:
         row["problem"] = str(exc) or repr(exc)
     if row["status"] == "running" and not run_is_live(root):  # ended while being read
         row["status"] = "stopped"

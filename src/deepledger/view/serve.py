@@ -57,15 +57,21 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}/"
 
 
+def allowed_hosts(host: str) -> list[str] | None:
+    """The names a request may address a viewer bound to ``host`` by: on loopback only
+    loopback names (a DNS name rebound to 127.0.0.1 or ::1 is refused); elsewhere any."""
+    if not is_loopback(host):
+        return None
+    return ["127.0.0.1", "localhost", f"[{host}]" if ":" in host else host]
+
+
 def serve(logs: Path, sock: socket.socket, *, allow_questions: bool) -> None:
     """Serve the viewer of ``logs`` on ``sock`` until interrupted."""
     import uvicorn
 
     from deepledger.view.app import create_app
 
-    host = sock.getsockname()[0]
-    # On loopback, only loopback names: a DNS name rebound to 127.0.0.1 is refused.
-    hosts = ["127.0.0.1", "localhost", host] if is_loopback(host) and ":" not in host else None
+    hosts = allowed_hosts(sock.getsockname()[0])
     app = create_app(logs, allow_questions=allow_questions, hosts=hosts)
     config = uvicorn.Config(
         app,
@@ -74,7 +80,12 @@ def serve(logs: Path, sock: socket.socket, *, allow_questions: bool) -> None:
         timeout_graceful_shutdown=1,
         lifespan="off",
     )
-    _quiet_server_class()(config).run(sockets=[sock])
+    try:
+        _quiet_server_class()(config).run(sockets=[sock])
+    finally:  # the questions asked here end with the viewer, reaped
+        from deepledger.view.questions import stop_all
+
+        stop_all(app.state.viewer.asked.values())
 
 
 def _quiet_server_class() -> type:
