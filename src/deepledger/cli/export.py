@@ -100,7 +100,8 @@ def export_command(args: list[str]) -> int:
         print(
             f"deepledger export: {said}, but no task of {_runs_text(run_dirs)} was "
             "judged (no ground truth, or the judge gave no verdict); nothing written. "
-            "Use --only all, or `deepledger judge RUN_DIR` to grade the answers first.",
+            "Use --only all (or, where the judge gave no verdict, `deepledger judge "
+            "RUN_DIR` first: a task without a ground truth is never judged).",
             file=sys.stderr,
         )
         return EXIT_TASKS_ERRORED
