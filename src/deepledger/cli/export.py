@@ -260,7 +260,8 @@ def default_out(
     parsed: argparse.Namespace,
 ) -> Path:
     """In the current folder: ``<benchmark>-<model>-<run folder>.<format>.<ext>`` for
-    one run, the folder's name for a sweep, ``<n>-runs`` for several arguments."""
+    one run, the folder's name for a sweep, ``<n>-runs`` for several arguments
+    (``<format>-per-attempt``, ``<format>-per-turn`` with those options)."""
     from deepledger.store.locate import run_kind
     from deepledger.store.run_store import load_manifest
 
@@ -274,7 +275,10 @@ def default_out(
         stem = f"{len(run_dirs)}-runs"
     stem = re.sub(r"[^\w.+-]+", "_", stem).strip("._") or "export"
     suffix = "" if chosen.output == "folder" else f".{parsed.table or 'jsonl'}"
-    return Path.cwd() / f"{stem}.{name}{suffix}"
+    # A table per attempt and samples per turn are other files than the plain ones: the
+    # same default name would refuse the second export of one run ("exists").
+    grain = "-per-attempt" if parsed.per_attempt else "-per-turn" if parsed.per_turn else ""
+    return Path.cwd() / f"{stem}.{name}{grain}{suffix}"
 
 
 def check_out(out: Path, *, force: bool, folder_format: bool = False) -> None:
