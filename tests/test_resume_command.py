@@ -276,3 +276,10 @@ def test_ctrl_c_stops_a_bench_started_with_it_ignored(tmp_path: Path) -> None:
             preexec=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         )  # fmt: skip
     assert "deepledger resume " in stderr and "Traceback" not in stderr
+
+
+def test_the_key_placeholder_pasted_as_printed_is_refused(tmp_path: Path) -> None:
+    done = deepledger("bench", "benchmark=example", "llm.api_key=<YOUR_KEY>", cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "llm.api_key=<YOUR_KEY> is the placeholder" in done.stderr
+    assert not (tmp_path / "logs").exists()

@@ -118,8 +118,18 @@ def checked_overrides(name: str, overrides: list[str]) -> list[str]:
     """The command line's overrides as Hydra gets them (a key on it moved to a variable,
     MiroThinker's spellings read, flags first), refused with :class:`ConfigError` naming
     an unknown key, an override that does not parse or a preset that does not exist."""
+    from deepledger.cli.resuming import KEY_PLACEHOLDER
     from deepledger.config import carried_override, unknown_override_keys, unknown_presets
 
+    # The resume command printed after a stop shows a key as a placeholder: pasted as
+    # printed, the placeholder would be sent as the key and refused by the endpoint.
+    for override in overrides:
+        if KEY_PLACEHOLDER in override.partition("=")[2]:
+            key = override.partition("=")[0].lstrip("+~")
+            raise ConfigError(
+                f"{key}={KEY_PLACEHOLDER} is the placeholder a resume command shows: put "
+                "your key in its place (a key is never saved or shown)."
+            )
     overrides = flags_first([carried_override(o) for o in take_command_line_key(overrides)])
     if problems := unknown_override_keys(overrides):
         raise ConfigError(
