@@ -244,7 +244,9 @@ def answering(released: threading.Event):
     return respond
 
 
-def interrupted_bench(tmp_path: Path, url: str, released: threading.Event, *extra: str):
+def interrupted_bench(
+    tmp_path: Path, url: str, released: threading.Event, *extra: str, preexec=takes_ctrl_c
+):
     """`deepledger bench` on the default run folder (under tmp_path/logs), Ctrl-C once
     its first task is recorded: the run folder and what the run said on stderr."""
     data = arithmetic_suite(tmp_path / "data", TASKS)
@@ -257,7 +259,7 @@ def interrupted_bench(tmp_path: Path, url: str, released: threading.Event, *extr
     env = {**os.environ, "DEEPLEDGER_PLAIN_PROGRESS": "1"}
     run = subprocess.Popen(
         command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, preexec_fn=takes_ctrl_c,
+        text=True, preexec_fn=preexec,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
@@ -371,3 +373,15 @@ def test_a_stop_message_names_the_folder_so_it_pastes():
     folder = "/my runs/it's"
     said = str(_unreachable("the agent's model", "refused", 2, Path(folder)))
     assert f"(deepledger resume {shlex.quote(folder)})." in said
+
+
+def test_ctrl_c_stops_a_bench_started_with_it_ignored(tmp_path: Path) -> None:
+    """A background job of a script starts with SIGINT ignored: kill -INT still stops
+    the bench and prints how to resume it (interrupted_bench asserts both)."""
+    released = threading.Event()
+    with FakeLLMServer(responder=answering(released)) as server:
+        _, stderr = interrupted_bench(
+            tmp_path, server.openai_base_url, released,
+            preexec=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )  # fmt: skip
+    assert "deepledger resume " in stderr and "Traceback" not in stderr

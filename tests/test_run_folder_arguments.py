@@ -39,3 +39,16 @@ def test_a_single_question_folder_is_not_taken_for_a_bench_run(
 
     assert main([command, str(asked)]) == 2
     assert "is a `deepledger run` folder" in capsys.readouterr().err
+
+
+def test_an_error_naming_its_command_is_not_prefixed_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    RunLayout(run).manifest.write_text("{}", encoding="utf-8")
+
+    assert main(["export", str(run)]) == 2  # no format
+
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("deepledger export: needs a run folder and a format")

@@ -251,3 +251,19 @@ def test_a_run_folder_of_deepledger_run_is_for_the_training_formats_only(
     assert main(["export", str(single), "chatml", "--only", "all", "--out", str(out)]) == 2
     assert "has no recorded configuration" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["asked"]
+
+
+def test_a_table_per_attempt_is_named_apart_from_the_table_per_task(
+    run_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", str(run_dir), "results"]) == 0
+    assert main(["export", str(run_dir), "results", "--per-attempt"]) == 0
+    stem = f"tiny-gpt-4.1-{run_dir.name}"
+    assert capsys.readouterr().out.split() == [
+        str(tmp_path / f"{stem}.results.jsonl"),
+        str(tmp_path / f"{stem}.results-per-attempt.jsonl"),
+    ]

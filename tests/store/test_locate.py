@@ -57,3 +57,15 @@ def test_a_run_of_the_wrong_kind_and_a_missing_folder_are_refused(tmp_path: Path
     with pytest.raises(ConfigError, match="does not exist"):
         require_run(tmp_path / "nowhere", "export")
     assert require_run(run, "report") == "run"
+
+
+def test_a_file_inside_a_run_names_that_run_not_a_newer_one_beside_it(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    older = _bench(logs / "example" / "model" / "20261206_050000")
+    _bench(logs / "example" / "model" / "20261206_060000")
+    attempt = older / "tasks" / "t1-abc" / "attempt-1-retry-0.jsonl"
+    attempt.parent.mkdir(parents=True)
+    attempt.write_text("")
+    for inside in (older / "manifest.json", attempt):
+        with pytest.raises(ConfigError, match=f"the nearest run folder is {older}\\.$"):
+            require_run(inside, "export", kinds=("bench",))

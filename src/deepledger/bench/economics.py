@@ -121,7 +121,8 @@ def economics_line(economics: TokenEconomics | EconomicsUnavailable | None) -> s
     parts = []
     curve = economics.input_tokens_per_turn
     if curve:
-        parts.append(f"prompt {curve[0]:,.0f} -> {curve[-1]:,.0f} tokens over {len(curve)} turns")
+        turns = f"{len(curve)} turn" + ("" if len(curve) == 1 else "s")
+        parts.append(f"prompt {curve[0]:,.0f} -> {curve[-1]:,.0f} tokens over {turns}")
     parts.append(f"+{economics.added_per_turn:,.0f}/turn")
     if economics.cache_read_share is not None:
         parts.append(f"cache read {economics.cache_read_share:.0%}")

@@ -183,6 +183,9 @@ def quiet_http_logs() -> None:
 def fail(exc: DeepLedgerError) -> int:
     """One paragraph; 2 when the configuration (or the endpoint it names) is wrong, 1
     when the work itself failed (``deepledger run``'s model call, after its retries)."""
-    print(f"deepledger: {exc}", file=sys.stderr)
+    text = str(exc)
+    # A message that already names its command ("deepledger export: ...") is not
+    # prefixed again: "deepledger: deepledger export: ..." reads as a stutter.
+    print(text if text.startswith("deepledger ") else f"deepledger: {text}", file=sys.stderr)
     usage = isinstance(exc, ConfigError | EndpointRejectedError)
     return EXIT_USAGE if usage else EXIT_TASKS_ERRORED

@@ -100,7 +100,8 @@ def export_command(args: list[str]) -> int:
         print(
             f"deepledger export: {said}, but no task of {_runs_text(run_dirs)} was "
             "judged (no ground truth, or the judge gave no verdict); nothing written. "
-            "Use --only all, or `deepledger judge RUN_DIR` to grade the answers first.",
+            "Use --only all (or, where the judge gave no verdict, `deepledger judge "
+            "RUN_DIR` first: a task without a ground truth is never judged).",
             file=sys.stderr,
         )
         return EXIT_TASKS_ERRORED
@@ -259,7 +260,8 @@ def default_out(
     parsed: argparse.Namespace,
 ) -> Path:
     """In the current folder: ``<benchmark>-<model>-<run folder>.<format>.<ext>`` for
-    one run, the folder's name for a sweep, ``<n>-runs`` for several arguments."""
+    one run, the folder's name for a sweep, ``<n>-runs`` for several arguments
+    (``<format>-per-attempt``, ``<format>-per-turn`` with those options)."""
     from deepledger.store.locate import run_kind
     from deepledger.store.run_store import load_manifest
 
@@ -273,7 +275,10 @@ def default_out(
         stem = f"{len(run_dirs)}-runs"
     stem = re.sub(r"[^\w.+-]+", "_", stem).strip("._") or "export"
     suffix = "" if chosen.output == "folder" else f".{parsed.table or 'jsonl'}"
-    return Path.cwd() / f"{stem}.{name}{suffix}"
+    # A table per attempt and samples per turn are other files than the plain ones: the
+    # same default name would refuse the second export of one run ("exists").
+    grain = "-per-attempt" if parsed.per_attempt else "-per-turn" if parsed.per_turn else ""
+    return Path.cwd() / f"{stem}.{name}{grain}{suffix}"
 
 
 def check_out(out: Path, *, force: bool, folder_format: bool = False) -> None:

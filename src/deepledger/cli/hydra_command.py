@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -62,6 +63,10 @@ def hydra_command(name: str, overrides: list[str], task: HydraTask) -> int:
                 raise SystemExit(code) from None
         outcome["code"] = max(outcome["code"], code)  # a sweep's worst job
 
+    # Ctrl-C (kill -INT) stops a bench even when started where SIGINT is ignored (a
+    # background job of a script): ignored, it would run on and never print its resume.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     saved_argv = sys.argv
     sys.argv = [f"deepledger {name}", *overrides]
     try:

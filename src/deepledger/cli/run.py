@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deepledger.bench.metrics import plural
 from deepledger.cli.bench import checked, refused_leaves_nothing
 from deepledger.cli.common import config_dir
 from deepledger.errors import ConfigError
@@ -100,8 +101,8 @@ async def _answer_one(cfg: Config, question: str) -> int:
     print(f"Answer: {state.final_answer if state.final_answer is not None else '(none)'}")
     ended = state.end_reason.value if state.end_reason is not None else "not ended"
     print(
-        f"({state.provenance.value}; {ended} after {state.turn} turns, "
-        f"{state.tool_calls} tool calls, {state.ledger.total.total_tokens} tokens)"
+        f"({state.provenance.value}; {ended} after {plural(state.turn, 'turn')}, "
+        f"{plural(state.tool_calls, 'tool call')}, {state.ledger.total.total_tokens} tokens)"
     )
     if state.end_detail:  # e.g. the task alone does not fit the window
         print(f"Why: {state.end_detail}")

@@ -73,8 +73,9 @@ HYDRA_COMMANDS = {
     "bench": """\
 deepledger bench — run a benchmark suite: every task of the benchmark preset answered by the
 agent and judged; progress on stderr, the summary on stdout. The run folder (printed;
-logs/<benchmark>/<model>/<time>, or hydra.run.dir=DIR) holds the journals, results.jsonl,
-summary.json and report.html. The same command with the same hydra.run.dir resumes it.
+logs/<benchmark>/<model>/<time>, or hydra.run.dir=DIR) holds the journals,
+benchmark_results.jsonl, summary.json and report.html. `deepledger resume RUN_DIR` resumes
+it there (or the same command with hydra.run.dir=RUN_DIR; without it, a new folder).
 
 usage: deepledger bench [GROUP=PRESET ...] [KEY=VALUE ...]
        deepledger bench -m KEY=A,B [...]    a sweep: one run per value (logs/.../multirun/)""",

@@ -257,7 +257,7 @@ def _write(request: ExportRequest, lines: list[str], outcome: ExportOutcome) -> 
     if not lines:
         why = ", ".join(f"{n} {reason}" for reason, n in outcome.skipped.items() if n)
         raise DeepLedgerError(
-            f"deepledger export {request.format}: nothing to write"
+            f"deepledger export: {request.format}: nothing to write"
             + (f" ({why})" if why else " (no attempts in the runs given)")
             # dpo needs both verdicts whatever --only says
             + (": try --only all" if request.only == "correct" and request.format != "dpo" else "")

@@ -249,6 +249,8 @@ class RetryingClient(LLMClient):
     def _note_retry(self, state: RetryCallState) -> None:
         self.retries += 1
         error = state.outcome.exception() if state.outcome else None
+        # Errors end in a sentence's full stop; "...address.; retrying" read as a typo.
+        error_text = str(error).rstrip(".")
         wait = state.next_action.sleep if state.next_action else 0.0
         if state.attempt_number >= self.policy.max_attempts:  # waiting for it to start
             log.warning(
@@ -257,7 +259,7 @@ class RetryingClient(LLMClient):
                 self.provider,
                 state.attempt_number,
                 self.policy.unreachable_after_seconds,
-                error,
+                error_text,
                 wait,
             )
             return
@@ -266,7 +268,7 @@ class RetryingClient(LLMClient):
             self.provider,
             state.attempt_number,
             self.policy.max_attempts,
-            error,
+            error_text,
             wait,
         )
 

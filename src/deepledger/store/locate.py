@@ -103,7 +103,9 @@ def require_run(folder: Path, command: str, kinds: tuple[RunKind, ...] = RUN_KIN
         problem = f"{folder} is {_NAME[kind]}"
     else:
         problem = f"{folder} is not a run folder"
-    near = nearest_run(folder if folder.is_dir() else _existing_parent(folder), kinds)
+    near = _enclosing_run(folder, kinds) or nearest_run(
+        folder if folder.is_dir() else _existing_parent(folder), kinds
+    )
     hint = f"; the nearest run folder is {near}" if near is not None else ""
     raise ConfigError(f"{problem}; deepledger {command} expects {expected}{hint}.")
 
@@ -113,6 +115,22 @@ _NAME: dict[RunKind, str] = {
     "run": "a `deepledger run` folder",
 }
 _HOLDS: dict[RunKind, str] = {"bench": f"{MANIFEST}, {TASKS}/", "run": RUN_JOURNAL}
+
+
+def _enclosing_run(path: Path, kinds: tuple[RunKind, ...]) -> Path | None:
+    """The run folder ``path`` lies in (a journal, ``tasks/``, a task's attempt): a
+    user who named a file of a run meant that run, not the newest one beside it."""
+    for parent in path.absolute().parents[:_ENCLOSING_LEVELS]:
+        if len(parent.parts) <= _TOP_OF_DISK:
+            break
+        kind = run_kind(parent)
+        if kind is not None:
+            return parent if kind in kinds else None
+    return None
+
+
+# RUN/tasks/<task>/<attempt>/journal.jsonl: four levels below its run folder.
+_ENCLOSING_LEVELS = 4
 
 
 def _existing_parent(path: Path) -> Path:
