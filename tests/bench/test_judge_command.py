@@ -175,7 +175,7 @@ def test_another_judge_under_a_judgings_name_and_a_bad_key_are_refused(tmp_path)
     assert other.returncode == 2 and "was made by another judge" in other.stderr
     assert bad_key.returncode == 2 and "cannot change 'llm.model_name=x'" in bad_key.stderr
     assert missing.returncode == 2 and "'nosuch' is not an llm preset" in missing.stderr
-    assert not_a_run.returncode == 2 and "nowhere is not a folder" in not_a_run.stderr
+    assert not_a_run.returncode == 2 and "nowhere does not exist" in not_a_run.stderr
     assert helped.returncode == 0 and "usage: deepledger judge RUN_DIR" in helped.stdout
     assert "Traceback" not in other.stderr + bad_key.stderr + missing.stderr + not_a_run.stderr
 
