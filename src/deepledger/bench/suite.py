@@ -7,6 +7,7 @@ import logging
 import shlex
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from deepledger.agent.retry_plan import RetryPlan
@@ -62,9 +63,12 @@ async def run_suite(
     conf_dir: Path,
     argv: list[str],
     hydra_config: JSONObject | None = None,
+    on_started: Callable[[], None] | None = None,
 ) -> SummaryRecord:
     """Run (or resume) the suite into ``root``; return the summary it wrote.
-    ``hydra_config``: the config as Hydra composed it, for ``.hydra/`` (the CLI's)."""
+    ``hydra_config``: the config as Hydra composed it, for ``.hydra/`` (the CLI's).
+    ``on_started``: called once the run has started in ``root`` (its manifest written),
+    so a folder is named to the user only when there is a run in it to resume."""
     # config's validate() cannot see the strategies' registry (a floor above it): a
     # caller that composed its own config gets a bad name refused here, before any work.
     if problems := strategy_problems(cfg.agent.context):
@@ -84,6 +88,8 @@ async def run_suite(
         if hydra_config is not None:
             save_hydra_files(root, hydra_config)
         run_dir.start(config, argv, tasks=len(models.tasks))
+        if on_started is not None:
+            on_started()
         tasks = await _start_over_changed(run_dir, changed, models.tasks, allowed)
         records, stopped = await _run_with_live_report(cfg, run_dir, tasks, models, backend)
         summary = await _final_summary(cfg, run_dir, records, stopped, len(tasks), models)

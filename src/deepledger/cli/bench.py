@@ -66,9 +66,15 @@ def bench_command(cfg: Config, node: DictConfig) -> int:
         # key) before its run starts writing: those leave no folder either.
         with refused_leaves_nothing():
             checked(cfg)
-            say_run_folder(root, overrides)
             summary = asyncio.run(
-                run_suite(cfg, root, config_dir(), overrides, hydra_config=composed)
+                run_suite(
+                    cfg,
+                    root,
+                    config_dir(),
+                    overrides,
+                    hydra_config=composed,
+                    on_started=lambda: say_run_folder(root, overrides),
+                )
             )
     except (RunRejectedError, RunDirectoryError) as exc:
         if not RunLayout(root).manifest.is_file():
@@ -108,8 +114,9 @@ def raised_budgets(budget: BudgetSummary) -> list[str]:
 
 
 def say_run_folder(root: Path, overrides: list[str]) -> None:
-    """The run folder, named before any work, on stderr: the one a resume needs (the
-    default one carries the start time, so the same command again starts a new run)."""
+    """The run folder, named on stderr as soon as its run has started, before any task:
+    the one a resume needs (the default one carries the start time, so the same command
+    again starts a new run). A run refused before it started names no folder."""
     print(
         f"deepledger bench: run folder {root} — resume with: "
         f"{short_resume_command(overrides, root)}",
