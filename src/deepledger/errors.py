@@ -75,6 +75,8 @@ result the model sees, a note, a record) or one of the errors above::
      ├── ToolRefusal                 [tools/types.py] an in-process tool turns a call down
      ├── ToolFailure                 [tools/servers/tool_python.py] a call the model can correct
      ├── StoppedByRunBudget          [bench/attempts.py] the run's budget cut a task short
+     ├── _NotFound                   [view/app.py] a run the viewer was asked for is not one
+     │                               under its logs folder: answered 404
      ├── _UnreadableError            [tools/scrape.py] neither the Jina reader nor a direct
      │                               fetch could read the page
      └── _Conflict                   [bench/verdict.py] a judge's verdict followed by a word

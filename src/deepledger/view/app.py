@@ -71,7 +71,7 @@ class Viewer:
 
 
 class _NotFound(Exception):
-    pass
+    """A run id that names no run under the logs folder: the request gets a 404."""
 
 
 def asset(name: str) -> str:
