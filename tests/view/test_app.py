@@ -200,6 +200,7 @@ def test_the_port_in_use_gives_the_next_free_one_printed(tmp_path):
         assert view.process.returncode in (130, -signal.SIGINT)
         said = view.process.stderr.read()
         assert f"port {port} is in use; using " in said
+        assert f"no runs under {tmp_path.resolve()} yet" in said  # an empty folder: said
     finally:
         taken.close()
 

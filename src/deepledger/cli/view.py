@@ -56,6 +56,7 @@ def view_command(args: list[str]) -> int:
             f"{logs} is not a folder (expected the logs folder that holds "
             "the runs, e.g. logs); runs are written under logs/ by default."
         )
+    from deepledger.store.locate import runs_under
     from deepledger.view.serve import bind, is_loopback, serve, url_of
 
     # SIGINT stops the viewer even when started where it is ignored (a background job
@@ -79,6 +80,12 @@ def view_command(args: list[str]) -> int:
         f"deepledger view: the runs under {logs.resolve()} at {url} (Ctrl-C stops it)",
         file=sys.stderr,
     )
+    if next(iter(runs_under(logs)), None) is None:  # a mistyped folder, most likely
+        print(
+            f"deepledger view: no runs under {logs.resolve()} yet; runs written there "
+            "appear as they start",
+            file=sys.stderr,
+        )
     print(url, flush=True)  # the command's result: where to point a browser
     if browser:
         import webbrowser
