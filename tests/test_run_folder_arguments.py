@@ -52,3 +52,12 @@ def test_an_error_naming_its_command_is_not_prefixed_twice(
 
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("deepledger export: needs a run folder and a format")
+
+
+def test_a_usage_error_says_what_was_wrong_before_the_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["report", "logs/x", "--bogus"]) == 2
+    assert capsys.readouterr().err.startswith("deepledger report does not take --bogus.\nusage:")
+    assert main(["resume"]) == 2
+    assert capsys.readouterr().err.startswith("deepledger resume needs the run folder")

@@ -52,7 +52,13 @@ def report_command(args: list[str]) -> int:
         out = Path(args[at + 1])
         args = args[:at] + args[at + 2 :]
     if not args or any(a.startswith("-") for a in args):
-        print("usage: deepledger report RUN_DIR [RUN_DIR...] [--out FILE]", file=sys.stderr)
+        flags = [a for a in args if a.startswith("-")]
+        what = f"does not take {flags[0]}" if flags else "needs a run folder"
+        print(
+            f"deepledger report {what}.\nusage: deepledger report RUN_DIR [RUN_DIR...] "
+            "[--out FILE]",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     run_dirs: list[Path] = []
     sweep = False  # runs with different settings: compared, never averaged

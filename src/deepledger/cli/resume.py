@@ -54,7 +54,11 @@ def resume_command(args: list[str]) -> int:
     # A sweep job's folder has "=" in its name (0_agent.keep_tool_result=1): an override
     # only when no such folder exists.
     if not args or args[0].startswith("-") or ("=" in args[0] and not Path(args[0]).exists()):
-        print("usage: deepledger resume RUN_DIR [OVERRIDES...]", file=sys.stderr)
+        what = "needs the run folder first" if args else "needs the run folder to resume"
+        print(
+            f"deepledger resume {what}.\nusage: deepledger resume RUN_DIR [OVERRIDES...]",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     run_dir = Path(args[0]).absolute()
     overrides = resumed_overrides(run_dir, args[1:])  # refused: one line from main, exit 2
