@@ -390,14 +390,10 @@ class _Caller:
 
     def _without_unanswered_results(self, request: list[Message], closing: int) -> list[Message]:
         """``request`` without the text tool results just before its ``closing`` prompts,
-        when asked to leave them out (native results stay: each pairs with its call)."""
-        index = len(request) - closing - 1
-        if not self.unanswered_results_out or index < 2:
+        when asked to leave them out."""
+        if not self.unanswered_results_out:
             return request
-        last = request[index]
-        if last.kind is not MessageKind.TOOL_RESULTS or last.role is not Role.USER:
-            return request
-        return request[:index] + request[index + 1 :]
+        return without_unanswered_results(request, closing)
 
     def _drop_exchange(
         self, purpose: str, *, estimate: int | None = None, provider_said: str | None = None
@@ -529,3 +525,16 @@ class _Caller:
         )
         if self.state.end_detail is None:  # said once, however many calls are skipped
             self.state.end_detail = reason
+
+
+def without_unanswered_results(request: list[Message], closing: int) -> list[Message]:
+    """``request`` without the text tool results just before its ``closing`` prompts (the
+    mirothinker profile's closing request; a training export rebuilds it the same way).
+    Native results stay: each pairs with its call."""
+    index = len(request) - closing - 1
+    if index < 2:
+        return request
+    last = request[index]
+    if last.kind is not MessageKind.TOOL_RESULTS or last.role is not Role.USER:
+        return request
+    return request[:index] + request[index + 1 :]

@@ -18,6 +18,7 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from deepledger.cli.override_text import quoted
 from deepledger.config import COMMAND_LINE_KEY_ENV
 from deepledger.store.redaction import redact_assignments
 
@@ -26,8 +27,7 @@ REDACTED = "***"  # what store/redaction.py puts in a secret's place
 _SWEEP_FLAGS = ("-m", "--multirun")
 # Overrides that name the run folder (or the sweep's): the resume command sets its own.
 _FOLDER_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
-_PLAIN_FOLDER = re.compile(r"[\w./-]+")
-_INTERPOLATION = re.compile(r"(\\*)\$\{")
+_PLAIN_FOLDER = re.compile(r"[\w./-]+")  # a path Hydra reads as typed
 # ${oc.env:SERPER_API_KEY}: where the key is, not the key (a default after a comma might be).
 _ENV_LOOKUP = re.compile(r"\$\{oc\.env:\w+\}")
 
@@ -35,15 +35,8 @@ _ENV_LOOKUP = re.compile(r"\$\{oc\.env:\w+\}")
 def folder_override(key: str, folder: Path) -> str:
     """``key=<folder>`` in Hydra's override grammar: quoted when the path holds what the
     grammar reads otherwise (a sweep job's ``0_a.b=1,c=2``, a space, ``${``)."""
-    from hydra.core.override_parser.types import Quote, QuotedString
-
     text = str(folder)
-    if _PLAIN_FOLDER.fullmatch(text):
-        return f"{key}={text}"
-    # OmegaConf reads \${ as a literal ${, and \\ before ${ as one backslash.
-    literal = _INTERPOLATION.sub(lambda m: m[1] * 2 + "\\${", text)
-    quote = Quote.double if "'" in literal and '"' not in literal else Quote.single
-    return f"{key}={QuotedString(text=literal, quote=quote).with_quotes()}"
+    return f"{key}={text if _PLAIN_FOLDER.fullmatch(text) else quoted(text)}"
 
 
 def override_key(override: str) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepledger.cli.hydra_command import flag_takes_value
+from deepledger.cli.override_text import hydra_value
 from deepledger.errors import ConfigError
 
 # `[+|++|~]key[@package][=value]`, as Hydra's override grammar spells a key.
@@ -127,27 +128,3 @@ def _question_text(value: str) -> str:
             f"question={value}: cannot read {str(path)!r} ({exc.strerror})."
         ) from None
     return text.rstrip("\r\n")
-
-
-_INTERPOLATION = re.compile(r"(\\*)\$\{")
-
-
-def hydra_value(text: str) -> str:
-    """``text`` written in Hydra's override grammar so that the config holds exactly
-    ``text``: as typed when Hydra reads it back unchanged, else quoted, with every
-    ``${`` escaped (OmegaConf would resolve it: a question may say ``${HOME}``)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import Quote, QuotedString
-    from hydra.errors import HydraException
-
-    if "${" not in text and "\\" not in text:
-        try:
-            parsed = OverridesParser.create().parse_override(f"key={text}")
-            if not parsed.is_sweep_override() and parsed.value() == text:
-                return text
-        except HydraException:
-            pass  # not valid unquoted: quoted below
-    # OmegaConf reads \${ as a literal ${, and \\ before ${ as one backslash.
-    literal = _INTERPOLATION.sub(lambda m: m[1] * 2 + "\\${", text)
-    quote = Quote.double if "'" in literal and '"' not in literal else Quote.single
-    return QuotedString(text=literal, quote=quote).with_quotes()

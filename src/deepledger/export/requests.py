@@ -27,13 +27,14 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from deepledger.agent.answer import without_unanswered_results
 from deepledger.bench.replay import RecordedRun
 from deepledger.config import node_data
 from deepledger.context.policy import ContextPolicy
 from deepledger.context.replay import at_once, follow_history
 from deepledger.context.strategies import make_strategy
 from deepledger.errors import ConfigError
-from deepledger.messages import JSONObject, Message, MessageKind, Role, ToolSpec
+from deepledger.messages import JSONObject, Message, Role, ToolSpec
 from deepledger.records.codec import read_journal
 from deepledger.records.events import (
     AssistantTurn,
@@ -213,25 +214,13 @@ class _Walk:
             )
         request = at_once(self.policy.prepare(self.history, closing=prompts)).messages
         if self.settings.mirothinker:
-            request = _without_unanswered_results(request, len(prompts))
+            request = without_unanswered_results(request, len(prompts))
         exchange = Exchange(event.turn or self.t.turns, event.purpose, tuple(request), reply)
         if event.purpose == ANSWER_PURPOSE:
             # A later summary call (the box was missing) replaces the one before it.
             self.t.exchanges = [e for e in self.t.exchanges if e.purpose != ANSWER_PURPOSE]
             self.t.exchanges.append(exchange)
             self.answer = (prompts, reply)
-
-
-def _without_unanswered_results(request: list[Message], closing: int) -> list[Message]:
-    """As ``agent/answer.py`` sends a closing request under the mirothinker profile: the
-    text results just before the closing prompts left out."""
-    index = len(request) - closing - 1
-    if index < 2:
-        return request
-    last = request[index]
-    if last.kind is not MessageKind.TOOL_RESULTS or last.role is not Role.USER:
-        return request
-    return request[:index] + request[index + 1 :]
 
 
 def journal_of(run_dir: Path, relative: str | None) -> Path | None:
