@@ -158,24 +158,42 @@ def run_replay(run_dir: Path, overrides: list[str], price_model: str | None = No
     return format_table(results, error, price, model, len(journals), counter)
 
 
-def recorded_config(run_dir: Path) -> RecordedRun:
-    """The run's configuration: a bench run's ``manifest.json``, else the
-    ``.hydra/config.yaml`` Hydra wrote into a ``deepledger run`` folder."""
+# What reading a recorded configuration raises when its file is not one this version reads.
+UNREADABLE_CONFIG = (json.JSONDecodeError, KeyError, TypeError, ValueError, OmegaConfBaseException)
+
+
+def recorded_config_source(run_dir: Path) -> Path | None:
+    """Where the run's configuration is recorded: a bench run's ``manifest.json``, else
+    the ``.hydra/config.yaml`` Hydra wrote into a ``deepledger run`` folder (None:
+    neither)."""
     layout = RunLayout(run_dir)
-    manifest, composed = layout.manifest, layout.hydra_config  # `deepledger run`: no manifest
-    if not manifest.is_file() and not composed.is_file():
+    for source in (layout.manifest, layout.hydra_config):  # `deepledger run`: no manifest
+        if source.is_file():
+            return source
+    return None
+
+
+def read_recorded_config(source: Path) -> JSONObject:
+    """The configuration recorded in ``source`` (:func:`recorded_config_source`), as
+    composed and resolved; raises one of :data:`UNREADABLE_CONFIG`."""
+    if source.name == MANIFEST:
+        config: JSONObject = json.loads(source.read_text(encoding="utf-8"))["config"]
+        return config
+    return node_data(OmegaConf.load(source), resolve=True)
+
+
+def recorded_config(run_dir: Path) -> RecordedRun:
+    """The run's configuration (:func:`recorded_config_source`)."""
+    source = recorded_config_source(run_dir)
+    if source is None:
+        composed = RunLayout(run_dir).hydra_config.relative_to(run_dir)
         raise ConfigError(
             f"{run_dir} is not a run directory: it has neither {MANIFEST} (deepledger "
-            f"bench) nor {composed.relative_to(run_dir)} (deepledger run)."
+            f"bench) nor {composed} (deepledger run)."
         )
-    source = manifest if manifest.is_file() else composed
     try:
-        if source is manifest:
-            config = json.loads(manifest.read_text(encoding="utf-8"))["config"]
-        else:
-            config = node_data(OmegaConf.load(composed), resolve=True)
-        return RecordedRun.from_config(config)
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError, OmegaConfBaseException) as exc:
+        return RecordedRun.from_config(read_recorded_config(source))
+    except UNREADABLE_CONFIG as exc:
         raise ConfigError(
             f"{source} does not hold a run configuration this version can read ({exc})."
         ) from None

@@ -19,17 +19,17 @@ their names and digest: its samples carry no ``tools``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
 from deepledger.agent.answer import without_unanswered_results
-from deepledger.bench.replay import RecordedRun
-from deepledger.config import node_data
+from deepledger.bench.replay import (
+    UNREADABLE_CONFIG,
+    RecordedRun,
+    read_recorded_config,
+    recorded_config_source,
+)
 from deepledger.context.policy import ContextPolicy
 from deepledger.context.replay import at_once, follow_history
 from deepledger.context.strategies import make_strategy
@@ -72,19 +72,17 @@ class RunSettings:
 def run_settings(run_dir: Path) -> RunSettings:
     """The settings ``run_dir`` ran under: a bench run's ``manifest.json``, else the
     ``.hydra/config.yaml`` of a ``deepledger run`` folder."""
-    layout = RunLayout(run_dir)
+    source = recorded_config_source(run_dir)
+    if source is None:
+        layout = RunLayout(run_dir)
+        raise ConfigError(
+            f"{run_dir} has no recorded configuration ({layout.manifest.name} or "
+            f"{layout.hydra_config.relative_to(run_dir)}): its requests cannot be rebuilt."
+        )
     try:
-        if layout.manifest.is_file():
-            config = json.loads(layout.manifest.read_text(encoding="utf-8"))["config"]
-        elif layout.hydra_config.is_file():
-            config = node_data(OmegaConf.load(layout.hydra_config), resolve=True)
-        else:
-            raise ConfigError(
-                f"{run_dir} has no recorded configuration ({layout.manifest.name} or "
-                f"{layout.hydra_config.relative_to(run_dir)}): its requests cannot be rebuilt."
-            )
+        config = read_recorded_config(source)
         recorded = RecordedRun.from_config(config)
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError, OmegaConfBaseException) as exc:
+    except UNREADABLE_CONFIG as exc:
         raise ConfigError(
             f"{run_dir}: the recorded configuration is not one this version reads ({exc})."
         ) from None

@@ -32,15 +32,21 @@ def whole_lines(path: Path, offset: int = 0) -> tuple[list[JSONObject], int]:
     end = chunk.rfind(b"\n")
     if end < 0:
         return [], offset
+    return json_objects(chunk[:end]), offset + end + 1
+
+
+def json_objects(chunk: bytes) -> list[JSONObject]:
+    """The JSON objects of the lines of ``chunk``; a line that holds none (cut by a
+    read's window, torn by a writer, not an object) is skipped."""
     lines = []
-    for raw in chunk[:end].split(b"\n"):
+    for raw in chunk.split(b"\n"):
         try:
             line = json.loads(raw.decode("utf-8", errors="replace"))
         except ValueError:
             continue
         if isinstance(line, dict):
             lines.append(line)
-    return lines, offset + end + 1
+    return lines
 
 
 def signature(root: Path) -> str:

@@ -23,6 +23,7 @@ from deepledger.store.layout import RunLayout
 from deepledger.store.locate import RunKind, runs_under
 from deepledger.store.lock import run_is_live
 from deepledger.store.run_store import load_manifest
+from deepledger.view.live import json_objects
 
 # Bytes read from each end of a `deepledger run` journal: its task_started line (the
 # question, early) and its task_finished line (the answer and usage, last).
@@ -153,19 +154,7 @@ def _peek(journal: Path) -> tuple[list[JSONObject], list[JSONObject]]:
         size = handle.seek(0, os.SEEK_END)
         handle.seek(max(0, size - JOURNAL_PEEK))
         tail = handle.read(JOURNAL_PEEK)
-    return _whole_lines(head), _whole_lines(tail)
-
-
-def _whole_lines(chunk: bytes) -> list[JSONObject]:
-    found = []
-    for raw in chunk.split(b"\n"):
-        try:
-            line = json.loads(raw)
-        except ValueError:  # a line the window cut, or a torn last line
-            continue
-        if isinstance(line, dict):
-            found.append(line)
-    return found
+    return json_objects(head), json_objects(tail)
 
 
 def _hydra_model(config: Path) -> str | None:
